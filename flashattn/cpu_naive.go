@@ -1,0 +1,11 @@
+package flashattn
+
+type naiveImpl struct{}
+
+func (naiveImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error {
+	panic("todo")
+}
+
+func (naiveImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error {
+	panic("todo")
+}

@@ -1,0 +1,121 @@
+package flashattn
+
+import "fmt"
+
+// Shape is the shape of one BSHD tensor: batch, sequence length, heads, head
+// dimension.
+type Shape struct {
+	B, N, H, D int
+}
+
+// Numel is the number of elements of a tensor of this shape.
+func (s Shape) Numel() int { return s.B * s.N * s.H * s.D }
+
+// Strides are the element strides of the B, N, H and D dimensions.
+type Strides [4]int
+
+// ContiguousStrides returns the strides of a dense BSHD tensor of shape s.
+func (s Shape) ContiguousStrides() Strides {
+	return Strides{s.N * s.H * s.D, s.H * s.D, s.D, 1}
+}
+
+func (s Shape) String() string { return fmt.Sprintf("[B=%d N=%d H=%d D=%d]", s.B, s.N, s.H, s.D) }
+
+// Dims describes one attention problem. Every buffer size in the library is
+// derived from it, never computed by hand.
+//
+//	q, out, dOut, dQ : (B, Nq, Hq, D)
+//	k, v, dK, dV     : (B, Nk, Hkv, D)
+//	lse              : (B, Hq, Nq), float32, natural logarithm
+//
+// Hq must be a multiple of Hkv (GQA; Hkv == 1 is MQA): query head h reads
+// key/value head h / (Hq/Hkv).
+type Dims struct {
+	B, Nq, Nk, Hq, Hkv, D int
+}
+
+// QShape is the shape of q, out, dOut and dQ.
+func (d Dims) QShape() Shape { return Shape{d.B, d.Nq, d.Hq, d.D} }
+
+// KVShape is the shape of k, v, dK and dV.
+func (d Dims) KVShape() Shape { return Shape{d.B, d.Nk, d.Hkv, d.D} }
+
+// LSELen is the number of float32 values in the log-sum-exp buffer.
+func (d Dims) LSELen() int { return d.B * d.Hq * d.Nq }
+
+// LSEIndex is the position of row i of query head h of batch b in the LSE buffer.
+func (d Dims) LSEIndex(b, h, i int) int { return (b*d.Hq+h)*d.Nq + i }
+
+// Groups is the number of query heads that share one key/value head.
+func (d Dims) Groups() int { return d.Hq / d.Hkv }
+
+// KVHead is the key/value head read by query head h.
+func (d Dims) KVHead(h int) int { return h / d.Groups() }
+
+// CausalOffset is added to a query row index before comparing it with a key
+// index: row i may attend to key j iff j <= i + Nk - Nq (bottom-right aligned
+// causal mask, as FlashAttention-2 since 2.1). Rows with i + Nk - Nq < 0 see no
+// key at all; their output is 0 and their LSE is -Inf.
+func (d Dims) CausalOffset() int { return d.Nk - d.Nq }
+
+// FLOPs is the forward pass's floating-point operation count by the FA2
+// paper's convention: 4*B*Hq*Nq*Nk*D, halved when causal. The backward pass
+// counts 2.5 times this.
+func (d Dims) FLOPs(causal bool) float64 {
+	f := 4 * float64(d.B) * float64(d.Hq) * float64(d.Nq) * float64(d.Nk) * float64(d.D)
+	if causal {
+		f /= 2
+	}
+	return f
+}
+
+// Validate checks that every dimension is positive and Hq is a multiple of Hkv.
+func (d Dims) Validate() error {
+	for _, c := range []struct {
+		arg, dim string
+		v        int
+	}{{"q", "B", d.B}, {"q", "N", d.Nq}, {"k", "N", d.Nk}, {"q", "H", d.Hq}, {"k", "H", d.Hkv}, {"q", "D", d.D}} {
+		if c.v < 1 {
+			return &ShapeError{Arg: c.arg, Dim: c.dim, Got: c.v, Want: ">= 1"}
+		}
+	}
+	if d.Hq%d.Hkv != 0 {
+		return &ShapeError{Arg: "q", Dim: "H", Got: d.Hq, Want: fmt.Sprintf("a multiple of k's H (%d)", d.Hkv)}
+	}
+	return nil
+}
+
+// DimsOf reads the problem's dimensions from q, k and v and checks that they
+// agree with each other.
+func DimsOf(q, k, v *Tensor) (Dims, error) {
+	for _, a := range []struct {
+		name string
+		t    *Tensor
+	}{{"q", q}, {"k", k}, {"v", v}} {
+		if err := a.t.check(a.name); err != nil {
+			return Dims{}, err
+		}
+	}
+	d := Dims{B: q.Shape.B, Nq: q.Shape.N, Nk: k.Shape.N, Hq: q.Shape.H, Hkv: k.Shape.H, D: q.Shape.D}
+	if err := d.Validate(); err != nil {
+		return Dims{}, err
+	}
+	if err := expectShape("k", k.Shape, d.KVShape()); err != nil {
+		return Dims{}, err
+	}
+	if err := expectShape("v", v.Shape, d.KVShape()); err != nil {
+		return Dims{}, err
+	}
+	return d, nil
+}
+
+func expectShape(arg string, got, want Shape) error {
+	g := [4]int{got.B, got.N, got.H, got.D}
+	w := [4]int{want.B, want.N, want.H, want.D}
+	for i, name := range [4]string{"B", "N", "H", "D"} {
+		if g[i] != w[i] {
+			return &ShapeError{Arg: arg, Dim: name, Got: g[i], Want: fmt.Sprintf("== %d", w[i])}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package flashattn
+
+import (
+	"fmt"
+	"math"
+)
+
+// Backend names an implementation of attention.
+type Backend int
+
+const (
+	// Auto picks the GPU when one is usable for the problem, else CPUFlash,
+	// and says why in Result.Reason.
+	Auto Backend = iota
+	// CPUNaive materialises S = QK^T and P = softmax(S): O(N^2) memory.
+	CPUNaive
+	// CPUFlash is FlashAttention-2's tiled algorithm on the CPU: O(N) extra memory.
+	CPUFlash
+	// GPU runs the CUDA FlashAttention-2 kernels (fp16 in, fp32 accumulate).
+	GPU
+)
+
+func (b Backend) String() string {
+	switch b {
+	case Auto:
+		return "auto"
+	case CPUNaive:
+		return "cpu-naive"
+	case CPUFlash:
+		return "cpu-flash"
+	case GPU:
+		return "gpu"
+	}
+	return fmt.Sprintf("backend(%d)", int(b))
+}
+
+// ParseBackend turns "auto", "cpu-naive", "cpu-flash" or "gpu" into a Backend.
+func ParseBackend(s string) (Backend, error) {
+	for _, b := range []Backend{Auto, CPUNaive, CPUFlash, GPU} {
+		if b.String() == s {
+			return b, nil
+		}
+	}
+	return Auto, &OptionError{Option: "Backend", Value: fmt.Sprintf("%q", s), Reason: "want auto, cpu-naive, cpu-flash or gpu"}
+}
+
+// Options control one Forward or Backward call. The zero value (or a nil
+// *Options) means: not causal, scale 1/sqrt(D), automatic backend.
+type Options struct {
+	// Causal masks key j for query row i unless j <= i + Nk - Nq (the mask is
+	// aligned to the bottom-right corner of the score matrix, as in
+	// FlashAttention-2 since 2.1).
+	Causal bool
+	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D).
+	Scale float64
+	// Deterministic asks for bit-reproducible results. The CPU backends
+	// always are; on the GPU it selects a backward pass without atomics.
+	Deterministic bool
+	// Backend chooses the implementation; Auto by default.
+	Backend Backend
+	// BlockQ and BlockK are the CPU flash tile sizes Br and Bc (0: 64).
+	BlockQ, BlockK int
+	// Workers bounds the CPU goroutines (0: GOMAXPROCS).
+	Workers int
+	// Trace, when non-nil, is filled by the CPUFlash forward pass.
+	Trace *Trace
+	// Device is the GPU ordinal used by the GPU backend (default 0).
+	Device int
+}
+
+// scale returns the softmax scale for head dim d, or an OptionError.
+func (o *Options) scale(d int) (float64, error) {
+	if o == nil || o.Scale == 0 {
+		return 1 / math.Sqrt(float64(d)), nil
+	}
+	if math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0) {
+		return 0, &OptionError{Option: "Scale", Value: fmt.Sprint(o.Scale), Reason: "must be finite"}
+	}
+	return o.Scale, nil
+}
+
+func (o *Options) check(d Dims) error {
+	if _, err := o.scale(d.D); err != nil {
+		return err
+	}
+	if o == nil {
+		return nil
+	}
+	if o.BlockQ < 0 || o.BlockK < 0 {
+		return &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
+	}
+	if o.Workers < 0 {
+		return &OptionError{Option: "Workers", Value: fmt.Sprint(o.Workers), Reason: "must be >= 0"}
+	}
+	if o.Backend < Auto || o.Backend > GPU {
+		return &OptionError{Option: "Backend", Value: o.Backend.String(), Reason: "unknown backend"}
+	}
+	if t := o.Trace; t != nil {
+		if t.Batch < 0 || t.Batch >= d.B || t.Head < 0 || t.Head >= d.Hq || t.Row < 0 || t.Row >= d.Nq {
+			return &OptionError{Option: "Trace", Value: fmt.Sprintf("batch %d head %d row %d", t.Batch, t.Head, t.Row),
+				Reason: fmt.Sprintf("outside B=%d Hq=%d Nq=%d", d.B, d.Hq, d.Nq)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package flashattn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Tensor is a float32 tensor in BSHD layout (batch, sequence, heads, head
+// dim) with explicit element strides, so views of a larger buffer (for
+// example a packed QKV projection) can be passed without copying.
+type Tensor struct {
+	Shape   Shape
+	Strides Strides
+	Data    []float32
+}
+
+// New returns a dense zero tensor of shape s.
+func New(s Shape) *Tensor {
+	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: make([]float32, max(s.Numel(), 0))}
+}
+
+// FromSlice wraps data (not copied) as a dense BSHD tensor of shape s.
+func FromSlice(s Shape, data []float32) (*Tensor, error) {
+	return FromStrided(s, s.ContiguousStrides(), data)
+}
+
+// FromStrided wraps data (not copied) as a BSHD tensor with the given
+// element strides. It checks that every element the shape reaches lies inside
+// data.
+func FromStrided(s Shape, st Strides, data []float32) (*Tensor, error) {
+	t := &Tensor{Shape: s, Strides: st, Data: data}
+	if err := t.check("tensor"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Random returns a dense tensor of shape s with values drawn from a normal
+// distribution N(0, 1), reproducible from seed.
+func Random(s Shape, seed uint64) *Tensor {
+	t := New(s)
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	for i := range t.Data {
+		t.Data[i] = float32(r.NormFloat64())
+	}
+	return t
+}
+
+// Offset is the position of element (b, n, h, d) in Data.
+func (t *Tensor) Offset(b, n, h, d int) int {
+	return b*t.Strides[0] + n*t.Strides[1] + h*t.Strides[2] + d*t.Strides[3]
+}
+
+// At returns element (b, n, h, d).
+func (t *Tensor) At(b, n, h, d int) float32 { return t.Data[t.Offset(b, n, h, d)] }
+
+// Set sets element (b, n, h, d).
+func (t *Tensor) Set(b, n, h, d int, x float32) { t.Data[t.Offset(b, n, h, d)] = x }
+
+// Row returns the D values of row n of head h of batch b. When the D stride
+// is 1 it is a view into Data, otherwise a copy.
+func (t *Tensor) Row(b, n, h int) []float32 {
+	o := t.Offset(b, n, h, 0)
+	if t.Strides[3] == 1 {
+		return t.Data[o : o+t.Shape.D : o+t.Shape.D]
+	}
+	r := make([]float32, t.Shape.D)
+	for d := range r {
+		r[d] = t.Data[o+d*t.Strides[3]]
+	}
+	return r
+}
+
+// IsContiguous reports whether t is a dense BSHD tensor.
+func (t *Tensor) IsContiguous() bool { return t.Strides == t.Shape.ContiguousStrides() }
+
+// Contiguous returns t if it is dense, else a dense copy.
+func (t *Tensor) Contiguous() *Tensor {
+	if t.IsContiguous() && len(t.Data) == t.Shape.Numel() {
+		return t
+	}
+	c := New(t.Shape)
+	s := t.Shape
+	for b := 0; b < s.B; b++ {
+		for n := 0; n < s.N; n++ {
+			for h := 0; h < s.H; h++ {
+				for d := 0; d < s.D; d++ {
+					c.Set(b, n, h, d, t.At(b, n, h, d))
+				}
+			}
+		}
+	}
+	return c
+}
+
+// Clone returns a dense copy of t.
+func (t *Tensor) Clone() *Tensor {
+	c := t.Contiguous()
+	if c == t {
+		c = &Tensor{Shape: t.Shape, Strides: t.Strides, Data: append([]float32(nil), t.Data...)}
+	}
+	return c
+}
+
+// Fill sets every element reachable through the shape to x.
+func (t *Tensor) Fill(x float32) {
+	s := t.Shape
+	for b := 0; b < s.B; b++ {
+		for n := 0; n < s.N; n++ {
+			for h := 0; h < s.H; h++ {
+				for d := 0; d < s.D; d++ {
+					t.Set(b, n, h, d, x)
+				}
+			}
+		}
+	}
+}
+
+// check validates shape, strides and data length without panicking.
+func (t *Tensor) check(arg string) error {
+	if t == nil {
+		return &DataError{Arg: arg, Reason: "tensor is nil"}
+	}
+	s := t.Shape
+	dims := [4]int{s.B, s.N, s.H, s.D}
+	for i, name := range [4]string{"B", "N", "H", "D"} {
+		if dims[i] < 1 {
+			return &ShapeError{Arg: arg, Dim: name, Got: dims[i], Want: ">= 1"}
+		}
+		if t.Strides[i] < 0 {
+			return &DataError{Arg: arg, Reason: fmt.Sprintf("stride of %s is %d, want >= 0", name, t.Strides[i])}
+		}
+	}
+	// The largest offset must fit in int and inside Data; compute in float64
+	// first so absurd shapes cannot overflow.
+	far := 0.0
+	for i := range dims {
+		far += float64(dims[i]-1) * float64(t.Strides[i])
+	}
+	if far >= float64(math.MaxInt32)*64 || float64(s.Numel()) >= float64(math.MaxInt32)*64 {
+		return &DataError{Arg: arg, Reason: fmt.Sprintf("shape %v is too large", s)}
+	}
+	need := t.Offset(s.B-1, s.N-1, s.H-1, s.D-1) + 1
+	if t.Data == nil {
+		return &DataError{Arg: arg, Len: 0, Need: need, Reason: "data is nil"}
+	}
+	if len(t.Data) < need {
+		return &DataError{Arg: arg, Len: len(t.Data), Need: need}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package flashattn
+
+import "sync"
+
+// StepKind classifies one (Q block, K block) step of the tiled forward pass.
+type StepKind int
+
+const (
+	// StepComputed: the whole Bc x Br tile is visible and computed unmasked.
+	StepComputed StepKind = iota
+	// StepMasked: the tile straddles the causal diagonal (or a ragged edge
+	// of a fully-masked row) and is computed with an element mask.
+	StepMasked
+	// StepSkipped: the tile lies wholly above the causal diagonal and is
+	// never loaded.
+	StepSkipped
+)
+
+func (k StepKind) String() string {
+	switch k {
+	case StepComputed:
+		return "computed"
+	case StepMasked:
+		return "masked"
+	case StepSkipped:
+		return "skipped"
+	}
+	return "unknown"
+}
+
+// TraceStep is one (Q block i, K block j) step for the traced (batch, head).
+// Order is the position of the step in the work of its Q block: FA2 runs Q
+// blocks in parallel and, inside one, K blocks in order.
+type TraceStep struct {
+	QBlock, KBlock int
+	Kind           StepKind
+	Order          int
+}
+
+// RowStep is the online-softmax state of the traced row after one K block:
+// the running max m, the running sum l (relative to m), and the factor
+// exp(m_old - m_new) by which the accumulator was rescaled.
+type RowStep struct {
+	KBlock  int
+	M, L    float64
+	Rescale float64
+}
+
+// Trace records what the CPUFlash forward pass did for one (batch, head):
+// every step of the Tr x Tc grid, and the running softmax state of one row.
+// Set Batch, Head and Row, pass it in Options.Trace, and read the rest after
+// Forward returns. Scores are in the scaled domain (m is a max of scale*q.k).
+type Trace struct {
+	Batch, Head, Row int // what to trace (query head index)
+
+	Br, Bc, Tr, Tc int // tile sizes and grid, filled by Forward
+	Steps          []TraceStep
+	RowSteps       []RowStep
+	// Final M and L of the traced row: LSE = M + log(L).
+	M, L float64
+
+	mu sync.Mutex
+}
+
+func (t *Trace) reset(br, bc, tr, tc int) {
+	t.mu.Lock()
+	t.Br, t.Bc, t.Tr, t.Tc = br, bc, tr, tc
+	t.Steps, t.RowSteps = t.Steps[:0], t.RowSteps[:0]
+	t.mu.Unlock()
+}
+
+func (t *Trace) step(s TraceStep) {
+	t.mu.Lock()
+	t.Steps = append(t.Steps, s)
+	t.mu.Unlock()
+}
+
+func (t *Trace) row(r RowStep) {
+	t.mu.Lock()
+	t.RowSteps = append(t.RowSteps, r)
+	t.mu.Unlock()
+}
+
+// Kind returns the kind of step (i, j), or false if it was not recorded.
+func (t *Trace) Kind(i, j int) (StepKind, bool) {
+	for _, s := range t.Steps {
+		if s.QBlock == i && s.KBlock == j {
+			return s.Kind, true
+		}
+	}
+	return 0, false
+}
