@@ -1,0 +1,39 @@
+// Package kernels holds the embedded CUDA fatbin of GoFlash's FlashAttention-2
+// kernels and the table that says which kernel runs for which architecture and
+// head dimension. The CUDA sources live in kernels/ at the repository root;
+// kernels/build.sh regenerates fa2.fatbin and resources.md.
+//
+// Launch contract (shared with kernels/*.cuh, keep both in step):
+//   - one kernel parameter: a FwdParams struct passed by value;
+//   - grid (ceil(Nq/Br), B*Hq, 1), block (Warps*32, 1, 1);
+//   - dynamic shared memory SmemBytes (raise the function's
+//     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB);
+//   - q, k, v, o are fp16 in BSHD layout with the element strides given;
+//     lse is float32 (B, Hq, Nq), contiguous.
+package kernels
+
+// FwdParams mirrors `struct FwdParams` in kernels/params.cuh, field for field
+// (the CUDA side static_asserts its size and offsets).
+type FwdParams struct {
+	Q, K, V, O, LSE uint64 // device pointers
+
+	QBatchStride, QRowStride, QHeadStride int64 // elements
+	KBatchStride, KRowStride, KHeadStride int64
+	VBatchStride, VRowStride, VHeadStride int64
+	OBatchStride, ORowStride, OHeadStride int64
+
+	B, Nq, Nk, Hq, Hkv, D int32
+	ScaleLog2             float32 // softmax scale * log2(e): the kernels use exp2
+	Scale                 float32
+}
+
+// Variant is one compiled kernel: what it was tuned for and how to launch it.
+type Variant struct {
+	Arch      int // 75 (Turing path: m16n8k8, no cp.async, <= 64 KiB smem) or 80 (sm_80+ path)
+	HeadDim   int
+	Causal    bool
+	Symbol    string
+	Br, Bc    int // query rows per CTA, key rows per inner step
+	Warps     int
+	SmemBytes int // dynamic shared memory per CTA
+}
