@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Time PyTorch's scaled_dot_product_attention on the shapes GoFlash benchmarks.
+
+This is the PyTorch side of `goflash bench --compare-torch`: the Go command
+writes a JSON spec on stdin and reads one JSON document from stdout. It can
+also be run by hand:
+
+    python3 bench/sdpa.py spec.json        # spec from a file
+    echo '{...}' | python3 bench/sdpa.py -  # spec from stdin
+    python3 bench/sdpa.py --paper          # the FA2 paper's shapes, forward
+
+Spec (every field optional except shapes):
+    {"reps": 20, "warmup": 5, "device": 0, "seed": 0,
+     "backends": ["flash", "efficient", "math"],
+     "directions": ["fwd"],                 # any of fwd, bwd, fwdbwd
+     "shapes": [{"b": 8, "hq": 16, "hkv": 16, "nq": 2048, "nk": 2048,
+                 "d": 128, "causal": false}]}
+
+Method, chosen to match GoFlash's own benchmark:
+  * fp16 tensors allocated in BSHD layout (GoFlash's layout) and handed to
+    SDPA as (B, H, N, D) views, so both sides read the same memory layout;
+  * each backend forced with torch.nn.attention.sdpa_kernel;
+  * median of `reps` CUDA-event-timed calls after `warmup` untimed calls;
+  * FLOPs by the FA2 paper's convention: forward 4*B*Hq*Nq*Nk*D, halved when
+    causal; backward 2.5x and forward+backward 3.5x the forward count;
+  * causal is aligned bottom-right (FA2 >= 2.1 and GoFlash); when Nq == Nk
+    this is plain is_causal=True;
+  * GQA (hq > hkv) uses enable_gqa=True; a backend that rejects it gets k/v
+    expanded to hq heads before timing ("gqa": "expanded" in the result);
+  * extra device memory of one call: torch.cuda.max_memory_allocated() during
+    the call minus memory_allocated() before it (includes the output);
+  * math is skipped when its N^2 score matrices would not fit in free memory,
+    and any backend that runs out of memory is reported, not fatal.
+
+Output: one JSON object on stdout (progress goes to stderr). When torch or
+CUDA is missing it prints {"error": "..."} and exits with status 2.
+"""
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+
+SCHEMA = "goflash-sdpa/1"
+BACKENDS = ("flash", "efficient", "math")
+DIRECTIONS = ("fwd", "bwd", "fwdbwd")
+# Bytes per element of the B*Hq*Nq*Nk score matrix that the math backend
+# keeps alive, estimated from the H200 anchors (37.5 GB at B=2, H=32,
+# N=8192: about 8.7 bytes per score in the forward pass) with a margin.
+MATH_BYTES_PER_SCORE = {"fwd": 10, "bwd": 20, "fwdbwd": 20}
+
+
+def fail(msg):
+    print(json.dumps({"schema": SCHEMA, "error": msg}))
+    sys.exit(2)
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def paper_shapes():
+    """FA2 paper: 16k tokens per batch, hidden 2048, D 64 and 128."""
+    out = []
+    for d in (64, 128):
+        for causal in (False, True):
+            for n in (512, 1024, 2048, 4096, 8192, 16384):
+                h = 2048 // d
+                out.append({"b": 16384 // n, "hq": h, "hkv": h, "nq": n, "nk": n, "d": d, "causal": causal})
+    return out
+
+
+def read_spec(argv):
+    if len(argv) > 1 and argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
+    if len(argv) > 1 and argv[1] == "--paper":
+        return {"shapes": paper_shapes()}
+    if len(argv) > 1 and argv[1] != "-":
+        with open(argv[1]) as f:
+            return json.load(f)
+    return json.load(sys.stdin)
+
+
+def check_spec(spec):
+    if not isinstance(spec, dict) or not isinstance(spec.get("shapes"), list):
+        raise ValueError("spec must be an object with a list 'shapes'")
+    for b in spec.get("backends", BACKENDS):
+        if b not in BACKENDS:
+            raise ValueError("unknown backend %r (want one of %s)" % (b, ", ".join(BACKENDS)))
+    for d in spec.get("directions", ["fwd"]):
+        if d not in DIRECTIONS:
+            raise ValueError("unknown direction %r (want one of %s)" % (d, ", ".join(DIRECTIONS)))
+    for i, s in enumerate(spec["shapes"]):
+        for k in ("b", "hq", "nq", "d"):
+            if not isinstance(s.get(k), int) or s[k] < 1:
+                raise ValueError("shape %d: %s must be a positive integer" % (i, k))
+        s.setdefault("hkv", s["hq"])
+        s.setdefault("nk", s["nq"])
+        s["causal"] = bool(s.get("causal", False))
+        if s["hkv"] < 1 or s["nk"] < 1 or s["hq"] % s["hkv"] != 0:
+            raise ValueError("shape %d: need nk >= 1 and hq a multiple of hkv" % i)
+
+
+def flops(s, direction):
+    f = 4.0 * s["b"] * s["hq"] * s["nq"] * s["nk"] * s["d"]
+    if s["causal"]:
+        f /= 2
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}[direction]
+
+
+def driver_version():
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
+    except Exception:  # nvidia-smi absent or hung: the field stays empty
+        return ""
+
+
+def main(argv):
+    try:
+        spec = read_spec(argv)
+        check_spec(spec)
+    except (OSError, ValueError) as e:
+        fail("bad spec: %s" % e)
+
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except Exception as e:  # ImportError, or a broken install
+        fail("PyTorch is not importable (%s: %s)" % (type(e).__name__, e))
+    if not torch.cuda.is_available():
+        fail("torch %s sees no CUDA device (torch.cuda.is_available() is False)" % torch.__version__)
+    try:
+        from torch.nn.attention.bias import causal_lower_right
+    except Exception:
+        causal_lower_right = None
+
+    dev = torch.device("cuda", int(spec.get("device", 0)))
+    torch.cuda.set_device(dev)
+    reps = max(1, int(spec.get("reps", 20)))
+    warmup = max(0, int(spec.get("warmup", 5)))
+    backends = list(spec.get("backends", BACKENDS))
+    directions = list(spec.get("directions", ["fwd"]))
+    torch.manual_seed(int(spec.get("seed", 0)))
+    kernel_of = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                 "math": SDPBackend.MATH}
+    props = torch.cuda.get_device_properties(dev)
+
+    def median_ms(fn):
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(reps):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
+
+    def extra_bytes(fn):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+
+    def run_case(s, backend, direction):
+        res = dict(s)
+        res.update(backend=backend, direction=direction, flops=flops(s, direction), gqa="")
+        b, hq, hkv, nq, nk, d = s["b"], s["hq"], s["hkv"], s["nq"], s["nk"], s["d"]
+        grad = direction != "fwd"
+        # BSHD storage, (B, H, N, D) views: the layout GoFlash reads.
+        q = torch.randn(b, nq, hq, d, device=dev, dtype=torch.float16).transpose(1, 2)
+        k = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
+        v = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
+        if backend == "math":
+            need = b * hq * nq * nk * MATH_BYTES_PER_SCORE[direction]
+            free, _ = torch.cuda.mem_get_info()
+            if need > 0.85 * free:
+                res.update(status="skipped", reason="math needs about %.1f GB for N^2 scores, %.1f GB free"
+                           % (need / 1e9, free / 1e9))
+                return res
+        kw = {}
+        mask = None
+        if s["causal"]:
+            if nq == nk:
+                kw["is_causal"] = True
+            elif causal_lower_right is not None:
+                mask = causal_lower_right(nq, nk)
+            else:
+                res.update(status="unsupported", reason="causal with nq != nk needs torch.nn.attention.bias")
+                return res
+        if hq != hkv:
+            kw["enable_gqa"] = True
+            res["gqa"] = "native"
+        if grad:
+            q.requires_grad_(True)
+            k.requires_grad_(True)
+            v.requires_grad_(True)
+
+        def fwd():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
+
+        with sdpa_kernel([kernel_of[backend]]):
+            try:
+                out = fwd()
+            except RuntimeError as e:
+                if hq == hkv or "out of memory" in str(e).lower():
+                    raise
+                # This backend rejects enable_gqa: give it k/v with hq heads.
+                kw.pop("enable_gqa")
+                rep = hq // hkv
+                k = k.detach().repeat_interleave(rep, dim=1).requires_grad_(grad)
+                v = v.detach().repeat_interleave(rep, dim=1).requires_grad_(grad)
+                res["gqa"] = "expanded"
+                out = fwd()
+            if direction == "fwd":
+                del out
+                with torch.no_grad():
+                    res["ms"] = median_ms(fwd)
+                    res["extra_bytes"] = extra_bytes(fwd)
+            else:
+                g = torch.randn_like(out)
+                if direction == "bwd":
+                    def step():
+                        torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+                else:
+                    def step():
+                        torch.autograd.grad(fwd(), (q, k, v), g)
+                res["ms"] = median_ms(step)
+                res["extra_bytes"] = extra_bytes(step)
+        res["tflops"] = res["flops"] / (res["ms"] * 1e-3) / 1e12
+        res["status"] = "ok"
+        return res
+
+    results = []
+    cases = [(s, be, di) for s in spec["shapes"] for di in directions for be in backends]
+    t0 = time.time()
+    for i, (s, be, di) in enumerate(cases):
+        try:
+            r = run_case(s, be, di)
+        except torch.cuda.OutOfMemoryError as e:
+            r = dict(s, backend=be, direction=di, flops=flops(s, di), status="oom",
+                     reason=str(e).splitlines()[0][:200])
+        except RuntimeError as e:
+            msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+            status = "unsupported" if "no available kernel" in msg.lower() else "error"
+            r = dict(s, backend=be, direction=di, flops=flops(s, di), status=status, reason=msg)
+        except Exception as e:  # keep going: one bad case must not lose the others
+            r = dict(s, backend=be, direction=di, flops=flops(s, di), status="error",
+                     reason="%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else ""))
+        torch.cuda.empty_cache()
+        results.append(r)
+        tf = "%.1f TFLOP/s" % r["tflops"] if r.get("status") == "ok" else r.get("status")
+        log("sdpa [%d/%d] %s %s B=%d H=%d/%d N=%d/%d D=%d causal=%s: %s (%.0fs)" % (
+            i + 1, len(cases), be, di, s["b"], s["hq"], s["hkv"], s["nq"], s["nk"], s["d"],
+            s["causal"], tf, time.time() - t0))
+
+    print(json.dumps({
+        "schema": SCHEMA,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "",
+        "device": torch.cuda.get_device_name(dev),
+        "capability": "%d.%d" % torch.cuda.get_device_capability(dev),
+        "total_memory": props.total_memory,
+        "driver": driver_version(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "reps": reps,
+        "warmup": warmup,
+        "results": results,
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
