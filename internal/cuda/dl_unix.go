@@ -1,0 +1,21 @@
+//go:build linux && (amd64 || arm64)
+
+package cuda
+
+import "github.com/ebitengine/purego"
+
+const libraryName = "libcuda.so.1"
+
+func openLibrary(path string) (uintptr, error) {
+	return purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+}
+
+func lookupSymbol(lib uintptr, name string) (uintptr, error) { return purego.Dlsym(lib, name) }
+
+func closeLibrary(lib uintptr) { _ = purego.Dlclose(lib) }
+
+//go:uintptrescapes
+func syscallN(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}

@@ -1,0 +1,30 @@
+//go:build windows && (amd64 || arm64)
+
+package cuda
+
+import (
+	"syscall"
+
+	"github.com/ebitengine/purego"
+)
+
+// purego has no Dlopen on Windows; the standard library loads the DLL and
+// purego makes the calls.
+const libraryName = "nvcuda.dll"
+
+func openLibrary(path string) (uintptr, error) {
+	h, err := syscall.LoadLibrary(path)
+	return uintptr(h), err
+}
+
+func lookupSymbol(lib uintptr, name string) (uintptr, error) {
+	return syscall.GetProcAddress(syscall.Handle(lib), name)
+}
+
+func closeLibrary(lib uintptr) { _ = syscall.FreeLibrary(syscall.Handle(lib)) }
+
+//go:uintptrescapes
+func syscallN(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}

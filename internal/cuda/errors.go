@@ -1,0 +1,68 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoDriver is wrapped by every error caused by a missing or unusable
+// CUDA driver library (libcuda.so.1, nvcuda.dll).
+var ErrNoDriver = errors.New("cuda: no usable CUDA driver")
+
+// ErrNoDevice is wrapped by errors that say the driver found no device, or
+// no device with the ordinal asked for.
+var ErrNoDevice = errors.New("cuda: no CUDA device")
+
+// ErrClosed is returned by methods called on a closed Context, or on a
+// buffer, module, stream or event that was already released.
+var ErrClosed = errors.New("cuda: use of a released context or object")
+
+// Result is a CUresult code.
+type Result int32
+
+// CUresult codes the package inspects by value.
+const (
+	Success            Result = 0
+	ErrOutOfMemory     Result = 2
+	ErrNotInitialized  Result = 3
+	ErrStubLibrary     Result = 34
+	ErrInsufficientDrv Result = 35
+	ErrDevUnavailable  Result = 46
+	ErrNoDeviceCode    Result = 100
+	ErrInvalidDevice   Result = 101
+	ErrSysNotReady     Result = 802
+	ErrSysDrvMismatch  Result = 803
+	ErrCompatNotSupp   Result = 804
+)
+
+// Error is a failed driver call: the entry point, its CUresult, and the
+// driver's name and description of that result.
+type Error struct {
+	Func    string // driver entry point, e.g. "cuMemAlloc_v2"
+	Code    Result
+	Name    string // e.g. "CUDA_ERROR_OUT_OF_MEMORY"
+	Message string // e.g. "out of memory"
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s: %s (%d): %s", e.Func, e.Name, int(e.Code), e.Message)
+}
+
+// Is lets errors.Is match the sentinels: results that mean "no working
+// driver" match ErrNoDriver, results that mean "no such device" match
+// ErrNoDevice.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNoDriver:
+		switch e.Code {
+		case ErrNotInitialized, ErrStubLibrary, ErrInsufficientDrv, ErrSysNotReady, ErrSysDrvMismatch, ErrCompatNotSupp:
+			return true
+		}
+	case ErrNoDevice:
+		switch e.Code {
+		case ErrNoDeviceCode, ErrInvalidDevice, ErrDevUnavailable:
+			return true
+		}
+	}
+	return false
+}
