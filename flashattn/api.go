@@ -49,8 +49,8 @@ func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := New(d.QShape())
-	lse := make([]float32, d.LSELen())
+	out := newOutput(d.QShape())
+	lse := newBuffer(d.LSELen())
 	if err := im.forward(d, q, k, v, scale, opts, out, lse); err != nil {
 		return nil, err
 	}
@@ -92,11 +92,33 @@ func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads,
 	if err != nil {
 		return nil, err
 	}
-	g := &Grads{DQ: New(d.QShape()), DK: New(d.KVShape()), DV: New(d.KVShape()), Backend: be, Reason: reason}
+	g := &Grads{DQ: newOutput(d.QShape()), DK: newOutput(d.KVShape()), DV: newOutput(d.KVShape()), Backend: be, Reason: reason}
 	if err := im.backward(d, q, k, v, out, dOut, lse, scale, opts, g.DQ, g.DK, g.DV); err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// poisonOutputs makes Forward and Backward fill the buffers they allocate
+// with NaN before a backend writes them, so that tests see every element a
+// backend leaves unwritten. Only tests set it.
+var poisonOutputs bool
+
+// newBuffer allocates an output buffer: zero, or NaN under tests.
+func newBuffer(n int) []float32 {
+	b := make([]float32, n)
+	if poisonOutputs {
+		nan := float32(math.NaN())
+		for i := range b {
+			b[i] = nan
+		}
+	}
+	return b
+}
+
+// newOutput allocates a dense output tensor with newBuffer.
+func newOutput(s Shape) *Tensor {
+	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: newBuffer(s.Numel())}
 }
 
 // pick resolves the backend for one call.

@@ -1,11 +1,353 @@
 package flashattn
 
+import "math"
+
+// flashImpl is FlashAttention-2 (Dao, 2023) on the CPU, in the paper's
+// notation. Q is cut into Tr = ceil(Nq/Br) blocks of Br rows, K and V into
+// Tc = ceil(Nk/Bc) blocks of Bc rows. The forward pass never forms the
+// Nq x Nk score matrix: for one Q block it walks the K/V blocks in order and
+// keeps, per row, the running max m, the running sum l of exp(s - m) and the
+// unnormalised output O. Extra memory per worker is O(Br*Bc + Br*D) (the
+// tiles a GPU keeps in SRAM), so the whole pass needs O(N), not O(N^2).
 type flashImpl struct{}
 
-func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error {
-	panic("todo")
+// defaultBlock is Br and Bc unless Options.BlockQ/BlockK say otherwise: a
+// 64x64 float32 score tile plus the Q, K, V and O tiles (64 x D each) fit in
+// a core's L2 cache for D up to 256.
+const defaultBlock = 64
+
+// tiling is the FA2 block grid of one problem.
+type tiling struct {
+	Br, Bc, Tr, Tc int
+	mask           causalMask
 }
 
+func tilingOf(d Dims, o *Options) tiling {
+	t := tiling{Br: defaultBlock, Bc: defaultBlock, mask: causalMask{causal: o != nil && o.Causal, off: d.CausalOffset()}}
+	if o != nil && o.BlockQ > 0 {
+		t.Br = o.BlockQ
+	}
+	if o != nil && o.BlockK > 0 {
+		t.Bc = o.BlockK
+	}
+	t.Tr, t.Tc = (d.Nq+t.Br-1)/t.Br, (d.Nk+t.Bc-1)/t.Bc
+	return t
+}
+
+// rows and cols are the row ranges of Q block i and K block j; the last block
+// of each is ragged when Br (Bc) does not divide Nq (Nk).
+func (t tiling) rows(d Dims, i int) (r0, r1 int) { return i * t.Br, min((i+1)*t.Br, d.Nq) }
+func (t tiling) cols(d Dims, j int) (c0, c1 int) { return j * t.Bc, min((j+1)*t.Bc, d.Nk) }
+
+// kind classifies tile (rows [r0,r1), keys [c0,c1)). Visibility j <= i + off
+// grows with i, so the last row decides whether any key is visible and the
+// first row whether all are: only tiles on the diagonal need the element mask.
+func (t tiling) kind(r0, r1, c0, c1 int) StepKind {
+	switch {
+	case !t.mask.causal:
+		return StepComputed
+	case c0 > r1-1+t.mask.off:
+		return StepSkipped // wholly above the diagonal: never loaded
+	case c1-1 <= r0+t.mask.off:
+		return StepComputed // wholly below it
+	}
+	return StepMasked
+}
+
+// kEnd is the number of K blocks Q block rows [.., r1) touch: every later
+// block is skipped, so the inner loops stop there.
+func (t tiling) kEnd(r1 int) int {
+	if !t.mask.causal {
+		return t.Tc
+	}
+	last := r1 - 1 + t.mask.off // last key the block's last row sees
+	if last < 0 {
+		return 0
+	}
+	return min(t.Tc, last/t.Bc+1)
+}
+
+// qStart is the first Q block with a row that sees key c0: earlier Q blocks
+// are skipped by the backward pass's inner loop.
+func (t tiling) qStart(c0 int) int {
+	if !t.mask.causal || c0-t.mask.off <= 0 {
+		return 0
+	}
+	return (c0 - t.mask.off) / t.Br
+}
+
+// fwdScratch is one worker's on-chip memory, in GPU terms.
+type fwdScratch struct {
+	Qi, Oi []float32 // Br x D: the Q tile and the unnormalised output
+	Kj, Vj []float32 // Bc x D
+	S      []float32 // Br x Bc: scores, overwritten by P = exp(S - m)
+	m, l   []float32 // Br: running max and running sum per row
+}
+
+func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error {
+	t := tilingOf(d, o)
+	var tr *Trace
+	if o != nil && o.Trace != nil {
+		tr = o.Trace
+		tr.reset(t.Br, t.Bc, t.Tr, t.Tc)
+	}
+	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk) // scratch never larger than the problem
+	newScratch := func() *fwdScratch {
+		return &fwdScratch{
+			Qi: make([]float32, br*d.D), Oi: make([]float32, br*d.D),
+			Kj: make([]float32, bc*d.D), Vj: make([]float32, bc*d.D),
+			S: make([]float32, br*bc), m: make([]float32, br), l: make([]float32, br),
+		}
+	}
+	sc := float32(scale)
+	negInf := float32(math.Inf(-1))
+	// One job per (batch, head, Q block): FA2's parallelisation of the forward
+	// pass (a thread block per Q block on the GPU). Jobs write disjoint rows.
+	parallelFor(d.B*d.Hq*t.Tr, workers(o), newScratch, func(s *fwdScratch, job int) {
+		b, h, i := job/(d.Hq*t.Tr), job/t.Tr%d.Hq, job%t.Tr
+		kh := d.KVHead(h)
+		r0, r1 := t.rows(d, i)
+		nr := r1 - r0
+		traced := tr != nil && b == tr.Batch && h == tr.Head
+		tRow := -1 // the traced row's index inside this block
+		if traced && tr.Row >= r0 && tr.Row < r1 {
+			tRow = tr.Row - r0
+		}
+		for r := 0; r < nr; r++ {
+			q.rowInto(s.Qi[r*d.D:(r+1)*d.D], b, r0+r, h)
+			s.m[r], s.l[r] = negInf, 0
+		}
+		clear(s.Oi[:nr*d.D])
+		kEnd, order := t.kEnd(r1), 0
+		for j := 0; j < t.Tc; j++ {
+			c0, c1 := t.cols(d, j)
+			kind := t.kind(r0, r1, c0, c1)
+			if traced {
+				ord := -1
+				if kind != StepSkipped {
+					ord, order = order, order+1
+				}
+				tr.step(TraceStep{QBlock: i, KBlock: j, Kind: kind, Order: ord})
+			}
+			if j >= kEnd {
+				continue // skipped: (kind is StepSkipped here)
+			}
+			nc := c1 - c0
+			// Load K_j and V_j (on a GPU: from HBM into shared memory).
+			for c := 0; c < nc; c++ {
+				k.rowInto(s.Kj[c*d.D:(c+1)*d.D], b, c0+c, kh)
+				v.rowInto(s.Vj[c*d.D:(c+1)*d.D], b, c0+c, kh)
+			}
+			for r := 0; r < nr; r++ {
+				qr, Sr := s.Qi[r*d.D:(r+1)*d.D], s.S[r*bc:r*bc+nc]
+				// S_ij = scale * Q_i K_j^T for this row; the mask is applied
+				// element by element only on diagonal tiles.
+				rowMax := negInf
+				for c := range Sr {
+					if kind == StepMasked && !t.mask.visible(r0+r, c0+c) {
+						Sr[c] = negInf
+						continue
+					}
+					Sr[c] = sc * dot(qr, s.Kj[c*d.D:(c+1)*d.D])
+					rowMax = max(rowMax, Sr[c])
+				}
+				mOld := s.m[r]
+				mNew := max(mOld, rowMax)
+				rescale := float32(1)
+				if mNew != negInf { // else the row has seen no key yet: nothing to add
+					// The old sum and output were relative to mOld: rescale them
+					// by exp(m_old - m_new) (0 on the first visible block).
+					rescale = exp32(mOld - mNew)
+					var rowSum float32
+					for c, x := range Sr {
+						Sr[c] = exp32(x - mNew) // P~_ij = exp(S_ij - m_new)
+						rowSum += Sr[c]
+					}
+					s.l[r] = rescale*s.l[r] + rowSum
+					or := s.Oi[r*d.D : (r+1)*d.D]
+					if rescale != 1 {
+						for x := range or {
+							or[x] *= rescale
+						}
+					}
+					for c, p := range Sr { // O_i += P~_ij V_j
+						if p != 0 {
+							axpy(p, s.Vj[c*d.D:(c+1)*d.D], or)
+						}
+					}
+					s.m[r] = mNew
+				}
+				if r == tRow {
+					tr.row(RowStep{KBlock: j, M: float64(s.m[r]), L: float64(s.l[r]), Rescale: float64(rescale)})
+				}
+			}
+		}
+		// Normalise once at the end (FA2 defers the division by l out of the
+		// inner loop) and keep one number per row for the backward pass:
+		// LSE = m + log(l). A row that saw no key has l = 0: output 0, LSE -Inf.
+		for r := 0; r < nr; r++ {
+			or := s.Oi[r*d.D : (r+1)*d.D]
+			L := negInf
+			if s.l[r] > 0 {
+				inv := 1 / s.l[r]
+				for x := range or {
+					or[x] *= inv
+				}
+				L = s.m[r] + log32(s.l[r])
+			}
+			out.setRow(b, r0+r, h, or)
+			lse[d.LSEIndex(b, h, r0+r)] = L
+			if r == tRow {
+				tr.finish(float64(s.m[r]), float64(s.l[r]))
+			}
+		}
+	})
+	return nil
+}
+
+// bwdScratch holds one worker's tiles for the backward pass.
+type bwdScratch struct {
+	Qi, dOi, dQi     []float32 // Br x D
+	Kj, Vj, dKj, dVj []float32 // Bc x D
+	P, dS            []float32 // Br x Bc: P, and dS = P * (dP - D)
+	L, Di            []float32 // Br: LSE and D = rowsum(dO * O) of the Q block
+}
+
+// backward recomputes P = exp(S - LSE) tile by tile instead of storing it
+// (FA2's trade of FLOPs for memory) and forms, per tile,
+//
+//	dV_j += P^T dO_i     dP = dO_i V_j^T     dS = P * (dP - D_i)
+//	dK_j += scale * dS^T Q_i                 dQ_i += scale * dS K_j
+//
+// FA2 runs the K/V blocks in parallel (outer loop) and the Q blocks inside,
+// adding dQ with atomics. Atomics make float sums order-dependent, so here
+// the work is split in two deterministic passes instead: one job per
+// (batch, kv head, K block) owns dK_j and dV_j and sums over its whole GQA
+// group; one job per (batch, head, Q block) owns dQ_i. The second pass
+// recomputes S and dP (7 tile products instead of FA2's 5).
 func (flashImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error {
-	panic("todo")
+	t := tilingOf(d, o)
+	w := workers(o)
+	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk)
+	newScratch := func() *bwdScratch {
+		return &bwdScratch{
+			Qi: make([]float32, br*d.D), dOi: make([]float32, br*d.D), dQi: make([]float32, br*d.D),
+			Kj: make([]float32, bc*d.D), Vj: make([]float32, bc*d.D),
+			dKj: make([]float32, bc*d.D), dVj: make([]float32, bc*d.D),
+			P: make([]float32, br*bc), dS: make([]float32, br*bc),
+			L: make([]float32, br), Di: make([]float32, br),
+		}
+	}
+	sc := float32(scale)
+
+	// Preprocessing: D = rowsum(dO * O), one float per row like the LSE.
+	D := make([]float32, d.LSELen())
+	parallelFor(d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
+		b, h := bh/d.Hq, bh%d.Hq
+		for i := 0; i < d.Nq; i++ {
+			out.rowInto(buf[:d.D], b, i, h)
+			dOut.rowInto(buf[d.D:], b, i, h)
+			D[d.LSEIndex(b, h, i)] = dot(buf[:d.D], buf[d.D:])
+		}
+	})
+
+	// loadQ loads Q block i of head h (Q, dO, LSE and D of its rows).
+	loadQ := func(s *bwdScratch, b, h, i int) (r0, r1 int) {
+		r0, r1 = t.rows(d, i)
+		for r := 0; r < r1-r0; r++ {
+			q.rowInto(s.Qi[r*d.D:(r+1)*d.D], b, r0+r, h)
+			dOut.rowInto(s.dOi[r*d.D:(r+1)*d.D], b, r0+r, h)
+			s.L[r], s.Di[r] = lse[d.LSEIndex(b, h, r0+r)], D[d.LSEIndex(b, h, r0+r)]
+		}
+		return r0, r1
+	}
+	loadKV := func(s *bwdScratch, b, kh, j int) (c0, c1 int) {
+		c0, c1 = t.cols(d, j)
+		for c := 0; c < c1-c0; c++ {
+			k.rowInto(s.Kj[c*d.D:(c+1)*d.D], b, c0+c, kh)
+			v.rowInto(s.Vj[c*d.D:(c+1)*d.D], b, c0+c, kh)
+		}
+		return c0, c1
+	}
+	// tile recomputes P and dS = P * (dP - D) of the tile, dP = dO_i V_j^T
+	// being formed one element at a time.
+	tile := func(s *bwdScratch, r0, r1, c0, c1 int) {
+		kind := t.kind(r0, r1, c0, c1)
+		nc := c1 - c0
+		for r := 0; r < r1-r0; r++ {
+			qr, dor := s.Qi[r*d.D:(r+1)*d.D], s.dOi[r*d.D:(r+1)*d.D]
+			P, dS := s.P[r*bc:r*bc+nc], s.dS[r*bc:r*bc+nc]
+			for c := range P {
+				// LSE -Inf: the row saw no key in the forward pass, P = 0.
+				if kind == StepMasked && !t.mask.visible(r0+r, c0+c) || s.L[r] == float32(math.Inf(-1)) {
+					P[c], dS[c] = 0, 0
+					continue
+				}
+				P[c] = exp32(sc*dot(qr, s.Kj[c*d.D:(c+1)*d.D]) - s.L[r])
+				dS[c] = P[c] * (dot(dor, s.Vj[c*d.D:(c+1)*d.D]) - s.Di[r])
+			}
+		}
+	}
+
+	// Pass 1: dK_j and dV_j; outer loop over K/V blocks, inner over Q blocks.
+	parallelFor(d.B*d.Hkv*t.Tc, w, newScratch, func(s *bwdScratch, job int) {
+		b, kh, j := job/(d.Hkv*t.Tc), job/t.Tc%d.Hkv, job%t.Tc
+		c0, c1 := loadKV(s, b, kh, j)
+		nc := c1 - c0
+		clear(s.dKj[:nc*d.D])
+		clear(s.dVj[:nc*d.D])
+		for h := kh * d.Groups(); h < (kh+1)*d.Groups(); h++ {
+			for i := t.qStart(c0); i < t.Tr; i++ {
+				r0, r1 := loadQ(s, b, h, i)
+				tile(s, r0, r1, c0, c1)
+				for r := 0; r < r1-r0; r++ {
+					qr, dor := s.Qi[r*d.D:(r+1)*d.D], s.dOi[r*d.D:(r+1)*d.D]
+					for c := 0; c < nc; c++ {
+						if p := s.P[r*bc+c]; p != 0 {
+							axpy(p, dor, s.dVj[c*d.D:(c+1)*d.D]) // dV_j += P^T dO_i
+						}
+						if ds := s.dS[r*bc+c]; ds != 0 {
+							axpy(ds, qr, s.dKj[c*d.D:(c+1)*d.D]) // dK_j += dS^T Q_i
+						}
+					}
+				}
+			}
+		}
+		for c := 0; c < nc; c++ {
+			dKc := s.dKj[c*d.D : (c+1)*d.D]
+			for x := range dKc {
+				dKc[x] *= sc
+			}
+			dk.setRow(b, c0+c, kh, dKc)
+			dv.setRow(b, c0+c, kh, s.dVj[c*d.D:(c+1)*d.D])
+		}
+	})
+
+	// Pass 2: dQ_i; outer loop over Q blocks, inner over the K/V blocks they see.
+	parallelFor(d.B*d.Hq*t.Tr, w, newScratch, func(s *bwdScratch, job int) {
+		b, h, i := job/(d.Hq*t.Tr), job/t.Tr%d.Hq, job%t.Tr
+		r0, r1 := loadQ(s, b, h, i)
+		nr := r1 - r0
+		clear(s.dQi[:nr*d.D])
+		for j := 0; j < t.kEnd(r1); j++ {
+			c0, c1 := loadKV(s, b, d.KVHead(h), j)
+			tile(s, r0, r1, c0, c1)
+			for r := 0; r < nr; r++ {
+				dqr := s.dQi[r*d.D : (r+1)*d.D]
+				for c := 0; c < c1-c0; c++ {
+					if ds := s.dS[r*bc+c]; ds != 0 {
+						axpy(ds, s.Kj[c*d.D:(c+1)*d.D], dqr) // dQ_i += dS K_j
+					}
+				}
+			}
+		}
+		for r := 0; r < nr; r++ {
+			dqr := s.dQi[r*d.D : (r+1)*d.D]
+			for x := range dqr {
+				dqr[x] *= sc
+			}
+			dq.setRow(b, r0+r, h, dqr)
+		}
+	})
+	return nil
 }

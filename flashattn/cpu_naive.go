@@ -1,11 +1,243 @@
 package flashattn
 
+import (
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// naiveImpl is textbook attention, one (batch, head) at a time:
+//
+//	S = scale * Q K^T       (Nq x Nk, materialised)
+//	P = softmax(S)          (Nq x Nk, materialised, row by row)
+//	O = P V,  LSE = rowmax(S) + log(rowsum(exp(S - rowmax(S))))
+//
+// It keeps whole Nq x Nk matrices on purpose: that O(N^2) memory is what
+// FlashAttention removes, and the memory test measures it against cpu_flash.go.
 type naiveImpl struct{}
 
 func (naiveImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error {
-	panic("todo")
+	w := workers(o)
+	mk := causalMask{causal: o != nil && o.Causal, off: d.CausalOffset()}
+	sc := float32(scale)
+	for b := 0; b < d.B; b++ {
+		for h := 0; h < d.Hq; h++ {
+			Q := gather(q, b, h)
+			K := gather(k, b, d.KVHead(h))
+			V := gather(v, b, d.KVHead(h))
+			S := make([]float32, d.Nq*d.Nk)
+			P := make([]float32, d.Nq*d.Nk)
+			// Rows are independent: each goroutine owns whole rows of S, P and O.
+			parallelFor(d.Nq, w, noScratch, func(_ struct{}, i int) {
+				qi := Q[i*d.D : (i+1)*d.D]
+				Si, Pi := S[i*d.Nk:(i+1)*d.Nk], P[i*d.Nk:(i+1)*d.Nk]
+				// S_i = scale * q_i K^T; masked keys get -Inf so exp gives 0.
+				rowMax := float32(math.Inf(-1))
+				for j := range Si {
+					if !mk.visible(i, j) {
+						Si[j] = float32(math.Inf(-1))
+						continue
+					}
+					Si[j] = sc * dot(qi, K[j*d.D:(j+1)*d.D])
+					rowMax = max(rowMax, Si[j])
+				}
+				oi := out.Row(b, i, h)
+				clear(oi)
+				if math.IsInf(float64(rowMax), -1) { // the row sees no key
+					clear(Pi)
+					lse[d.LSEIndex(b, h, i)] = float32(math.Inf(-1))
+					return
+				}
+				// P_i = softmax(S_i), with the max subtracted so exp cannot overflow.
+				var sum float32
+				for j, s := range Si {
+					Pi[j] = exp32(s - rowMax)
+					sum += Pi[j]
+				}
+				for j := range Pi {
+					Pi[j] /= sum
+				}
+				// O_i = P_i V.
+				for j, p := range Pi {
+					if p != 0 {
+						axpy(p, V[j*d.D:(j+1)*d.D], oi)
+					}
+				}
+				lse[d.LSEIndex(b, h, i)] = rowMax + log32(sum)
+			})
+		}
+	}
+	return nil
 }
 
+// backward materialises P, dP and dS (each Nq x Nk) for one (batch, head):
+//
+//	P  = exp(S - LSE)           (recomputed from the forward pass's LSE)
+//	dV = P^T dO                 dP = dO V^T
+//	D  = rowsum(dO * O)         dS = P * (dP - D)
+//	dQ = scale * dS K           dK = scale * dS^T Q
+//
+// Query heads of one GQA group add into the same dK and dV; they are visited
+// in order, so the sums are deterministic.
 func (naiveImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error {
-	panic("todo")
+	w := workers(o)
+	mk := causalMask{causal: o != nil && o.Causal, off: d.CausalOffset()}
+	sc := float32(scale)
+	for b := 0; b < d.B; b++ {
+		for kh := 0; kh < d.Hkv; kh++ {
+			K, V := gather(k, b, kh), gather(v, b, kh)
+			dK := make([]float32, d.Nk*d.D)
+			dV := make([]float32, d.Nk*d.D)
+			for h := kh * d.Groups(); h < (kh+1)*d.Groups(); h++ {
+				Q, O, dO := gather(q, b, h), gather(out, b, h), gather(dOut, b, h)
+				P := make([]float32, d.Nq*d.Nk)
+				dP := make([]float32, d.Nq*d.Nk)
+				dS := make([]float32, d.Nq*d.Nk)
+				// Row pass: P, dP, dS and dQ of each row i.
+				parallelFor(d.Nq, w, noScratch, func(_ struct{}, i int) {
+					qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
+					L := lse[d.LSEIndex(b, h, i)]
+					Di := dot(doi, O[i*d.D:(i+1)*d.D])
+					dqi := make([]float32, d.D)
+					for j := 0; j < d.Nk; j++ {
+						ij := i*d.Nk + j
+						// A row with LSE -Inf saw no key: P = 0 there.
+						if !mk.visible(i, j) || math.IsInf(float64(L), -1) {
+							continue // P, dP, dS stay 0
+						}
+						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
+						P[ij] = exp32(sc*dot(qi, kj) - L)
+						dP[ij] = dot(doi, vj)
+						dS[ij] = P[ij] * (dP[ij] - Di)
+						axpy(dS[ij], kj, dqi)
+					}
+					for x := range dqi {
+						dqi[x] *= sc
+					}
+					dq.setRow(b, i, h, dqi)
+				})
+				// Column pass: key j's dV and dK read column j of P and dS.
+				parallelFor(d.Nk, w, noScratch, func(_ struct{}, j int) {
+					dvj, dkj := dV[j*d.D:(j+1)*d.D], dK[j*d.D:(j+1)*d.D]
+					for i := 0; i < d.Nq; i++ {
+						ij := i*d.Nk + j
+						if P[ij] != 0 {
+							axpy(P[ij], dO[i*d.D:(i+1)*d.D], dvj)
+						}
+						if dS[ij] != 0 {
+							axpy(sc*dS[ij], Q[i*d.D:(i+1)*d.D], dkj)
+						}
+					}
+				})
+			}
+			for j := 0; j < d.Nk; j++ {
+				dk.setRow(b, j, kh, dK[j*d.D:(j+1)*d.D])
+				dv.setRow(b, j, kh, dV[j*d.D:(j+1)*d.D])
+			}
+		}
+	}
+	return nil
 }
+
+// The helpers below are shared by both CPU backends.
+
+// causalMask says which keys a query row may see. Key j is visible to row i
+// iff j <= i + off, off = Nk - Nq: the diagonal ends in the bottom-right
+// corner of the Nq x Nk score matrix (FA2 >= 2.1).
+type causalMask struct {
+	causal bool
+	off    int
+}
+
+func (m causalMask) visible(i, j int) bool { return !m.causal || j <= i+m.off }
+
+// gather copies head h of batch b of t into a dense N x D matrix.
+func gather(t *Tensor, b, h int) []float32 {
+	n, dd := t.Shape.N, t.Shape.D
+	m := make([]float32, n*dd)
+	for i := 0; i < n; i++ {
+		t.rowInto(m[i*dd:(i+1)*dd], b, i, h)
+	}
+	return m
+}
+
+// setRow writes src into row n of head h of batch b.
+func (t *Tensor) setRow(b, n, h int, src []float32) {
+	o, sd := t.Offset(b, n, h, 0), t.Strides[3]
+	if sd == 1 {
+		copy(t.Data[o:o+t.Shape.D], src)
+		return
+	}
+	for x, s := range src[:t.Shape.D] {
+		t.Data[o+x*sd] = s
+	}
+}
+
+// workers is the number of goroutines a CPU backend may use.
+func workers(o *Options) int {
+	if o != nil && o.Workers > 0 {
+		return o.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// noScratch is the scratch constructor of jobs that need none.
+func noScratch() struct{} { return struct{}{} }
+
+// parallelFor runs job(s, i) for every i in [0, n) on at most w goroutines.
+// Each goroutine makes its own scratch s once and reuses it. A job's result
+// must depend only on i (never on which goroutine ran it, or when), so the
+// output is the same for every w: the CPU backends are deterministic.
+func parallelFor[S any](n, w int, scratch func() S, job func(s S, i int)) {
+	w = min(w, n)
+	if w <= 1 {
+		s := scratch()
+		for i := 0; i < n; i++ {
+			job(s, i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := scratch()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				job(s, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// dot is the inner product of a and b[:len(a)]. Four partial sums break the
+// dependency chain of one accumulator (about 2-3x faster in pure Go).
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy adds alpha*x to y[:len(x)].
+func axpy(alpha float32, x, y []float32) {
+	y = y[:len(x)]
+	for i, xi := range x {
+		y[i] += alpha * xi
+	}
+}
+
+func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
+func log32(x float32) float32 { return float32(math.Log(float64(x))) }

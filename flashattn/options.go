@@ -76,6 +76,10 @@ func (o *Options) scale(d int) (float64, error) {
 	if math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0) {
 		return 0, &OptionError{Option: "Scale", Value: fmt.Sprint(o.Scale), Reason: "must be finite"}
 	}
+	// Every backend multiplies scores by a float32 scale.
+	if math.Abs(o.Scale) > math.MaxFloat32 {
+		return 0, &OptionError{Option: "Scale", Value: fmt.Sprint(o.Scale), Reason: "does not fit in float32"}
+	}
 	return o.Scale, nil
 }
 

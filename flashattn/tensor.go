@@ -2,7 +2,6 @@ package flashattn
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 )
 
@@ -72,6 +71,19 @@ func (t *Tensor) Row(b, n, h int) []float32 {
 	return r
 }
 
+// rowInto copies the D values of row n of head h of batch b into dst
+// without allocating (Row allocates when the D stride is not 1).
+func (t *Tensor) rowInto(dst []float32, b, n, h int) {
+	o, sd := t.Offset(b, n, h, 0), t.Strides[3]
+	if sd == 1 {
+		copy(dst[:t.Shape.D], t.Data[o:o+t.Shape.D])
+		return
+	}
+	for d := range dst[:t.Shape.D] {
+		dst[d] = t.Data[o+d*sd]
+	}
+}
+
 // IsContiguous reports whether t is a dense BSHD tensor.
 func (t *Tensor) IsContiguous() bool { return t.Strides == t.Shape.ContiguousStrides() }
 
@@ -117,6 +129,11 @@ func (t *Tensor) Fill(x float32) {
 	}
 }
 
+// maxElements bounds the elements one tensor may have or reach (2^37, 512 GiB
+// of float32): far beyond any real problem, small enough that no offset or
+// size computation overflows int.
+const maxElements = float64(1 << 37)
+
 // check validates shape, strides and data length without panicking.
 func (t *Tensor) check(arg string) error {
 	if t == nil {
@@ -132,13 +149,14 @@ func (t *Tensor) check(arg string) error {
 			return &DataError{Arg: arg, Reason: fmt.Sprintf("stride of %s is %d, want >= 0", name, t.Strides[i])}
 		}
 	}
-	// The largest offset must fit in int and inside Data; compute in float64
-	// first so absurd shapes cannot overflow.
-	far := 0.0
+	// The largest offset and the element count must fit in int; compute them
+	// in float64 first so absurd shapes cannot overflow (Numel itself could).
+	far, numel := 0.0, 1.0
 	for i := range dims {
 		far += float64(dims[i]-1) * float64(t.Strides[i])
+		numel *= float64(dims[i])
 	}
-	if far >= float64(math.MaxInt32)*64 || float64(s.Numel()) >= float64(math.MaxInt32)*64 {
+	if far >= maxElements || numel >= maxElements {
 		return &DataError{Arg: arg, Reason: fmt.Sprintf("shape %v is too large", s)}
 	}
 	need := t.Offset(s.B-1, s.N-1, s.H-1, s.D-1) + 1

@@ -1,6 +1,9 @@
 package flashattn
 
-import "sync"
+import (
+	"sort"
+	"sync"
+)
 
 // StepKind classifies one (Q block, K block) step of the tiled forward pass.
 type StepKind int
@@ -8,8 +11,8 @@ type StepKind int
 const (
 	// StepComputed: the whole Bc x Br tile is visible and computed unmasked.
 	StepComputed StepKind = iota
-	// StepMasked: the tile straddles the causal diagonal (or a ragged edge
-	// of a fully-masked row) and is computed with an element mask.
+	// StepMasked: the tile straddles the causal diagonal (some of its
+	// elements are visible, some not) and is computed with an element mask.
 	StepMasked
 	// StepSkipped: the tile lies wholly above the causal diagonal and is
 	// never loaded.
@@ -29,17 +32,19 @@ func (k StepKind) String() string {
 }
 
 // TraceStep is one (Q block i, K block j) step for the traced (batch, head).
-// Order is the position of the step in the work of its Q block: FA2 runs Q
-// blocks in parallel and, inside one, K blocks in order.
+// Order is the position of the step in the work of its Q block (0, 1, ...;
+// -1 for a skipped step): FA2 runs Q blocks in parallel and, inside one, K
+// blocks in order. Steps are sorted by (QBlock, KBlock), Tr*Tc of them.
 type TraceStep struct {
 	QBlock, KBlock int
 	Kind           StepKind
 	Order          int
 }
 
-// RowStep is the online-softmax state of the traced row after one K block:
-// the running max m, the running sum l (relative to m), and the factor
-// exp(m_old - m_new) by which the accumulator was rescaled.
+// RowStep is the online-softmax state of the traced row after one K block
+// that was not skipped: the running max m, the running sum l (relative to m),
+// and the factor exp(m_old - m_new) by which the accumulator was rescaled.
+// Until the row has seen a key, M is -Inf, L is 0 and Rescale is 1.
 type RowStep struct {
 	KBlock  int
 	M, L    float64
@@ -78,6 +83,18 @@ func (t *Trace) step(s TraceStep) {
 func (t *Trace) row(r RowStep) {
 	t.mu.Lock()
 	t.RowSteps = append(t.RowSteps, r)
+	t.mu.Unlock()
+}
+
+// finish sorts the steps (Q blocks run in parallel, so they arrive in any
+// order) and records the traced row's final state.
+func (t *Trace) finish(m, l float64) {
+	t.mu.Lock()
+	sort.Slice(t.Steps, func(a, b int) bool {
+		sa, sb := t.Steps[a], t.Steps[b]
+		return sa.QBlock < sb.QBlock || sa.QBlock == sb.QBlock && sa.KBlock < sb.KBlock
+	})
+	t.M, t.L = m, l
 	t.mu.Unlock()
 }
 
