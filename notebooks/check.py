@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Check executed GoFlash notebooks (the output of notebooks/run.sh).
+
+    /usr/bin/python3 notebooks/check.py EXECUTED.ipynb...
+
+A notebook fails when
+  * a code cell was not executed, or an output is an error;
+  * a shell cell failed (GoNB writes "exit status N" on stderr and goes on),
+    or the Go program panicked;
+  * a key result it must print is missing, or a number it prints is out of
+    its bound (EXPECT below);
+  * it shows fewer charts than EXPECT says.
+The cells check their own results too (a wrong result ends the cell with an
+error); these checks make sure the cells that print them ran at all.
+
+Uses nbformat only (Debian: python3-nbformat, which jupyter-nbconvert pulls in).
+"""
+
+import os
+import re
+import sys
+
+import nbformat
+
+NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+
+
+class Text:
+    """The stdout of the notebook matches this regular expression."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+    def check(self, out, charts):
+        if re.search(self.pattern, out, re.M):
+            return None
+        return f"missing text /{self.pattern}/"
+
+
+class Num:
+    """Every match of pattern (which captures one number with NUM) has a
+    number within [lo, hi]; at least `count` matches."""
+
+    def __init__(self, pattern, lo=float("-inf"), hi=float("inf"), count=1):
+        self.pattern, self.lo, self.hi, self.count = pattern, lo, hi, count
+
+    def check(self, out, charts):
+        found = re.findall(self.pattern, out, re.M)
+        if len(found) < self.count:
+            return f"/{self.pattern}/ printed {len(found)} times, want >= {self.count}"
+        for f in found:
+            x = float(f if isinstance(f, str) else f[0])
+            if not (self.lo <= x <= self.hi):
+                return f"/{self.pattern}/ printed {x:g}, want within [{self.lo:g}, {self.hi:g}]"
+        return None
+
+
+class Charts:
+    """At least n chart outputs (HTML that draws with ECharts)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def check(self, out, charts):
+        if charts >= self.n:
+            return None
+        return f"{charts} charts shown, want >= {self.n}"
+
+
+# What each notebook must print. The setup cell's line is required everywhere.
+SETUP = [Text(r"^packages of github\.com/goflash/goflash imported from "), Text(r"GoNB v0\.11\.5 ")]
+EXPECT = {
+    "01_qkv": SETUP + [],
+    "02_naive_memory": SETUP + [],
+    "03_online_softmax": SETUP + [],
+    "04_tiling_forward": SETUP + [],
+    "05_backward": SETUP + [],
+    "06_cuda_from_go": SETUP + [],
+    "07_benchmarks": SETUP + [],
+}
+
+# Text on stdout or stderr that means a cell failed although the kernel went on.
+FAILED = re.compile(r"exit status \d+|^panic: |^goroutine \d+ \[|^ERROR|^FAIL\b", re.M)
+CHART = re.compile(r"echarts", re.I)
+
+
+def text_of(v):
+    return "".join(v) if isinstance(v, list) else (v or "")
+
+
+def check(path):
+    name = os.path.basename(path).removesuffix(".ipynb")
+    nb = nbformat.read(path, as_version=4)
+    problems = []
+    stdout = []
+    charts = 0
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        where = f"cell {i} ({cell.source.strip().splitlines()[0][:50]!r})"
+        if cell.get("execution_count") is None:
+            problems.append(f"{where}: not executed")
+        for o in cell.get("outputs", []):
+            t = o.get("output_type")
+            if t == "error":
+                problems.append(f"{where}: error {o.get('ename', '')}: {o.get('evalue', '')[:300]}")
+            elif t == "stream":
+                txt = text_of(o.get("text"))
+                m = FAILED.search(txt)
+                if m:
+                    problems.append(f"{where}: {o.get('name')} shows {m.group(0)!r}: {txt.strip()[-300:]}")
+                if o.get("name") == "stdout":
+                    stdout.append(txt)
+            elif t in ("display_data", "execute_result"):
+                data = o.get("data", {})
+                html = text_of(data.get("text/html"))
+                if html and CHART.search(html):
+                    charts += 1
+                if "text/plain" in data:
+                    stdout.append(text_of(data["text/plain"]))
+    out = "".join(stdout)
+    expect = EXPECT.get(name)
+    if expect is None:
+        problems.append(f"no expectations for {name} in check.py")
+        expect = []
+    for e in expect:
+        p = e.check(out, charts)
+        if p:
+            problems.append(p)
+    return name, problems, charts
+
+
+def main(paths):
+    if not paths:
+        print(__doc__)
+        return 2
+    bad = 0
+    for p in paths:
+        if not os.path.exists(p):
+            print(f"FAIL {p}: not found (did it run?)")
+            bad += 1
+            continue
+        name, problems, charts = check(p)
+        if problems:
+            bad += 1
+            print(f"FAIL {name}")
+            for pr in problems:
+                print(f"     - {pr}")
+        else:
+            print(f"ok   {name} ({charts} charts)")
+    print(f"{len(paths) - bad} of {len(paths)} notebooks passed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Execute the GoFlash notebooks headless with the GoNB kernel, then check what
+# they printed (notebooks/check.py). Installs nothing: it needs `jupyter
+# nbconvert` (Debian: jupyter-nbconvert), and gonb and goimports on PATH with
+# GoNB's kernelspec installed (colab/install.sh, or the lines in
+# notebooks/README.md).
+#
+#   notebooks/run.sh                 # all notebooks, executed copies in .build/notebooks
+#   notebooks/run.sh 03 04           # only those whose names start with 03 or 04
+#   GOFLASH_NB_OUT=/tmp/nb notebooks/run.sh
+#   GOFLASH_NB_HTML=1 notebooks/run.sh   # also write an HTML page of each executed notebook
+#
+# Exit status: 0 when every notebook ran and passed its checks. Each
+# notebook must finish within GOFLASH_NB_LIMIT seconds (default 120: the
+# notebooks promise to run in under two minutes on a CPU-only machine).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=${GOFLASH_NB_OUT:-$root/.build/notebooks}
+limit=${GOFLASH_NB_LIMIT:-120}
+jupyter=${JUPYTER:-jupyter}
+python=${PYTHON:-/usr/bin/python3} # Debian's: it has nbformat (a pyenv python3 may not)
+mkdir -p "$out"
+
+nbs=()
+for nb in "$here"/[0-9][0-9]_*.ipynb; do
+	if [ $# -eq 0 ]; then
+		nbs+=("$nb")
+		continue
+	fi
+	for want in "$@"; do
+		case "$(basename "$nb")" in "$want"*) nbs+=("$nb") ;; esac
+	done
+done
+if [ ${#nbs[@]} -eq 0 ]; then
+	echo "run.sh: no notebook matches: $*" >&2
+	exit 2
+fi
+
+fail=0
+names=()
+t0=$(date +%s)
+for nb in "${nbs[@]}"; do
+	name=$(basename "$nb" .ipynb)
+	names+=("$name")
+	rm -f "$out/$name.ipynb"
+	s=$(date +%s%N)
+	# --allow-errors: the executed notebook is always written, and check.py
+	# (not nbconvert) decides; a failing shell cell would not stop nbconvert anyway.
+	# The outer timeout is a backstop for a hung kernel.
+	timeout $((limit * 3)) "$jupyter" nbconvert --to notebook --execute --allow-errors \
+		--ExecutePreprocessor.kernel_name=gonb --ExecutePreprocessor.timeout="$limit" \
+		"$nb" --output-dir "$out" --output "$name" >"$out/$name.log" 2>&1
+	rc=$?
+	ms=$((($(date +%s%N) - s) / 1000000))
+	printf '%-28s %4d.%d s' "$name" $((ms / 1000)) $((ms % 1000 / 100))
+	if [ $rc -ne 0 ]; then
+		printf '  nbconvert failed (status %d), see %s\n' "$rc" "$out/$name.log"
+		tail -n 20 "$out/$name.log" | sed 's/^/    /'
+		fail=1
+		continue
+	fi
+	if [ $ms -gt $((limit * 1000)) ]; then
+		printf '  over the %d s limit\n' "$limit"
+		fail=1
+		continue
+	fi
+	echo
+	if [ "${GOFLASH_NB_HTML:-0}" = 1 ]; then
+		"$jupyter" nbconvert --to html "$out/$name.ipynb" --output-dir "$out" >/dev/null 2>&1 ||
+			echo "    (HTML export of $name failed)"
+	fi
+done
+echo "notebooks executed in $(($(date +%s) - t0)) s; executed copies in $out"
+
+(cd "$out" && "$python" "$here/check.py" "${names[@]/%/.ipynb}") || fail=1
+exit $fail

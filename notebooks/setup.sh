@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The setup every GoFlash notebook runs from its first code cell.
+#
+# Under the GoNB kernel (GONB_TMP_DIR is set) it points the kernel's scratch
+# module at this checkout, so the cells import the repository's packages as
+# they are on disk, wherever the repository was cloned. The -require matters:
+# with -replace alone GoNB's automatic `go get` asks the proxy for the module.
+#
+# Under a Python kernel (a notebook opened from an "Open in Colab" link starts
+# as Python) it installs Go, GoNB and goimports at the pinned versions, clones
+# the repository, makes the next kernel start be GoNB, and restarts the
+# kernel. After the restart, run the notebook again from the top.
+set -euo pipefail
+
+MOD=github.com/goflash/goflash
+GONB_PIN=v0.11.5 # the notebooks are executed with this GoNB in CI
+
+if [ -n "${GONB_TMP_DIR:-}" ]; then
+	root=""
+	for d in "${GONB_DIR:-.}" "${GOFLASH_DIR:-}" /content/goflash /kaggle/working/goflash; do
+		[ -n "$d" ] && [ -d "$d" ] || continue
+		if [ "$(cd "$d" && go list -m 2>/dev/null)" = "$MOD" ]; then
+			root=$(cd "$d" && go list -m -f '{{.Dir}}')
+			break
+		fi
+	done
+	if [ -z "$root" ]; then
+		echo "setup: no checkout of $MOD found (looked in GONB_DIR, GOFLASH_DIR, /content, /kaggle/working)" >&2
+		exit 1
+	fi
+	cd "$GONB_TMP_DIR"
+	go mod edit -replace "$MOD=$root" -require "$MOD@v0.0.0-00010101000000-000000000000"
+	echo "packages of $MOD imported from $root"
+	echo "$(go version | cut -d' ' -f3), GoNB ${GONB_VERSION:-unknown} (notebooks checked with $GONB_PIN)"
+	if [ "${GONB_VERSION:-}" != "$GONB_PIN" ]; then
+		echo "note: this GoNB is not $GONB_PIN; the notebooks may still work" >&2
+	fi
+	exit 0
+fi
+
+# Not under GoNB: a hosted Python runtime.
+if [ -d /kaggle/working ]; then
+	base=/kaggle/working
+elif [ -d /content ]; then
+	base=/content
+else
+	echo "setup: this is not a GoNB kernel. Install GoNB (see notebooks/README.md) and" >&2
+	echo "       open the notebook with the 'Go (gonb)' kernel." >&2
+	exit 1
+fi
+repo="$base/goflash"
+if [ ! -f "$repo/go.mod" ]; then
+	git clone --depth 1 "${GOFLASH_REPO_URL:-https://github.com/goflash/goflash}" "$repo"
+fi
+bash "$repo/colab/install.sh"
+
+# The hosted runtime restarts its kernel with `python3 -m colab_kernel_launcher`
+# (Colab) or `python3 -m ipykernel_launcher` (Kaggle, Jupyter): make whichever
+# of these exists start GoNB instead, with the checkout's location in its
+# environment. This changes this runtime only (it is thrown away at its end).
+replaced=0
+for m in colab_kernel_launcher ipykernel_launcher; do
+	f=$(python3 -c "import $m; print($m.__file__)" 2>/dev/null) || continue
+	cat >"$f" <<EOF
+# Replaced by GoFlash's notebooks/setup.sh: this runtime's kernel is GoNB.
+import os, sys
+os.environ["GOFLASH_DIR"] = "$repo"
+os.environ["PATH"] = "/usr/local/go/bin:/usr/local/bin:" + os.environ.get("PATH", "")
+conn = [a for a in sys.argv[1:] if a.endswith(".json")][-1]
+os.execv("/usr/local/bin/gonb", ["gonb", "--kernel", conn])
+EOF
+	replaced=1
+done
+if [ "$replaced" = 0 ]; then
+	echo "setup: found no kernel launcher to replace; choose the 'Go (gonb)' runtime by hand" >&2
+	exit 1
+fi
+echo
+echo "Go and GoNB are installed and the next kernel start will be GoNB."
+echo "The kernel now restarts. When it is back, run the notebook again from the top."
+# Kill the Python kernel that runs this cell; the host starts a new one.
+p=$$
+while [ "$p" -gt 1 ]; do
+	if tr '\0' ' ' <"/proc/$p/cmdline" | grep -Eq 'kernel_launcher|ipykernel'; then
+		kill -9 "$p"
+		exit 0
+	fi
+	p=$(awk '/^PPid:/{print $2}' "/proc/$p/status")
+done
+echo "Could not find the kernel process: use Runtime > Restart session." >&2
