@@ -1,0 +1,93 @@
+package flashattn
+
+import "math"
+
+// Float32ToFP16 returns the IEEE 754 binary16 bits nearest to f, rounding
+// ties to even (the GPU's cvt.rn.f16.f32): values from 65520 up become
+// +Inf, values at or below 2^-25 become zero, the range between keeps its
+// precision as subnormals, and NaN stays NaN (quiet, sign and top payload
+// bits kept).
+func Float32ToFP16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00 | uint16(mant>>13) // quiet bit set: never becomes Inf
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15 // binary16 biased exponent
+	if e >= 31 {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		// Subnormal result: the significand with its implicit bit, shifted
+		// so that one unit is 2^-24, rounded to nearest even.
+		if e < -10 {
+			return sign // below half the smallest subnormal
+		}
+		m := mant | 0x800000
+		shift := uint(14 - e)
+		h := m >> shift
+		rem, half := m&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++ // may carry into the smallest normal, which is the right encoding
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(e)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // a carry out of the mantissa bumps the exponent; 0x7c00 is Inf
+	}
+	return sign | uint16(h)
+}
+
+// FP16ToFloat32 returns the float32 value of binary16 bits h (exact: every
+// binary16 value is a float32 value; NaN payloads are kept).
+func FP16ToFloat32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0:
+		v := float32(mant) * (1.0 / (1 << 24))
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	case exp == 31:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+}
+
+// tensorToFP16 converts t (any strides) to dense BSHD binary16 bits.
+func tensorToFP16(t *Tensor) []uint16 {
+	s := t.Shape
+	out := make([]uint16, s.Numel())
+	if t.IsContiguous() {
+		for i, x := range t.Data[:len(out)] {
+			out[i] = Float32ToFP16(x)
+		}
+		return out
+	}
+	i := 0
+	row := make([]float32, s.D)
+	for b := 0; b < s.B; b++ {
+		for n := 0; n < s.N; n++ {
+			for h := 0; h < s.H; h++ {
+				t.rowInto(row, b, n, h)
+				for _, x := range row {
+					out[i] = Float32ToFP16(x)
+					i++
+				}
+			}
+		}
+	}
+	return out
+}
