@@ -151,7 +151,6 @@ func TestGPUVecAdd(t *testing.T) {
 		pa, pb, pc, nn := da.Ptr(), db.Ptr(), dc.Ptr(), int32(n)
 		args := NewArgs(unsafe.Pointer(&pa), unsafe.Pointer(&pb), unsafe.Pointer(&pc), unsafe.Pointer(&nn))
 		err = f.Launch(LaunchConfig{Grid: [3]uint32{uint32((n + 127) / 128), 1, 1}, Block: [3]uint32{128, 1, 1}}, nil, args)
-		args.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +195,6 @@ func TestGPUStructParamAndStream(t *testing.T) {
 	}
 	p := &echoParams{Out: out.Ptr()}
 	args := NewArgs(unsafe.Pointer(p))
-	defer args.Release()
 	// The same pinned block serves several launches with new values.
 	for i := range 3 {
 		p.X, p.N, p.S = int64(1000+i), int32(-7*i), 0.25*float32(i)
@@ -233,7 +231,6 @@ func TestGPUDynamicSharedMemoryAttribute(t *testing.T) {
 	out, _ := c.Alloc(4)
 	ptr, words := out.Ptr(), int32(bytes/4)
 	args := NewArgs(unsafe.Pointer(&ptr), unsafe.Pointer(&words))
-	defer args.Release()
 	cfg := LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{256, 1, 1}, SharedMem: uint32(bytes)}
 	err = f.Launch(cfg, nil, args)
 	var ce *Error
@@ -309,7 +306,6 @@ func TestGPUEventsTimeAKernel(t *testing.T) {
 	}
 	pa, pb, pc, nn := da.Ptr(), db.Ptr(), dc.Ptr(), int32(n)
 	args := NewArgs(unsafe.Pointer(&pa), unsafe.Pointer(&pb), unsafe.Pointer(&pc), unsafe.Pointer(&nn))
-	defer args.Release()
 	s, _ := c.NewStream()
 	e0, _ := c.NewEvent()
 	e1, err := c.NewEvent()

@@ -138,29 +138,18 @@ func (f *Function) SetMaxDynamicSharedMem(bytes int) error {
 }
 
 // Args is the parameter block of a kernel: one pointer per parameter, to
-// that parameter's value. The values and the pointer array are pinned, so
-// the block can be filled once and reused by many launches (the driver
-// copies the values at launch time).
+// that parameter's value. It can be built once and reused by many launches
+// with new values: the driver copies the values at launch time.
 type Args struct {
-	pin  runtime.Pinner
 	ptrs []unsafe.Pointer
 }
 
-// NewArgs pins the parameter values (each a pointer to a Go value of the
-// kernel parameter's exact C layout). Call Release when done.
+// NewArgs makes a parameter block from pointers to Go values of the kernel
+// parameters' exact C layouts. The values must stay valid (not freed or on
+// a stack that may move): allocate them with new or in a struct.
 func NewArgs(vals ...unsafe.Pointer) *Args {
-	a := &Args{ptrs: append([]unsafe.Pointer(nil), vals...)}
-	for _, v := range vals {
-		a.pin.Pin(v)
-	}
-	if len(a.ptrs) > 0 {
-		a.pin.Pin(&a.ptrs[0])
-	}
-	return a
+	return &Args{ptrs: append([]unsafe.Pointer(nil), vals...)}
 }
-
-// Release unpins the values.
-func (a *Args) Release() { a.pin.Unpin() }
 
 // LaunchConfig is a kernel's grid, block and dynamic shared memory.
 type LaunchConfig struct {
@@ -170,8 +159,17 @@ type LaunchConfig struct {
 
 // Launch enqueues f on stream s (nil: the legacy default stream).
 func (f *Function) Launch(cfg LaunchConfig, s *Stream, a *Args) error {
+	// The values and the pointer array are pinned for the call. Pinning
+	// only while the driver reads them (not for the life of Args) means a
+	// forgotten Args cannot trip the runtime's leaked-pin check.
+	var pin runtime.Pinner
+	defer pin.Unpin()
 	var kp uintptr
 	if a != nil && len(a.ptrs) > 0 {
+		for _, v := range a.ptrs {
+			pin.Pin(v)
+		}
+		pin.Pin(&a.ptrs[0])
 		kp = uintptr(unsafe.Pointer(&a.ptrs[0]))
 	}
 	var sh uintptr
