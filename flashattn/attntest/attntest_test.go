@@ -1,0 +1,209 @@
+package attntest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// TestRoundHalf compares RoundHalf with an oracle that searches the sorted
+// list of all finite fp16 values for the nearest one (ties to even mantissa).
+func TestRoundHalf(t *testing.T) {
+	var vals []float64 // every finite fp16 value, from the bit patterns
+	var bits []uint16
+	for h := 0; h < 1<<16; h++ {
+		f := halfToFloat(uint16(h))
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) || (f == 0 && h != 0) {
+			continue // NaNs, Infs, -0
+		}
+		vals, bits = append(vals, float64(f)), append(bits, uint16(h))
+		if g := RoundHalf(f); g != f {
+			t.Fatalf("RoundHalf(%v) = %v, want it unchanged (bits %#04x)", f, g, h)
+		}
+	}
+	idx := make([]int, len(vals))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return vals[idx[a]] < vals[idx[b]] })
+	sorted := make([]float64, len(idx))
+	for i, j := range idx {
+		sorted[i] = vals[j]
+	}
+	maxHalf := sorted[len(sorted)-1] // 65504
+	oracle := func(x float32) float32 {
+		xf := float64(x)
+		// Beyond the largest value plus half an ulp (2^4 at the top binade) it is Inf.
+		if math.Abs(xf) >= maxHalf+16 {
+			return float32(math.Copysign(math.Inf(1), xf))
+		}
+		i := sort.SearchFloat64s(sorted, xf)
+		if i < len(sorted) && sorted[i] == xf {
+			return x
+		}
+		lo, hi := sorted[max(i-1, 0)], sorted[min(i, len(sorted)-1)]
+		switch dl, dh := xf-lo, hi-xf; {
+		case dl < dh:
+			return float32(lo)
+		case dh < dl:
+			return float32(hi)
+		}
+		// A tie: the one with an even mantissa (lowest bit of the pattern 0).
+		if floatToHalf(float32(lo))&1 == 0 {
+			return float32(lo)
+		}
+		return float32(hi)
+	}
+	check := func(x float32) {
+		got, want := RoundHalf(x), oracle(x)
+		if got != want && !(got == 0 && want == 0) {
+			t.Fatalf("RoundHalf(%v) = %v, want %v", x, got, want)
+		}
+	}
+	for i := 0; i+1 < len(sorted); i++ { // every midpoint and its neighbours
+		mid := float32((sorted[i] + sorted[i+1]) / 2)
+		check(mid)
+		check(math.Nextafter32(mid, float32(math.Inf(-1))))
+		check(math.Nextafter32(mid, float32(math.Inf(1))))
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1 << 20 {
+		x := math.Float32frombits(r.Uint32())
+		if math.IsNaN(float64(x)) {
+			continue
+		}
+		if math.Abs(float64(x)) > 1e5 || math.Abs(float64(x)) < 1e-9 {
+			x = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(44)-28)))
+		}
+		check(x)
+	}
+	for _, x := range []float32{65519.99, 65520, 1e10, float32(math.Inf(1)), 0x1p-25, 0x1.0001p-25, 0x1p-26} {
+		check(x)
+	}
+	if !math.IsNaN(float64(RoundHalf(float32(math.NaN())))) {
+		t.Error("RoundHalf(NaN) is not NaN")
+	}
+	if !IsPoison(halfToFloat(PoisonBits16)) || !IsPoison(math.Float32frombits(PoisonBits32)) || IsPoison(float32(math.NaN())) {
+		t.Error("IsPoison does not recognise exactly the two poison patterns")
+	}
+}
+
+// recorder collects the failures a check reports instead of failing the test.
+type recorder struct {
+	*testing.T
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Logf(string, ...any) {}
+func (r *recorder) Helper()             {}
+
+// TestChecksCatchBugs proves the checks can fail: results of the CPU flash
+// backend, each broken the way a real kernel bug would break them, must be
+// reported, and the unbroken ones must not.
+func TestChecksCatchBugs(t *testing.T) {
+	c := Case{Name: "mutants", B: 1, Nq: 20, Nk: 12, Hq: 4, Hkv: 2, D: 16, Causal: true, Seed: 7} // rows 0..7 see no key
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Dims()
+	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
+	run := func(causal bool, k *flashattn.Tensor) (*flashattn.Result, *flashattn.Grads) {
+		o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
+		res, err := flashattn.Forward(q, k, v, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, g
+	}
+	res, g := run(true, k)
+	visible := d.LSEIndex(0, 1, 15)      // a row that sees keys
+	outAt := res.Out.Offset(0, 15, 1, 3) // an element of that row
+	masked := d.LSEIndex(0, 2, 3)        // a row that sees none
+	maskedOut, maskedDQ := res.Out.Offset(0, 3, 2, 5), g.DQ.Offset(0, 3, 2, 5)
+	kSwapped := k.Clone() // kv heads 0 and 1 exchanged: a wrong GQA head map
+	for n := 0; n < d.Nk; n++ {
+		for x := 0; x < d.D; x++ {
+			a, b := k.At(0, n, 0, x), k.At(0, n, 1, x)
+			kSwapped.Set(0, n, 0, x, b)
+			kSwapped.Set(0, n, 1, x, a)
+		}
+	}
+	nonCausal, _ := run(false, k)
+	swapped, swappedG := run(true, kSwapped)
+
+	fwdMutants := []struct {
+		name, want string // want: a fragment of the expected report
+		res        *flashattn.Result
+		mutate     func(r *flashattn.Result)
+	}{
+		{"unmutated", "", res, func(*flashattn.Result) {}},
+		{"unwritten output element", "never written", res, func(r *flashattn.Result) { r.Out.Data[outAt] = math.Float32frombits(PoisonBits32) }},
+		{"output off by 1e-5 relative", "Out: max |err|", res, func(r *flashattn.Result) { r.Out.Data[outAt] *= 1 + 1e-5 }},
+		{"LSE off by 1e-5", "LSE: max |err|", res, func(r *flashattn.Result) { r.LSE[visible] += 1e-5 }},
+		{"unwritten LSE", "never written", res, func(r *flashattn.Result) { r.LSE[visible] = math.Float32frombits(PoisonBits32) }},
+		{"masked row LSE 0", "want -Inf", res, func(r *flashattn.Result) { r.LSE[masked] = 0 }},
+		{"masked row output NaN", "want finite", res, func(r *flashattn.Result) { r.Out.Data[maskedOut] = float32(math.NaN()) }},
+		{"masked row output not 0", "want 0", res, func(r *flashattn.Result) { r.Out.Data[maskedOut] = 1e-30 }},
+		{"mask ignored", "want -Inf", nonCausal, func(*flashattn.Result) {}},
+		{"wrong GQA head", "max |err|", swapped, func(*flashattn.Result) {}},
+	}
+	for _, m := range fwdMutants {
+		r := &flashattn.Result{Dims: m.res.Dims, Out: m.res.Out.Clone(), LSE: slices.Clone(m.res.LSE)}
+		m.mutate(r)
+		rec := &recorder{T: t}
+		ok := CheckForward(rec, FP32, truth, base, r)
+		expectReport(t, m.name, m.want, ok, rec.errs)
+	}
+
+	bwdMutants := []struct {
+		name, want string
+		g          *flashattn.Grads
+		mutate     func(g *flashattn.Grads)
+	}{
+		{"unmutated", "", g, func(*flashattn.Grads) {}},
+		{"dK row zeroed", "dK: max |err|", g, func(g *flashattn.Grads) { clear(g.DK.Row(0, 4, 1)) }},
+		{"dV off by 1e-4 relative", "dV: max |err|", g, func(g *flashattn.Grads) {
+			for i := range g.DV.Data {
+				g.DV.Data[i] *= 1 + 1e-4
+			}
+		}},
+		{"dQ of a masked row not 0", "want 0", g, func(g *flashattn.Grads) { g.DQ.Data[maskedDQ] = 1e-30 }},
+		{"dQ unwritten", "never written", g, func(g *flashattn.Grads) { g.DQ.Data[7] = math.Float32frombits(PoisonBits32) }},
+		{"wrong GQA head", "max |err|", swappedG, func(*flashattn.Grads) {}},
+	}
+	for _, m := range bwdMutants {
+		gc := &flashattn.Grads{DQ: m.g.DQ.Clone(), DK: m.g.DK.Clone(), DV: m.g.DV.Clone()}
+		m.mutate(gc)
+		rec := &recorder{T: t}
+		ok := CheckBackward(rec, FP32, truth, base, gc)
+		expectReport(t, m.name, m.want, ok, rec.errs)
+	}
+}
+
+func expectReport(t *testing.T, name, want string, ok bool, errs []string) {
+	t.Helper()
+	if want == "" {
+		if !ok || len(errs) > 0 {
+			t.Errorf("%s: reported %q, want no report", name, errs)
+		}
+		return
+	}
+	if ok || !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, want) }) {
+		t.Errorf("%s: reported %q (ok=%v), want a report containing %q", name, errs, ok, want)
+	}
+}

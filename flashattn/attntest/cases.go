@@ -1,0 +1,162 @@
+package attntest
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// Layout is how a case lays its inputs out in memory.
+type Layout int
+
+const (
+	// Dense: contiguous BSHD.
+	Dense Layout = iota
+	// HeadMajor: BHSD order (heads outside rows), each row padded with NaNs
+	// after its D values, so a backend that reads past D or assumes BSHD
+	// strides produces NaNs or wrong values.
+	HeadMajor
+	// PackedQKV: q, k and v are views of one (B, N, Hq+2*Hkv, D) buffer, as
+	// a fused QKV projection produces; needs Nq == Nk.
+	PackedQKV
+	// StridedD: the D stride is 2 and the gaps hold NaNs.
+	StridedD
+)
+
+func (l Layout) String() string {
+	return [...]string{"dense", "head-major", "packed-qkv", "strided-d"}[l]
+}
+
+// Case is one attention problem of the suite. Inputs are drawn from N(0, 1)
+// with seeds derived from Seed.
+type Case struct {
+	Name                  string
+	B, Nq, Nk, Hq, Hkv, D int
+	Causal                bool
+	Scale                 float64 // 0: 1/sqrt(D)
+	Layout                Layout
+	Seed                  uint64
+}
+
+// Cases is the suite's covering list. Not the full cross product: every
+// value of every axis appears (N in 1, 17, 97, 1025 for both Nq and Nk;
+// Nq > Nk and Nq < Nk; GQA groups 1, 2, 8; causal and not; D in 16, 32, 64,
+// 80, 96, 128, 256), combined where the combination matters:
+// causal with Nq > Nk (rows that see no key), N = 1025 (16 full 64-blocks and
+// a ragged one) causal at a moderate D, sharp softmax (a scale that would
+// overflow exp without the max subtracted), strided views, and an odd head
+// dim (7) that only backends supporting every D accept.
+func Cases() []Case {
+	cs := []Case{
+		{Name: "N1", B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: 16},
+		{Name: "N1-causal-mqa", B: 2, Nq: 1, Nk: 1, Hq: 2, Hkv: 1, D: 32, Causal: true},
+		{Name: "N17-causal", B: 1, Nq: 17, Nk: 17, Hq: 4, Hkv: 4, D: 64, Causal: true},
+		{Name: "N97-gqa2", B: 2, Nq: 97, Nk: 97, Hq: 4, Hkv: 2, D: 80},
+		{Name: "Nq97-Nk17-causal-gqa8", B: 1, Nq: 97, Nk: 17, Hq: 8, Hkv: 1, D: 96, Causal: true},
+		{Name: "Nq17-Nk97-causal", B: 1, Nq: 17, Nk: 97, Hq: 2, Hkv: 2, D: 128, Causal: true},
+		{Name: "Nq97-Nk1", B: 3, Nq: 97, Nk: 1, Hq: 2, Hkv: 2, D: 32},
+		{Name: "Nq1-Nk1025-mqa", B: 1, Nq: 1, Nk: 1025, Hq: 2, Hkv: 1, D: 256},
+		{Name: "N1025-causal-gqa2", B: 1, Nq: 1025, Nk: 1025, Hq: 2, Hkv: 1, D: 64, Causal: true},
+		{Name: "Nq1025-Nk97-causal", B: 1, Nq: 1025, Nk: 97, Hq: 1, Hkv: 1, D: 16, Causal: true},
+		{Name: "N97-causal-gqa8-D256", B: 1, Nq: 97, Nk: 97, Hq: 8, Hkv: 1, D: 256, Causal: true},
+		{Name: "Nq17-Nk1-causal", B: 1, Nq: 17, Nk: 1, Hq: 2, Hkv: 2, D: 16, Causal: true},
+		{Name: "Nq1-Nk17-causal-gqa2", B: 2, Nq: 1, Nk: 17, Hq: 4, Hkv: 2, D: 80, Causal: true},
+		{Name: "sharp-scale4", B: 1, Nq: 97, Nk: 97, Hq: 1, Hkv: 1, D: 64, Scale: 4},
+		{Name: "packed-qkv-causal-gqa2", B: 2, Nq: 33, Nk: 33, Hq: 4, Hkv: 2, D: 64, Causal: true, Layout: PackedQKV},
+		{Name: "head-major-Nq65-Nk40", B: 2, Nq: 65, Nk: 40, Hq: 2, Hkv: 2, D: 32, Causal: true, Layout: HeadMajor},
+		{Name: "strided-d-scale-0.3", B: 1, Nq: 20, Nk: 70, Hq: 2, Hkv: 1, D: 64, Scale: 0.3, Layout: StridedD},
+		{Name: "odd-D7", B: 2, Nq: 33, Nk: 30, Hq: 3, Hkv: 1, D: 7, Causal: true},
+	}
+	for i := range cs {
+		cs[i].Seed = uint64(1000 * (i + 1))
+	}
+	return cs
+}
+
+func (c Case) String() string {
+	return fmt.Sprintf("%s B=%d Nq=%d Nk=%d Hq=%d Hkv=%d D=%d causal=%v scale=%g %v",
+		c.Name, c.B, c.Nq, c.Nk, c.Hq, c.Hkv, c.D, c.Causal, c.Scale, c.Layout)
+}
+
+// Dims is the case's problem size.
+func (c Case) Dims() flashattn.Dims {
+	return flashattn.Dims{B: c.B, Nq: c.Nq, Nk: c.Nk, Hq: c.Hq, Hkv: c.Hkv, D: c.D}
+}
+
+// Options are the options the case passes (the Backend field is the
+// backend's to set).
+func (c Case) Options() *flashattn.Options {
+	return &flashattn.Options{Causal: c.Causal, Scale: c.Scale}
+}
+
+// EffectiveScale is the softmax scale the case asks for: Scale, or 1/sqrt(D).
+func (c Case) EffectiveScale() float64 {
+	if c.Scale != 0 {
+		return c.Scale
+	}
+	return 1 / math.Sqrt(float64(c.D))
+}
+
+// Inputs builds q, k, v and dOut in the case's layout, with the same values
+// whatever the layout. It fails only for a case that cannot be laid out
+// (PackedQKV with Nq != Nk).
+func (c Case) Inputs() (q, k, v, dOut *flashattn.Tensor, err error) {
+	d := c.Dims()
+	qs, kvs := d.QShape(), d.KVShape()
+	vals := []*flashattn.Tensor{
+		flashattn.Random(qs, c.Seed), flashattn.Random(kvs, c.Seed+1),
+		flashattn.Random(kvs, c.Seed+2), flashattn.Random(qs, c.Seed+3),
+	}
+	var ts [4]*flashattn.Tensor
+	switch c.Layout {
+	case Dense:
+		copy(ts[:], vals)
+	case PackedQKV:
+		if c.Nq != c.Nk {
+			return nil, nil, nil, nil, fmt.Errorf("attntest: case %s: PackedQKV needs Nq == Nk", c.Name)
+		}
+		w := (c.Hq + 2*c.Hkv) * c.D // one token's q, k and v
+		buf := make([]float32, c.B*c.Nq*w)
+		st := flashattn.Strides{c.Nq * w, w, c.D, 1}
+		ts[0] = &flashattn.Tensor{Shape: qs, Strides: st, Data: buf}
+		ts[1] = &flashattn.Tensor{Shape: kvs, Strides: st, Data: buf[c.Hq*c.D:]}
+		ts[2] = &flashattn.Tensor{Shape: kvs, Strides: st, Data: buf[(c.Hq+c.Hkv)*c.D:]}
+		ts[3] = vals[3]
+	case HeadMajor:
+		for i, val := range vals {
+			s := val.Shape
+			pad := s.D + 5 // row pitch: D values, then 5 NaNs
+			ts[i] = nanTensor(s, flashattn.Strides{s.H * s.N * pad, pad, s.N * pad, 1}, s.B*s.H*s.N*pad)
+		}
+	case StridedD:
+		for i, val := range vals {
+			s := val.Shape
+			ts[i] = nanTensor(s, flashattn.Strides{s.N * s.H * s.D * 2, s.H * s.D * 2, s.D * 2, 2}, 2*s.Numel())
+		}
+	}
+	for i, val := range vals {
+		if ts[i] == val {
+			continue
+		}
+		s := val.Shape
+		for b := 0; b < s.B; b++ {
+			for n := 0; n < s.N; n++ {
+				for h := 0; h < s.H; h++ {
+					for x := 0; x < s.D; x++ {
+						ts[i].Set(b, n, h, x, val.At(b, n, h, x))
+					}
+				}
+			}
+		}
+	}
+	return ts[0], ts[1], ts[2], ts[3], nil
+}
+
+func nanTensor(s flashattn.Shape, st flashattn.Strides, n int) *flashattn.Tensor {
+	buf := make([]float32, n)
+	for i := range buf {
+		buf[i] = float32(math.NaN())
+	}
+	return &flashattn.Tensor{Shape: s, Strides: st, Data: buf}
+}

@@ -1,0 +1,300 @@
+package attntest
+
+import (
+	"math"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// Ref is one attention problem's result, dense and in float64: Out and DQ
+// are (B, Nq, Hq, D), DK and DV (B, Nk, Hkv, D), LSE (B, Hq, Nq). DQ, DK and
+// DV are nil when no dOut was given. Masked[r] is true for the LSE rows that
+// see no key (causal with Nq > Nk): their Out and DQ are 0, their LSE -Inf.
+type Ref struct {
+	Dims                 flashattn.Dims
+	Out, LSE, DQ, DK, DV []float64
+	Masked               []bool
+	Causal               bool
+	Scale                float64
+	Precision            Precision // FP32 or FP16 for a baseline; -1 for the float64 truth
+
+	outMax, lseMax float64
+	gradMax        float64 // over dQ, dK and dV together
+}
+
+// problem holds one problem's inputs as dense float64 per (batch, head),
+// read through Tensor.At so that any strides work, and the mask rule written
+// out again here, independent of the backends' code.
+type problem struct {
+	d                  flashattn.Dims
+	q, k, v, dO        [][]float64 // [b*H+h][n*D+x]
+	causal             bool
+	scale              float64
+	groups, causalDiag int
+}
+
+func newProblem(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, round func(float64) float64) *problem {
+	d := flashattn.Dims{B: q.Shape.B, Nq: q.Shape.N, Nk: k.Shape.N, Hq: q.Shape.H, Hkv: k.Shape.H, D: q.Shape.D}
+	p := &problem{d: d, causal: causal, scale: scale, groups: d.Hq / d.Hkv, causalDiag: d.Nk - d.Nq}
+	p.q, p.k, p.v = heads(q, round), heads(k, round), heads(v, round)
+	if dOut != nil {
+		p.dO = heads(dOut, round)
+	}
+	return p
+}
+
+func heads(t *flashattn.Tensor, round func(float64) float64) [][]float64 {
+	s := t.Shape
+	hs := make([][]float64, s.B*s.H)
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < s.H; h++ {
+			m := make([]float64, s.N*s.D)
+			for n := 0; n < s.N; n++ {
+				for x := 0; x < s.D; x++ {
+					m[n*s.D+x] = round(float64(t.At(b, n, h, x)))
+				}
+			}
+			hs[b*s.H+h] = m
+		}
+	}
+	return hs
+}
+
+// sees reports whether query row i may attend to key j: bottom-right aligned
+// causal mask, key j visible iff j <= i + Nk - Nq.
+func (p *problem) sees(i, j int) bool { return !p.causal || j <= i+p.causalDiag }
+
+func (p *problem) qh(b, h int) int  { return b*p.d.Hq + h }
+func (p *problem) kvh(b, h int) int { return b*p.d.Hkv + h/p.groups }
+
+// Reference computes attention and, when dOut is not nil, its gradients in
+// float64 from q, k, v (and dOut): the truth every backend is measured against.
+// scale is the softmax scale actually used (not 0).
+func Reference(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
+	p := newProblem(q, k, v, dOut, causal, scale, func(x float64) float64 { return x })
+	d := p.d
+	r := newRef(d, causal, scale, dOut != nil)
+	r.Precision = -1
+	s := make([]float64, d.Nk)
+	for b := 0; b < d.B; b++ {
+		for h := 0; h < d.Hq; h++ {
+			Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
+			for i := 0; i < d.Nq; i++ {
+				row := (b*d.Hq+h)*d.Nq + i
+				m := math.Inf(-1)
+				for j := range s {
+					s[j] = math.Inf(-1)
+					if p.sees(i, j) {
+						s[j] = scale * dot64(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D])
+						m = math.Max(m, s[j])
+					}
+				}
+				if math.IsInf(m, -1) {
+					r.Masked[row], r.LSE[row] = true, math.Inf(-1)
+					continue // Out row stays 0
+				}
+				l := 0.0
+				for j := range s {
+					s[j] = math.Exp(s[j] - m)
+					l += s[j]
+				}
+				o := r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D]
+				for j, e := range s {
+					for x := range o {
+						o[x] += e / l * V[j*d.D+x]
+					}
+				}
+				r.LSE[row] = m + math.Log(l)
+			}
+		}
+	}
+	if dOut != nil {
+		p.backward64(r)
+	}
+	r.summarise()
+	return r
+}
+
+// backward64: P = exp(S - LSE), dV = P^T dO, dP = dO V^T, D = rowsum(dO*O),
+// dS = P*(dP - D), dQ = scale dS K, dK = scale dS^T Q; dK and dV summed over
+// the query heads of each GQA group.
+func (p *problem) backward64(r *Ref) {
+	d := p.d
+	for b := 0; b < d.B; b++ {
+		for h := 0; h < d.Hq; h++ {
+			Q, K, V, dO := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)], p.dO[p.qh(b, h)]
+			kv := h / p.groups
+			for i := 0; i < d.Nq; i++ {
+				row := (b*d.Hq+h)*d.Nq + i
+				if r.Masked[row] {
+					continue
+				}
+				qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
+				Di := dot64(doi, r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D])
+				dq := r.DQ[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D]
+				for j := 0; j < d.Nk; j++ {
+					if !p.sees(i, j) {
+						continue
+					}
+					kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
+					P := math.Exp(p.scale*dot64(qi, kj) - r.LSE[row])
+					dS := P * (dot64(doi, vj) - Di)
+					kvo := ((b*d.Nk+j)*d.Hkv + kv) * d.D
+					dk, dv := r.DK[kvo:][:d.D], r.DV[kvo:][:d.D]
+					for x := 0; x < d.D; x++ {
+						dq[x] += p.scale * dS * kj[x]
+						dk[x] += p.scale * dS * qi[x]
+						dv[x] += P * doi[x]
+					}
+				}
+			}
+		}
+	}
+}
+
+// Baseline computes the same textbook attention in a backend's precision:
+// FP32 does every operation in float32; FP16 rounds the inputs, P (before
+// P V and P^T dO), dS (before dS K and dS^T Q) and the outputs to fp16 and
+// accumulates in float32, as a tensor-core kernel does. Its error against
+// Reference is what a correct backend of that precision is allowed (twice).
+func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
+	rnd := prec.round
+	p := newProblem(q, k, v, dOut, causal, scale, func(x float64) float64 { return float64(rnd(float32(x))) })
+	d := p.d
+	r := newRef(d, causal, scale, dOut != nil)
+	r.Precision = prec
+	sc := float32(scale)
+	s := make([]float32, d.Nk)
+	o := make([]float32, d.D)
+	for b := 0; b < d.B; b++ {
+		for h := 0; h < d.Hq; h++ {
+			Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
+			for i := 0; i < d.Nq; i++ {
+				row := (b*d.Hq+h)*d.Nq + i
+				m := float32(math.Inf(-1))
+				for j := range s {
+					s[j] = float32(math.Inf(-1))
+					if p.sees(i, j) {
+						s[j] = sc * dot32(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D])
+						m = max(m, s[j])
+					}
+				}
+				if math.IsInf(float64(m), -1) {
+					r.Masked[row], r.LSE[row] = true, math.Inf(-1)
+					continue
+				}
+				var l float32
+				for j := range s {
+					s[j] = float32(math.Exp(float64(s[j] - m)))
+					l += s[j]
+				}
+				clear(o)
+				for j, e := range s {
+					P := rnd(e / l)
+					for x := range o {
+						o[x] += P * float32(V[j*d.D+x])
+					}
+				}
+				for x, ox := range o {
+					r.Out[((b*d.Nq+i)*d.Hq+h)*d.D+x] = float64(rnd(ox))
+				}
+				r.LSE[row] = float64(m + float32(math.Log(float64(l))))
+			}
+		}
+	}
+	if dOut != nil {
+		p.backward32(r, rnd)
+	}
+	r.summarise()
+	return r
+}
+
+func (p *problem) backward32(r *Ref, rnd func(float32) float32) {
+	d := p.d
+	sc := float32(p.scale)
+	dq := make([]float32, d.D)
+	dK := make([]float32, d.B*d.Nk*d.Hkv*d.D)
+	dV := make([]float32, len(dK))
+	for b := 0; b < d.B; b++ {
+		for h := 0; h < d.Hq; h++ {
+			Q, K, V, dO := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)], p.dO[p.qh(b, h)]
+			kv := h / p.groups
+			for i := 0; i < d.Nq; i++ {
+				row := (b*d.Hq+h)*d.Nq + i
+				clear(dq)
+				if !r.Masked[row] {
+					qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
+					Di := dot32(doi, r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D])
+					L := float32(r.LSE[row])
+					for j := 0; j < d.Nk; j++ {
+						if !p.sees(i, j) {
+							continue
+						}
+						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
+						P := float32(math.Exp(float64(sc*dot32(qi, kj) - L)))
+						dS := rnd(P * (dot32(doi, vj) - Di))
+						Pr := rnd(P)
+						base := ((b*d.Nk+j)*d.Hkv + kv) * d.D
+						for x := 0; x < d.D; x++ {
+							dq[x] += dS * float32(kj[x])
+							dK[base+x] += dS * float32(qi[x])
+							dV[base+x] += Pr * float32(doi[x])
+						}
+					}
+				}
+				for x, g := range dq {
+					r.DQ[((b*d.Nq+i)*d.Hq+h)*d.D+x] = float64(rnd(sc * g))
+				}
+			}
+		}
+	}
+	for x := range dK {
+		r.DK[x], r.DV[x] = float64(rnd(sc*dK[x])), float64(rnd(dV[x]))
+	}
+}
+
+func newRef(d flashattn.Dims, causal bool, scale float64, grads bool) *Ref {
+	r := &Ref{Dims: d, Causal: causal, Scale: scale,
+		Out: make([]float64, d.QShape().Numel()), LSE: make([]float64, d.LSELen()), Masked: make([]bool, d.LSELen())}
+	if grads {
+		r.DQ = make([]float64, d.QShape().Numel())
+		r.DK = make([]float64, d.KVShape().Numel())
+		r.DV = make([]float64, d.KVShape().Numel())
+	}
+	return r
+}
+
+// summarise records the largest magnitudes, used for the absolute floor of
+// the tolerance.
+func (r *Ref) summarise() {
+	r.outMax, r.lseMax = maxAbs(r.Out), maxAbs(r.LSE)
+	r.gradMax = max(maxAbs(r.DQ), maxAbs(r.DK), maxAbs(r.DV))
+}
+
+func maxAbs(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		if !math.IsInf(x, 0) {
+			m = math.Max(m, math.Abs(x))
+		}
+	}
+	return m
+}
+
+func dot64(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// dot32 sums in float32, in order: the plain loop a float32 kernel would run.
+// The float64 arguments hold float32 (or fp16) values exactly.
+func dot32(a, b []float64) float32 {
+	var s float32
+	for i := range a {
+		s += float32(a[i]) * float32(b[i])
+	}
+	return s
+}
