@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Check executed GoFlash notebooks (the output of notebooks/run.sh).
 
-    /usr/bin/python3 notebooks/check.py EXECUTED.ipynb...
+    /usr/bin/python3 notebooks/check.py [--browser CHROMIUM] EXECUTED.ipynb...
 
 A notebook fails when
   * a code cell was not executed, or an output is an error;
@@ -9,7 +9,9 @@ A notebook fails when
     or the Go program panicked;
   * a key result it must print is missing, or a number it prints is out of
     its bound (EXPECT below);
-  * it shows fewer charts than EXPECT says.
+  * it shows fewer charts than EXPECT says;
+  * with --browser: the notebook exported to HTML (nbconvert) and loaded in
+    headless Chromium draws fewer charts than it has chart outputs.
 The cells check their own results too (a wrong result ends the cell with an
 error); these checks make sure the cells that print them ran at all.
 
@@ -18,7 +20,9 @@ Uses nbformat only (Debian: python3-nbformat, which jupyter-nbconvert pulls in).
 
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 import nbformat
 
@@ -70,7 +74,18 @@ class Charts:
 # What each notebook must print. The setup cell's line is required everywhere.
 SETUP = [Text(r"^packages of github\.com/goflash/goflash imported from "), Text(r"GoNB v0\.11\.5 ")]
 EXPECT = {
-    "01_qkv": SETUP + [],
+    "01_qkv": SETUP + [
+        Num(r"^S\[bank\]\[river\] = " + NUM + r", S\[river\]\[bank\] = 0$", 3, 3),
+        Num(r"^S\[collapsed\]\[bank\] = " + NUM + r", S\[bank\]\[collapsed\] = 0$", 3, 3),
+        Text(r"^S is symmetric: false$"),
+        Num(r"^P\[bank\]\[river\] = e\^3/\(e\^3\+2\) = " + NUM, 0.9094, 0.9095),
+        Num(r"^river bank collapsed: +o_bank = \(" + NUM, 0.909, 0.910),
+        Num(r"^savings bank collapsed: +o_bank = \(" + NUM, -0.910, -0.909),
+        Num(r"max \|flash - naive\| = " + NUM, 0, 1e-6, count=2),
+        Num(r"^no projections: +S symmetric: true +P\[bank\]\[bank\] = " + NUM, 0.576, 0.577),
+        Num(r"^W_K = W_Q \(tied\): +S symmetric: true +P\[bank\]\[bank\] = " + NUM, 0.9997, 0.9998),
+        Charts(2),
+    ],
     "02_naive_memory": SETUP + [],
     "03_online_softmax": SETUP + [],
     "04_tiling_forward": SETUP + [],
@@ -130,7 +145,28 @@ def check(path):
     return name, problems, charts
 
 
-def main(paths):
+def drawn_charts(path, browser):
+    """Export the executed notebook to HTML and count the charts a headless
+    browser draws (ECharts marks each drawn container with
+    _echarts_instance_). Returns (drawn, problems)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([os.environ.get("JUPYTER", "jupyter"), "nbconvert", "--to", "html", path,
+                            "--output-dir", tmp, "--output", "page"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return 0, [f"HTML export failed: {r.stderr.strip()[-300:]}"]
+        r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + tmp + "/profile",
+                            "--virtual-time-budget=5000", "--dump-dom", "file://" + tmp + "/page.html"],
+                           capture_output=True, text=True, timeout=180)
+        dom = r.stdout
+    problems = [f"in the browser: {m}" for m in re.findall(r">(chart failed: [^<]{0,200}|echarts is not loaded[^<]{0,40})", dom)]
+    return len(re.findall(r"_echarts_instance_=", dom)), problems
+
+
+def main(args):
+    browser = None
+    if len(args) >= 2 and args[0] == "--browser":
+        browser, args = args[1], args[2:]
+    paths = args
     if not paths:
         print(__doc__)
         return 2
@@ -141,6 +177,11 @@ def main(paths):
             bad += 1
             continue
         name, problems, charts = check(p)
+        if browser:
+            drawn, bp = drawn_charts(p, browser)
+            problems += bp
+            if drawn < charts:
+                problems.append(f"the browser drew {drawn} of {charts} charts")
         if problems:
             bad += 1
             print(f"FAIL {name}")

@@ -9,6 +9,7 @@
 #   notebooks/run.sh 03 04           # only those whose names start with 03 or 04
 #   GOFLASH_NB_OUT=/tmp/nb notebooks/run.sh
 #   GOFLASH_NB_HTML=1 notebooks/run.sh   # also write an HTML page of each executed notebook
+#   GOFLASH_NB_BROWSER=0 notebooks/run.sh   # do not load the charts in headless Chromium
 #
 # Exit status: 0 when every notebook ran and passed its checks. Each
 # notebook must finish within GOFLASH_NB_LIMIT seconds (default 120: the
@@ -74,5 +75,12 @@ for nb in "${nbs[@]}"; do
 done
 echo "notebooks executed in $(($(date +%s) - t0)) s; executed copies in $out"
 
-(cd "$out" && "$python" "$here/check.py" "${names[@]/%/.ipynb}") || fail=1
+# Charts are also loaded in a headless browser when Chromium is there
+# (GOFLASH_NB_BROWSER=0 skips it, =PATH names the browser).
+browser=()
+b=${GOFLASH_NB_BROWSER:-$(command -v chromium || command -v chromium-browser || true)}
+if [ -n "$b" ] && [ "$b" != 0 ]; then
+	browser=(--browser "$b")
+fi
+(cd "$out" && JUPYTER=$jupyter "$python" "$here/check.py" "${browser[@]}" "${names[@]/%/.ipynb}") || fail=1
 exit $fail

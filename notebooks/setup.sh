@@ -29,7 +29,10 @@ if [ -n "${GONB_TMP_DIR:-}" ]; then
 		exit 1
 	fi
 	cd "$GONB_TMP_DIR"
-	go mod edit -replace "$MOD=$root" -require "$MOD@v0.0.0-00010101000000-000000000000"
+	# gonbui (charts) must be the kernel's own version; pinning it also spares
+	# GoNB's `go get` a version-list query, which some proxies refuse.
+	go mod edit -replace "$MOD=$root" -require "$MOD@v0.0.0-00010101000000-000000000000" \
+		-require "github.com/janpfeifer/gonb@${GONB_VERSION:-$GONB_PIN}"
 	echo "packages of $MOD imported from $root"
 	echo "$(go version | cut -d' ' -f3), GoNB ${GONB_VERSION:-unknown} (notebooks checked with $GONB_PIN)"
 	if [ "${GONB_VERSION:-}" != "$GONB_PIN" ]; then
