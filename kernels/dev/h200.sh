@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One H200 session (run through the device tool from the repo root): build the
+# harness with the machine's nvcc, check every variant, tune, benchmark, and time
+# PyTorch SDPA on the same shapes in the same run. Logs go to $OUT.
+# Optional: .build/kdev/fwd_check_nv118 (the same harness built by nvcc 11.8 here).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .build/kdev
+export OUT
+date -u +"run %Y-%m-%dT%H:%M:%SZ"; git log -1 --format="commit %H" 2>/dev/null
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+nvcc --version | tail -1
+mode=${1:-all}
+t0=$(date +%s)
+nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/kdev/fwd_check -ldl 2>&1 | grep -v Wno-deprecated
+echo "nvcc 13 build: $(( $(date +%s) - t0 )) s"
+.build/kdev/fwd_check "$mode" internal/kernels 2>&1 | tee "$OUT/fwd_check.log"
+if [ -x .build/kdev/fwd_check_nv118 ] && [ "${NV118:-1}" = 1 ]; then
+  echo "== harness built by nvcc 11.8 (tpl kernels = 11.8 SASS)"
+  OUT= .build/kdev/fwd_check_nv118 quick internal/kernels 2>&1 | tee "$OUT/fwd_nv118.log"
+fi
+[ "${SDPA:-1}" = 1 ] && PYTHONUNBUFFERED=1 python3 kernels/dev/sdpa_bench.py 2>&1 | tee "$OUT/sdpa.log"

@@ -1,0 +1,87 @@
+// traits.cuh: THE tile table. One row per (arch path, head dim); every size the
+// kernel uses is derived from it here, and internal/kernels/table.go mirrors it
+// (its test reads this file's TILE_ROW lines and compares).
+//
+// Notation (FA2 paper): a CTA owns Br query rows (one block of the Tr = ceil(Nq/Br)
+// row blocks) and walks Tc = ceil(Nk/Bc) key/value blocks of Bc rows. Each warp
+// owns MTiles = Br/(16*Warps) m16 row tiles, so a K/V fragment read from shared
+// memory feeds MTiles tensor-core ops.
+#pragma once
+
+// Shared memory holds fp16 rows of D elements, split in 16-byte chunks. Chunks
+// are XOR-swizzled by row so the 8 row addresses of one ldmatrix (or 8 lanes of
+// one 16-byte store) fall in 8 different bank groups without padding bytes:
+// D/8 a multiple of 8 (D 64,128,256): chunk ^= row&7 (rows are >=128 B apart);
+// D/8 a multiple of 4 (D 32,96): rows are 64 or 192 B, i.e. odd rows sit half a
+// 128-B line over, so chunk ^= (row>>1)&3 spreads the row pairs.
+template <int D>
+struct Swizzle {
+  static_assert(D % 32 == 0, "head dim must be a multiple of 32");
+  static constexpr int kChunks = D / 8;
+  __device__ __forceinline__ static int key(int row) {
+    return (kChunks % 8 == 0) ? (row & 7) : ((row >> 1) & 3);
+  }
+  // Element offset of chunk c of row `row`.
+  __device__ __forceinline__ static int offset(int row, int c) {
+    return row * D + ((c ^ key(row)) << 3);
+  }
+};
+
+// Tile<...>: one kernel configuration.
+//   Arch    75: Turing path (mma m16n8k8, global->register prefetch, <= 64 KiB smem);
+//           80: sm_80+ path (mma m16n8k16, cp.async).
+//   Stages  K/V shared-memory buffers on the sm_80 path: 2 = double buffer (next
+//           block's copy overlaps the whole step), 1 = FA2-style single buffer
+//           (V copy overlaps S=QK^T, next K copy overlaps softmax and PV).
+//   QRegs   Q fragments stay in registers for the whole loop (saves one ldmatrix
+//           stream per step; costs D/4*MTiles registers).
+//   MinBlocks  __launch_bounds__ occupancy hint (caps registers at 64K/(threads*MinBlocks)).
+template <int Arch_, int D_, int Br_, int Bc_, int Warps_, int Stages_, bool QRegs_, int MinBlocks_>
+struct Tile {
+  static constexpr int kArch = Arch_, kD = D_, kBr = Br_, kBc = Bc_, kWarps = Warps_;
+  static constexpr int kStages = Stages_, kMinBlocks = MinBlocks_;
+  static constexpr bool kQRegs = QRegs_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMTiles = kBr / (16 * kWarps);
+  static_assert(kMTiles >= 1 && kBr == kMTiles * 16 * kWarps, "Br must be 16*Warps*MTiles");
+  static_assert(kBc % 16 == 0, "Bc must be a multiple of 16 (k16 steps of PV)");
+  static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
+  static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
+
+  static constexpr int kTileQ = kBr * kD;      // elements
+  static constexpr int kTileKV = kBc * kD;
+  // Q | K[Stages] | V[Stages]; except that with Q in registers on the Turing
+  // path Q is staged through the K/V area (and O at the end), which is then
+  // max(Q, K+V): that is what lets large tiles fit 64 KiB.
+  static constexpr bool kQAliasKV = Arch_ == 75 && QRegs_;
+  static constexpr int kSmemElems =
+      kQAliasKV ? (kTileQ > 2 * kTileKV ? kTileQ : 2 * kTileKV) : kTileQ + 2 * kStages * kTileKV;
+  static constexpr int kSmemBytes = kSmemElems * 2;
+  static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
+  static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
+};
+
+// FwdTraits<Arch, D>::type is the configuration that ships. Each line is parsed by
+// internal/kernels' test: keep the TILE_ROW(arch, d, Br, Bc, warps, stages, qregs, minblocks) form.
+template <int Arch, int D> struct FwdTraits;
+#define TILE_ROW(A, D, BR, BC, W, S, QR, MB) \
+  template <> struct FwdTraits<A, D> { using type = Tile<A, D, BR, BC, W, S, QR, MB>; };
+
+// Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM). 8 warps of 16 rows: one CTA
+// of 256 threads may use up to 255 registers, which the next K/V block held in
+// registers (the prefetch; Turing has no cp.async) needs on top of O and S.
+// Q in registers lets Q share the K/V area (smem max(Q, K+V)).
+TILE_ROW(75, 32, 128, 64, 8, 1, true, 2)    // D32: ~125 regs, so 2 CTAs/SM (MinBlocks 2) hide latency; 8 KiB smem
+TILE_ROW(75, 64, 128, 64, 8, 1, true, 1)    // D64: 16 KiB smem, ~170 regs
+TILE_ROW(75, 96, 128, 64, 8, 1, true, 1)    // D96: 24 KiB smem, ~230 regs
+TILE_ROW(75, 128, 128, 64, 8, 1, false, 1)  // D128: 128x64, 8 warps (the best Turing FA2 shape); Q in
+                                            // registers would spill, so Q|K|V = 64 KiB exactly
+
+// sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB). Rows are
+// provisional until the H200 tuning run (kernels/dev/fwd_check.cu) picks them.
+TILE_ROW(80, 32, 128, 128, 8, 2, false, 1)
+TILE_ROW(80, 64, 128, 64, 4, 2, false, 1)
+TILE_ROW(80, 96, 128, 64, 8, 2, false, 1)
+TILE_ROW(80, 128, 128, 64, 8, 2, false, 1)
+TILE_ROW(80, 256, 64, 64, 4, 1, false, 1)
+#undef TILE_ROW
