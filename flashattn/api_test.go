@@ -1,6 +1,165 @@
 package flashattn
 
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
 // Every test of this package runs with Forward and Backward filling their
 // output buffers with NaN first, so an element a backend never writes fails
 // the conformance suite's finiteness checks.
 func init() { poisonOutputs = true }
+
+func TestParseBackend(t *testing.T) {
+	for _, b := range []Backend{Auto, CPUNaive, CPUFlash, GPU} {
+		got, err := ParseBackend(b.String())
+		if err != nil || got != b {
+			t.Errorf("ParseBackend(%q) = %v, %v", b.String(), got, err)
+		}
+	}
+	var oe *OptionError
+	if _, err := ParseBackend("tpu"); !errors.As(err, &oe) || oe.Option != "Backend" {
+		t.Errorf("ParseBackend(tpu): %v, want *OptionError", err)
+	}
+	if s := Backend(9).String(); s != "backend(9)" {
+		t.Errorf("Backend(9).String() = %q", s)
+	}
+}
+
+func TestDims(t *testing.T) {
+	d := Dims{B: 2, Nq: 5, Nk: 7, Hq: 8, Hkv: 2, D: 16}
+	if d.Groups() != 4 || d.KVHead(7) != 1 || d.KVHead(3) != 0 || d.CausalOffset() != 2 {
+		t.Errorf("Groups %d KVHead(7) %d KVHead(3) %d CausalOffset %d", d.Groups(), d.KVHead(7), d.KVHead(3), d.CausalOffset())
+	}
+	if d.LSELen() != 2*8*5 || d.LSEIndex(1, 2, 3) != (1*8+2)*5+3 {
+		t.Errorf("LSELen %d LSEIndex %d", d.LSELen(), d.LSEIndex(1, 2, 3))
+	}
+	if f := d.FLOPs(true); f != 4*2*8*5*7*16/2 {
+		t.Errorf("FLOPs(causal) = %v", f)
+	}
+}
+
+func TestTensorChecks(t *testing.T) {
+	s := Shape{B: 2, N: 3, H: 4, D: 5}
+	var de *DataError
+	if _, err := FromSlice(s, make([]float32, s.Numel()-1)); !errors.As(err, &de) || de.Need != s.Numel() {
+		t.Errorf("short slice: %v", err)
+	}
+	if _, err := FromStrided(s, Strides{60, 20, 5, -1}, make([]float32, 200)); !errors.As(err, &de) {
+		t.Errorf("negative stride: %v", err)
+	}
+	var se *ShapeError
+	if _, err := FromSlice(Shape{B: 1, N: -1, H: 1, D: 1}, nil); !errors.As(err, &se) || se.Dim != "N" {
+		t.Errorf("negative N: %v", err)
+	}
+	// Sizes whose element count overflows int must be refused, not wrap
+	// around (zero strides make a tiny buffer reach any shape).
+	huge := Shape{B: 1 << 20, N: 1 << 20, H: 1 << 20, D: 1 << 20}
+	if _, err := FromStrided(huge, Strides{}, make([]float32, 1)); !errors.As(err, &de) || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("huge broadcast shape: %v", err)
+	}
+	if _, err := FromSlice(huge, make([]float32, 1)); !errors.As(err, &de) {
+		t.Errorf("huge dense shape: %v", err)
+	}
+	// Views: a head-major (BHSD) tensor read through strides.
+	data := make([]float32, s.Numel())
+	for i := range data {
+		data[i] = float32(i)
+	}
+	hm, err := FromStrided(s, Strides{s.H * s.N * s.D, s.D, s.N * s.D, 1}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := hm.Contiguous()
+	if !c.IsContiguous() || c.At(1, 2, 3, 4) != hm.At(1, 2, 3, 4) || c.At(1, 2, 3, 4) != float32(((1*4+3)*3+2)*5+4) {
+		t.Errorf("Contiguous: %v vs %v", c.At(1, 2, 3, 4), hm.At(1, 2, 3, 4))
+	}
+	cl := c.Clone()
+	cl.Fill(7)
+	if c.At(0, 0, 0, 1) == 7 || cl.At(1, 2, 3, 4) != 7 {
+		t.Error("Clone shares data or Fill missed an element")
+	}
+	sd, _ := FromStrided(Shape{B: 1, N: 1, H: 1, D: 3}, Strides{6, 6, 6, 2}, []float32{1, 0, 2, 0, 3, 0})
+	if r := sd.Row(0, 0, 0); r[0] != 1 || r[1] != 2 || r[2] != 3 {
+		t.Errorf("Row with D stride 2 = %v", r)
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	d := Dims{B: 1, Nq: 4, Nk: 4, Hq: 2, Hkv: 1, D: 8}
+	q, k, v := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3)
+	for _, c := range []struct {
+		o      Options
+		option string
+	}{
+		{Options{BlockQ: -1}, "BlockQ/BlockK"},
+		{Options{Workers: -2}, "Workers"},
+		{Options{Backend: Backend(7)}, "Backend"},
+		{Options{Trace: &Trace{Head: 2}}, "Trace"},
+		{Options{Trace: &Trace{Row: 4}}, "Trace"},
+		{Options{Scale: -math.MaxFloat64}, "Scale"},
+	} {
+		var oe *OptionError
+		if _, err := Forward(q, k, v, &c.o); !errors.As(err, &oe) || oe.Option != c.option {
+			t.Errorf("%+v: got %v, want *OptionError for %s", c.o, err, c.option)
+		}
+	}
+	// A negative finite scale is valid.
+	if _, err := Forward(q, k, v, &Options{Scale: -0.5}); err != nil {
+		t.Errorf("scale -0.5: %v", err)
+	}
+}
+
+func TestBackendChoice(t *testing.T) {
+	d := Dims{B: 1, Nq: 4, Nk: 4, Hq: 1, Hkv: 1, D: 8}
+	q, k, v := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3)
+	res, err := Forward(q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case res.Backend == CPUFlash && !strings.Contains(res.Reason, "GPU not used"):
+		t.Errorf("Auto fell back to the CPU without saying why: %q", res.Reason)
+	case res.Backend != CPUFlash && res.Backend != GPU:
+		t.Errorf("Auto picked %v", res.Backend)
+	}
+	// Only the CPU flash path can fill a trace, so a trace makes Auto pick it.
+	res, err = Forward(q, k, v, &Options{Trace: &Trace{}})
+	if err != nil || res.Backend != CPUFlash {
+		t.Errorf("Auto with a trace: %v, %v", res.Backend, err)
+	}
+	res, err = Forward(q, k, v, &Options{Backend: CPUNaive})
+	if err != nil || res.Backend != CPUNaive || res.Reason != "requested" {
+		t.Errorf("CPUNaive: %+v, %v", res, err)
+	}
+}
+
+// TestBackwardMinusInfLSE: an LSE of -Inf says the row saw no key; both
+// backends then treat its P as 0 instead of computing exp(S + Inf).
+func TestBackwardMinusInfLSE(t *testing.T) {
+	d := Dims{B: 1, Nq: 5, Nk: 6, Hq: 1, Hkv: 1, D: 8}
+	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
+	for _, be := range []Backend{CPUNaive, CPUFlash} {
+		res, err := Forward(q, k, v, &Options{Backend: be})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.LSE[2] = float32(math.Inf(-1))
+		g, err := Backward(q, k, v, res.Out, dO, res.LSE, &Options{Backend: be})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range append(append(g.DQ.Data, g.DK.Data...), g.DV.Data...) {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("%v: non-finite gradient %v", be, x)
+			}
+		}
+		for x := 0; x < d.D; x++ {
+			if g.DQ.At(0, 2, 0, x) != 0 {
+				t.Fatalf("%v: dQ of the -Inf row is %v, want 0", be, g.DQ.At(0, 2, 0, x))
+			}
+		}
+	}
+}

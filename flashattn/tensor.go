@@ -141,10 +141,13 @@ func (t *Tensor) check(arg string) error {
 	}
 	s := t.Shape
 	dims := [4]int{s.B, s.N, s.H, s.D}
-	for i, name := range [4]string{"B", "N", "H", "D"} {
+	names := [4]string{"B", "N", "H", "D"}
+	for i, name := range names {
 		if dims[i] < 1 {
 			return &ShapeError{Arg: arg, Dim: name, Got: dims[i], Want: ">= 1"}
 		}
+	}
+	for i, name := range names { // after the shape: strides derived from a bad shape are bad too
 		if t.Strides[i] < 0 {
 			return &DataError{Arg: arg, Reason: fmt.Sprintf("stride of %s is %d, want >= 0", name, t.Strides[i])}
 		}
