@@ -1,0 +1,180 @@
+// Command vizshots draws every viz chart from real runs and saves a PNG of
+// each (headless Chromium, network off) for the README and the tutorial:
+//
+//	go run ./viz/internal/cmd/vizshots -out docs/img -sdpa docs/img/data/sdpa-h200.json
+//
+// The attention, tiling and online-softmax charts come from flashattn runs
+// made here. Speed and memory come from CPU runs made here and, with -sdpa,
+// from a JSON file written by bench/sdpa.py on a GPU (its device, date and
+// torch version go into the subtitles). Every page is loaded and checked
+// (every chart drawn, no JavaScript error) before its screenshot is taken.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/goflash/goflash/viz"
+	"github.com/goflash/goflash/viz/internal/browser"
+	"github.com/goflash/goflash/viz/internal/gallery"
+)
+
+func main() {
+	out := flag.String("out", "docs/img", "directory for the PNGs")
+	sdpa := flag.String("sdpa", "", "bench/sdpa.py JSON output to draw GPU speed and memory from")
+	peakName := flag.String("peak-name", "", "GPU name for the roofline (default: the sdpa file's device)")
+	peakTF := flag.Float64("peak-tflops", 0, "GPU dense fp16 tensor peak, TFLOP/s, for the roofline")
+	peakBW := flag.Float64("peak-gbps", 0, "GPU memory bandwidth, GB/s, for the roofline")
+	capacity := flag.Float64("capacity-gb", 16, "device capacity line on the memory chart, GB (0: none)")
+	capLabel := flag.String("capacity-label", "T4: 16 GB", "label of the capacity line")
+	report := flag.String("report", "", "also write every chart to this HTML report")
+	flag.Parse()
+	if err := run(*out, *sdpa, viz.GPUPeak{Name: *peakName, TFLOPs: *peakTF, GBps: *peakBW}, *capacity*1e9, *capLabel, *report); err != nil {
+		fmt.Fprintln(os.Stderr, "vizshots:", err)
+		os.Exit(1)
+	}
+}
+
+// sdpaFile is the part of bench/sdpa.py's output drawn here.
+type sdpaFile struct {
+	Schema  string `json:"schema"`
+	Torch   string `json:"torch"`
+	Device  string `json:"device"`
+	Date    string `json:"date"`
+	Results []struct {
+		B, Hq, Hkv, Nq, Nk, D int
+		Causal                bool
+		Backend, Direction    string
+		Status                string
+		Ms                    float64 `json:"ms"`
+		TFLOPs                float64 `json:"tflops"`
+		ExtraBytes            float64 `json:"extra_bytes"`
+	} `json:"results"`
+}
+
+func run(out, sdpaPath string, peak viz.GPUPeak, capacity float64, capLabel, reportPath string) error {
+	chromium, err := browser.Find()
+	if err != nil {
+		return err
+	}
+	var d gallery.Data
+	if sdpaPath == "" {
+		// CPU only: this machine's naive and flash forward passes.
+		sp, mp, err := gallery.MeasureCPU(1, 1, 64, []int{256, 512, 1024, 2048}, 3)
+		if err != nil {
+			return err
+		}
+		d = gallery.Data{Speed: sp, Mem: mp, Baseline: viz.CPUNaive, SpeedSubtitle: "CPU forward passes, B=1 H=1 D=64, this machine",
+			MemOptions: viz.MemoryOptions{B: 1, H: 1, D: 64, ScoreHeads: 1}, Peak: peak}
+		if peak.TFLOPs == 0 {
+			return fmt.Errorf("without -sdpa, give -peak-tflops and -peak-gbps for the roofline")
+		}
+	} else {
+		b, err := os.ReadFile(sdpaPath)
+		if err != nil {
+			return err
+		}
+		var f sdpaFile
+		if err := json.Unmarshal(b, &f); err != nil {
+			return fmt.Errorf("%s: %v", sdpaPath, err)
+		}
+		if f.Schema != "goflash-sdpa/1" {
+			return fmt.Errorf("%s: schema %q, want goflash-sdpa/1", sdpaPath, f.Schema)
+		}
+		src := fmt.Sprintf("PyTorch %s SDPA on %s, %s", f.Torch, f.Device, strings.SplitN(f.Date, "T", 2)[0])
+		if peak.Name == "" {
+			peak.Name = f.Device
+		}
+		d = gallery.Data{Baseline: viz.SDPAMath, Peak: peak, SpeedSubtitle: src + ", fp16, 16k tokens per batch, H x D = 2048"}
+		memB, memH, memD := 0, 0, 0
+		for _, r := range f.Results {
+			if r.Status != "ok" || r.Direction != "fwd" || r.Nq != r.Nk || r.Hq != r.Hkv {
+				continue
+			}
+			be := "sdpa-" + r.Backend
+			if r.B == 1 {
+				// The B=1 shapes measure memory: one sequence, growing N.
+				d.Mem = append(d.Mem, viz.MemPoint{Backend: be, N: r.Nq, Bytes: r.ExtraBytes})
+				memB, memH, memD = r.B, r.Hq, r.D
+				continue
+			}
+			d.Speed = append(d.Speed, viz.SpeedPoint{Backend: be, B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.Ms, TFLOPs: r.TFLOPs})
+		}
+		d.MemOptions = viz.MemoryOptions{B: memB, H: memH, D: memD, ElemBytes: 2, CapacityBytes: capacity, CapacityLabel: capLabel,
+			Title: "Extra memory of one forward call: " + src}
+		if peak.TFLOPs == 0 {
+			return fmt.Errorf("give -peak-tflops and -peak-gbps (data sheet of %s) for the roofline", f.Device)
+		}
+	}
+	items, err := gallery.Build(d)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "vizshots")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	ctx := context.Background()
+	for _, it := range items {
+		page, height, err := barePage(it.Chart)
+		if err != nil {
+			return fmt.Errorf("%s: %v", it.Name, err)
+		}
+		dir := filepath.Join(tmp, it.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		res, err := browser.Load(ctx, chromium, page, dir)
+		if err != nil {
+			return fmt.Errorf("%s: %v", it.Name, err)
+		}
+		if len(res.Errors) > 0 || res.Instances != 1 || len(res.Charts) != 1 || res.Charts[0].Ink == 0 {
+			return fmt.Errorf("%s did not draw: %d instances, errors %q", it.Name, res.Instances, res.Errors)
+		}
+		png := filepath.Join(out, it.Name+".png")
+		if err := browser.Screenshot(ctx, chromium, filepath.Join(dir, "page.html"), png, 900, height); err != nil {
+			return fmt.Errorf("%s: %v", it.Name, err)
+		}
+		fmt.Println(png)
+	}
+	if reportPath != "" {
+		r := viz.NewReport("GoFlash charts")
+		for _, it := range items {
+			r.AddHeading(it.Name).AddChart(it.Chart)
+		}
+		if err := r.WriteFile(reportPath); err != nil {
+			return err
+		}
+		fmt.Println(reportPath)
+	}
+	return nil
+}
+
+var heightPx = regexp.MustCompile(`height:(\d+)px`)
+
+// barePage is a page holding just the chart, flush with the window, and the
+// chart's height in pixels.
+func barePage(c viz.Chart) ([]byte, int, error) {
+	frag, err := viz.Fragment("shot_", c)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := 500
+	if m := heightPx.FindStringSubmatch(frag); m != nil {
+		h, _ = strconv.Atoi(m[1])
+	}
+	page := "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<style>body{margin:0;background:#fff}.goflash-chart{margin:0}</style>\n" +
+		viz.LibraryScript() + "</head>\n<body>\n" + frag + "</body>\n</html>\n"
+	return []byte(page), h, nil
+}
