@@ -115,7 +115,9 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   const int g = lane >> 2, t = lane & 3;
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int hk = h / (p.hq / p.hkv);  // GQA: Hq/Hkv query heads share a K/V head
-  const int m0 = blockIdx.x * Br;
+  // Causal: the last row blocks see the most keys; launching them first shortens
+  // the tail where a few long CTAs run alone.
+  const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
   const int wrow = warp * 16 * MT;    // the warp's first row in the CTA
 
   const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
