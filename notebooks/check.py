@@ -111,7 +111,14 @@ EXPECT = {
         Num(r"^N = 4096, Br = Bc = 128: 528 of 1024 tiles visited \(" + NUM, 51, 52),
         Charts(1),
     ],
-    "05_backward": SETUP + [],
+    "05_backward": SETUP + [
+        Num(r"^max \|exp\(S - L\) - softmax\(S\)\| = " + NUM, 0, 1e-5),
+        Num(r"^max over rows \|sum_k P_ik dP_ik - do_i \. o_i\| = " + NUM, 0, 1e-5),
+        Num(r"max \|flash - naive\| = " + NUM, 0, 1e-5, count=12),
+        Num(r"^largest difference relative to the gradient's size = " + NUM, 0, 1e-5),
+        Num(r"^finite-difference check: worst error " + NUM, 0, 2e-3),
+        Charts(1),
+    ],
     "06_cuda_from_go": SETUP + [],
     "07_benchmarks": SETUP + [],
 }
