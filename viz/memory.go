@@ -13,29 +13,35 @@ import (
 )
 
 // MemPoint is one measured memory figure: the bytes a forward call of
-// backend allocated beyond its inputs at sequence length N (Nq = Nk = N),
-// for example the Go heap allocated during a CPU call (runtime.MemStats
-// TotalAlloc) or the peak device memory of a GPU call minus what was in use
-// before it. The CLI and the notebooks fill these.
+// backend needed at sequence length N (Nq = Nk = N), for example the Go heap
+// allocated during a CPU call (runtime.MemStats TotalAlloc) or the peak
+// device memory of a GPU call minus what was in use before it (then set
+// MemoryOptions.WithoutInputs). The CLI and the notebooks fill these.
 type MemPoint struct {
 	Backend string // e.g. "cpu-naive", "cpu-flash", "gpu-flash" (see Speed)
 	N       int
 	Bytes   float64
 }
 
-// AttentionBytes is the memory one forward call allocates beyond its
-// inputs, by formula, derived from d: both algorithms allocate the output O
-// (elemBytes per element: 2 for fp16, 4 for float32) and the float32
-// log-sum-exp of every row; naive attention adds the Nq x Nk matrices S and
-// P of scoreHeads (batch, head) pairs at once (B*Hq when batched, as on a GPU
-// or in PyTorch; 1 for flashattn's CPUNaive, which goes head by head). Flash
-// attention's working tiles are O(Br*Bc) per worker, independent of N, and
-// left out. Inputs (Q, K, V) are not counted.
+// AttentionBytes is the memory one forward pass needs, by formula, derived
+// from d: both algorithms hold Q, K, V and O (elemBytes per element: 2 for
+// fp16, 4 for float32); naive attention adds the Nq x Nk matrices S and P of
+// scoreHeads (batch, head) pairs at once (B*Hq when batched, as on a GPU or
+// in PyTorch; 1 for flashattn's CPUNaive, which goes head by head), flash
+// attention adds only the float32 log-sum-exp of each row. Flash's working
+// tiles are O(Br*Bc) per worker, independent of N, and left out. Subtract
+// InputBytes for what a call allocates beyond its inputs.
 func AttentionBytes(d flashattn.Dims, elemBytes, scoreHeads int) (naive, flash float64) {
 	e := float64(elemBytes)
-	flash = e*float64(d.QShape().Numel()) + 4*float64(d.LSELen())
-	naive = flash + 2*e*float64(scoreHeads)*float64(d.Nq)*float64(d.Nk)
+	io := InputBytes(d, elemBytes) + e*float64(d.QShape().Numel())
+	naive = io + 2*e*float64(scoreHeads)*float64(d.Nq)*float64(d.Nk)
+	flash = io + 4*float64(d.LSELen())
 	return naive, flash
+}
+
+// InputBytes is the memory of Q, K and V.
+func InputBytes(d flashattn.Dims, elemBytes int) float64 {
+	return float64(elemBytes) * float64(d.QShape().Numel()+2*d.KVShape().Numel())
 }
 
 // MemoryOptions are the settings of the Memory chart. B, H and D give the
@@ -47,6 +53,9 @@ type MemoryOptions struct {
 	ElemBytes  int   // bytes per element for the formula (0: 4, float32)
 	ScoreHeads int   // (batch, head) pairs whose S and P naive attention holds at once (0: B*H)
 	FormulaN   []int // sequence lengths for the formula (nil: powers of 2 over the measured range, extended past the capacity line)
+	// WithoutInputs leaves Q, K and V out of the formula, to compare with
+	// measurements of what a call allocates beyond its inputs.
+	WithoutInputs bool
 	// CapacityBytes, when > 0, draws a horizontal line at the memory of a
 	// device, labelled CapacityLabel (e.g. "T4: 16 GB").
 	CapacityBytes float64
@@ -55,7 +64,7 @@ type MemoryOptions struct {
 
 const bytesFormatter = "function (v) { var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'], i = 0; v = Number(v); while (v >= 1024 && i < 6) { v /= 1024; i++; } return (+v.toPrecision(3)) + ' ' + u[i]; }"
 
-// Memory draws the extra memory of naive and flash attention forward calls
+// Memory draws the memory of naive and flash attention forward calls
 // against the sequence length on log-log axes: measured points per backend (solid, with
 // markers) and the AttentionBytes formulas (dashed), with a device's capacity
 // line: naive attention grows as N^2 and crosses it, flash as N.
@@ -88,11 +97,15 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 	c := charts.NewLine()
 	title := o.Title
 	if title == "" {
-		title = "Memory of one forward call (beyond its inputs)"
+		title = "Memory of one forward pass"
 	}
 	sub := "log-log: naive attention stores Nq x Nk scores, flash attention O(N)"
 	if o.B > 0 {
-		sub = fmt.Sprintf("formula for B=%d, H=%d, D=%d, %d-byte elements; naive holds S and P of %d head(s) at once", o.B, o.H, o.D, elem, heads)
+		what := "Q, K, V, O"
+		if o.WithoutInputs {
+			what = "O"
+		}
+		sub = fmt.Sprintf("formula for B=%d, H=%d, D=%d, %d-byte elements: %s, + S and P of %d head(s) (naive) or LSE (flash)", o.B, o.H, o.D, elem, what, heads)
 	}
 	c.SetGlobalOptions(baseOpts("memory", title, sub, 0)...)
 	c.SetGlobalOptions(
@@ -123,7 +136,7 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 		ns = o.FormulaN
 		if ns == nil {
 			ns = formulaRange(lo, hi, func(n int) float64 {
-				nv, _ := AttentionBytes(flashattn.Dims{B: o.B, Nq: n, Nk: n, Hq: o.H, Hkv: o.H, D: o.D}, elem, heads)
+				nv, _ := o.formula(n, elem, heads)
 				return nv
 			}, o.CapacityBytes)
 		}
@@ -133,7 +146,7 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 			if n <= 0 {
 				return nil, &InputError{Func: fn, Arg: fmt.Sprintf("MemoryOptions.FormulaN[%d]", i), Reason: fmt.Sprintf("is %d", n)}
 			}
-			nv, fv := AttentionBytes(flashattn.Dims{B: o.B, Nq: n, Nk: n, Hq: o.H, Hkv: o.H, D: o.D}, elem, heads)
+			nv, fv := o.formula(n, elem, heads)
 			nd[i] = opts.LineData{Value: [2]float64{float64(n), nv}}
 			fd[i] = opts.LineData{Value: [2]float64{float64(n), fv}}
 		}
@@ -155,6 +168,16 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 		}, look{color: colBlack, symbol: "none", line: "solid", width: 2.5}.opt())
 	}
 	return c, nil
+}
+
+func (o MemoryOptions) formula(n, elem, heads int) (naive, flash float64) {
+	d := flashattn.Dims{B: o.B, Nq: n, Nk: n, Hq: o.H, Hkv: o.H, D: o.D}
+	naive, flash = AttentionBytes(d, elem, heads)
+	if o.WithoutInputs {
+		in := InputBytes(d, elem)
+		naive, flash = naive-in, flash-in
+	}
+	return naive, flash
 }
 
 // formulaRange is the powers of 2 from below lo to above hi, extended until

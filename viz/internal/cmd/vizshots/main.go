@@ -107,7 +107,7 @@ func run(out, sdpaPath string, peak viz.GPUPeak, capacity float64, capLabel, rep
 			}
 			d.Speed = append(d.Speed, viz.SpeedPoint{Backend: be, B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.Ms, TFLOPs: r.TFLOPs})
 		}
-		d.MemOptions = viz.MemoryOptions{B: memB, H: memH, D: memD, ElemBytes: 2, CapacityBytes: capacity, CapacityLabel: capLabel,
+		d.MemOptions = viz.MemoryOptions{B: memB, H: memH, D: memD, ElemBytes: 2, WithoutInputs: true, CapacityBytes: capacity, CapacityLabel: capLabel,
 			Title: "Extra memory of one forward call: " + src}
 		if peak.TFLOPs == 0 {
 			return fmt.Errorf("give -peak-tflops and -peak-gbps (data sheet of %s) for the roofline", f.Device)
