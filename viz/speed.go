@@ -223,17 +223,22 @@ func Speed(points []SpeedPoint, o SpeedOptions) (*charts.Line, error) {
 		data := make([]opts.LineData, len(s.points))
 		for k, p := range s.points {
 			r := p.rate()
-			data[k] = opts.LineData{Value: [3]any{p.N, r, fmt.Sprintf("%s: %.4g ms, %.4g TFLOP/s", shapeText(p), p.Millis, r)}}
+			text := fmt.Sprintf("%s: %.4g TFLOP/s", shapeText(p), r)
+			if p.Millis > 0 {
+				text = fmt.Sprintf("%s: %.4g ms, %.4g TFLOP/s", shapeText(p), p.Millis, r)
+			}
+			data[k] = opts.LineData{Value: [3]any{p.N, r, text}}
 		}
 		c.AddSeries(clean(s.name), data, look{color: backendColor(s.backend, i), symbol: "circle", size: 8, line: "solid"}.opt())
 	}
 	return c, nil
 }
 
-// Speedup draws, for every backend but baseline, baseline's time divided by
-// its time at the same shape (B, N, H, D, causal): above 1 it is faster. A
-// dashed line marks 1. Shapes the baseline lacks are left out; an error says
-// so when nothing is left.
+// Speedup draws, for every backend but baseline, how many times faster it
+// is than baseline at the same shape (B, N, H, D, causal): the ratio of
+// their rates, which is the ratio of their times. A dashed line marks 1.
+// Shapes the baseline lacks are left out; an error says so when nothing is
+// left.
 func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line, error) {
 	const fn = "Speedup"
 	if err := checkSpeed(fn, points); err != nil {
@@ -246,9 +251,6 @@ func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line
 	base := map[key]SpeedPoint{}
 	for _, p := range points {
 		if p.Backend == baseline {
-			if p.Millis <= 0 {
-				return nil, &InputError{Func: fn, Arg: "points", Reason: fmt.Sprintf("baseline %q point at %s has no time", baseline, shapeText(p))}
-			}
 			base[key{p.B, p.N, p.H, p.D, p.Causal}] = p
 		}
 	}
@@ -259,14 +261,14 @@ func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line
 	var vals []float64
 	for _, p := range points {
 		b, ok := base[key{p.B, p.N, p.H, p.D, p.Causal}]
-		if p.Backend == baseline || !ok || p.Millis <= 0 {
+		if p.Backend == baseline || !ok {
 			continue
 		}
 		others = append(others, p)
-		vals = append(vals, b.Millis/p.Millis)
+		vals = append(vals, p.rate()/b.rate())
 	}
 	if len(others) == 0 {
-		return nil, &InputError{Func: fn, Arg: "points", Reason: fmt.Sprintf("have no timed shape in common with baseline %q", baseline)}
+		return nil, &InputError{Func: fn, Arg: "points", Reason: fmt.Sprintf("have no shape in common with baseline %q", baseline)}
 	}
 	title := o.Title
 	if title == "" {
@@ -278,8 +280,12 @@ func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line
 		data := make([]opts.LineData, len(s.points))
 		for k, p := range s.points {
 			b := base[key{p.B, p.N, p.H, p.D, p.Causal}]
-			r := b.Millis / p.Millis
-			data[k] = opts.LineData{Value: [3]any{p.N, r, fmt.Sprintf("%s: %.4g ms vs %s %.4g ms: %.3gx", shapeText(p), p.Millis, clean(baseline), b.Millis, r)}}
+			r := p.rate() / b.rate()
+			how := fmt.Sprintf("%.4g vs %.4g TFLOP/s", p.rate(), b.rate())
+			if p.Millis > 0 && b.Millis > 0 {
+				how = fmt.Sprintf("%.4g ms vs %.4g ms", p.Millis, b.Millis)
+			}
+			data[k] = opts.LineData{Value: [3]any{p.N, r, fmt.Sprintf("%s: %s (%s): %.3gx", shapeText(p), how, clean(baseline), r)}}
 			lo, hi = min(lo, p.N), max(hi, p.N)
 		}
 		c.AddSeries(clean(s.name), data, look{color: backendColor(s.backend, i), symbol: "circle", size: 8, line: "solid"}.opt())

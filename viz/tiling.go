@@ -1,7 +1,9 @@
 package viz
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -38,10 +40,16 @@ func Tiling(tr *flashattn.Trace) (*charts.HeatMap, error) {
 	if tr.Tr <= 0 || tr.Tc <= 0 || len(tr.Steps) == 0 {
 		return nil, &InputError{Func: fn, Arg: "trace", Reason: "has no steps: pass it in Options.Trace to a CPUFlash Forward call"}
 	}
+	// Sorted here too: the output must not depend on the order in which
+	// parallel Q blocks recorded their steps.
+	steps := slices.Clone(tr.Steps)
+	slices.SortStableFunc(steps, func(a, b flashattn.TraceStep) int {
+		return cmp.Or(cmp.Compare(a.QBlock, b.QBlock), cmp.Compare(a.KBlock, b.KBlock))
+	})
 	series := make([][]opts.HeatMapData, len(stepLooks))
-	seen := make(map[[2]int]bool, len(tr.Steps))
+	seen := make(map[[2]int]bool, len(steps))
 	counts := make([]int, len(stepLooks))
-	for n, s := range tr.Steps {
+	for n, s := range steps {
 		if s.QBlock < 0 || s.QBlock >= tr.Tr || s.KBlock < 0 || s.KBlock >= tr.Tc {
 			return nil, &InputError{Func: fn, Arg: fmt.Sprintf("trace.Steps[%d]", n), Reason: fmt.Sprintf("is block (%d, %d) outside the %d x %d grid", s.QBlock, s.KBlock, tr.Tr, tr.Tc)}
 		}
