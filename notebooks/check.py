@@ -2,6 +2,11 @@
 """Check executed GoFlash notebooks (the output of notebooks/run.sh).
 
     /usr/bin/python3 notebooks/check.py [--browser CHROMIUM] EXECUTED.ipynb...
+    /usr/bin/python3 notebooks/check.py --clean notebooks/*.ipynb
+
+--clean checks committed notebooks instead: valid nbformat, the GoNB kernel,
+no outputs and no execution counts (outputs carry a 1 MB chart library and
+machine-specific numbers), and a first code cell that is the setup cell.
 
 A notebook fails when
   * a code cell was not executed, or an output is an error;
@@ -191,7 +196,34 @@ def drawn_charts(path, browser):
     return len(re.findall(r"_echarts_instance_=", dom)), problems
 
 
+def check_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    problems = []
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as e:
+        problems.append(f"not valid nbformat: {str(e)[:200]}")
+    if nb.metadata.get("kernelspec", {}).get("name") != "gonb":
+        problems.append("kernelspec is not gonb")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if not code or "bash setup.sh" not in code[0].source:
+        problems.append("the first code cell is not the setup cell (bash setup.sh)")
+    for i, c in enumerate(code):
+        if c.get("outputs") or c.get("execution_count") is not None:
+            problems.append(f"code cell {i} has outputs or an execution count (commit notebooks clean)")
+    return problems
+
+
 def main(args):
+    if args and args[0] == "--clean":
+        bad = 0
+        for p in args[1:]:
+            problems = check_clean(p)
+            print(("FAIL " if problems else "ok   ") + p)
+            for pr in problems:
+                print(f"     - {pr}")
+            bad += bool(problems)
+        return 1 if bad or not args[1:] else 0
     browser = None
     if len(args) >= 2 and args[0] == "--browser":
         browser, args = args[1], args[2:]
