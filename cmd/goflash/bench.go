@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+const benchSynopsis = `Time GoFlash's attention over a sweep of shapes and write JSON, CSV, Markdown
+and an HTML report into --out. With a usable GPU the default sweep is the FA2
+paper's (16k tokens per batch: B = tokens/N; hidden 2048: H = hidden/D; D 64 and
+128; N 512 to 16384; causal and not), timed with CUDA events. Without one,
+the CPU backends run on small shapes instead (the output says so).
+
+--compare-torch also runs bench/sdpa.py (python3 with PyTorch and CUDA) on
+the same shapes and prints one side-by-side table: ours vs SDPA's flash,
+efficient and math backends.
+
+Examples:
+  goflash bench                                  # default sweep, table on stdout
+  goflash bench --compare-torch --out results/   # side by side with PyTorch
+  goflash bench --seqlens 1024,4096 --headdims 128 --causal true --direction both
+  goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU`
+
+// benchOpts are the parsed flags of goflash bench.
+type benchOpts struct {
+	shapes        shapeFlags
+	direction     string
+	deterministic bool
+	reps, warmup  int
+	backend       string
+	forceArch     int
+	withSM75      bool
+	device        int
+	workers       int
+	out           string
+	json          bool
+	compareTorch  bool
+	python, sdpa  string
+	noReport      bool
+	seed          uint64
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	o := benchOpts{}
+	fs := newFlags("bench", benchSynopsis, stdout)
+	fs.IntVar(&o.shapes.batch, "batch", 0, "batch size B (0: tokens/N)")
+	fs.IntVar(&o.shapes.heads, "heads", 0, "query heads H (0: hidden/D)")
+	fs.IntVar(&o.shapes.kvHeads, "kv-heads", 0, "key/value heads Hkv, a divisor of H (0: H; fewer is GQA)")
+	fs.IntVar(&o.shapes.kvLen, "kv-len", 0, "key/value sequence length Nk (0: N)")
+	fs.IntVar(&o.shapes.tokens, "tokens", 16384, "tokens per batch, to derive B")
+	fs.IntVar(&o.shapes.hidden, "hidden", 2048, "model width, to derive H")
+	fs.Var(&o.shapes.seqLens, "seqlens", "sequence lengths N, comma-separated (default 512,...,16384 on a GPU; 128,256,512,1024 on the CPU)")
+	fs.Var(&o.shapes.headDims, "headdims", "head dims D, comma-separated (default 64,128 on a GPU; 64 on the CPU)")
+	fs.Var(&o.shapes.causal, "causal", "causal mask: true, false or both (default both)")
+	fs.StringVar(&o.direction, "direction", "fwd", "what to time: fwd, bwd or both")
+	fs.BoolVar(&o.deterministic, "deterministic", false, "ask for the deterministic (atomic-free) backward pass")
+	fs.IntVar(&o.reps, "reps", 0, "timed calls per shape, median reported (0: 20 on a GPU, 3 on the CPU)")
+	fs.IntVar(&o.warmup, "warmup", -1, "untimed calls before timing (-1: 5 on a GPU, 1 on the CPU)")
+	fs.StringVar(&o.backend, "backend", "auto", "auto, gpu, cpu (flash and naive), cpu-flash or cpu-naive")
+	fs.IntVar(&o.forceArch, "force-arch", 0, "GPU: run the kernels built for this architecture, e.g. 75 for the Turing path (0: the device's own)")
+	fs.BoolVar(&o.withSM75, "with-sm75", false, "GPU: also time the forced sm_75 (Turing) variant beside the default one")
+	fs.IntVar(&o.device, "device", 0, "GPU ordinal")
+	fs.IntVar(&o.workers, "workers", 0, "CPU goroutines (0: GOMAXPROCS)")
+	fs.StringVar(&o.out, "out", "", "directory for bench.json, bench.csv, bench.md and bench.html (default .out/bench-DATE)")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of the table")
+	fs.BoolVar(&o.compareTorch, "compare-torch", false, "also time PyTorch SDPA (flash, efficient, math) on the same shapes via bench/sdpa.py")
+	fs.StringVar(&o.python, "python", "python3", "Python interpreter for --compare-torch")
+	fs.StringVar(&o.sdpa, "sdpa", "", "path of bench/sdpa.py (default: found from the working directory or the executable)")
+	fs.BoolVar(&o.noReport, "no-report", false, "do not write the HTML report")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random inputs")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := bench(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	return reportBench(o, res, stdout, stderr)
+}
+
+// bench runs the sweep and returns the results, not yet written anywhere.
+func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, error) {
+	if !slices.Contains([]string{"fwd", "bwd", "both"}, o.direction) {
+		return nil, usagef("--direction %q: want fwd, bwd or both", o.direction)
+	}
+	if !slices.Contains([]string{"auto", "gpu", "cpu", "cpu-flash", "cpu-naive"}, o.backend) {
+		return nil, usagef("--backend %q: want auto, gpu, cpu, cpu-flash or cpu-naive", o.backend)
+	}
+	if o.reps < 0 || o.warmup < -1 || o.workers < 0 || o.device < 0 {
+		return nil, usagef("--reps, --warmup, --workers and --device must not be negative")
+	}
+	if o.forceArch != 0 && o.forceArch != 75 && (o.forceArch < 75 || o.forceArch > 90) {
+		return nil, usagef("--force-arch %d: want 75 (Turing) or another architecture from 75 to 90", o.forceArch)
+	}
+	res := &BenchResult{Schema: benchSchema, Meta: newMeta()}
+
+	// Choose where to run: the GPU when usable (or required), else the CPU.
+	var gpu gpuDevice
+	var gpuWhy string
+	if o.backend == "auto" || o.backend == "gpu" {
+		g, err := openGPU(o.device)
+		switch {
+		case err == nil:
+			gpu = g
+			defer g.Close()
+		case o.backend == "gpu":
+			return nil, fmt.Errorf("--backend gpu: %w", err)
+		default:
+			gpuWhy = err.Error()
+		}
+	}
+	if (o.forceArch != 0 || o.withSM75) && gpu == nil {
+		return nil, usagef("--force-arch and --with-sm75 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
+	}
+	onGPU := gpu != nil
+	reps, warmup := o.reps, o.warmup
+	if reps == 0 {
+		reps = map[bool]int{true: 20, false: 3}[onGPU]
+	}
+	if warmup < 0 {
+		warmup = map[bool]int{true: 5, false: 1}[onGPU]
+	}
+	sf := o.shapes
+	if len(sf.causal) == 0 {
+		sf.causal = causalFlag{false, true}
+	}
+	if onGPU {
+		if sf.seqLens == nil {
+			sf.seqLens = paperSeqLens
+		}
+		if sf.headDims == nil {
+			sf.headDims = paperHeadDims
+		}
+	} else {
+		// The FA2 paper's sizes would take hours on a CPU: B and H default
+		// to 1 and 4 there, N and D to a few small values.
+		var changed []string
+		if sf.batch == 0 {
+			sf.batch = 1
+			changed = append(changed, "B=1")
+		}
+		if sf.heads == 0 {
+			sf.heads = 4
+			changed = append(changed, "H=4")
+		}
+		if sf.seqLens == nil {
+			sf.seqLens = intList{128, 256, 512, 1024}
+			changed = append(changed, "N="+sf.seqLens.String())
+		}
+		if sf.headDims == nil {
+			sf.headDims = intList{64}
+			changed = append(changed, "D=64")
+		}
+		why := "the CPU backend was asked for"
+		if gpuWhy != "" {
+			why = "no usable GPU (" + gpuWhy + ")"
+		}
+		note := why + ": timing the CPU backends"
+		if len(changed) > 0 {
+			note += " with CPU-sized defaults (" + strings.Join(changed, ", ") + ") instead of the FA2 paper's sweep"
+		}
+		res.Notes = append(res.Notes, note)
+	}
+	cases, err := sf.cases()
+	if err != nil {
+		return nil, err
+	}
+	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, Workers: o.workers}
+
+	// The implementations to time.
+	type impl struct {
+		name string
+		run  func(c Case, dir string) Row
+	}
+	var impls []impl
+	if onGPU {
+		res.Device = gpu.Meta()
+		if o.forceArch != 0 {
+			res.Device.ForcedArch = o.forceArch
+		}
+		name := implGPU
+		if o.forceArch == 75 {
+			name = implGPUSM75
+		}
+		arch := o.forceArch
+		impls = append(impls, impl{name, func(c Case, dir string) Row { return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps) }})
+		if o.withSM75 && o.forceArch != 75 {
+			impls = append(impls, impl{implGPUSM75, func(c Case, dir string) Row { return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps) }})
+		}
+		if o.direction != "fwd" && !gpu.HasBackward() {
+			res.Notes = append(res.Notes, "the GPU backward pass is not implemented yet: bwd rows of "+implGPU+" say unsupported")
+		}
+	} else {
+		res.Device = cpuDeviceMeta(res.Meta)
+		for _, be := range cpuBackends(o.backend) {
+			name := map[flashattn.Backend]string{flashattn.CPUFlash: implCPUFlash, flashattn.CPUNaive: implCPUNaive}[be]
+			for _, c := range cases {
+				if err := checkHostMemory(c, be, o.direction != "fwd", o.workers); err != nil {
+					return nil, err
+				}
+			}
+			impls = append(impls, impl{name, func(c Case, dir string) Row {
+				return benchCPU(c, dir, be, o.deterministic, o.workers, warmup, reps, o.seed)
+			}})
+		}
+	}
+
+	dirs := []string{dirFwd}
+	switch o.direction {
+	case "bwd":
+		dirs = []string{dirBwd}
+	case "both":
+		dirs = []string{dirFwd, dirBwd}
+	}
+	pb := newProgress(stderr, len(cases)*len(dirs)*len(impls))
+	for _, c := range cases {
+		for _, dir := range dirs {
+			for _, im := range impls {
+				if err := ctx.Err(); err != nil {
+					pb.end()
+					return nil, errors.New("interrupted")
+				}
+				pb.begin(fmt.Sprintf("%s %s %s", im.name, dir, c))
+				res.Rows = append(res.Rows, im.run(c, dir))
+				pb.next()
+			}
+		}
+	}
+	pb.end()
+	if o.direction == "both" {
+		res.Rows = append(res.Rows, derivedFwdBwd(res.Rows)...)
+	}
+
+	if o.compareTorch {
+		script, err := findSDPA(o.sdpa)
+		if err != nil {
+			res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
+		} else {
+			fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA flash, efficient, math)...\n", o.python, shortPath(script), len(cases))
+			tm, rows, err := runTorch(ctx, o.python, script, cases, torchDirections(o.direction), reps, warmup, o.device, stderr)
+			if err != nil {
+				return nil, err
+			}
+			res.Torch = &tm
+			res.Rows = append(res.Rows, rows...)
+		}
+		if res.Torch.Status != statusOK {
+			res.Notes = append(res.Notes, "PyTorch comparison "+res.Torch.Status+": "+res.Torch.Reason)
+		}
+	}
+	sortRows(res.Rows)
+	res.Table = buildTable(res.Rows)
+	return res, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func cpuBackends(flag string) []flashattn.Backend {
+	switch flag {
+	case "cpu-flash":
+		return []flashattn.Backend{flashattn.CPUFlash}
+	case "cpu-naive":
+		return []flashattn.Backend{flashattn.CPUNaive}
+	}
+	return []flashattn.Backend{flashattn.CPUFlash, flashattn.CPUNaive}
+}
+
+func cpuDeviceMeta(m Meta) DeviceMeta {
+	name := m.CPUModel
+	if name == "" {
+		name = m.OS + "/" + m.Arch
+	}
+	return DeviceMeta{Kind: "cpu", Name: fmt.Sprintf("%s (%d threads)", name, m.CPUs)}
+}
+
+// benchCPU times one CPU backend on one case: the median wall time of reps
+// calls after warmup calls, and the bytes one call allocates.
+func benchCPU(c Case, dir string, be flashattn.Backend, deterministic bool, workers, warmup, reps int, seed uint64) Row {
+	d := c.Dims
+	row := Row{Impl: map[flashattn.Backend]string{flashattn.CPUFlash: implCPUFlash, flashattn.CPUNaive: implCPUNaive}[be],
+		Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal}
+	row.FLOPs = d.FLOPs(c.Causal)
+	if dir == dirBwd {
+		row.FLOPs *= 2.5
+	}
+	q := flashattn.Random(d.QShape(), seed)
+	k := flashattn.Random(d.KVShape(), seed+1)
+	v := flashattn.Random(d.KVShape(), seed+2)
+	opts := &flashattn.Options{Causal: c.Causal, Backend: be, Deterministic: deterministic, Workers: workers}
+	call := func() error { _, err := flashattn.Forward(q, k, v, opts); return err }
+	if dir == dirBwd {
+		fwd, err := flashattn.Forward(q, k, v, opts)
+		if err != nil {
+			return failed(row, err)
+		}
+		dOut := flashattn.Random(d.QShape(), seed+3)
+		call = func() error { _, err := flashattn.Backward(q, k, v, fwd.Out, dOut, fwd.LSE, opts); return err }
+	}
+	ms, extra, err := timeCalls(call, warmup, reps)
+	if err != nil {
+		return failed(row, err)
+	}
+	row.Status, row.MS, row.ExtraBytes = statusOK, ms, extra
+	row.TFLOPs = row.FLOPs / (ms * 1e-3) / 1e12
+	return row
+}
+
+// timeCalls runs call warmup times, then reps times, and returns the median
+// wall time in milliseconds and the bytes allocated by one call (the Go
+// runtime's TotalAlloc over the first timed call).
+func timeCalls(call func() error, warmup, reps int) (float64, int64, error) {
+	for range warmup {
+		if err := call(); err != nil {
+			return 0, 0, err
+		}
+	}
+	times := make([]float64, 0, reps)
+	var extra int64
+	for i := range reps {
+		var before runtime.MemStats
+		if i == 0 {
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+		}
+		t0 := time.Now()
+		err := call()
+		el := time.Since(t0)
+		if err != nil {
+			return 0, 0, err
+		}
+		if i == 0 {
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			extra = int64(after.TotalAlloc - before.TotalAlloc)
+		}
+		times = append(times, float64(el)/float64(time.Millisecond))
+	}
+	return median(times), extra, nil
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := slices.Clone(x)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func failed(row Row, err error) Row {
+	row.Status, row.Reason = statusError, oneLine(err.Error())
+	var ue *flashattn.UnsupportedError
+	if errors.As(err, &ue) {
+		row.Status = statusUnsupported
+	}
+	return row
+}
+
+// derivedFwdBwd adds, for every GoFlash implementation timed both forward
+// and backward on a problem, a fwdbwd row: the sum of the two medians.
+func derivedFwdBwd(rows []Row) []Row {
+	idx := map[string]Row{}
+	for _, r := range rows {
+		idx[r.Impl+"|"+r.key()] = r
+	}
+	var out []Row
+	for _, f := range rows {
+		if f.Direction != dirFwd || strings.HasPrefix(f.Impl, implTorchPref) {
+			continue
+		}
+		b := f
+		b.Direction = dirBwd
+		bw, ok := idx[f.Impl+"|"+b.key()]
+		if !ok {
+			continue
+		}
+		r := f
+		r.Direction, r.Derived, r.HostOverheadUS = dirFwdBwd, true, 0
+		r.FLOPs = f.FLOPs * 3.5
+		r.ExtraBytes = max(f.ExtraBytes, bw.ExtraBytes)
+		if f.Status == statusOK && bw.Status == statusOK {
+			r.MS = f.MS + bw.MS
+			r.TFLOPs = r.FLOPs / (r.MS * 1e-3) / 1e12
+		} else {
+			r.Status, r.MS, r.TFLOPs = bw.Status, 0, 0
+			if f.Status != statusOK {
+				r.Status = f.Status
+			}
+			r.Reason = "needs both fwd and bwd: " + orDefault(bw.Reason, f.Reason)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// reportBench writes the files and prints the table (or the JSON).
+func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error {
+	dir := o.out
+	if dir == "" {
+		dir = filepath.Join(".out", "bench-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	paths, err := writeFiles(dir, res)
+	if err != nil {
+		return err
+	}
+	if !o.noReport {
+		p := filepath.Join(dir, "bench.html")
+		if err := writeBenchHTML(p, res); err != nil {
+			return fmt.Errorf("writing the HTML report: %w", err)
+		}
+		paths = append(paths, p)
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(stdout, "goflash bench on %s; commit %s; %s\n", res.Device.Name, res.Meta.Commit, res.Meta.Date)
+	if t := res.Torch; t != nil && t.Status == statusOK {
+		fmt.Fprintf(stdout, "PyTorch %s (CUDA %s) on %s\n", t.Version, t.CUDA, t.Device)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	fmt.Fprintf(stdout, "median of %d calls after %d warm-up; TFLOP/s by the FA2 convention\n\n", res.Settings.Reps, res.Settings.Warmup)
+	printTable(stdout, res.Table)
+	bad := 0
+	for _, r := range res.Rows {
+		if r.Status == statusError {
+			bad++
+			fmt.Fprintf(stderr, "error: %s %s %s: %s\n", r.Impl, r.Direction, r.caseOf(), r.Reason)
+		}
+	}
+	fmt.Fprintln(stdout)
+	for _, p := range paths {
+		fmt.Fprintf(stdout, "wrote %s\n", p)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d benchmark case(s) failed (see above and %s)", bad, filepath.Join(dir, "bench.json"))
+	}
+	return nil
+}

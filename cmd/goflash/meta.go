@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// commit can be set at build time:
+//
+//	go build -ldflags "-X main.commit=$(git rev-parse HEAD)" ./cmd/goflash
+var commit string
+
+// Meta describes where and when a result was produced.
+type Meta struct {
+	Date      string `json:"date"`   // UTC, RFC 3339
+	Commit    string `json:"commit"` // source revision, "+dirty" when built from a modified tree
+	GoVersion string `json:"go"`
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"`
+}
+
+func newMeta() Meta {
+	return Meta{
+		Date:      time.Now().UTC().Format(time.RFC3339),
+		Commit:    sourceCommit(),
+		GoVersion: runtime.Version(),
+		OS:        runtime.GOOS,
+		Arch:      runtime.GOARCH,
+		CPUs:      runtime.GOMAXPROCS(0),
+		CPUModel:  cpuModel(),
+	}
+}
+
+// sourceCommit is the revision the binary was built from: the -X value, else
+// the VCS stamp of the build (go build -buildvcs=true), else what git says
+// about the working directory, else "unknown".
+func sourceCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			if dirty {
+				rev += "+dirty"
+			}
+			return rev
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
+	if err == nil {
+		rev := strings.TrimSpace(string(out))
+		if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			rev += "+dirty"
+		}
+		return rev
+	}
+	return "unknown"
+}
+
+// cpuModel reads the processor name on Linux; empty elsewhere.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// availableMemory is the host memory the kernel says is available, in
+// bytes, or 0 when it cannot tell.
+func availableMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
