@@ -18,19 +18,25 @@
 
 namespace fa2 {
 
-// ldmatrix addressing shared by Q (A), K (B) and V (B, transposed): lane l gives
-// the address of row (l & 15) of a 16-row slab and chunk 2c + (l >> 4), so the
-// four 8x8 matrices are (rows 0-7 | 8-15) x (chunk 2c | 2c+1). The swizzle only
-// touches the low chunk bits, so the lane's XOR part takes (M+1)/2 values,
-// precomputed once; the rest of every address is a compile-time offset.
-template <int D>
+// ldmatrix addressing. A slab is 16 rows x 2 chunks (16 x 16 fp16) = four 8x8
+// matrices; lane l gives one row address of matrix l/8. Two lane orders:
+//   kRowsFirst (Q as A, V as B via .trans): matrices (rows 0-7, 8-15) x (chunk 2c, 2c+1),
+//     i.e. a0..a3 of an A fragment, or b0,b1 of n-tile 2c then of 2c+1 for V;
+//   kChunksFirst (K as B): (chunk 2c, 2c+1) x (rows 0-7, 8-15), i.e. b0,b1 of key
+//     n-tile 0 then of n-tile 1, so each mma's B pair is two adjacent registers
+//     (the other order costs two register moves per mma).
+// The swizzle only touches the low chunk bits, so the lane's XOR part takes
+// (M+1)/2 values, precomputed once; the rest of every address is an immediate.
+enum LdOrder { kRowsFirst, kChunksFirst };
+template <int D, LdOrder O>
 struct LdAddr {
   static constexpr int M = (D / 8) % 8 == 0 ? 7 : 3;
   static constexpr int X = (M + 1) / 2;
   uint32_t lane_row;  // byte offset of the lane's row inside a slab
   uint32_t x[X];      // byte offset of chunk (2u + hi) after the swizzle
   __device__ __forceinline__ explicit LdAddr(int lane) {
-    const int row = lane & 15, hi = lane >> 4;
+    const int row = O == kRowsFirst ? (lane & 15) : ((lane & 7) | ((lane >> 4) << 3));
+    const int hi = O == kRowsFirst ? (lane >> 4) : ((lane >> 3) & 1);
     lane_row = row * D * 2;
 #pragma unroll
     for (int u = 0; u < X; ++u) x[u] = ((2 * u + hi) ^ Swizzle<D>::key(row)) * 16;
@@ -140,7 +146,8 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   __half* sQ = smem;
   __half* sK = T::kQAliasKV ? smem : smem + Br * D;
   __half* sV = sK + T::kStages * Bc * D;
-  const LdAddr<D> la(lane);
+  const LdAddr<D, kRowsFirst> la(lane);   // Q, V
+  const LdAddr<D, kChunksFirst> lk(lane);  // K
   const uint32_t aQ = smem_u32(sQ), aK = smem_u32(sK), aV = smem_u32(sV);
 
   float o[MT][NO][4];
@@ -185,13 +192,13 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       }
 #pragma unroll
       for (int jj = 0; jj < NS / 2; ++jj) {
-        // Matrices: keys 16jj+0..7 | 16jj+8..15 (r0 | r1) x d chunk 2kk | 2kk+1 (r0,r1 | r2,r3).
+        // bk: b0, b1 of keys 16jj+0..7, then b0, b1 of keys 16jj+8..15 (d chunks 2kk, 2kk+1).
         uint32_t bk[4];
-        ldmatrix_x4(bk, la.at(kbase, 16 * jj, 2 * kk));
+        ldmatrix_x4(bk, lk.at(kbase, 16 * jj, 2 * kk));
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
-          mma_k16<A>(s[i][2 * jj], a[i], bk[0], bk[2]);
-          mma_k16<A>(s[i][2 * jj + 1], a[i], bk[1], bk[3]);
+          mma_k16<A>(s[i][2 * jj], a[i], bk[0], bk[1]);
+          mma_k16<A>(s[i][2 * jj + 1], a[i], bk[2], bk[3]);
         }
       }
     }

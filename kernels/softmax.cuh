@@ -23,9 +23,14 @@ struct OnlineSoftmax {
   }
 
   // Turns the scores of one key block into P (in place, unnormalised) and
-  // rescales the O accumulators of the same rows.
+  // rescales the O accumulators of the same rows. Rescaling costs one FMUL per O
+  // element per block, so it is skipped when no row of the warp got a larger
+  // max (the common case once a row has seen a few blocks); the test is
+  // warp-uniform, so no lane diverges.
   template <int NS, int NO>
   __device__ __forceinline__ void step(float (&s)[MT][NS][4], float (&o)[MT][NO][4], float scale_log2) {
+    float corr[MT][2];
+    bool grew = false;
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -38,7 +43,8 @@ struct OnlineSoftmax {
         // A row that has seen only masked keys keeps m = -inf: subtract 0
         // instead so exp2 gives 0, not NaN (-inf - -inf).
         const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
-        const float corr = exp2_approx(m[i][h] * scale_log2 - base);
+        corr[i][h] = mx == m[i][h] ? 1.f : exp2_approx(m[i][h] * scale_log2 - base);
+        grew |= mx != m[i][h];
         m[i][h] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -50,13 +56,19 @@ struct OnlineSoftmax {
             sum += p;
           }
         }
-        l[i][h] = fmaf(l[i][h], corr, sum);
+        l[i][h] = fmaf(l[i][h], corr[i][h], sum);
+      }
+    }
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int n = 0; n < NO; ++n) {
-          o[i][n][2 * h] *= corr;
-          o[i][n][2 * h + 1] *= corr;
+          o[i][n][0] *= corr[i][0];
+          o[i][n][1] *= corr[i][0];
+          o[i][n][2] *= corr[i][1];
+          o[i][n][3] *= corr[i][1];
         }
-      }
     }
   }
 

@@ -82,6 +82,6 @@ TILE_ROW(75, 128, 128, 64, 8, 1, false, 1)  // D128: 128x64, 8 warps (the best T
 TILE_ROW(80, 32, 128, 128, 8, 2, false, 1)
 TILE_ROW(80, 64, 128, 64, 4, 2, false, 1)
 TILE_ROW(80, 96, 128, 64, 8, 2, false, 1)
-TILE_ROW(80, 128, 128, 64, 8, 2, false, 1)
+TILE_ROW(80, 128, 128, 128, 8, 1, false, 1)
 TILE_ROW(80, 256, 64, 64, 4, 1, false, 1)
 #undef TILE_ROW

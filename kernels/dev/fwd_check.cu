@@ -155,17 +155,15 @@ static std::vector<Kernel> shipped_module(const std::string& path, const std::st
 #define CANDIDATES(X)                  \
   X(80, 64, 128, 64, 4, 2, false, 1)   \
   X(80, 64, 128, 64, 4, 2, true, 1)    \
+  X(80, 64, 128, 128, 8, 1, false, 1)  \
   X(80, 64, 128, 128, 8, 2, false, 1)  \
-  X(80, 64, 128, 64, 8, 2, false, 2)   \
-  X(80, 64, 128, 64, 8, 2, true, 2)    \
   X(80, 64, 128, 128, 4, 2, false, 1)  \
   X(80, 128, 128, 64, 8, 2, false, 1)  \
   X(80, 128, 128, 64, 8, 2, true, 1)   \
   X(80, 128, 128, 128, 8, 1, false, 1) \
-  X(80, 128, 64, 64, 4, 2, false, 2)   \
   X(80, 128, 128, 32, 4, 2, false, 1)  \
-  X(80, 128, 128, 64, 4, 2, false, 1)  \
-  X(80, 128, 128, 64, 8, 2, false, 2)
+  X(80, 128, 128, 48, 4, 2, false, 1)  \
+  X(80, 128, 128, 64, 4, 2, false, 1)
 static std::vector<Kernel> candidates() {
   std::vector<Kernel> v;
 #define ADDC(A, D, BR, BC, W, S, QR, MB)                                                                   \
@@ -407,6 +405,12 @@ __global__ void fill_random(__half* x, size_t n, uint64_t seed) {
   }
 }
 
+__global__ void spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 struct Bench {
   __half *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
   float* l = nullptr;
@@ -435,6 +439,7 @@ struct Bench {
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     std::vector<float> ms(reps);
     for (int i = 0; i < reps; ++i) {
+      spin<<<1, 1>>>(100000);  // GPU busy while the host enqueues: launch overhead stays out of the time
       CK(cudaEventRecord(e0));
       kern.launch(p);
       CK(cudaEventRecord(e1));
@@ -515,7 +520,8 @@ int main(int argc, char** argv) {
   Bench bn;
   if (mode != "check") bn.init();
 #ifdef FA2_TUNE
-  if (mode == "tune" || mode == "all") bench_set(bn, cand, {2048, 8192}, csv);
+  if (mode == "tune" || mode == "all")
+    for (int round = 0; round < 2; ++round) bench_set(bn, cand, {2048, 8192}, csv);  // twice: the spread is the noise
 #endif
   if (mode == "quick") {  // compiler comparison: shipped sm_80 D64/D128 at two lengths
     std::vector<Kernel> v;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H200 session (run through the device tool from the repo root): build the
 # harness with the machine's nvcc, check every variant, tune, benchmark, and time
-# PyTorch SDPA on the same shapes in the same run. Logs go to $OUT.
+# our shipped fatbin against PyTorch SDPA in one process (sidebyside.py). Logs go to $OUT.
 # Optional: .build/kdev/fwd_check_nv118 (the same harness built by nvcc 11.8 here).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .build/kdev
@@ -18,4 +18,7 @@ if [ -x .build/kdev/fwd_check_nv118 ] && [ "${NV118:-1}" = 1 ]; then
   echo "== harness built by nvcc 11.8 (tpl kernels = 11.8 SASS)"
   OUT= .build/kdev/fwd_check_nv118 quick internal/kernels 2>&1 | tee "$OUT/fwd_nv118.log"
 fi
-[ "${SDPA:-1}" = 1 ] && PYTHONUNBUFFERED=1 python3 kernels/dev/sdpa_bench.py 2>&1 | tee "$OUT/sdpa.log"
+if [ "${SDPA:-1}" = 1 ]; then
+  PYTHONUNBUFFERED=1 python3 kernels/dev/sidebyside.py 2>&1 | tee "$OUT/sidebyside.log"
+  PYTHONUNBUFFERED=1 python3 kernels/dev/sidebyside.py --ptx75 2048 8192 2>&1 | tee "$OUT/sidebyside_ptx75.log"
+fi
