@@ -124,8 +124,23 @@ EXPECT = {
         Num(r"^finite-difference check: worst error " + NUM, 0, 2e-3),
         Charts(1),
     ],
-    "06_cuda_from_go": SETUP + [],
-    "07_benchmarks": SETUP + [],
+    # 06 and 07 pass with or without a GPU: they print which path ran.
+    "06_cuda_from_go": SETUP + [
+        Text(r"^(No NVIDIA GPU on this machine: |GPU \d+: )"),
+        Text(r"(CPU path: tiles Br = \d+, Bc = \d+|^  D  causal  symbol)"),
+        Num(r"error ratio = " + NUM, 0, 2, count=2),
+        Text(r"^backward on (cpu-flash|gpu) "),
+        Num(r"^  d[QKV]: max error vs float64 .*, relative " + NUM, 0, 1e-2, count=3),
+        Text(r"^(CPU tiles|tiles of \S+): Br = \d+, Bc = \d+ -> \d+ x \d+ steps"),
+        Charts(1),
+    ],
+    "07_benchmarks": SETUP + [
+        Num(r"max \|flash - naive\| = " + NUM, 0, 1e-5, count=4),
+        Num(r"^CPU memory at N = 2048: naive / flash = " + NUM + "x", 20, 1e9),
+        Text(r"^(No usable NVIDIA GPU here .*GPU benchmarks skipped|GPU \d+: )"),
+        Text(r"^(PyTorch SDPA comparison skipped: |PyTorch SDPA: \d+ timings)"),
+        Charts(2),
+    ],
 }
 
 # Text on stdout or stderr that means a cell failed although the kernel went on.
