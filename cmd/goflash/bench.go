@@ -202,8 +202,8 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		if o.withSM75 && o.forceArch != 75 {
 			impls = append(impls, impl{implGPUSM75, func(c Case, dir string) Row { return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps) }})
 		}
-		if o.direction != "fwd" && !gpu.HasBackward() {
-			res.Notes = append(res.Notes, "the GPU backward pass is not implemented yet: bwd rows of "+implGPU+" say unsupported")
+		if ok, why := gpu.HasBackward(); o.direction != "fwd" && !ok {
+			res.Notes = append(res.Notes, "no GPU backward pass yet ("+why+"): the bwd and fwdbwd rows of "+implGPU+" say unsupported")
 		}
 	} else {
 		res.Device = cpuDeviceMeta(res.Meta)

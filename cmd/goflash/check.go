@@ -1,5 +1,299 @@
 package main
 
-import "io"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
 
-func runCheck(args []string, stdout, stderr io.Writer) error { return nil }
+	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/flashattn/attntest"
+)
+
+const checkSynopsis = `List the GPUs (name, compute capability, memory, driver), the FA2 kernel
+variant each would run per head dim, and run a quick correctness self-test on
+each: GPU results against a float64 reference by the FlashAttention-2
+tolerance rule (error at most twice a textbook fp16 computation's), for the
+device's own kernels and for the Turing (sm_75) kernels forced through PTX.
+Without a GPU it says so and self-tests the CPU backends instead.
+
+The exit status is 1 when any self-test fails.`
+
+// CheckResult is what goflash check found; --json prints it.
+type CheckResult struct {
+	Meta    Meta          `json:"meta"`
+	GPUs    []CheckGPU    `json:"gpus"`
+	NoGPU   string        `json:"no_gpu,omitempty"` // why no GPU was checked
+	CPU     string        `json:"cpu"`
+	Tests   []SelfTestRow `json:"tests"`
+	Passed  int           `json:"passed"`
+	Failed  int           `json:"failed"`
+	Seconds float64       `json:"seconds"`
+}
+
+// CheckGPU is one device and its kernel variants.
+type CheckGPU struct {
+	Device  DeviceMeta  `json:"device"`
+	Kernels []KernelRow `json:"kernels,omitempty"`
+	SM75    []KernelRow `json:"sm75_kernels,omitempty"` // the forced Turing path, on a newer GPU
+	Error   string      `json:"error,omitempty"`
+}
+
+// SelfTestRow is one checked problem.
+type SelfTestRow struct {
+	Target    string   `json:"target"` // "cpu-naive", "cpu-flash", "gpu0", "gpu0-sm75"
+	Direction string   `json:"direction"`
+	Case      string   `json:"case"`
+	Pass      bool     `json:"pass"`
+	MaxErr    float64  `json:"max_err"`
+	BaseErr   float64  `json:"baseline_err"`
+	Precision string   `json:"precision"`
+	Failures  []string `json:"failures,omitempty"`
+}
+
+type checkOpts struct {
+	json    bool
+	device  int
+	noSM75  bool
+	workers int
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) error {
+	o := checkOpts{}
+	fs := newFlags("check", checkSynopsis, stdout)
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout")
+	fs.IntVar(&o.device, "device", -1, "check only this GPU ordinal (-1: all)")
+	fs.BoolVar(&o.noSM75, "no-sm75", false, "do not test the forced Turing (sm_75) kernels on a newer GPU")
+	fs.IntVar(&o.workers, "workers", 0, "CPU goroutines (0: GOMAXPROCS)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if o.device < -1 || o.workers < 0 {
+		return usagef("--device must be >= -1 and --workers >= 0")
+	}
+	res := check(o)
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printCheck(stdout, res)
+	}
+	if res.Failed > 0 {
+		return fmt.Errorf("%d of %d self-tests failed", res.Failed, res.Failed+res.Passed)
+	}
+	return nil
+}
+
+// selfTestCases are small problems with ragged edges, GQA, Nq != Nk and
+// causal masks, for head dim d: cheap enough for a quick check, odd enough
+// to catch indexing and masking bugs.
+func selfTestCases(d int) []Case {
+	return []Case{
+		{Dims: flashattn.Dims{B: 2, Nq: 97, Nk: 97, Hq: 4, Hkv: 2, D: d}, Causal: false},
+		{Dims: flashattn.Dims{B: 2, Nq: 97, Nk: 97, Hq: 4, Hkv: 2, D: d}, Causal: true},
+		{Dims: flashattn.Dims{B: 1, Nq: 130, Nk: 257, Hq: 2, Hkv: 1, D: d}, Causal: true},
+		{Dims: flashattn.Dims{B: 1, Nq: 17, Nk: 1, Hq: 3, Hkv: 3, D: d}, Causal: false},
+	}
+}
+
+func check(o checkOpts) *CheckResult {
+	t0 := time.Now()
+	res := &CheckResult{Meta: newMeta()}
+	res.CPU = cpuDeviceMeta(res.Meta).Name
+	gpus, err := listGPUs()
+	if err != nil {
+		res.NoGPU = err.Error()
+	}
+	for _, g := range gpus {
+		ord := g.Ordinal
+		if o.device >= 0 && ord != o.device {
+			continue
+		}
+		cg := CheckGPU{Device: g}
+		dev, err := openGPU(ord)
+		if err != nil {
+			cg.Error = err.Error()
+			res.Failed++
+			res.GPUs = append(res.GPUs, cg)
+			continue
+		}
+		if cg.Kernels, err = dev.Kernels(0); err != nil {
+			cg.Error = err.Error()
+		}
+		arches := []int{0}
+		if !o.noSM75 && g.Arch > 75 {
+			arches = append(arches, 75)
+			if cg.SM75, err = dev.Kernels(75); err != nil {
+				cg.Error = strings.TrimSpace(cg.Error + "; sm_75: " + err.Error())
+			}
+		}
+		for _, arch := range arches {
+			target := fmt.Sprintf("gpu%d", ord)
+			kr := cg.Kernels
+			if arch == 75 {
+				target, kr = target+"-sm75", cg.SM75
+			}
+			for _, d := range headDimsOf(kr) {
+				for _, c := range selfTestCases(d) {
+					res.add(gpuSelfTest(dev, target, arch, c))
+				}
+			}
+		}
+		dev.Close()
+		res.GPUs = append(res.GPUs, cg)
+	}
+	if o.device >= 0 && len(res.GPUs) == 0 && res.NoGPU == "" {
+		res.NoGPU = fmt.Sprintf("no GPU with ordinal %d", o.device)
+	}
+	if len(res.GPUs) == 0 {
+		// No GPU: the CPU backends are what this machine runs.
+		for _, be := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
+			for _, d := range []int{16, 64} {
+				for _, c := range selfTestCases(d) {
+					res.add(cpuSelfTest(be, c, o.workers)...)
+				}
+			}
+		}
+	}
+	res.Seconds = time.Since(t0).Seconds()
+	return res
+}
+
+func (r *CheckResult) add(rows ...SelfTestRow) {
+	for _, row := range rows {
+		r.Tests = append(r.Tests, row)
+		if row.Pass {
+			r.Passed++
+		} else {
+			r.Failed++
+		}
+	}
+}
+
+// headDimsOf lists the head dims that have a kernel, in order.
+func headDimsOf(kr []KernelRow) []int {
+	var out []int
+	for _, k := range kr {
+		if k.Error == "" && !k.Causal {
+			out = append(out, k.HeadDim)
+		}
+	}
+	return out
+}
+
+func testInputs(c Case) (q, k, v, dOut *flashattn.Tensor) {
+	d := c.Dims
+	seed := uint64(d.B*1000003 + d.Nq*1009 + d.Nk*31 + d.D)
+	return flashattn.Random(d.QShape(), seed), flashattn.Random(d.KVShape(), seed+1),
+		flashattn.Random(d.KVShape(), seed+2), flashattn.Random(d.QShape(), seed+3)
+}
+
+func gpuSelfTest(dev gpuDevice, target string, arch int, c Case) SelfTestRow {
+	row := SelfTestRow{Target: target, Direction: dirFwd, Case: c.String(), Precision: attntest.FP16.String()}
+	q, k, v, _ := testInputs(c)
+	res, err := dev.Forward(q, k, v, c.Causal, arch)
+	if err != nil {
+		row.Failures = []string{oneLine(err.Error())}
+		return row
+	}
+	acc := checkForward(attntest.FP16, q, k, v, c.Causal, res)
+	row.Pass, row.MaxErr, row.BaseErr, row.Failures = acc.Pass, acc.MaxErrOut, acc.BaselineErrOut, acc.Failures
+	return row
+}
+
+// cpuSelfTest checks one CPU backend forward and backward.
+func cpuSelfTest(be flashattn.Backend, c Case, workers int) []SelfTestRow {
+	q, k, v, dOut := testInputs(c)
+	opts := &flashattn.Options{Causal: c.Causal, Backend: be, Workers: workers}
+	fwd := SelfTestRow{Target: be.String(), Direction: dirFwd, Case: c.String(), Precision: attntest.FP32.String()}
+	bwd := fwd
+	bwd.Direction = dirBwd
+	res, err := flashattn.Forward(q, k, v, opts)
+	if err != nil {
+		fwd.Failures = []string{oneLine(err.Error())}
+		return []SelfTestRow{fwd}
+	}
+	scale := 1 / math.Sqrt(float64(c.Dims.D))
+	truth := attntest.Reference(q, k, v, dOut, c.Causal, scale)
+	base := attntest.Baseline(attntest.FP32, q, k, v, dOut, c.Causal, scale)
+	tb := &checkTB{}
+	fwd.Pass = tb.run(func() bool { return attntest.CheckForward(tb, attntest.FP32, truth, base, res) })
+	fwd.Failures = tb.errs
+	fwd.MaxErr, fwd.BaseErr = maxAbsErr(res.Out.Data, truth.Out), maxAbsErr32(base.Out, truth.Out)
+
+	g, err := flashattn.Backward(q, k, v, res.Out, dOut, res.LSE, opts)
+	if err != nil {
+		bwd.Failures = []string{oneLine(err.Error())}
+		return []SelfTestRow{fwd, bwd}
+	}
+	tb = &checkTB{}
+	bwd.Pass = tb.run(func() bool { return attntest.CheckBackward(tb, attntest.FP32, truth, base, g) })
+	bwd.Failures = tb.errs
+	for _, p := range []struct {
+		got       []float32
+		want, bas []float64
+	}{{g.DQ.Data, truth.DQ, base.DQ}, {g.DK.Data, truth.DK, base.DK}, {g.DV.Data, truth.DV, base.DV}} {
+		bwd.MaxErr = max(bwd.MaxErr, maxAbsErr(p.got, p.want))
+		bwd.BaseErr = max(bwd.BaseErr, maxAbsErr32(p.bas, p.want))
+	}
+	return []SelfTestRow{fwd, bwd}
+}
+
+func printCheck(w io.Writer, r *CheckResult) {
+	fmt.Fprintf(w, "GoFlash check (%s, commit %s)\n\n", r.Meta.Date, r.Meta.Commit)
+	if len(r.GPUs) == 0 {
+		fmt.Fprintf(w, "GPUs: none usable (%s)\n", r.NoGPU)
+		fmt.Fprintf(w, "CPU:  %s: self-testing the CPU backends instead\n", r.CPU)
+	}
+	for _, g := range r.GPUs {
+		d := g.Device
+		fmt.Fprintf(w, "GPU %d: %s, compute capability %s, %s, driver %s\n", d.Ordinal, d.Name, d.Capability, fmtBytes(d.Memory), orDefault(d.Driver, "unknown"))
+		if g.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", g.Error)
+		}
+		for _, set := range []struct {
+			title string
+			rows  []KernelRow
+		}{{"kernels (default path)", g.Kernels}, {"kernels (Turing sm_75 path, forced through PTX)", g.SM75}} {
+			if len(set.rows) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  %s:\n", set.title)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "    D\tcausal\tkernel\tpath\tBr x Bc\twarps\tsmem\tregs\tspill\tbinary")
+			for _, k := range set.rows {
+				if k.Error != "" {
+					fmt.Fprintf(tw, "    %d\t%t\t%s\n", k.HeadDim, k.Causal, k.Error)
+					continue
+				}
+				bin := fmt.Sprintf("sm_%d", k.BinaryArch)
+				if k.FromPTX {
+					bin += " (JIT from PTX)"
+				}
+				fmt.Fprintf(tw, "    %d\t%t\t%s\tsm_%d\t%dx%d\t%d\t%s\t%d\t%d B\t%s\n", k.HeadDim, k.Causal, k.Symbol, k.Path, k.Br, k.Bc, k.Warps,
+					fmtBytes(int64(k.SmemBytes)), k.Registers, k.LocalBytes, bin)
+			}
+			tw.Flush()
+		}
+	}
+	fmt.Fprintf(w, "\nself-test against a float64 reference (FA2 rule: error <= 2x the same-precision baseline's, plus a rounding floor):\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range r.Tests {
+		mark := "ok"
+		if !t.Pass {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tmax|err| %.1e\t(%s baseline %.1e)\t%s\n", t.Target, t.Direction, t.Case, t.MaxErr, t.Precision, t.BaseErr, mark)
+		for _, f := range t.Failures {
+			fmt.Fprintf(tw, "    \t%s\n", f)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%d passed, %d failed (%.1fs)\n", r.Passed, r.Failed, r.Seconds)
+}

@@ -101,26 +101,35 @@ func oneLine(s string) string {
 	return s
 }
 
+// flagSet is a subcommand's flags and its help text.
+type flagSet struct {
+	*flag.FlagSet
+	name, synopsis string
+	stdout         io.Writer
+}
+
 // newFlags returns a flag set that reports errors to the caller instead of
-// printing or exiting, and prints its help to stdout on --help.
-func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+// printing or exiting; parseFlags prints the help on --help.
+func newFlags(name, synopsis string, stdout io.Writer) *flagSet {
 	fs := flag.NewFlagSet("goflash "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: goflash %s [flags]\n\n%s\n\nFlags:\n", name, strings.TrimSpace(synopsis))
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
+	fs.Usage = func() {} // errors are reported as one line by run
+	return &flagSet{FlagSet: fs, name: name, synopsis: synopsis, stdout: stdout}
+}
+
+func (fs *flagSet) printUsage() {
+	fmt.Fprintf(fs.stdout, "Usage: goflash %s [flags]\n\n%s\n\nFlags:\n", fs.name, strings.TrimSpace(fs.synopsis))
+	fs.SetOutput(fs.stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 }
 
 // parseFlags parses args; a bad flag or a stray argument is a usage error,
 // --help prints the usage and returns flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+func parseFlags(fs *flagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			fs.printUsage()
 			return err
 		}
 		return &usageError{err.Error() + " (see --help)"}

@@ -106,7 +106,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.out, "out", filepath.Join(".out", "goflash-demo.html"), "path of the HTML report")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON on stdout")
 	fs.StringVar(&o.backend, "backend", "auto", "auto (GPU when usable, else CPU), gpu or cpu")
-	o.sizes = intList{256, 512, 1024, 2048}
+	o.sizes = intList{256, 512, 1024}
 	fs.Var(&o.sizes, "sizes", "sequence lengths N of the random problems, comma-separated")
 	fs.IntVar(&o.heads, "heads", 4, "heads H of the random problems")
 	fs.IntVar(&o.headDim, "headdim", 64, "head dim D of the random problems")

@@ -6,17 +6,47 @@ import (
 	"github.com/goflash/goflash/flashattn"
 )
 
-// gpuDevice is what bench and check need from one GPU. It hides the
+// gpuDevice is what demo, bench and check need from one GPU. It keeps the
 // flashattn device API behind the CLI's own types.
 type gpuDevice interface {
 	Meta() DeviceMeta
-	// Bench times one case in one direction; failures are reported in the row.
-	Bench(c Case, dir string, forceArch int, deterministic bool, warmup, reps int) Row
-	HasBackward() bool
+	// Bench times one case in one direction with the kernels of arch (0:
+	// the device's own, 75: the Turing path forced); failures are reported
+	// in the row, not returned.
+	Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row
+	// HasBackward says whether the GPU backward pass exists, and if not why.
+	HasBackward() (bool, string)
+	// Kernels lists the kernel variant per head dim for arch (0 or 75).
+	Kernels(arch int) ([]KernelRow, error)
+	// Forward runs one problem on the GPU with the kernels of arch and
+	// returns the result on the host.
+	Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (*flashattn.Result, error)
 	Close()
+}
+
+// KernelRow is the kernel variant that runs for one head dim.
+type KernelRow struct {
+	HeadDim    int    `json:"head_dim"`
+	Causal     bool   `json:"causal"`
+	Symbol     string `json:"symbol"`
+	Path       int    `json:"path"` // 75: Turing code, 80: sm_80+ code
+	Br         int    `json:"br"`
+	Bc         int    `json:"bc"`
+	Warps      int    `json:"warps"`
+	SmemBytes  int    `json:"smem_bytes"`
+	Registers  int    `json:"registers"`
+	LocalBytes int    `json:"local_bytes"`
+	BinaryArch int    `json:"binary_arch"`
+	FromPTX    bool   `json:"from_ptx"`
+	Error      string `json:"error,omitempty"`
 }
 
 // openGPU opens GPU ordinal, or says why there is none.
 func openGPU(ordinal int) (gpuDevice, error) {
+	return nil, fmt.Errorf("%w: the GPU device API is not in this build yet", flashattn.ErrNoGPU)
+}
+
+// listGPUs describes every GPU, or says why there is none.
+func listGPUs() ([]DeviceMeta, error) {
 	return nil, fmt.Errorf("%w: the GPU device API is not in this build yet", flashattn.ErrNoGPU)
 }

@@ -78,7 +78,10 @@ func (r Row) key() string {
 // DeviceMeta describes the device GoFlash ran on.
 type DeviceMeta struct {
 	Kind       string `json:"kind"` // "gpu" or "cpu"
+	Ordinal    int    `json:"ordinal"`
 	Name       string `json:"name"`
+	Arch       int    `json:"arch,omitempty"` // compute capability as one number: 75, 90
+	SMs        int    `json:"sms,omitempty"`
 	Capability string `json:"capability,omitempty"`
 	Memory     int64  `json:"memory_bytes,omitempty"`
 	Driver     string `json:"driver,omitempty"`
