@@ -6,8 +6,9 @@
 // and takes a screenshot.
 //
 //	notebooks/run.sh && go run ./tutorial/figures
+//	go run ./tutorial/figures -check   # every image the chapters show exists, every figure is shown
 //
-// Flags: -in (executed notebooks), -out (where the PNGs go), -chromium.
+// Flags: -in (executed notebooks), -out (where the PNGs go), -chromium, -check.
 package main
 
 import (
@@ -45,7 +46,16 @@ func main() {
 	in := flag.String("in", ".build/notebooks", "directory of executed notebooks (notebooks/run.sh)")
 	out := flag.String("out", "tutorial/figures", "directory for the PNGs")
 	chromium := flag.String("chromium", "", "Chromium binary (default: chromium or chromium-browser on PATH)")
+	checkOnly := flag.Bool("check", false, "only check that the chapters' images exist and every figure is used")
 	flag.Parse()
+	if *checkOnly {
+		if err := checkLinks(filepath.Dir(*out), *out); err != nil {
+			fmt.Fprintln(os.Stderr, "figures:", err)
+			os.Exit(1)
+		}
+		fmt.Println("figures: every image the chapters show exists, and every figure is shown")
+		return
+	}
 	if err := run(*in, *out, *chromium); err != nil {
 		fmt.Fprintln(os.Stderr, "figures:", err)
 		os.Exit(1)
@@ -91,6 +101,45 @@ func run(in, out, chromium string) error {
 			return err
 		}
 		fmt.Printf("%s (%s chart %d, %d KB)\n", png, f.notebook, f.chart, st.Size()/1024)
+	}
+	return nil
+}
+
+var imageLink = regexp.MustCompile(`!\[[^\]]*\]\(([^)\s]+)\)`)
+
+// checkLinks checks that every image a chapter in dir links to exists and
+// that every figure of the table is linked from some chapter.
+func checkLinks(dir, figDir string) error {
+	mds, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil || len(mds) == 0 {
+		return fmt.Errorf("no chapters in %s", dir)
+	}
+	used := map[string]bool{}
+	var problems []string
+	for _, md := range mds {
+		b, err := os.ReadFile(md)
+		if err != nil {
+			return err
+		}
+		for _, m := range imageLink.FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(m[1], "://") {
+				continue // badges
+			}
+			p := filepath.Join(dir, m[1])
+			used[filepath.Clean(p)] = true
+			if _, err := os.Stat(p); err != nil {
+				problems = append(problems, fmt.Sprintf("%s shows %s, which does not exist", md, m[1]))
+			}
+		}
+	}
+	for _, f := range figures {
+		p := filepath.Clean(filepath.Join(figDir, f.name+".png"))
+		if !used[p] {
+			problems = append(problems, fmt.Sprintf("figure %s is not shown by any chapter", p))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
 	}
 	return nil
 }
