@@ -166,7 +166,9 @@ func ExampleRoofline() {
 		log.Fatal(err)
 	}
 	fmt.Println(c.Title.Subtitle)
-	// Output: example point; T4: peak 65 TFLOP/s, 320 GB/s, ridge at 203 FLOP/byte
+	// Output:
+	// example point
+	// T4: peak 65 TFLOP/s, 320 GB/s, ridge at 203 FLOP/byte; intensity: least traffic (Q, K, V in, O out, fp16)
 }
 
 // A whole report in one self-contained HTML file.

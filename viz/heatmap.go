@@ -187,8 +187,8 @@ func AttentionHeads(heads [][][]float64, queries, keys []string, cols int, title
 	if title == "" {
 		title = "Attention weights per head"
 	}
-	const top, panelH, gapY, left, right = 70, 260, 50, 1.5, 10.0 // px, px, px, %, %
-	height := top + prow*(panelH+gapY)
+	const top, panelH, gapY, left, right = 95, 260, 50, 1.5, 10.0 // px, px, px, %, %
+	height := top + (prow-1)*(panelH+gapY) + panelH + 40
 	names := make([]string, len(heads))
 	c := charts.NewHeatMap()
 	c.SetGlobalOptions(baseOpts("heads", title, fmt.Sprintf("%d heads; rows: %d queries, columns: %d keys; one colour scale", len(heads), rows, ncols), height)...)

@@ -49,6 +49,7 @@ func InputBytes(d flashattn.Dims, elemBytes int) float64 {
 // draw measurements only.
 type MemoryOptions struct {
 	Title      string
+	Subtitle   string // where the measurements come from; shown above the formula's description
 	B, H, D    int
 	ElemBytes  int   // bytes per element for the formula (0: 4, float32)
 	ScoreHeads int   // (batch, head) pairs whose S and P naive attention holds at once (0: B*H)
@@ -107,12 +108,15 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 		}
 		sub = fmt.Sprintf("formula for B=%d, H=%d, D=%d, %d-byte elements: %s, + S and P of %d head(s) (naive) or LSE (flash)", o.B, o.H, o.D, elem, what, heads)
 	}
+	if o.Subtitle != "" {
+		sub = o.Subtitle + "\n" + sub
+	}
 	c.SetGlobalOptions(baseOpts("memory", title, sub, 0)...)
 	c.SetGlobalOptions(
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Bottom: "5px"}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item", Formatter: js(
 			"function (p) { var f = " + bytesFormatter + "; return echarts.format.encodeHTML(p.seriesName) + '<br/>N = ' + p.value[0] + ': <b>' + f(p.value[1]) + '</b> (' + Math.round(p.value[1]).toLocaleString('en-US') + ' bytes)'; }")}),
-		charts.WithGridOpts(opts.Grid{Left: "20px", Right: "40px", Top: "80px", Bottom: "60px", ContainLabel: opts.Bool(true)}),
+		charts.WithGridOpts(opts.Grid{Left: "20px", Right: "40px", Top: "90px", Bottom: "70px", ContainLabel: opts.Bool(true)}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "log", Name: "sequence length N", NameLocation: "middle", NameGap: 28,
 			AxisLabel: &opts.AxisLabel{Show: opts.Bool(true)}}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "log", Name: "bytes", AxisLabel: &opts.AxisLabel{Show: opts.Bool(true), Formatter: js(bytesFormatter)}}),
@@ -150,8 +154,8 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 			nd[i] = opts.LineData{Value: [2]float64{float64(n), nv}}
 			fd[i] = opts.LineData{Value: [2]float64{float64(n), fv}}
 		}
-		c.AddSeries("naive (formula)", nd, look{color: colRed, symbol: "none", line: "dashed"}.opt())
-		c.AddSeries("flash (formula)", fd, look{color: colBlue, symbol: "none", line: "dashed"}.opt())
+		c.AddSeries("naive (formula)", nd, look{color: "#555555", symbol: "none", line: "dashed"}.opt())
+		c.AddSeries("flash (formula)", fd, look{color: "#555555", symbol: "none", line: "dotted", width: 2.5}.opt())
 	}
 	if o.CapacityBytes > 0 {
 		a, b := lo, hi
@@ -165,7 +169,7 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 		c.AddSeries(clean(name), []opts.LineData{
 			{Value: [2]float64{float64(a), o.CapacityBytes}},
 			{Value: [2]float64{float64(b), o.CapacityBytes}},
-		}, look{color: colBlack, symbol: "none", line: "solid", width: 2.5}.opt())
+		}, look{color: colBlack, symbol: "none", line: "solid", width: 3}.opt())
 	}
 	return c, nil
 }

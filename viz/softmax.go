@@ -110,12 +110,12 @@ func OnlineSoftmax(tr *flashattn.Trace, ref SoftmaxReference) (*charts.Line, err
 	c.SetGlobalOptions(
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis",
 			ValueFormatter: js("function (v) { return (v === null || v === undefined || v === '-') ? '-' : Number(v).toPrecision(6); }")}),
-		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "46px", Left: "center", Width: "820px"}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "58px", Left: "center", Width: "820px"}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "category", Data: blocks, GridIndex: 0, AxisLabel: &opts.AxisLabel{Show: opts.Bool(false)}}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "max m", GridIndex: 0, Scale: opts.Bool(true)}),
 	)
 	c.GridList = []opts.Grid{
-		{Left: "70px", Right: "70px", Top: "118px", Height: "122px"},
+		{Left: "70px", Right: "70px", Top: "128px", Height: "112px"},
 		{Left: "70px", Right: "70px", Top: "282px", Height: "160px"},
 	}
 	c.ExtendYAxis(

@@ -194,7 +194,7 @@ func newSpeedChart(kind, title, sub, yName string, logY bool) *charts.Line {
 	c.SetGlobalOptions(
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Bottom: "5px"}),
 		charts.WithTooltipOpts(speedTooltip),
-		charts.WithGridOpts(opts.Grid{Left: "20px", Right: "40px", Top: "80px", Bottom: "60px", ContainLabel: opts.Bool(true)}),
+		charts.WithGridOpts(opts.Grid{Left: "20px", Right: "40px", Top: "95px", Bottom: "60px", ContainLabel: opts.Bool(true)}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "log", Name: "sequence length N", NameLocation: "middle", NameGap: 28,
 			AxisLabel: &opts.AxisLabel{Show: opts.Bool(true)}}),
 		charts.WithYAxisOpts(opts.YAxis{Type: yType, Name: yName, AxisLabel: &opts.AxisLabel{Show: opts.Bool(true)}}),
@@ -333,15 +333,21 @@ func Roofline(points []SpeedPoint, peak GPUPeak, o SpeedOptions) (*charts.Line, 
 		name = "GPU"
 	}
 	sub := fmt.Sprintf("%s: peak %.4g TFLOP/s, %.4g GB/s, ridge at %.3g FLOP/byte", name, peak.TFLOPs, peak.GBps, ridge)
+	for _, p := range points {
+		if p.Bytes == 0 {
+			sub += "; intensity: least traffic (Q, K, V in, O out, fp16)"
+			break
+		}
+	}
 	if o.Subtitle != "" {
-		sub = o.Subtitle + "; " + sub
+		sub = o.Subtitle + "\n" + sub
 	}
 	c := charts.NewLine()
 	c.SetGlobalOptions(baseOpts("roofline", title, sub, 0)...)
 	c.SetGlobalOptions(
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Bottom: "5px"}),
 		charts.WithTooltipOpts(speedTooltip),
-		charts.WithGridOpts(opts.Grid{Left: "20px", Right: "40px", Top: "80px", Bottom: "60px", ContainLabel: opts.Bool(true)}),
+		charts.WithGridOpts(opts.Grid{Left: "20px", Right: "40px", Top: "95px", Bottom: "60px", ContainLabel: opts.Bool(true)}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "log", Name: "arithmetic intensity (FLOP/byte)", NameLocation: "middle", NameGap: 28,
 			Min: niceDown(lo), Max: niceUp(hi), AxisLabel: &opts.AxisLabel{Show: opts.Bool(true)}}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "log", Name: "TFLOP/s", AxisLabel: &opts.AxisLabel{Show: opts.Bool(true)}}),

@@ -26,7 +26,8 @@ func baseOpts(kind, title, subtitle string, height int) []charts.GlobalOpts {
 			Theme:   "white",
 		}),
 		charts.WithAnimation(false),
-		charts.WithTitleOpts(opts.Title{Title: clean(title), Subtitle: clean(subtitle), Left: "center"}),
+		charts.WithTitleOpts(opts.Title{Title: clean(title), Subtitle: clean(subtitle), Left: "center",
+			TitleStyle: &opts.TextStyle{FontSize: 18, LineHeight: 24}, SubtitleStyle: &opts.TextStyle{FontSize: 12, LineHeight: 16}}),
 		charts.WithToolboxOpts(opts.Toolbox{Show: opts.Bool(true), Right: "20px",
 			Feature: &opts.ToolBoxFeature{SaveAsImage: &opts.ToolBoxFeatureSaveAsImage{Show: opts.Bool(true), Title: "save PNG"}}}),
 	}
