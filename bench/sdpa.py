@@ -27,8 +27,11 @@ Method, chosen to match GoFlash's own benchmark:
     this is plain is_causal=True;
   * GQA (hq > hkv) uses enable_gqa=True; a backend that rejects it gets k/v
     expanded to hq heads before timing ("gqa": "expanded" in the result);
-  * extra device memory of one call: torch.cuda.max_memory_allocated() during
-    the call minus memory_allocated() before it (includes the output);
+  * device memory of one call: "alloc_bytes" is torch.cuda.max_memory_allocated()
+    during the call minus memory_allocated() before it (outputs included);
+    "extra_bytes" is that minus the outputs (O for fwd; dQ, dK, dV for bwd;
+    both for fwdbwd), the same definition as GoFlash's BenchResult.ExtraBytes:
+    what a call needs beyond its inputs and outputs (LSE, workspace, scores);
   * math is skipped when its N^2 score matrices would not fit in free memory,
     and any backend that runs out of memory is reported, not fatal.
 
@@ -223,11 +226,15 @@ def main(argv):
                 v = v.detach().repeat_interleave(rep, dim=1).requires_grad_(grad)
                 res["gqa"] = "expanded"
                 out = fwd()
+            # Bytes of the outputs in fp16: O (B*Nq*Hq*D) and dQ, dK, dV.
+            o_bytes = 2 * b * nq * hq * d
+            grad_bytes = 2 * (q.numel() + k.numel() + v.numel())
+            outputs = {"fwd": o_bytes, "bwd": grad_bytes, "fwdbwd": o_bytes + grad_bytes}[direction]
             if direction == "fwd":
                 del out
                 with torch.no_grad():
                     res["ms"] = median_ms(fwd)
-                    res["extra_bytes"] = extra_bytes(fwd)
+                    res["alloc_bytes"] = extra_bytes(fwd)
             else:
                 g = torch.randn_like(out)
                 if direction == "bwd":
@@ -237,7 +244,8 @@ def main(argv):
                     def step():
                         torch.autograd.grad(fwd(), (q, k, v), g)
                 res["ms"] = median_ms(step)
-                res["extra_bytes"] = extra_bytes(step)
+                res["alloc_bytes"] = extra_bytes(step)
+            res["extra_bytes"] = max(0, res["alloc_bytes"] - outputs)
         res["tflops"] = res["flops"] / (res["ms"] * 1e-3) / 1e12
         res["status"] = "ok"
         return res

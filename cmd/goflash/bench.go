@@ -228,9 +228,11 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		dirs = []string{dirFwd, dirBwd}
 	}
 	pb := newProgress(stderr, len(cases)*len(dirs)*len(impls))
-	for _, c := range cases {
-		for _, dir := range dirs {
-			for _, im := range impls {
+	// Implementation outermost: switching the GPU's kernel path reloads its
+	// kernels, so each path runs all its cases in one go.
+	for _, im := range impls {
+		for _, c := range cases {
+			for _, dir := range dirs {
 				if err := ctx.Err(); err != nil {
 					pb.end()
 					return nil, errors.New("interrupted")

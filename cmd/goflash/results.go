@@ -55,8 +55,9 @@ type Row struct {
 	MS     float64 `json:"ms,omitempty"`
 	FLOPs  float64 `json:"flops"`
 	TFLOPs float64 `json:"tflops,omitempty"`
-	// ExtraBytes is the memory one call needs beyond its inputs: device
-	// bytes on the GPU, bytes allocated by the call on the CPU.
+	// ExtraBytes is memory of one call. GPU (GoFlash and PyTorch): device
+	// bytes beyond the inputs and outputs (LSE, workspace, score matrices).
+	// CPU: Go heap bytes the call allocates, outputs included.
 	ExtraBytes int64 `json:"extra_bytes,omitempty"`
 	// HostOverheadUS is host wall time minus kernel time per call (GPU only).
 	HostOverheadUS float64 `json:"host_overhead_us,omitempty"`
@@ -64,6 +65,8 @@ type Row struct {
 	Derived bool `json:"derived,omitempty"`
 	// GQA says how torch ran a GQA case: "native" (enable_gqa) or "expanded".
 	GQA string `json:"gqa,omitempty"`
+	// Kernel is the GPU kernel variant that ran.
+	Kernel string `json:"kernel,omitempty"`
 }
 
 func (r Row) caseOf() Case {
@@ -125,7 +128,7 @@ const benchSchema = "goflash-bench/1"
 
 var csvHeader = []string{"date", "commit", "device", "capability", "driver", "impl", "direction",
 	"b", "hq", "hkv", "nq", "nk", "d", "causal", "status", "ms", "tflops", "flops",
-	"extra_bytes", "host_overhead_us", "derived", "gqa", "reason"}
+	"extra_bytes", "host_overhead_us", "derived", "gqa", "kernel", "reason"}
 
 // writeCSV writes one line per row; the device, driver, commit and date are
 // repeated on every line so that a line means something on its own.
@@ -148,7 +151,7 @@ func writeCSV(w io.Writer, res *BenchResult) error {
 		rec := []string{res.Meta.Date, res.Meta.Commit, dev, capab, drv, r.Impl, r.Direction,
 			strconv.Itoa(r.B), strconv.Itoa(r.Hq), strconv.Itoa(r.Hkv), strconv.Itoa(r.Nq), strconv.Itoa(r.Nk), strconv.Itoa(r.D),
 			strconv.FormatBool(r.Causal), r.Status, f(r.MS), f(r.TFLOPs), f(r.FLOPs),
-			strconv.FormatInt(r.ExtraBytes, 10), f(r.HostOverheadUS), strconv.FormatBool(r.Derived), r.GQA, r.Reason}
+			strconv.FormatInt(r.ExtraBytes, 10), f(r.HostOverheadUS), strconv.FormatBool(r.Derived), r.GQA, r.Kernel, r.Reason}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
