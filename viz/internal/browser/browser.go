@@ -88,7 +88,7 @@ window.addEventListener('load', function () { setTimeout(function () {
 // every name, so a page that needs a CDN does not draw.
 func flags(userDir string) []string {
 	return []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + userDir,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir=" + userDir,
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-default-apps", "--disable-extensions", "--no-first-run", "--no-default-browser-check",
 		"--mute-audio", "--hide-scrollbars", "--force-device-scale-factor=1",
