@@ -73,7 +73,7 @@ func OnlineSoftmax(tr *flashattn.Trace, ref SoftmaxReference) (*charts.Line, err
 		return nil, &InputError{Func: fn, Arg: "trace", Reason: "is nil"}
 	}
 	if len(tr.RowSteps) == 0 {
-		return nil, &InputError{Func: fn, Arg: "trace", Reason: "has no row steps: pass it in Options.Trace to a CPUFlash Forward call"}
+		return nil, &InputError{Func: fn, Arg: "trace", Reason: "has no row steps: it was not filled by a CPUFlash Forward call (Options.Trace), or its row sees no key"}
 	}
 	exact := ref.Exact
 	if ref.Scores != nil {
