@@ -192,78 +192,91 @@ func demoFailures(s *DemoSummary) error {
 	return nil
 }
 
+// demoRun is one demo: the backend asked for and, once the library has
+// put a problem on the GPU, the device used to time kernels there.
+type demoRun struct {
+	o    demoOpts
+	want flashattn.Backend
+	gpu  gpuDevice
+}
+
+// forward runs one problem the way a user's call would: Auto lets the
+// library choose (GPU when usable for the problem, else CPU flash) and its
+// Result says which ran and why.
+func (r *demoRun) forward(q, k, v *flashattn.Tensor, causal bool) (*flashattn.Result, error) {
+	return flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: r.want, Device: r.o.device, Workers: r.o.workers})
+}
+
+// device opens the GPU for kernel timing, once.
+func (r *demoRun) device() (gpuDevice, error) {
+	if r.gpu == nil {
+		g, err := openGPU(r.o.device)
+		if err != nil {
+			return nil, err
+		}
+		r.gpu = g
+	}
+	return r.gpu, nil
+}
+
+func precisionOf(b flashattn.Backend) attntest.Precision {
+	if b == flashattn.GPU {
+		return attntest.FP16
+	}
+	return attntest.FP32
+}
+
 // demo runs everything and builds the report (not yet written).
 func demo(o demoOpts, stderr io.Writer) (*DemoSummary, *viz.Report, error) {
 	t0 := time.Now()
 	meta := newMeta()
-	sum := &DemoSummary{Meta: meta}
-
-	// Where to run: the library's own choice (Auto), unless told.
-	var gpu gpuDevice
-	sum.Backend, sum.Device = flashattn.CPUFlash.String(), cpuDeviceMeta(meta).Name
-	switch o.backend {
-	case "cpu":
-		sum.Reason = "--backend cpu"
-	default:
-		g, err := openGPU(o.device)
-		switch {
-		case err == nil:
-			gpu = g
-			defer g.Close()
-			sum.Backend, sum.Device = flashattn.GPU.String(), g.Meta().Name
-			sum.Reason = "GPU usable"
-		case o.backend == "gpu":
-			return nil, nil, fmt.Errorf("--backend gpu: %w", err)
-		default:
-			sum.Reason = "GPU not used: " + err.Error()
+	sum := &DemoSummary{Meta: meta, Device: cpuDeviceMeta(meta).Name}
+	r := &demoRun{o: o, want: map[string]flashattn.Backend{"auto": flashattn.Auto, "cpu": flashattn.CPUFlash, "gpu": flashattn.GPU}[o.backend]}
+	defer func() {
+		if r.gpu != nil {
+			r.gpu.Close()
 		}
+	}()
+	// Each part runs first and returns what it adds to the report, so the
+	// report can open with where everything ran.
+	var sections []func(*viz.Report) error
+	for _, part := range []func(*demoRun, *DemoSummary, io.Writer) (func(*viz.Report) error, error){
+		demoSentence, // 1. the sentence: heatmaps, its tiling
+		demoTrace,    // 2. a traced random causal problem: 8 x 8 tiles, online softmax
+		demoRandom,   // 3. random problems: accuracy, memory, speed
+	} {
+		add, err := part(r, sum, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		sections = append(sections, add)
 	}
-	be := flashattn.CPUFlash
-	if gpu != nil {
-		be = flashattn.GPU
-	}
-	prec := attntest.FP32
-	if be == flashattn.GPU {
-		prec = attntest.FP16
+	if r.gpu != nil {
+		sum.Device = r.gpu.Meta().Name
 	}
 	rep := viz.NewReport("GoFlash demo: exact attention, FlashAttention-2 style")
-	rep.AddText(fmt.Sprintf("Ran on %s (%s): %s. %s, commit %s, %s.", sum.Device, sum.Backend, sum.Reason, meta.GoVersion, meta.Commit, meta.Date))
-
-	// 1. The sentence.
-	if err := demoSentence(o, sum, rep, be, prec); err != nil {
-		return nil, nil, err
-	}
-	// 2. The tiling schedule and the online softmax of one row, traced on
-	// a random causal problem large enough for an 8 x 8 grid of tiles.
-	if err := demoTrace(o, sum, rep); err != nil {
-		return nil, nil, err
-	}
-	// 3. Random problems: accuracy, speed, memory.
-	if err := demoRandom(o, sum, rep, gpu, be, prec, stderr); err != nil {
-		return nil, nil, err
+	rep.AddText(fmt.Sprintf("Attention ran on %s (%s): %s. %s, commit %s, %s.", sum.Device, sum.Backend, sum.Reason, meta.GoVersion, meta.Commit, meta.Date))
+	for _, add := range sections {
+		if err := add(rep); err != nil {
+			return nil, nil, err
+		}
 	}
 	sum.Seconds = time.Since(t0).Seconds()
 	return sum, rep, nil
 }
 
-func demoSentence(o demoOpts, sum *DemoSummary, rep *viz.Report, be flashattn.Backend, prec attntest.Precision) error {
+func demoSentence(r *demoRun, sum *DemoSummary, _ io.Writer) (func(*viz.Report) error, error) {
 	s, err := loadSentence()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sr := SentenceRun{Tokens: s.Tokens, Heads: sentHeads, D: sentHeadDim, Causal: true}
-	opts := &flashattn.Options{Causal: true, Backend: be, Device: o.device, Workers: o.workers}
-	res, err := flashattn.Forward(s.Q, s.K, s.V, opts)
+	res, err := r.forward(s.Q, s.K, s.V, true)
 	if err != nil {
-		return fmt.Errorf("sentence: %w", err)
+		return nil, fmt.Errorf("sentence: %w", err)
 	}
 	sr.Backend = res.Backend.String()
-	if res.Backend == flashattn.GPU {
-		prec = attntest.FP16
-	} else {
-		prec = attntest.FP32
-	}
-	sr.Accuracy = checkForward(prec, s.Q, s.K, s.V, true, res)
+	sr.Accuracy = checkForward(precisionOf(res.Backend), s.Q, s.K, s.V, true, res)
 
 	// The weights, per head, from the library's inputs (viz computes them in
 	// float64), and each token's strongest link.
@@ -271,7 +284,7 @@ func demoSentence(o demoOpts, sum *DemoSummary, rep *viz.Report, be flashattn.Ba
 	for h := range heads {
 		w, err := viz.AttentionWeights(s.Q, s.K, 0, h, &flashattn.Options{Causal: true})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		heads[h] = w
 		var links []string
@@ -287,32 +300,33 @@ func demoSentence(o demoOpts, sum *DemoSummary, rep *viz.Report, be flashattn.Ba
 		sr.Strongest = append(sr.Strongest, links)
 	}
 	sum.Sentence = sr
-
-	rep.AddHeading("A sentence, two heads")
-	rep.AddText(fmt.Sprintf("%q: %d tokens with a fixed 16-dim embedding (8 hand-made features, 8 position dims), projected by fixed weights to %d heads of dim %d, causal. "+
-		"Head 0 asks \"who?\": pronouns, verbs and adjectives attend to animate nouns. Head 1 attends to the previous token. "+
-		"Computed by %s; max |error| vs the float64 reference %.2g (%s baseline %.2g): %s.",
-		strings.Join(s.Tokens, " "), len(s.Tokens), sentHeads, sentHeadDim, sr.Backend,
-		sr.Accuracy.MaxErrOut, sr.Accuracy.Precision, sr.Accuracy.BaselineErrOut, passWord(sr.Accuracy.Pass)))
 	hm, err := viz.AttentionHeads(heads, s.Tokens, s.Tokens, 2, "Attention weights of the sentence")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep.AddChart(hm)
-
-	// The sentence's own tiling: 4 x 4 tiles on 12 tokens.
+	// The sentence's own tiling: 4 x 4 tiles on 12 tokens (traced on the CPU,
+	// the backend that records its steps).
 	tr := &flashattn.Trace{Head: 0, Row: len(s.Tokens) - 1}
 	if _, err := flashattn.Forward(s.Q, s.K, s.V, &flashattn.Options{Causal: true, Backend: flashattn.CPUFlash, BlockQ: 4, BlockK: 4, Trace: tr}); err != nil {
-		return err
+		return nil, err
 	}
 	tc, err := viz.Tiling(tr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep.AddText(fmt.Sprintf("FlashAttention-2 cuts the %d x %d score matrix into tiles (here Br = Bc = 4) and never stores it: "+
-		"under the causal mask tiles above the diagonal are skipped, those on it are masked element by element.", len(s.Tokens), len(s.Tokens)))
-	rep.AddChart(tc)
-	return nil
+	return func(rep *viz.Report) error {
+		rep.AddHeading("A sentence, two heads")
+		rep.AddText(fmt.Sprintf("%q: %d tokens with a fixed 16-dim embedding (8 hand-made features, 8 position dims), projected by fixed weights to %d heads of dim %d, causal. "+
+			"Head 0 asks \"who?\": pronouns, verbs and adjectives attend to animate nouns. Head 1 attends to the previous token. "+
+			"Computed by %s; max |error| vs the float64 reference %.2g (%s baseline %.2g): %s.",
+			strings.Join(s.Tokens, " "), len(s.Tokens), sentHeads, sentHeadDim, sr.Backend,
+			sr.Accuracy.MaxErrOut, sr.Accuracy.Precision, sr.Accuracy.BaselineErrOut, passWord(sr.Accuracy.Pass)))
+		rep.AddChart(hm)
+		rep.AddText(fmt.Sprintf("FlashAttention-2 cuts the %d x %d score matrix into tiles (here Br = Bc = 4) and never stores it: "+
+			"under the causal mask tiles above the diagonal are skipped, those on it are masked element by element.", len(s.Tokens), len(s.Tokens)))
+		rep.AddChart(tc)
+		return nil
+	}, nil
 }
 
 func passWord(ok bool) string {
@@ -322,7 +336,8 @@ func passWord(ok bool) string {
 	return "OUTSIDE the FA2 tolerance"
 }
 
-func demoTrace(o demoOpts, sum *DemoSummary, rep *viz.Report) error {
+func demoTrace(r *demoRun, sum *DemoSummary, _ io.Writer) (func(*viz.Report) error, error) {
+	o := r.o
 	const n, d, blk = 256, 64, 32
 	dims := flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: 1, Hkv: 1, D: d}
 	q := flashattn.Random(dims.QShape(), o.seed+100)
@@ -331,7 +346,7 @@ func demoTrace(o demoOpts, sum *DemoSummary, rep *viz.Report) error {
 	tr := &flashattn.Trace{Row: 200}
 	opts := &flashattn.Options{Causal: true, Backend: flashattn.CPUFlash, BlockQ: blk, BlockK: blk, Trace: tr, Workers: o.workers}
 	if _, err := flashattn.Forward(q, k, v, opts); err != nil {
-		return err
+		return nil, err
 	}
 	ts := TraceSummary{N: n, D: d, Br: tr.Br, Bc: tr.Bc, Tr: tr.Tr, Tc: tr.Tc, Row: tr.Row}
 	for _, s := range tr.Steps {
@@ -347,29 +362,33 @@ func demoTrace(o demoOpts, sum *DemoSummary, rep *viz.Report) error {
 	sum.Trace = ts
 	tc, err := viz.Tiling(tr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	row, err := viz.TracedRow(q, k, tr, &flashattn.Options{Causal: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sc, err := viz.OnlineSoftmax(tr, viz.SoftmaxReference{Scores: row})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep.AddHeading("The tiling schedule")
-	rep.AddText(fmt.Sprintf("A random causal problem, N = %d, D = %d, tiles of Br = %d query rows and Bc = %d keys: a %d x %d grid, "+
-		"%d tiles computed, %d masked on the diagonal, %d skipped. Each row of tiles is one Q block: on a GPU, one thread block; "+
-		"the Q blocks run in parallel and each walks its K blocks left to right.", n, d, tr.Br, tr.Bc, tr.Tr, tr.Tc, ts.Computed, ts.Masked, ts.Skipped))
-	rep.AddChart(tc)
-	rep.AddHeading("The online softmax of one row")
-	rep.AddText(fmt.Sprintf("Row %d keeps a running max m and a running sum l as K blocks arrive; when m grows, the partial output is rescaled by exp(m_old - m_new). "+
-		"At the last block m and l equal the exact max and sum of the row: the output is exact, without the N x N matrix.", tr.Row))
-	rep.AddChart(sc)
-	return nil
+	return func(rep *viz.Report) error {
+		rep.AddHeading("The tiling schedule")
+		rep.AddText(fmt.Sprintf("A random causal problem, N = %d, D = %d, tiles of Br = %d query rows and Bc = %d keys: a %d x %d grid, "+
+			"%d tiles computed, %d masked on the diagonal, %d skipped. Each row of tiles is one Q block: on a GPU, one thread block; "+
+			"the Q blocks run in parallel and each walks its K blocks left to right.", n, d, tr.Br, tr.Bc, tr.Tr, tr.Tc, ts.Computed, ts.Masked, ts.Skipped))
+		rep.AddChart(tc)
+		rep.AddHeading("The online softmax of one row")
+		rep.AddText(fmt.Sprintf("Row %d keeps a running max m and a running sum l as K blocks arrive; when m grows, the partial output is rescaled by exp(m_old - m_new). "+
+			"At the last block m and l equal the exact max and sum of the row: the output is exact, without the N x N matrix.", tr.Row))
+		rep.AddChart(sc)
+		return nil
+	}, nil
 }
 
-func demoRandom(o demoOpts, sum *DemoSummary, rep *viz.Report, gpu gpuDevice, be flashattn.Backend, prec attntest.Precision, stderr io.Writer) error {
+func demoRandom(r *demoRun, sum *DemoSummary, stderr io.Writer) (func(*viz.Report) error, error) {
+	o := r.o
+	var gpu gpuDevice // set once the library runs a problem on the GPU
 	pb := newProgress(stderr, len(o.sizes))
 	defer pb.end()
 	var speed []viz.SpeedPoint
@@ -382,20 +401,32 @@ func demoRandom(o demoOpts, sum *DemoSummary, rep *viz.Report, gpu gpuDevice, be
 		q := flashattn.Random(d.QShape(), seed)
 		k := flashattn.Random(d.KVShape(), seed+1)
 		v := flashattn.Random(d.KVShape(), seed+2)
-		rr := RandomRun{B: d.B, N: n, H: d.Hq, D: d.D, Causal: o.causal, Backend: be.String()}
-
-		// The chosen backend: result checked against float64.
-		res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: o.causal, Backend: be, Device: o.device, Workers: o.workers})
+		// The library's choice of backend; its result checked against float64.
+		res, err := r.forward(q, k, v, o.causal)
 		if err != nil {
-			return fmt.Errorf("random N=%d: %w", n, err)
+			return nil, fmt.Errorf("random N=%d: %w", n, err)
 		}
-		rr.Accuracy = checkForward(prec, q, k, v, o.causal, res)
+		rr := RandomRun{B: d.B, N: n, H: d.Hq, D: d.D, Causal: o.causal, Backend: res.Backend.String()}
+		if i == 0 {
+			sum.Backend, sum.Reason = res.Backend.String(), res.Reason
+			if r.want == flashattn.CPUFlash {
+				sum.Reason = "--backend cpu"
+			}
+		}
+		rr.Accuracy = checkForward(precisionOf(res.Backend), q, k, v, o.causal, res)
+		if res.Backend == flashattn.GPU {
+			if gpu, err = r.device(); err != nil {
+				return nil, err
+			}
+		} else {
+			gpu = nil
+		}
 
 		// CPU flash and naive, timed.
 		for _, cb := range []flashattn.Backend{flashattn.CPUFlash, flashattn.CPUNaive} {
 			row := benchCPU(c, dirFwd, cb, false, o.workers, 0, o.reps, seed)
 			if row.Status != statusOK {
-				return fmt.Errorf("random N=%d on %s: %s", n, cb, row.Reason)
+				return nil, fmt.Errorf("random N=%d on %s: %s", n, cb, row.Reason)
 			}
 			name := viz.CPUFlash
 			if cb == flashattn.CPUNaive {
@@ -410,7 +441,7 @@ func demoRandom(o demoOpts, sum *DemoSummary, rep *viz.Report, gpu gpuDevice, be
 		if gpu != nil {
 			row := gpu.Bench(c, dirFwd, 0, false, 1, o.reps)
 			if row.Status != statusOK {
-				return fmt.Errorf("random N=%d on the GPU: %s", n, row.Reason)
+				return nil, fmt.Errorf("random N=%d on the GPU: %s", n, row.Reason)
 			}
 			rr.MS, mr.GPUExtraBytes = row.MS, row.ExtraBytes
 			speed = append(speed, viz.SpeedPoint{Backend: viz.GPUFlash, B: d.B, N: n, H: d.Hq, D: d.D, Causal: o.causal, Millis: row.MS})
@@ -422,7 +453,7 @@ func demoRandom(o demoOpts, sum *DemoSummary, rep *viz.Report, gpu gpuDevice, be
 		for _, cb := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
 			row := benchCPU(one, dirFwd, cb, false, o.workers, 0, 1, seed)
 			if row.Status != statusOK {
-				return fmt.Errorf("memory N=%d on %s: %s", n, cb, row.Reason)
+				return nil, fmt.Errorf("memory N=%d on %s: %s", n, cb, row.Reason)
 			}
 			if cb == flashattn.CPUNaive {
 				mr.NaiveBytes = row.ExtraBytes
@@ -436,63 +467,69 @@ func demoRandom(o demoOpts, sum *DemoSummary, rep *viz.Report, gpu gpuDevice, be
 		pb.next()
 	}
 
-	rep.AddHeading("Accuracy")
-	rep.AddText(fmt.Sprintf("Random N(0,1) inputs, B = 1, H = %d, D = %d, causal %t, computed by %s and compared with a float64 reference "+
-		"(flashattn/attntest). The FA2 rule: the error may be at most twice that of a textbook computation in the same precision (%s), plus a rounding floor.",
-		o.heads, o.headDim, o.causal, be, prec))
-	var arows [][]string
-	for _, r := range sum.Random {
-		arows = append(arows, []string{fmt.Sprint(r.N), fmt.Sprintf("%.2e", r.Accuracy.MaxErrOut), fmt.Sprintf("%.2e", r.Accuracy.BaselineErrOut),
-			fmt.Sprintf("%.2e", r.Accuracy.MaxErrLSE), passWord(r.Accuracy.Pass)})
-	}
-	rep.AddTable([]string{"N", "max |err| of O", "baseline's", "max |err| of LSE", "verdict"}, arows)
-
-	rep.AddHeading("Memory")
-	rep.AddText("Bytes one forward call of one (batch, head) allocates on the CPU, measured with the Go runtime (TotalAlloc), against the formulas: " +
-		"naive attention stores the N x N scores and probabilities, flash attention only O and the log-sum-exp.")
+	ranGPU := r.gpu != nil
 	mc, err := viz.Memory(mem, viz.MemoryOptions{B: 1, H: 1, D: o.headDim, ElemBytes: 4, ScoreHeads: 1, WithoutInputs: true,
 		CapacityBytes: 16e9, CapacityLabel: "T4: 16 GB"})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep.AddChart(mc)
-	var mrows [][]string
-	for _, m := range sum.Memory {
-		r := []string{fmt.Sprint(m.N), fmtBytes(m.NaiveBytes), fmtBytes(m.FlashBytes), fmt.Sprintf("%.1fx", float64(m.NaiveBytes)/float64(max(m.FlashBytes, 1)))}
-		if gpu != nil {
-			r = append(r, fmtBytes(m.GPUExtraBytes))
-		}
-		mrows = append(mrows, r)
-	}
-	mh := []string{"N", "cpu-naive", "cpu-flash", "naive / flash"}
-	if gpu != nil {
-		mh = append(mh, fmt.Sprintf("GPU extra (B=1, H=%d)", o.heads))
-	}
-	rep.AddTable(mh, mrows)
-
-	rep.AddHeading("Speed")
-	sub := fmt.Sprintf("%s; B = 1, H = %d, D = %d; median of %d calls", sum.Device, o.heads, o.headDim, o.reps)
-	spc, err := viz.Speed(speed, viz.SpeedOptions{Subtitle: sub})
+	spc, err := viz.Speed(speed, viz.SpeedOptions{Subtitle: fmt.Sprintf("B = 1, H = %d, D = %d; median of %d calls", o.heads, o.headDim, o.reps)})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep.AddText("Wall time of one forward call on the CPU (and kernel time by CUDA events on a GPU), as TFLOP/s by the FA2 convention (4·B·H·N²·D, halved when causal). " +
-		"On a CPU both algorithms do the same arithmetic; the GPU is where avoiding the N x N matrix's memory traffic pays. For real GPU numbers run goflash bench.")
-	rep.AddChart(spc)
-	var srows [][]string
-	for _, r := range sum.Random {
-		row := []string{fmt.Sprint(r.N), fmtSig(r.FlashMS), fmtSig(r.NaiveMS)}
-		if gpu != nil {
-			row = append(row, fmtSig(r.MS))
+	return func(rep *viz.Report) error {
+		rep.AddHeading("Accuracy")
+		rep.AddText(fmt.Sprintf("Random N(0,1) inputs, B = 1, H = %d, D = %d, causal %t, computed by %s and compared with a float64 reference "+
+			"(flashattn/attntest). The FA2 rule: the error may be at most twice that of a textbook computation in the same precision "+
+			"(fp32 on the CPU, fp16 inputs with fp32 accumulation on a GPU), plus a rounding floor.", o.heads, o.headDim, o.causal, sum.Backend))
+		var arows [][]string
+		for _, r := range sum.Random {
+			arows = append(arows, []string{fmt.Sprint(r.N), r.Backend, fmt.Sprintf("%.2e", r.Accuracy.MaxErrOut), fmt.Sprintf("%.2e", r.Accuracy.BaselineErrOut),
+				fmt.Sprintf("%.2e", r.Accuracy.MaxErrLSE), passWord(r.Accuracy.Pass)})
 		}
-		srows = append(srows, row)
-	}
-	sh := []string{"N", "cpu-flash ms", "cpu-naive ms"}
-	if gpu != nil {
-		sh = append(sh, "gpu ms")
-	}
-	rep.AddTable(sh, srows)
-	return nil
+		rep.AddTable([]string{"N", "backend", "max |err| of O", "baseline's", "max |err| of LSE", "verdict"}, arows)
+
+		rep.AddHeading("Memory")
+		rep.AddText("Bytes one forward call of one (batch, head) allocates on the CPU, measured with the Go runtime (TotalAlloc), against the formulas: " +
+			"naive attention stores the N x N scores and probabilities, flash attention only O and the log-sum-exp (plus fixed-size tiles).")
+		rep.AddChart(mc)
+		mh := []string{"N", "cpu-naive", "cpu-flash", "naive / flash"}
+		if ranGPU {
+			mh = append(mh, fmt.Sprintf("GPU extra device bytes (B=1, H=%d)", o.heads))
+		}
+		var mrows [][]string
+		for _, m := range sum.Memory {
+			row := []string{fmt.Sprint(m.N), fmtBytes(m.NaiveBytes), fmtBytes(m.FlashBytes), fmt.Sprintf("%.1fx", float64(m.NaiveBytes)/float64(max(m.FlashBytes, 1)))}
+			if ranGPU {
+				row = append(row, fmtBytes(m.GPUExtraBytes))
+			}
+			mrows = append(mrows, row)
+		}
+		rep.AddTable(mh, mrows)
+
+		rep.AddHeading("Speed")
+		rep.AddText("Wall time of one forward call on the CPU (and kernel time by CUDA events on a GPU), as TFLOP/s by the FA2 convention (4·B·H·N²·D, halved when causal). " +
+			"On a CPU both algorithms do the same arithmetic; the GPU is where avoiding the N x N matrix's memory traffic pays. For GPU numbers side by side with PyTorch run goflash bench --compare-torch.")
+		rep.AddChart(spc)
+		sh := []string{"N", "cpu-flash ms", "cpu-naive ms"}
+		if ranGPU {
+			sh = append(sh, "gpu kernel ms")
+		}
+		var srows [][]string
+		for _, r := range sum.Random {
+			row := []string{fmt.Sprint(r.N), fmtSig(r.FlashMS), fmtSig(r.NaiveMS)}
+			if ranGPU {
+				gms := "-"
+				if r.Backend == flashattn.GPU.String() {
+					gms = fmtSig(r.MS)
+				}
+				row = append(row, gms)
+			}
+			srows = append(srows, row)
+		}
+		rep.AddTable(sh, srows)
+		return nil
+	}, nil
 }
 
 // printDemo writes the human summary.
