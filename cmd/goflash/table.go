@@ -21,10 +21,10 @@ type TableLine struct {
 	Nk        int     `json:"nk"`
 	D         int     `json:"d"`
 	Causal    bool    `json:"causal"`
-	Ours      Cell    `json:"ours"`                // the default GoFlash implementation of the run
-	OursSM75  *Cell   `json:"ours_sm75,omitempty"` // the forced Turing variant, when run
-	Torch     []Cell  `json:"torch,omitempty"`     // flash, efficient, math
-	VsFlash   float64 `json:"vs_flash,omitempty"`  // ours / torch flash TFLOP/s
+	Ours      Cell    `json:"ours"`               // the primary GoFlash implementation of the run
+	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 path, CPU naive)
+	Torch     []Cell  `json:"torch,omitempty"`    // flash, efficient, math
+	VsFlash   float64 `json:"vs_flash,omitempty"` // ours / torch flash TFLOP/s
 	VsEff     float64 `json:"vs_efficient,omitempty"`
 	VsMath    float64 `json:"vs_math,omitempty"`
 	OursExtra int64   `json:"ours_extra_bytes,omitempty"`
@@ -40,6 +40,9 @@ type Cell struct {
 }
 
 var torchBackends = []string{"flash", "efficient", "math"}
+
+// otherImpls are shown beside the primary implementation, in this order.
+var otherImpls = []string{implGPUSM75, implCPUFlash, implCPUNaive}
 
 // buildTable joins the rows of one run: one line per (problem, direction),
 // with GoFlash's primary implementation (GPU if it ran, else CPU flash) and
@@ -85,10 +88,9 @@ func buildTable(rows []Row) []TableLine {
 		}
 		l := TableLine{Direction: any.Direction, B: any.B, Hq: any.Hq, Hkv: any.Hkv, Nq: any.Nq, Nk: any.Nk, D: any.D, Causal: any.Causal,
 			Ours: cell(ours, true, primary), OursExtra: ours.ExtraBytes}
-		if primary == implGPU {
-			if r, ok := m[implGPUSM75]; ok {
-				c := cell(r, true, implGPUSM75)
-				l.OursSM75 = &c
+		for _, impl := range otherImpls {
+			if r, ok := m[impl]; ok && impl != primary {
+				l.Others = append(l.Others, cell(r, true, impl))
 			}
 		}
 		hasTorch := false
@@ -154,14 +156,25 @@ func fmtRatio(x float64) string {
 // tableColumns are the headings and cells of the table, shared by the
 // terminal and Markdown renderings.
 func tableColumns(lines []TableLine) ([]string, [][]string) {
-	hasTorch, hasSM75 := false, false
+	hasTorch := false
+	var others []string // implementations with a column of their own
+	seen := map[string]bool{}
 	for _, l := range lines {
 		hasTorch = hasTorch || l.Torch != nil
-		hasSM75 = hasSM75 || l.OursSM75 != nil
+		for _, c := range l.Others {
+			if !seen[c.Impl] {
+				seen[c.Impl] = true
+			}
+		}
+	}
+	for _, impl := range otherImpls {
+		if seen[impl] {
+			others = append(others, impl)
+		}
 	}
 	head := []string{"dir", "D", "causal", "N", "B", "H", "ours TFLOP/s"}
-	if hasSM75 {
-		head = append(head, "ours sm75")
+	for _, impl := range others {
+		head = append(head, strings.TrimPrefix(impl, "goflash-"))
 	}
 	if hasTorch {
 		head = append(head, "sdpa flash", "sdpa efficient", "sdpa math", "vs flash", "vs efficient")
@@ -178,12 +191,14 @@ func tableColumns(lines []TableLine) ([]string, [][]string) {
 		}
 		c := map[bool]string{true: "yes", false: "no"}[l.Causal]
 		row := []string{l.Direction, fmt.Sprint(l.D), c, n, fmt.Sprint(l.B), h, fmtTF(l.Ours)}
-		if hasSM75 {
-			if l.OursSM75 != nil {
-				row = append(row, fmtTF(*l.OursSM75))
-			} else {
-				row = append(row, "-")
+		for _, impl := range others {
+			v := "-"
+			for _, o := range l.Others {
+				if o.Impl == impl {
+					v = fmtTF(o)
+				}
 			}
+			row = append(row, v)
 		}
 		if hasTorch {
 			if l.Torch != nil {
