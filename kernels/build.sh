@@ -52,8 +52,8 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "## Tiles (kernels/traits.cuh)"
   echo
-  echo "| symbol | arch | D | causal | Br | Bc | warps | stages | Q in regs | dynamic smem bytes |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| symbol | arch | D | causal | Br | Bc | warps | stages | splits | Q in regs | dynamic smem bytes |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   "$tmp/tiles"
   echo
   echo "## Resources per SASS arch (ptxas -v)"

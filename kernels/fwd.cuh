@@ -109,8 +109,9 @@ template <class T, bool kCausal>
 __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   constexpr int A = T::kArch, D = T::kD, Br = T::kBr, Bc = T::kBc, NT = T::kThreads, MT = T::kMTiles;
   constexpr int KD = D / 16;  // k16 steps of S = Q K^T
-  constexpr int NS = Bc / 8;  // n8 tiles of S
-  constexpr int KB = Bc / 16; // k16 steps of O += P V
+  constexpr int Bs = T::kBs;  // keys per softmax step (Bc / Splits)
+  constexpr int NS = Bs / 8;  // n8 tiles of S
+  constexpr int KB = Bs / 16; // k16 steps of O += P V
   constexpr int NO = D / 8;   // n8 tiles of O
   constexpr int C = D / 8;    // 16-byte chunks per row
 
@@ -263,20 +264,23 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         cp_tile<Bc, D, NT>(sV, gV + n * Bc * p.v_row_stride, p.v_row_stride, kv_rows(n), tid);
         cp_async_commit();
       }
-      float s[MT][NS][4];
-      gemm_qk(s, kbase);
-      if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc, lane, p.nq, p.nk);
-      if constexpr (T::kStages == 1) {
-        cp_async_wait<0>();
-        __syncthreads();  // V_n landed; every warp is done reading K_n
-        if (n + 1 < kb.n_end)
-          cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
-        cp_async_commit();
+#pragma unroll
+      for (int sp = 0; sp < T::kSplits; ++sp) {
+        float s[MT][NS][4];
+        gemm_qk(s, kbase + sp * Bs * D * 2);
+        if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        if constexpr (T::kStages == 1) {
+          cp_async_wait<0>();
+          __syncthreads();  // V_n landed; every warp is done reading K_n
+          if (n + 1 < kb.n_end)
+            cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
+          cp_async_commit();
+        }
+        sm.step(s, o, p.scale_log2);
+        uint32_t pf[MT][KB][4];
+        pack_p(s, pf);
+        gemm_pv(pf, vbase + sp * Bs * D * 2);
       }
-      sm.step(s, o, p.scale_log2);
-      uint32_t pf[MT][KB][4];
-      pack_p(s, pf);
-      gemm_pv(pf, vbase);
     }
   } else {
     {  // Q through the K/V area into registers.
@@ -299,13 +303,16 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         rk.load(gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
         rv.load(gV + (n + 1) * Bc * p.v_row_stride, p.v_row_stride, kv_rows(n + 1), tid);
       }
-      float s[MT][NS][4];
-      gemm_qk(s, aK);
-      if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc, lane, p.nq, p.nk);
-      sm.step(s, o, p.scale_log2);
-      uint32_t pf[MT][KB][4];
-      pack_p(s, pf);
-      gemm_pv(pf, aV);
+#pragma unroll
+      for (int sp = 0; sp < T::kSplits; ++sp) {
+        float s[MT][NS][4];
+        gemm_qk(s, aK + sp * Bs * D * 2);
+        if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        sm.step(s, o, p.scale_log2);
+        uint32_t pf[MT][KB][4];
+        pack_p(s, pf);
+        gemm_pv(pf, aV + sp * Bs * D * 2);
+      }
       if (more) {
         __syncthreads();  // every warp is done with K_n, V_n
         rk.store(sK, tid);

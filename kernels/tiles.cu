@@ -8,8 +8,9 @@ template <int A, int D>
 void row() {
   using T = typename FwdTraits<A, D>::type;
   for (int causal = 0; causal < 2; ++causal)
-    std::printf("| fa2_fwd_sm%d_d%d%s | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", A, D, causal ? "_causal" : "",
-                A, D, causal, T::kBr, T::kBc, T::kWarps, T::kStages, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+    std::printf("| fa2_fwd_sm%d_d%d%s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", A, D, causal ? "_causal" : "",
+                A, D, causal, T::kBr, T::kBc, T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no",
+                T::kSmemBytes);
 }
 
 int main() {

@@ -33,18 +33,23 @@ struct Swizzle {
 //   Stages  K/V shared-memory buffers on the sm_80 path: 2 = double buffer (next
 //           block's copy overlaps the whole step), 1 = FA2-style single buffer
 //           (V copy overlaps S=QK^T, next K copy overlaps softmax and PV).
+//   Splits  each K/V block is consumed in Splits steps of Bc/Splits keys: S (and P)
+//           registers scale with Bc/Splits, barriers and copies with Bc. Needs Stages 2
+//           on sm_80 (one barrier per block) .
 //   QRegs   Q fragments stay in registers for the whole loop (saves one ldmatrix
 //           stream per step; costs D/4*MTiles registers).
 //   MinBlocks  __launch_bounds__ occupancy hint (caps registers at 64K/(threads*MinBlocks)).
-template <int Arch_, int D_, int Br_, int Bc_, int Warps_, int Stages_, bool QRegs_, int MinBlocks_>
+template <int Arch_, int D_, int Br_, int Bc_, int Warps_, int Stages_, int Splits_, bool QRegs_, int MinBlocks_>
 struct Tile {
   static constexpr int kArch = Arch_, kD = D_, kBr = Br_, kBc = Bc_, kWarps = Warps_;
-  static constexpr int kStages = Stages_, kMinBlocks = MinBlocks_;
+  static constexpr int kStages = Stages_, kSplits = Splits_, kMinBlocks = MinBlocks_;
+  static constexpr int kBs = kBc / kSplits;  // keys per softmax step
   static constexpr bool kQRegs = QRegs_;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kMTiles = kBr / (16 * kWarps);
   static_assert(kMTiles >= 1 && kBr == kMTiles * 16 * kWarps, "Br must be 16*Warps*MTiles");
-  static_assert(kBc % 16 == 0, "Bc must be a multiple of 16 (k16 steps of PV)");
+  static_assert(kBs * kSplits == kBc && kBs % 16 == 0, "Bc/Splits must be a multiple of 16 (k16 steps of PV)");
+  static_assert(Splits_ == 1 || Arch_ == 75 || Stages_ == 2, "sm_80 splits need the double buffer");
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
   static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
 
@@ -62,26 +67,31 @@ struct Tile {
 };
 
 // FwdTraits<Arch, D>::type is the configuration that ships. Each line is parsed by
-// internal/kernels' test: keep the TILE_ROW(arch, d, Br, Bc, warps, stages, qregs, minblocks) form.
+// internal/kernels' test: keep the TILE_ROW(arch, d, Br, Bc, warps, stages, splits, qregs, minblocks) form.
 template <int Arch, int D> struct FwdTraits;
-#define TILE_ROW(A, D, BR, BC, W, S, QR, MB) \
-  template <> struct FwdTraits<A, D> { using type = Tile<A, D, BR, BC, W, S, QR, MB>; };
+#define TILE_ROW(A, D, BR, BC, W, S, SP, QR, MB) \
+  template <> struct FwdTraits<A, D> { using type = Tile<A, D, BR, BC, W, S, SP, QR, MB>; };
 
 // Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM). 8 warps of 16 rows: one CTA
 // of 256 threads may use up to 255 registers, which the next K/V block held in
 // registers (the prefetch; Turing has no cp.async) needs on top of O and S.
 // Q in registers lets Q share the K/V area (smem max(Q, K+V)).
-TILE_ROW(75, 32, 128, 64, 8, 1, true, 2)    // D32: ~125 regs, so 2 CTAs/SM (MinBlocks 2) hide latency; 8 KiB smem
-TILE_ROW(75, 64, 128, 64, 8, 1, true, 1)    // D64: 16 KiB smem, ~170 regs
-TILE_ROW(75, 96, 128, 64, 8, 1, true, 1)    // D96: 24 KiB smem, ~230 regs
-TILE_ROW(75, 128, 128, 64, 8, 1, false, 1)  // D128: 128x64, 8 warps (the best Turing FA2 shape); Q in
+TILE_ROW(75, 32, 128, 64, 8, 1, 1, true, 1)    // D32: 8 KiB smem (a 128-register cap for 2 CTAs/SM spilled)
+TILE_ROW(75, 64, 128, 64, 8, 1, 1, true, 1)    // D64: 16 KiB smem, ~170 regs
+TILE_ROW(75, 96, 128, 64, 8, 1, 1, true, 1)    // D96: 24 KiB smem, ~230 regs
+TILE_ROW(75, 128, 128, 64, 8, 1, 1, false, 1)  // D128: 128x64, 8 warps (the best Turing FA2 shape); Q in
                                             // registers would spill, so Q|K|V = 64 KiB exactly
 
-// sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB). Rows are
-// provisional until the H200 tuning run (kernels/dev/fwd_check.cu) picks them.
-TILE_ROW(80, 32, 128, 128, 8, 2, false, 1)
-TILE_ROW(80, 64, 128, 64, 4, 2, false, 1)
-TILE_ROW(80, 96, 128, 64, 8, 2, false, 1)
-TILE_ROW(80, 128, 128, 128, 8, 1, false, 1)
-TILE_ROW(80, 256, 64, 64, 4, 1, false, 1)
+// sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB); <= 99 KiB so
+// one table serves them all. 4 warps x 32 rows (MTiles 2): each K/V fragment read
+// from shared memory feeds two mmas, halving smem traffic against 16-row warps,
+// which were smem-bound on the H200; at 255 registers two CTAs share an SM and
+// overlap each other's softmax and barriers. Stages 2: the next block's cp.async
+// runs under a whole step, one barrier per block. Splits keep S in registers at
+// 32 keys while copies and barriers go per Bc. (H200 numbers: kernels/dev/RESULTS.md.)
+TILE_ROW(80, 32, 128, 128, 4, 2, 2, true, 1)   // D32: Q fragments in registers (8), 40 KiB smem
+TILE_ROW(80, 64, 128, 128, 4, 2, 2, false, 1)  // D64: 80 KiB smem
+TILE_ROW(80, 96, 128, 64, 4, 2, 1, false, 1)   // D96: 72 KiB smem
+TILE_ROW(80, 128, 128, 64, 4, 2, 2, false, 1)  // D128: 128x64 loads, 96 KiB smem; O takes 128 registers
+TILE_ROW(80, 256, 64, 64, 4, 1, 1, false, 1)   // D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB
 #undef TILE_ROW

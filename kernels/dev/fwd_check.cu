@@ -75,7 +75,7 @@ static Driver drv;
 // ---- kernels ----
 struct Kernel {
   std::string name, src;
-  int arch, d, br, bc, warps, stages, smem;
+  int arch, d, br, bc, warps, stages, splits, smem;
   bool causal, qregs;
   const void* fn = nullptr;  // runtime API
   CUfunction cf = nullptr;   // driver API
@@ -92,7 +92,7 @@ struct Kernel {
   }
   std::string tile() const {
     char b[96];
-    std::snprintf(b, sizeof b, "%dx%d w%d st%d%s", br, bc, warps, stages, qregs ? " qreg" : "");
+    std::snprintf(b, sizeof b, "%dx%d w%d st%d sp%d%s", br, bc, warps, stages, splits, qregs ? " qreg" : "");
     return b;
   }
 };
@@ -103,7 +103,7 @@ Kernel make_kernel(const std::string& name, const std::string& src, const void* 
   k.name = name;
   k.src = src;
   k.arch = T::kArch; k.d = T::kD; k.br = T::kBr; k.bc = T::kBc; k.warps = T::kWarps;
-  k.stages = T::kStages; k.smem = T::kSmemBytes; k.causal = C; k.qregs = T::kQRegs;
+  k.stages = T::kStages; k.splits = T::kSplits; k.smem = T::kSmemBytes; k.causal = C; k.qregs = T::kQRegs;
   k.fn = fn;
   return k;
 }
@@ -152,25 +152,26 @@ static std::vector<Kernel> shipped_module(const std::string& path, const std::st
 
 #ifdef FA2_TUNE
 // Candidate tiles for the sm_80 rows of traits.cuh (D 64 and 128 decide the target).
-#define CANDIDATES(X)                  \
-  X(80, 64, 128, 64, 4, 2, false, 1)   \
-  X(80, 64, 128, 64, 4, 2, true, 1)    \
-  X(80, 64, 128, 128, 8, 1, false, 1)  \
-  X(80, 64, 128, 128, 8, 2, false, 1)  \
-  X(80, 64, 128, 128, 4, 2, false, 1)  \
-  X(80, 128, 128, 64, 8, 2, false, 1)  \
-  X(80, 128, 128, 64, 8, 2, true, 1)   \
-  X(80, 128, 128, 128, 8, 1, false, 1) \
-  X(80, 128, 128, 32, 4, 2, false, 1)  \
-  X(80, 128, 128, 48, 4, 2, false, 1)  \
-  X(80, 128, 128, 64, 4, 2, false, 1)
+#define CANDIDATES(X)                     \
+  X(80, 64, 128, 64, 4, 2, 1, false, 1)   \
+  X(80, 64, 128, 64, 4, 2, 1, true, 1)    \
+  X(80, 64, 128, 128, 4, 2, 2, false, 1)  \
+  X(80, 64, 128, 128, 4, 2, 2, true, 1)   \
+  X(80, 128, 128, 64, 4, 2, 2, false, 1)  \
+  X(80, 128, 128, 32, 4, 2, 1, false, 1)  \
+  X(80, 128, 128, 64, 4, 2, 1, false, 1)  \
+  X(80, 32, 128, 128, 4, 2, 2, true, 1)   \
+  X(80, 32, 128, 64, 4, 2, 1, true, 1)    \
+  X(80, 96, 128, 64, 4, 2, 2, false, 1)   \
+  X(80, 96, 128, 64, 4, 2, 1, false, 1)   \
+  X(80, 256, 64, 64, 4, 1, 1, false, 1)
 static std::vector<Kernel> candidates() {
   std::vector<Kernel> v;
-#define ADDC(A, D, BR, BC, W, S, QR, MB)                                                                   \
+#define ADDC(A, D, BR, BC, W, S, SP, QR, MB)                                                               \
   {                                                                                                        \
-    using T = Tile<A, D, BR, BC, W, S, QR, MB>;                                                            \
+    using T = Tile<A, D, BR, BC, W, S, SP, QR, MB>;                                                        \
     char nm[96];                                                                                           \
-    std::snprintf(nm, sizeof nm, "cand_d%d_%dx%d_w%d_st%d%s_mb%d", D, BR, BC, W, S, QR ? "_qreg" : "", MB); \
+    std::snprintf(nm, sizeof nm, "cand_d%d_%dx%d_w%d_st%d_sp%d%s_mb%d", D, BR, BC, W, S, SP, QR ? "_qreg" : "", MB); \
     v.push_back(make_kernel<T, false>(nm, "tpl", (const void*)fa2::fwd_tpl<T, false>));                   \
     v.push_back(make_kernel<T, true>(std::string(nm) + "_causal", "tpl", (const void*)fa2::fwd_tpl<T, true>)); \
   }
