@@ -107,6 +107,32 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 			}
 		}
 	}
+	// Memory of a forward call, per head dim (not causal): measured only,
+	// since B and H change with N in the default sweep.
+	var dims []int
+	mem := map[int][]viz.MemPoint{}
+	for _, r := range res.Rows {
+		if r.Direction != dirFwd || r.Causal || r.Status != statusOK || r.ExtraBytes <= 0 {
+			continue
+		}
+		if _, ok := mem[r.D]; !ok {
+			dims = append(dims, r.D)
+		}
+		mem[r.D] = append(mem[r.D], viz.MemPoint{Backend: vizName(r.Impl), N: r.Nq, Bytes: float64(r.ExtraBytes)})
+	}
+	for _, d := range dims {
+		what := "device bytes beyond inputs and outputs (GoFlash: the LSE; PyTorch: peak allocation during the call minus outputs)"
+		if res.Device.Kind == "cpu" {
+			what = "Go heap bytes allocated by the call, outputs included"
+		}
+		rep.AddHeading(fmt.Sprintf("Memory of a forward call, D = %d, not causal", d))
+		rep.AddText("Measured " + what + ", at the shapes of the table (B and H as listed there).")
+		c, err := viz.Memory(mem[d], viz.MemoryOptions{Title: fmt.Sprintf("Extra memory of one forward call, D = %d", d)})
+		if err != nil {
+			return nil, err
+		}
+		rep.AddChart(c)
+	}
 	return rep, nil
 }
 
