@@ -5,21 +5,35 @@
 // Truth is a float64 textbook computation written here, independent of the
 // backends (Reference). Tolerances follow the FlashAttention-2 tests: a
 // baseline is the same textbook computation in the backend's precision
-// (Baseline: float32 arithmetic for FP32; fp16-rounded inputs, P, dS and
+// (Baselines: float32 arithmetic for FP32; fp16-rounded inputs, P, dS and
 // outputs with float32 accumulation for FP16), and a backend passes when
 //
 //	maxErr(backend, truth) <= 2 * maxErr(baseline, truth) + floor
 //
-// for the output, the LSE and each of dQ, dK, dV. The floor covers rounding
-// that a correct backend pays and the baseline may happen not to (for N = 1
-// the baseline is exact): 4 unit roundoffs (2 ulps) of the precision times
-// the largest |truth| of the quantity (one final rounding of an output, the
-// LSE being float32 everywhere). For the gradients the magnitude is the
-// largest |truth| of dQ, dK and dV together: where Nk = 1, P = 1 and dP = D,
-// so dQ and dK cancel to exactly 0, yet a backend that sums dP and D in
-// different orders is left with a rounding residue far below an ulp of dV.
-// Any real bug (a missed rescale, a wrong mask, an unwritten element) is
-// orders of magnitude larger than the floor.
+// for the output, the LSE and each of dQ, dK, dV.
+//
+// The textbook fixes no summation order, and one order alone can be lucky:
+// where P is near 1, dS = P (dP - D) cancels dP = dO.v against D = dO.O, and
+// a baseline that sums both in the same order sees their rounding cancel too
+// (with Nk = 1 it gets dQ = dK = 0 exactly), which a correct backend
+// summing them apart (FA2 computes D in a kernel of its own) does not. So
+// the baseline error is the largest over three orders: sequential, reversed,
+// and pairwise (a GPU's tree reduction), D always sequential. The floor is 4
+// unit roundoffs (2 ulps) of the precision times the largest |truth| of the
+// quantity: the last rounding of an output, which a baseline may happen not
+// to pay (for N = 1 it is exact; the LSE is float32 in every backend). A
+// real bug (a missed rescale, a wrong mask, an unwritten element, a wrong
+// GQA head) is orders of magnitude larger.
+//
+// The rule is statistical. On small or sharply peaked problems the largest
+// error is decided by a handful of roundings and a correct backend can land
+// well beyond 2x (over 30000 random problems with N <= 69 and D <= 40, 0.25%
+// of correct CPU results did, needing up to 11x). The suite's cases are
+// large enough for it (CPU backends stay below 1.3x). FP32 results are
+// also held, element by element, to a deterministic first-order float32
+// error bound computed with the truth (bound.go): CheckForwardBound and
+// CheckBackwardBound apply only that, for arbitrary inputs such as the fuzz
+// test's, where it cannot fail a correct backend by bad luck.
 //
 // Beyond accuracy the suite checks that every output element was written and
 // is finite, that rows which see no key (causal with Nq > Nk) give output 0,
@@ -161,8 +175,8 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	if err != nil {
 		t.Fatalf("%s: Forward(%v): %v", b.Name, c, err)
 	}
-	truth, base := refs(c, b.Precision, q, k, v, dO)
-	CheckForward(t, b.Precision, truth, base, res)
+	truth, bases := refs(c, b.Precision, q, k, v, dO)
+	CheckForward(t, b.Precision, truth, bases, res)
 	if b.Backward == nil {
 		t.Logf("%s has no Backward: forward checked only", b.Name)
 	} else {
@@ -170,7 +184,7 @@ func RunCase(t *testing.T, b Backend, c Case) {
 		if err != nil {
 			t.Fatalf("%s: Backward(%v): %v", b.Name, c, err)
 		}
-		CheckBackward(t, b.Precision, truth, base, g)
+		CheckBackward(t, b.Precision, truth, bases, g)
 	}
 	if after := snapshot(q, k, v, dO); !slices.Equal(before, after) {
 		t.Errorf("%s: the backend modified its inputs", b.Name)
@@ -198,7 +212,7 @@ func snapshot(ts ...*flashattn.Tensor) []uint32 {
 
 // refs returns the truth and the baseline of a case, cached: every backend
 // of a test binary runs the same cases.
-func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor) (truth, base *Ref) {
+func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor) (truth *Ref, bases []*Ref) {
 	refMu.Lock()
 	defer refMu.Unlock()
 	truthKey := refKey{c, -1}
@@ -206,11 +220,11 @@ func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor) (truth, base *Ref)
 		truth = Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
 		refCache[truthKey] = truth
 	}
-	if base = refCache[refKey{c, p}]; base == nil {
-		base = Baseline(p, q, k, v, dO, c.Causal, c.EffectiveScale())
-		refCache[refKey{c, p}] = base
+	if bases = baseCache[refKey{c, p}]; bases == nil {
+		bases = Baselines(p, q, k, v, dO, c.Causal, c.EffectiveScale())
+		baseCache[refKey{c, p}] = bases
 	}
-	return truth, base
+	return truth, bases
 }
 
 type refKey struct {
@@ -219,29 +233,69 @@ type refKey struct {
 }
 
 var (
-	refMu    sync.Mutex
-	refCache = map[refKey]*Ref{}
+	refMu     sync.Mutex
+	refCache  = map[refKey]*Ref{}
+	baseCache = map[refKey][]*Ref{}
 )
 
-// CheckForward checks a Forward result against the truth and the baseline
-// of the same problem (see the package comment for the rule) and reports
-// every failure on t. It returns whether all checks passed.
-func CheckForward(t testing.TB, p Precision, truth, base *Ref, res *flashattn.Result) bool {
+// CheckForward checks a Forward result against the truth and the baselines
+// of the same problem (the 2x-baseline rule of the package comment), and, for
+// FP32, against the truth's per-element float32 error bounds. It reports
+// every failure on t and returns whether all checks passed.
+func CheckForward(t testing.TB, p Precision, truth *Ref, bases []*Ref, res *flashattn.Result) bool {
+	t.Helper()
+	out, lse, ok := checkForwardShape(t, truth, res)
+	if out == nil {
+		return false
+	}
+	d := truth.Dims
+	u32 := FP32.unitRoundoff()
+	lseAt := func(r int) string { return fmt.Sprintf("[b=%d h=%d i=%d]", r/(d.Hq*d.Nq), r/d.Nq%d.Hq, r%d.Nq) }
+	ok = compare(t, "Out", out, truth.Out, field(bases, func(r *Ref) []float64 { return r.Out }), bshd(d.QShape()), 4*p.unitRoundoff()*truth.outMax) && ok
+	// The LSE is float32 in every backend, whatever its inputs' precision.
+	ok = compare(t, "LSE", lse, truth.LSE, field(bases, func(r *Ref) []float64 { return r.LSE }), lseAt, 4*u32*truth.lseMax) && ok
+	if p == FP32 {
+		ok = withinBound(t, "Out", out, truth.Out, truth.bOut, bshd(d.QShape())) && ok
+		ok = withinBound(t, "LSE", lse, truth.LSE, truth.bLSE, lseAt) && ok
+	}
+	return ok
+}
+
+// CheckForwardBound checks a float32 Forward result for arbitrary inputs:
+// the same structural checks as CheckForward, and every element within the
+// truth's first-order float32 error bound (bound.go), which unlike the
+// 2x-baseline rule cannot fail a correct backend by bad luck.
+func CheckForwardBound(t testing.TB, truth *Ref, res *flashattn.Result) bool {
+	t.Helper()
+	out, lse, ok := checkForwardShape(t, truth, res)
+	if out == nil {
+		return false
+	}
+	d := truth.Dims
+	lseAt := func(r int) string { return fmt.Sprintf("[b=%d h=%d i=%d]", r/(d.Hq*d.Nq), r/d.Nq%d.Hq, r%d.Nq) }
+	ok = withinBound(t, "Out", out, truth.Out, truth.bOut, bshd(d.QShape())) && ok
+	return withinBound(t, "LSE", lse, truth.LSE, truth.bLSE, lseAt) && ok
+}
+
+// checkForwardShape checks shapes, that every element was written and is
+// finite, and the exact values of rows that see no key. It returns the
+// output (dense) and the LSE with those rows zeroed (nil if unusable).
+func checkForwardShape(t testing.TB, truth *Ref, res *flashattn.Result) (out, lse []float32, ok bool) {
 	t.Helper()
 	d := truth.Dims
 	switch {
 	case res == nil || res.Out == nil:
 		t.Errorf("Forward returned no result")
-		return false
+		return nil, nil, false
 	case res.Out.Shape != d.QShape():
 		t.Errorf("Out has shape %v, want %v", res.Out.Shape, d.QShape())
-		return false
+		return nil, nil, false
 	case len(res.LSE) != d.LSELen():
 		t.Errorf("LSE has %d elements, want %d", len(res.LSE), d.LSELen())
-		return false
+		return nil, nil, false
 	}
-	out := denseOf(res.Out)
-	ok := allFinite(t, "Out", out, d.QShape())
+	out = denseOf(res.Out)
+	ok = allFinite(t, "Out", out, d.QShape())
 	// Rows that see no key: output exactly 0, LSE exactly -Inf, never NaN.
 	bad := 0
 	for r, masked := range truth.Masked {
@@ -272,33 +326,70 @@ func CheckForward(t testing.TB, p Precision, truth, base *Ref, res *flashattn.Re
 	if bad > 1 {
 		t.Errorf("... %d bad LSE rows or masked-row outputs in all", bad)
 	}
-	lse := make([]float32, len(res.LSE))
+	lse = make([]float32, len(res.LSE))
 	for r, x := range res.LSE {
 		if !truth.Masked[r] { // masked rows were checked exactly above
 			lse[r] = x
 		}
 	}
-	ok = bad == 0 && ok
-	ok = compare(t, "Out", out, truth.Out, base.Out, bshd(d.QShape()), 4*p.unitRoundoff()*truth.outMax) && ok
-	// The LSE is float32 in every backend, whatever its inputs' precision.
-	lseAt := func(r int) string { return fmt.Sprintf("[b=%d h=%d i=%d]", r/(d.Hq*d.Nq), r/d.Nq%d.Hq, r%d.Nq) }
-	ok = compare(t, "LSE", lse, truth.LSE, base.LSE, lseAt, 4*FP32.unitRoundoff()*truth.lseMax) && ok
-	return ok
+	return out, lse, bad == 0 && ok
 }
 
 // CheckBackward checks the gradients of a Backward call, made with the
-// backend's own forward output and LSE, against the truth and the baseline
-// (both computed with a dOut). It returns whether all checks passed.
-func CheckBackward(t testing.TB, p Precision, truth, base *Ref, g *flashattn.Grads) bool {
+// backend's own forward output and LSE, against the truth and the baselines
+// (all computed with a dOut), and for FP32 against the truth's float32 error
+// bounds. It returns whether all checks passed.
+func CheckBackward(t testing.TB, p Precision, truth *Ref, bases []*Ref, g *flashattn.Grads) bool {
+	t.Helper()
+	if len(bases) == 0 || slices.ContainsFunc(bases, func(r *Ref) bool { return r.DQ == nil }) {
+		t.Errorf("CheckBackward: baselines computed without dOut")
+		return false
+	}
+	dq, dk, dv, ok := checkBackwardShape(t, truth, g)
+	if dq == nil {
+		return false
+	}
+	d := truth.Dims
+	u := p.unitRoundoff()
+	ok = compare(t, "dQ", dq, truth.DQ, field(bases, func(r *Ref) []float64 { return r.DQ }), bshd(d.QShape()), 4*u*truth.gradMax[0]) && ok
+	ok = compare(t, "dK", dk, truth.DK, field(bases, func(r *Ref) []float64 { return r.DK }), bshd(d.KVShape()), 4*u*truth.gradMax[1]) && ok
+	ok = compare(t, "dV", dv, truth.DV, field(bases, func(r *Ref) []float64 { return r.DV }), bshd(d.KVShape()), 4*u*truth.gradMax[2]) && ok
+	if p == FP32 {
+		ok = gradsWithinBound(t, truth, dq, dk, dv) && ok
+	}
+	return ok
+}
+
+// CheckBackwardBound is CheckForwardBound for gradients.
+func CheckBackwardBound(t testing.TB, truth *Ref, g *flashattn.Grads) bool {
+	t.Helper()
+	dq, dk, dv, ok := checkBackwardShape(t, truth, g)
+	if dq == nil {
+		return false
+	}
+	return gradsWithinBound(t, truth, dq, dk, dv) && ok
+}
+
+func gradsWithinBound(t testing.TB, truth *Ref, dq, dk, dv []float32) bool {
 	t.Helper()
 	d := truth.Dims
-	if truth.DQ == nil || base.DQ == nil {
-		t.Errorf("CheckBackward: references computed without dOut")
-		return false
+	ok := withinBound(t, "dQ", dq, truth.DQ, truth.bDQ, bshd(d.QShape()))
+	ok = withinBound(t, "dK", dk, truth.DK, truth.bDK, bshd(d.KVShape())) && ok
+	return withinBound(t, "dV", dv, truth.DV, truth.bDV, bshd(d.KVShape())) && ok
+}
+
+// checkBackwardShape checks shapes, finiteness and the exact zero dQ of rows
+// that see no key, and returns the gradients dense (nil if unusable).
+func checkBackwardShape(t testing.TB, truth *Ref, g *flashattn.Grads) (dq, dk, dv []float32, ok bool) {
+	t.Helper()
+	d := truth.Dims
+	if truth.DQ == nil {
+		t.Errorf("CheckBackward: truth computed without dOut")
+		return nil, nil, nil, false
 	}
 	if g == nil || g.DQ == nil || g.DK == nil || g.DV == nil {
 		t.Errorf("Backward returned no gradients")
-		return false
+		return nil, nil, nil, false
 	}
 	for _, c := range []struct {
 		name      string
@@ -306,11 +397,11 @@ func CheckBackward(t testing.TB, p Precision, truth, base *Ref, g *flashattn.Gra
 	}{{"dQ", g.DQ.Shape, d.QShape()}, {"dK", g.DK.Shape, d.KVShape()}, {"dV", g.DV.Shape, d.KVShape()}} {
 		if c.got != c.want {
 			t.Errorf("%s has shape %v, want %v", c.name, c.got, c.want)
-			return false
+			return nil, nil, nil, false
 		}
 	}
-	dq, dk, dv := denseOf(g.DQ), denseOf(g.DK), denseOf(g.DV)
-	ok := allFinite(t, "dQ", dq, d.QShape())
+	dq, dk, dv = denseOf(g.DQ), denseOf(g.DK), denseOf(g.DV)
+	ok = allFinite(t, "dQ", dq, d.QShape())
 	ok = allFinite(t, "dK", dk, d.KVShape()) && ok
 	ok = allFinite(t, "dV", dv, d.KVShape()) && ok
 	for r, masked := range truth.Masked {
@@ -323,15 +414,47 @@ func CheckBackward(t testing.TB, p Precision, truth, base *Ref, g *flashattn.Gra
 			}
 		}
 	}
-	floor := 4 * p.unitRoundoff() * truth.gradMax
-	ok = compare(t, "dQ", dq, truth.DQ, base.DQ, bshd(d.QShape()), floor) && ok
-	ok = compare(t, "dK", dk, truth.DK, base.DK, bshd(d.KVShape()), floor) && ok
-	ok = compare(t, "dV", dv, truth.DV, base.DV, bshd(d.KVShape()), floor) && ok
-	return ok
+	return dq, dk, dv, ok
 }
 
-// compare applies the tolerance rule to one quantity.
-func compare(t testing.TB, name string, got []float32, truth, base []float64, at func(int) string, floor float64) bool {
+// withinBound checks every element against its float32 error bound.
+func withinBound(t testing.TB, name string, got []float32, truth, bound []float64, at func(int) string) bool {
+	t.Helper()
+	n, worst := 0, 0.0
+	for i, w := range truth {
+		if math.IsInf(w, -1) {
+			continue
+		}
+		e := math.Abs(float64(got[i]) - w)
+		if !(e <= bound[i]) {
+			if n == 0 {
+				t.Errorf("%s%s = %v, want %.8g within its float32 error bound %.3g (off by %.3g)", name, at(i), got[i], w, bound[i], e)
+			}
+			n++
+		} else if bound[i] > 0 {
+			worst = math.Max(worst, e/bound[i])
+		}
+	}
+	if n > 1 {
+		t.Errorf("... %d elements of %s beyond their bound in all", n, name)
+	}
+	if n == 0 {
+		t.Logf("%-3s within float32 bounds (largest err/bound %.2f)", name, worst)
+	}
+	return n == 0
+}
+
+func field(rs []*Ref, f func(*Ref) []float64) [][]float64 {
+	var xs [][]float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return xs
+}
+
+// compare applies the tolerance rule to one quantity; bases holds the
+// quantity in every baseline order.
+func compare(t testing.TB, name string, got []float32, truth []float64, bases [][]float64, at func(int) string, floor float64) bool {
 	t.Helper()
 	eg, worst := 0.0, 0
 	eb := 0.0
@@ -346,7 +469,9 @@ func compare(t testing.TB, name string, got []float32, truth, base []float64, at
 				break
 			}
 		}
-		eb = math.Max(eb, math.Abs(base[i]-w))
+		for _, base := range bases {
+			eb = math.Max(eb, math.Abs(base[i]-w))
+		}
 	}
 	lim := 2*eb + floor
 	if !(eg <= lim) {

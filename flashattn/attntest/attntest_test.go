@@ -117,7 +117,7 @@ func TestChecksCatchBugs(t *testing.T) {
 	}
 	d := c.Dims()
 	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
-	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
+	bases := Baselines(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
 	run := func(causal bool, k *flashattn.Tensor) (*flashattn.Result, *flashattn.Grads) {
 		o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
 		res, err := flashattn.Forward(q, k, v, o)
@@ -166,8 +166,32 @@ func TestChecksCatchBugs(t *testing.T) {
 		r := &flashattn.Result{Dims: m.res.Dims, Out: m.res.Out.Clone(), LSE: slices.Clone(m.res.LSE)}
 		m.mutate(r)
 		rec := &recorder{T: t}
-		ok := CheckForward(rec, FP32, truth, base, r)
+		ok := CheckForward(rec, FP32, truth, bases, r)
 		expectReport(t, m.name, m.want, ok, rec.errs)
+		// The float32 bounds (the fuzz test's criterion) are looser than
+		// the 2x rule, so its smallest planted errors are 1e-3, not 1e-5.
+		if m.name == "output off by 1e-5 relative" || m.name == "LSE off by 1e-5" {
+			continue
+		}
+		rec = &recorder{T: t}
+		ok = CheckForwardBound(rec, truth, r)
+		want := m.want
+		if strings.Contains(want, "max |err|") {
+			want = "error bound"
+		}
+		expectReport(t, "bound: "+m.name, want, ok, rec.errs)
+	}
+	for _, m := range []struct {
+		name   string
+		mutate func(r *flashattn.Result)
+	}{
+		{"output off by 1e-3 relative", func(r *flashattn.Result) { r.Out.Data[outAt] *= 1 + 1e-3 }},
+		{"LSE off by 1e-3", func(r *flashattn.Result) { r.LSE[visible] += 1e-3 }},
+	} {
+		r := &flashattn.Result{Dims: res.Dims, Out: res.Out.Clone(), LSE: slices.Clone(res.LSE)}
+		m.mutate(r)
+		rec := &recorder{T: t}
+		expectReport(t, "bound: "+m.name, "error bound", CheckForwardBound(rec, truth, r), rec.errs)
 	}
 
 	bwdMutants := []struct {
@@ -190,8 +214,15 @@ func TestChecksCatchBugs(t *testing.T) {
 		gc := &flashattn.Grads{DQ: m.g.DQ.Clone(), DK: m.g.DK.Clone(), DV: m.g.DV.Clone()}
 		m.mutate(gc)
 		rec := &recorder{T: t}
-		ok := CheckBackward(rec, FP32, truth, base, gc)
+		ok := CheckBackward(rec, FP32, truth, bases, gc)
 		expectReport(t, m.name, m.want, ok, rec.errs)
+		rec = &recorder{T: t}
+		ok = CheckBackwardBound(rec, truth, gc)
+		want := m.want
+		if strings.Contains(want, "max |err|") {
+			want = "error bound"
+		}
+		expectReport(t, "bound: "+m.name, want, ok, rec.errs)
 	}
 }
 

@@ -19,7 +19,10 @@ type Ref struct {
 	Precision            Precision // FP32 or FP16 for a baseline; -1 for the float64 truth
 
 	outMax, lseMax float64
-	gradMax        float64 // over dQ, dK and dV together
+	gradMax        [3]float64 // dQ, dK, dV
+
+	// Per-element float32 error bounds (truth only; see bound.go).
+	bOut, bLSE, bDQ, bDK, bDV []float64
 }
 
 // problem holds one problem's inputs as dense float64 per (batch, head),
@@ -111,6 +114,7 @@ func Reference(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref
 	if dOut != nil {
 		p.backward64(r)
 	}
+	p.bounds(r)
 	r.summarise()
 	return r
 }
@@ -129,9 +133,10 @@ func (p *problem) backward64(r *Ref) {
 				if r.Masked[row] {
 					continue
 				}
+				qo := ((b*d.Nq+i)*d.Hq + h) * d.D
 				qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
-				Di := dot64(doi, r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D])
-				dq := r.DQ[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D]
+				Di := dot64(doi, r.Out[qo:][:d.D])
+				dq := r.DQ[qo:][:d.D]
 				for j := 0; j < d.Nk; j++ {
 					if !p.sees(i, j) {
 						continue
@@ -152,12 +157,61 @@ func (p *problem) backward64(r *Ref) {
 	}
 }
 
-// Baseline computes the same textbook attention in a backend's precision:
-// FP32 does every operation in float32; FP16 rounds the inputs, P (before
-// P V and P^T dO), dS (before dS K and dS^T Q) and the outputs to fp16 and
-// accumulates in float32, as a tensor-core kernel does. Its error against
-// Reference is what a correct backend of that precision is allowed (twice).
-func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
+// Baselines computes the same textbook attention in a backend's precision,
+// once per legal float32 evaluation order (see order): FP32 does every
+// operation in float32; FP16 rounds the inputs, P (before P V and P^T dO),
+// dS (before dS K and dS^T Q) and the outputs to fp16 and accumulates in
+// float32, as a tensor-core kernel does. The largest error of any of them
+// against Reference is what a correct backend of that precision is allowed
+// (twice): the textbook does not fix a summation order, and one order alone
+// can be lucky (its dot products dO.v and dO.O rounding alike, say).
+func Baselines(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) []*Ref {
+	var rs []*Ref
+	for _, o := range orders {
+		rs = append(rs, baseline(o, prec, q, k, v, dOut, causal, scale))
+	}
+	return rs
+}
+
+// order is one evaluation order of the float32 sums.
+type order int
+
+const (
+	sequential order = iota // every sum in index order
+	reversed                // every sum in reverse order, except D = dO.O
+	pairwise                // dot products by halving (a GPU's tree reduction); D sequential
+)
+
+var orders = []order{sequential, reversed, pairwise}
+
+// dot sums a score or dP = dO.v in the order's way; D = dO.O is always
+// sequential, as a separate kernel (FA2's preprocessing) may compute it.
+func (o order) dot(a, b []float64) float32 {
+	switch o {
+	case reversed:
+		var s float32
+		for i := len(a) - 1; i >= 0; i-- {
+			s += float32(a[i]) * float32(b[i])
+		}
+		return s
+	case pairwise:
+		if len(a) > 8 {
+			h := len(a) / 2
+			return o.dot(a[:h], b[:h]) + o.dot(a[h:], b[h:])
+		}
+	}
+	return dot32(a, b)
+}
+
+// index returns the n-th index of a loop over [0, len) in the order's direction.
+func (o order) index(n, length int) int {
+	if o == reversed {
+		return length - 1 - n
+	}
+	return n
+}
+
+func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
 	rnd := prec.round
 	p := newProblem(q, k, v, dOut, causal, scale, func(x float64) float64 { return float64(rnd(float32(x))) })
 	d := p.d
@@ -175,7 +229,7 @@ func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scal
 				for j := range s {
 					s[j] = float32(math.Inf(-1))
 					if p.sees(i, j) {
-						s[j] = sc * dot32(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D])
+						s[j] = sc * ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D])
 						m = max(m, s[j])
 					}
 				}
@@ -184,13 +238,15 @@ func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scal
 					continue
 				}
 				var l float32
-				for j := range s {
+				for n := range s {
+					j := ord.index(n, d.Nk)
 					s[j] = float32(math.Exp(float64(s[j] - m)))
 					l += s[j]
 				}
 				clear(o)
-				for j, e := range s {
-					P := rnd(e / l)
+				for n := range s {
+					j := ord.index(n, d.Nk)
+					P := rnd(s[j] / l)
 					for x := range o {
 						o[x] += P * float32(V[j*d.D+x])
 					}
@@ -203,36 +259,39 @@ func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scal
 		}
 	}
 	if dOut != nil {
-		p.backward32(r, rnd)
+		p.backward32(r, ord, rnd)
 	}
 	r.summarise()
 	return r
 }
 
-func (p *problem) backward32(r *Ref, rnd func(float32) float32) {
+func (p *problem) backward32(r *Ref, ord order, rnd func(float32) float32) {
 	d := p.d
 	sc := float32(p.scale)
 	dq := make([]float32, d.D)
 	dK := make([]float32, d.B*d.Nk*d.Hkv*d.D)
 	dV := make([]float32, len(dK))
 	for b := 0; b < d.B; b++ {
-		for h := 0; h < d.Hq; h++ {
+		for nh := 0; nh < d.Hq; nh++ {
+			h := ord.index(nh, d.Hq)
 			Q, K, V, dO := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)], p.dO[p.qh(b, h)]
 			kv := h / p.groups
-			for i := 0; i < d.Nq; i++ {
+			for ni := 0; ni < d.Nq; ni++ {
+				i := ord.index(ni, d.Nq)
 				row := (b*d.Hq+h)*d.Nq + i
 				clear(dq)
 				if !r.Masked[row] {
 					qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
 					Di := dot32(doi, r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D])
 					L := float32(r.LSE[row])
-					for j := 0; j < d.Nk; j++ {
+					for nj := 0; nj < d.Nk; nj++ {
+						j := ord.index(nj, d.Nk)
 						if !p.sees(i, j) {
 							continue
 						}
 						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
-						P := float32(math.Exp(float64(sc*dot32(qi, kj) - L)))
-						dS := rnd(P * (dot32(doi, vj) - Di))
+						P := float32(math.Exp(float64(sc*ord.dot(qi, kj) - L)))
+						dS := rnd(P * (ord.dot(doi, vj) - Di))
 						Pr := rnd(P)
 						base := ((b*d.Nk+j)*d.Hkv + kv) * d.D
 						for x := 0; x < d.D; x++ {
@@ -268,7 +327,7 @@ func newRef(d flashattn.Dims, causal bool, scale float64, grads bool) *Ref {
 // the tolerance.
 func (r *Ref) summarise() {
 	r.outMax, r.lseMax = maxAbs(r.Out), maxAbs(r.LSE)
-	r.gradMax = max(maxAbs(r.DQ), maxAbs(r.DK), maxAbs(r.DV))
+	r.gradMax = [3]float64{maxAbs(r.DQ), maxAbs(r.DK), maxAbs(r.DV)}
 }
 
 func maxAbs(xs []float64) float64 {
