@@ -4,6 +4,7 @@
 #   fa2_sm75.ptx   compute_75 PTX of the Turing kernels only (Go loads it to force
 #                  the sm_75 path through the driver's JIT on newer GPUs)
 #   resources.md   registers / stack / spills per kernel per arch, and the tile table
+#   table_gen.go   the Go Variant table, from the same traits.cuh
 # Usage: kernels/build.sh [OUTDIR]   (default internal/kernels; `go generate ./internal/kernels`)
 # Deterministic: nvcc 11.8 gives byte-identical output across runs and paths, so
 # kernels/check.sh can rebuild and compare with the committed files.
@@ -73,5 +74,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   ' "$tmp/ptxas.log" | sort -t'|' -k2,2 -k3,3n
 } >"$tmp/resources.md"
 
-cp "$tmp/fa2.fatbin" "$tmp/fa2_sm75.ptx" "$tmp/resources.md" "$out/"
-echo "build.sh: wrote $out/{fa2.fatbin,fa2_sm75.ptx,resources.md}" >&2
+"$tmp/tiles" go >"$tmp/table_gen.go"
+
+cp "$tmp/fa2.fatbin" "$tmp/fa2_sm75.ptx" "$tmp/resources.md" "$tmp/table_gen.go" "$out/"
+echo "build.sh: wrote $out/{fa2.fatbin,fa2_sm75.ptx,resources.md,table_gen.go}" >&2

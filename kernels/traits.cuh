@@ -90,7 +90,7 @@ TILE_ROW(75, 128, 128, 64, 8, 1, 1, false, 1)  // D128: 128x64, 8 warps (the bes
 // runs under a whole step, one barrier per block. Splits keep S in registers at
 // 32 keys while copies and barriers go per Bc. (H200 numbers: kernels/dev/RESULTS.md.)
 TILE_ROW(80, 32, 128, 128, 4, 2, 2, true, 1)   // D32: Q fragments in registers (8), 40 KiB smem
-TILE_ROW(80, 64, 128, 128, 4, 2, 2, false, 1)  // D64: 80 KiB smem
+TILE_ROW(80, 64, 128, 128, 4, 2, 2, true, 1)   // D64: Q fragments in registers (32), 80 KiB smem
 TILE_ROW(80, 96, 128, 64, 4, 2, 1, false, 1)   // D96: 72 KiB smem
 TILE_ROW(80, 128, 128, 64, 4, 2, 2, false, 1)  // D128: 128x64 loads, 96 KiB smem; O takes 128 registers
 TILE_ROW(80, 256, 64, 64, 4, 1, 1, false, 1)   // D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB

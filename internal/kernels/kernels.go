@@ -5,11 +5,19 @@
 //
 // Launch contract (shared with kernels/*.cuh, keep both in step):
 //   - one kernel parameter: a FwdParams struct passed by value;
-//   - grid (ceil(Nq/Br), B*Hq, 1), block (Warps*32, 1, 1);
+//   - grid (ceil(Nq/Br), B*Hq, 1), block (Warps*32, 1, 1); B*Hq is a grid y
+//     dimension, so at most 65535;
 //   - dynamic shared memory SmemBytes (raise the function's
 //     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB);
-//   - q, k, v, o are fp16 in BSHD layout with the element strides given;
-//     lse is float32 (B, Hq, Nq), contiguous.
+//   - q, k, v, o are fp16 in BSHD layout with the element strides given; the
+//     head dim is contiguous and D == Variant.HeadDim; pointers are 16-byte
+//     aligned and every stride is a multiple of 8 elements (rows move in
+//     16-byte vectors); Hq is a multiple of Hkv (GQA: kv head = h/(Hq/Hkv));
+//   - lse is float32 (B, Hq, Nq), contiguous, natural log; rows that see no
+//     key (causal with Nq > Nk) get O = 0 and LSE = -Inf;
+//   - causal masking is aligned bottom-right: key j is visible to query row i
+//     iff j <= i + Nk - Nq;
+//   - ScaleLog2 = Scale * log2(e).
 package kernels
 
 // FwdParams mirrors `struct FwdParams` in kernels/params.cuh, field for field

@@ -40,12 +40,15 @@ def ck(r, what):
 
 
 def tiles():
-    """symbol -> (Br, warps, smem) from the generated resources.md."""
-    t = {}
+    """symbol -> (Br, warps, smem) from the tile table in the generated resources.md."""
+    t, cols = {}, None
     for line in open("internal/kernels/resources.md"):
-        m = re.match(r"\| (fa2_fwd_\w+) \| (\d+) \| (\d+) \| (\d) \| (\d+) \| (\d+) \| (\d+) \| \d+ \| \w+ \| (\d+) \|", line)
-        if m:
-            t[m[1]] = (int(m[5]), int(m[7]), int(m[8]))
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "symbol":
+            cols = cells if "Br" in cells else None
+        elif cols and len(cells) == len(cols) and cells[0].startswith("fa2_fwd_"):
+            r = dict(zip(cols, cells))
+            t[r["symbol"]] = (int(r["Br"]), int(r["warps"]), int(r["dynamic smem bytes"]))
     return t
 
 

@@ -1,0 +1,69 @@
+package kernels
+
+import (
+	_ "embed"
+	"sort"
+)
+
+//go:generate bash ../../kernels/build.sh
+
+// Fatbin holds SASS for sm_75, sm_80, sm_86, sm_89 and sm_90 and PTX for
+// compute_75 and compute_80 (newer GPUs JIT the compute_80 PTX) of every
+// symbol in the Variant table; load it with cuModuleLoadData.
+//
+//go:embed fa2.fatbin
+var Fatbin []byte
+
+// SM75PTX is the compute_75 PTX of the Arch 75 (Turing path) kernels alone.
+// Loading it instead of Fatbin on a newer GPU makes the driver JIT-compile the
+// Turing code for that GPU, so the sm_75 path can be tested anywhere. It is
+// not NUL-terminated (cuModuleLoadData reads PTX as a C string: append one).
+//
+//go:embed fa2_sm75.ptx
+var SM75PTX []byte
+
+// FatbinMagic is the first 4 bytes of a CUDA fatbin (0xBA55ED50, little endian).
+var FatbinMagic = []byte{0x50, 0xed, 0x55, 0xba}
+
+// Path returns the kernel path for a device's compute capability as an
+// integer (major*10 + minor, e.g. 75, 86, 90): 80 for sm_80 and newer, 75 for
+// sm_75..sm_79, and 0 (no kernels) below Turing.
+func Path(arch int) int {
+	switch {
+	case arch >= 80:
+		return 80
+	case arch >= 75:
+		return 75
+	}
+	return 0
+}
+
+// Lookup returns the kernel for a device of compute capability arch (75..90;
+// a path, 75 or 80, works too), head dim and causality. ok is false below
+// sm_75 and for head dims the path has no kernel for (see HeadDims).
+func Lookup(arch, headDim int, causal bool) (v Variant, ok bool) {
+	p := Path(arch)
+	for _, v := range variants {
+		if v.Arch == p && v.HeadDim == headDim && v.Causal == causal {
+			return v, true
+		}
+	}
+	return Variant{}, false
+}
+
+// HeadDims lists, ascending, the head dims with kernels for compute
+// capability arch (nil below sm_75).
+func HeadDims(arch int) []int {
+	p := Path(arch)
+	var ds []int
+	for _, v := range variants {
+		if v.Arch == p && !v.Causal {
+			ds = append(ds, v.HeadDim)
+		}
+	}
+	sort.Ints(ds)
+	return ds
+}
+
+// Variants returns a copy of the whole table (both paths, causal and not).
+func Variants() []Variant { return append([]Variant(nil), variants...) }

@@ -1,0 +1,233 @@
+package kernels
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// sassArchs are the SASS targets build.sh compiles every kernel for.
+var sassArchs = []int{75, 80, 86, 89, 90}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestFatbinImage(t *testing.T) {
+	if len(Fatbin) < 1024 || !bytes.HasPrefix(Fatbin, FatbinMagic) {
+		t.Fatalf("fa2.fatbin: %d bytes, starts % x; want a fatbin (magic % x)", len(Fatbin), Fatbin[:min(4, len(Fatbin))], FatbinMagic)
+	}
+	for _, v := range variants {
+		if !bytes.Contains(Fatbin, []byte(v.Symbol+"\x00")) {
+			t.Errorf("fa2.fatbin has no symbol %s", v.Symbol)
+		}
+	}
+}
+
+func TestSM75PTX(t *testing.T) {
+	ptx := string(SM75PTX)
+	if !strings.HasPrefix(ptx, "//") || !strings.Contains(ptx, "\n.target sm_75") {
+		t.Fatalf("fa2_sm75.ptx does not look like compute_75 PTX: %.80q", ptx)
+	}
+	entries := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`).FindAllStringSubmatch(ptx, -1)
+	var got, want []string
+	for _, e := range entries {
+		got = append(got, e[1])
+	}
+	for _, v := range variants {
+		if v.Arch == 75 {
+			want = append(want, v.Symbol)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("fa2_sm75.ptx entries %v, want exactly the Turing variants %v", got, want)
+	}
+}
+
+// The Go struct is passed to the kernels as raw bytes: its layout must match
+// the static_asserts of kernels/params.cuh, whose messages name the Go fields.
+func TestFwdParamsLayout(t *testing.T) {
+	src := readFile(t, "../../kernels/params.cuh")
+	typ := reflect.TypeFor[FwdParams]()
+	re := regexp.MustCompile(`static_assert\(offsetof\(FwdParams, \w+\) == (\d+), "(\w+)"\)`)
+	ms := re.FindAllStringSubmatch(src, -1)
+	if len(ms) != typ.NumField() {
+		t.Fatalf("params.cuh asserts %d field offsets, FwdParams has %d fields", len(ms), typ.NumField())
+	}
+	for _, m := range ms {
+		f, ok := typ.FieldByName(m[2])
+		off, _ := strconv.Atoi(m[1])
+		if !ok || int(f.Offset) != off {
+			t.Errorf("field %s: Go offset %d (found %v), CUDA offset %d", m[2], f.Offset, ok, off)
+		}
+	}
+	size := regexp.MustCompile(`static_assert\(sizeof\(FwdParams\) == (\d+)`).FindStringSubmatch(src)
+	if size == nil || size[1] != strconv.Itoa(int(unsafe.Sizeof(FwdParams{}))) {
+		t.Errorf("sizeof(FwdParams): CUDA %v, Go %d", size, unsafe.Sizeof(FwdParams{}))
+	}
+}
+
+// The generated table must agree with the TILE_ROW lines of traits.cuh (the
+// source) and with the tile table of resources.md (what was compiled).
+func TestTableMatchesTraits(t *testing.T) {
+	src := readFile(t, "../../kernels/traits.cuh")
+	rows := regexp.MustCompile(`(?m)^TILE_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`).FindAllStringSubmatch(src, -1)
+	if len(rows)*2 != len(variants) {
+		t.Fatalf("traits.cuh has %d TILE_ROWs, the table %d variants (want 2 per row)", len(rows), len(variants))
+	}
+	for _, r := range rows {
+		n := make([]int, 5)
+		for i := range n {
+			n[i], _ = strconv.Atoi(r[i+1])
+		}
+		for _, causal := range []bool{false, true} {
+			v, ok := Lookup(n[0], n[1], causal)
+			if !ok || v.Arch != n[0] || v.Br != n[2] || v.Bc != n[3] || v.Warps != n[4] {
+				t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
+			}
+		}
+	}
+	res := readFile(t, "resources.md")
+	for _, v := range variants {
+		causal := 0
+		if v.Causal {
+			causal = 1
+		}
+		want := "| " + v.Symbol + " | " + strings.Join([]string{strconv.Itoa(v.Arch), strconv.Itoa(v.HeadDim), strconv.Itoa(causal),
+			strconv.Itoa(v.Br), strconv.Itoa(v.Bc), strconv.Itoa(v.Warps)}, " | ") + " | "
+		line := ""
+		for l := range strings.Lines(res) {
+			if strings.HasPrefix(l, want) {
+				line = strings.TrimSpace(l)
+			}
+		}
+		if line == "" || !strings.HasSuffix(line, "| "+strconv.Itoa(v.SmemBytes)+" |") {
+			t.Errorf("resources.md tile row for %+v: %q", v, line)
+		}
+	}
+}
+
+type resource struct{ regs, stack, spillSt, spillLd, smem int }
+
+// resources parses the "Resources per SASS arch" table: symbol -> sm -> numbers.
+func resources(t *testing.T) map[string]map[int]resource {
+	t.Helper()
+	out := map[string]map[int]resource{}
+	sc := bufio.NewScanner(strings.NewReader(readFile(t, "resources.md")))
+	in := false
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "## ") {
+			in = strings.HasPrefix(l, "## Resources")
+			continue
+		}
+		c := strings.Split(strings.Trim(l, "| "), " | ")
+		if !in || len(c) != 7 || !strings.HasPrefix(c[0], "fa2_") {
+			continue
+		}
+		n := make([]int, 6)
+		for i := range n {
+			var err error
+			if n[i], err = strconv.Atoi(c[i+1]); err != nil {
+				t.Fatalf("resources.md: %q: %v", l, err)
+			}
+		}
+		if out[c[0]] == nil {
+			out[c[0]] = map[int]resource{}
+		}
+		out[c[0]][n[0]] = resource{n[1], n[2], n[3], n[4], n[5]}
+	}
+	return out
+}
+
+func TestResources(t *testing.T) {
+	res := resources(t)
+	if len(res) != len(variants) {
+		t.Errorf("resources.md lists %d kernels, the table %d", len(res), len(variants))
+	}
+	for _, v := range variants {
+		for _, sm := range sassArchs {
+			r, ok := res[v.Symbol][sm]
+			if !ok {
+				t.Errorf("%s: no sm_%d row in resources.md", v.Symbol, sm)
+				continue
+			}
+			if v.Arch == 80 && sm < 80 {
+				continue // compiled as a trap stub there; never launched
+			}
+			if r.spillSt != 0 || r.spillLd != 0 || r.stack != 0 {
+				t.Errorf("%s sm_%d spills: %+v", v.Symbol, sm, r)
+			}
+			if r.regs > 255 || r.regs*32*v.Warps > 64*1024 {
+				t.Errorf("%s sm_%d: %d registers x %d threads do not fit an SM", v.Symbol, sm, r.regs, 32*v.Warps)
+			}
+			limit := 99 << 10 // sm_86/89 opt-in maximum, the smallest of the sm_80+ parts
+			if v.Arch == 75 {
+				limit = 64 << 10 // Turing's per-block maximum
+			}
+			if r.smem+v.SmemBytes > limit {
+				t.Errorf("%s sm_%d: %d static + %d dynamic bytes of shared memory > %d", v.Symbol, sm, r.smem, v.SmemBytes, limit)
+			}
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	for _, c := range []struct {
+		arch, d int
+		causal  bool
+		sym     string
+	}{
+		{75, 64, false, "fa2_fwd_sm75_d64"},
+		{75, 128, true, "fa2_fwd_sm75_d128_causal"},
+		{79, 32, false, "fa2_fwd_sm75_d32"},
+		{80, 96, true, "fa2_fwd_sm80_d96_causal"},
+		{86, 128, false, "fa2_fwd_sm80_d128"},
+		{89, 64, true, "fa2_fwd_sm80_d64_causal"},
+		{90, 256, true, "fa2_fwd_sm80_d256_causal"},
+		{120, 128, false, "fa2_fwd_sm80_d128"},
+	} {
+		v, ok := Lookup(c.arch, c.d, c.causal)
+		if !ok || v.Symbol != c.sym || v.HeadDim != c.d || v.Causal != c.causal {
+			t.Errorf("Lookup(%d, %d, %v) = %+v, %v; want %s", c.arch, c.d, c.causal, v, ok, c.sym)
+		}
+	}
+	for _, c := range []struct{ arch, d int }{{75, 256}, {70, 64}, {61, 128}, {90, 80}, {90, 0}} {
+		if v, ok := Lookup(c.arch, c.d, false); ok {
+			t.Errorf("Lookup(%d, %d) = %+v, want none", c.arch, c.d, v)
+		}
+	}
+	if got := HeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128}) {
+		t.Errorf("HeadDims(75) = %v", got)
+	}
+	if got := HeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
+		t.Errorf("HeadDims(90) = %v", got)
+	}
+	if got := HeadDims(70); got != nil {
+		t.Errorf("HeadDims(70) = %v, want none", got)
+	}
+	seen := map[string]bool{}
+	for _, v := range Variants() {
+		if seen[v.Symbol] {
+			t.Errorf("symbol %s twice", v.Symbol)
+		}
+		seen[v.Symbol] = true
+		if v.Br%(16*v.Warps) != 0 || v.Bc%16 != 0 {
+			t.Errorf("%s: Br %d, Bc %d do not fit %d warps of 16-row mma tiles", v.Symbol, v.Br, v.Bc, v.Warps)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# check.sh (CI): the committed kernel artifacts are exactly what the sources
+# build to, no kernel spills, and every Turing variant fits 64 KiB of shared memory.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+committed=$here/../internal/kernels
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$here/build.sh" "$tmp"
+fail=0
+for f in fa2.fatbin fa2_sm75.ptx resources.md table_gen.go; do
+  if ! cmp -s "$tmp/$f" "$committed/$f"; then
+    echo "check.sh: internal/kernels/$f differs from a rebuild of kernels/ (run go generate ./internal/kernels and commit)" >&2
+    fail=1
+  fi
+done
+# Resources rows: | symbol | sm | registers | stack | spill stores | spill loads | static smem |.
+# Tile rows:      | symbol | arch | D | causal | Br | Bc | warps | stages | splits | Q in regs | dynamic smem |.
+awk -F' *\\| *' '
+  NF == 9 && $2 ~ /^fa2_/ && !($2 ~ /_sm80_/ && $3 < 80) && ($5 + $6 + $7 > 0) {
+    printf "check.sh: %s sm_%s spills (stack %s, stores %s, loads %s bytes)\n", $2, $3, $5, $6, $7; bad = 1 }
+  NF == 9 && $2 ~ /^fa2_fwd_sm75_/ { static[$2] = ($8 > static[$2] ? $8 : static[$2]) }
+  NF == 13 && $2 ~ /^fa2_fwd_sm75_/ { dyn[$2] = $12 }
+  END {
+    for (s in dyn) if (dyn[s] + static[s] > 65536) {
+      printf "check.sh: %s needs %d bytes of shared memory, Turing allows 65536\n", s, dyn[s] + static[s]; bad = 1 }
+    exit bad
+  }' "$committed/resources.md" >&2 || fail=1
+[ "$fail" = 0 ] && echo "check.sh: kernels OK (artifacts reproducible, no spills, sm_75 smem <= 64 KiB)"
+exit "$fail"
