@@ -11,7 +11,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 nvcc --version | tail -1
 mode=${1:-all}
 t0=$(date +%s)
-nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/kdev/fwd_check -ldl 2>&1 | grep -v Wno-deprecated
+tune=; [ "${TUNE:-1}" = 1 ] && tune=-DFA2_TUNE  # TUNE=0: shipped variants only
+nvcc -O3 -std=c++17 -arch=sm_90 $tune kernels/dev/fwd_check.cu -o .build/kdev/fwd_check -ldl 2>&1 | grep -v Wno-deprecated
 echo "nvcc 13 build: $(( $(date +%s) - t0 )) s"
 .build/kdev/fwd_check "$mode" internal/kernels 2>&1 | tee "$OUT/fwd_check.log"
 if [ -x .build/kdev/fwd_check_nv118 ] && [ "${NV118:-1}" = 1 ]; then
