@@ -1,0 +1,306 @@
+package flashattn
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/goflash/goflash/internal/cuda"
+	"github.com/goflash/goflash/internal/kernels"
+)
+
+// ErrDeviceClosed is returned by the methods of a closed Device and of its
+// tensors.
+var ErrDeviceClosed = errors.New("flashattn: device is closed")
+
+// ErrFreed is returned when a freed DeviceTensor or DeviceResult is used.
+var ErrFreed = errors.New("flashattn: device tensor was freed")
+
+// DeviceInfo describes one CUDA device.
+type DeviceInfo struct {
+	Ordinal       int
+	Name          string
+	Major, Minor  int    // compute capability
+	TotalMem      uint64 // bytes
+	FreeMem       uint64 // bytes free when the info was read
+	DriverVersion int    // CUDA version the driver supports, 1000*major + 10*minor
+	SMs           int    // multiprocessors
+}
+
+// Arch is the compute capability as one number: 75 for sm_75, 90 for sm_90.
+func (i DeviceInfo) Arch() int { return 10*i.Major + i.Minor }
+
+func (i DeviceInfo) String() string {
+	return fmt.Sprintf("GPU %d: %s (sm_%d%d)", i.Ordinal, i.Name, i.Major, i.Minor)
+}
+
+// noGPU wraps a driver error that means "nothing to run on" in ErrNoGPU.
+func noGPU(err error) error {
+	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+		return fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	return err
+}
+
+// Devices lists the CUDA devices. Without a driver or a device the error
+// wraps ErrNoGPU.
+func Devices() ([]DeviceInfo, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, noGPU(err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: the CUDA driver sees no device", ErrNoGPU)
+	}
+	out := make([]DeviceInfo, 0, n)
+	for i := range n {
+		c, err := cuda.Open(i)
+		if err != nil {
+			return nil, noGPU(err)
+		}
+		info, err := readInfo(c)
+		cerr := c.Close()
+		if err = errors.Join(err, cerr); err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func readInfo(c *cuda.Context) (DeviceInfo, error) {
+	info := DeviceInfo{Ordinal: c.Ordinal()}
+	var err error
+	var errs []error
+	info.Name, err = c.Name()
+	errs = append(errs, err)
+	info.Major, info.Minor, err = c.ComputeCapability()
+	errs = append(errs, err)
+	info.SMs, err = c.Attribute(cuda.AttrMultiprocessorCount)
+	errs = append(errs, err)
+	info.FreeMem, info.TotalMem, err = c.MemInfo()
+	errs = append(errs, err)
+	info.DriverVersion, err = cuda.DriverVersion()
+	errs = append(errs, err)
+	return info, errors.Join(errs...)
+}
+
+// Device is an open CUDA device: its context, its loaded FA2 kernels and
+// every buffer allocated on it. A Device is safe for concurrent use; calls
+// run one at a time. Close frees everything it owns.
+type Device struct {
+	mu       sync.Mutex
+	ctx      *cuda.Context
+	info     DeviceInfo
+	stream   *cuda.Stream
+	maxGridY int
+
+	// path is the kernel path in use: 75 (Turing code) or 80 (sm_80+ code).
+	// forced is set by ForceArch(75) on a newer GPU: the Turing code then
+	// comes from its compute_75 PTX through the driver's JIT.
+	path   int
+	forced bool
+	mod    *cuda.Module
+	funcs  map[string]*loadedKernel
+
+	// One pinned parameter block, reused by every launch (calls are
+	// serialised by mu; the driver copies the values at launch).
+	params *kernels.FwdParams
+	args   *cuda.Args
+
+	closed bool
+}
+
+type loadedKernel struct {
+	fn   *cuda.Function
+	info KernelInfo
+}
+
+// OpenDevice opens CUDA device ordinal. It fails with an error wrapping
+// ErrNoGPU without a driver or device, and with an *UnsupportedError on a
+// GPU older than Turing (sm_75).
+func OpenDevice(ordinal int) (*Device, error) {
+	c, err := cuda.Open(ordinal)
+	if err != nil {
+		return nil, noGPU(err)
+	}
+	d := &Device{ctx: c, funcs: map[string]*loadedKernel{}}
+	fail := func(err error) (*Device, error) { return nil, errors.Join(err, c.Close()) }
+	if d.info, err = readInfo(c); err != nil {
+		return fail(err)
+	}
+	if d.info.Arch() < 75 {
+		return fail(&UnsupportedError{Backend: GPU, Feature: "compute capability", Value: fmt.Sprintf("sm_%d", d.info.Arch()),
+			Reason: fmt.Sprintf("%s: the FA2 kernels need Turing (sm_75) or newer", d.info)})
+	}
+	if d.maxGridY, err = c.Attribute(cuda.AttrMaxGridDimY); err != nil {
+		return fail(err)
+	}
+	if d.stream, err = c.NewStream(); err != nil {
+		return fail(err)
+	}
+	d.path = defaultPath(d.info.Arch())
+	d.params = new(kernels.FwdParams)
+	d.args = cuda.NewArgs(unsafe.Pointer(d.params))
+	return d, nil
+}
+
+// defaultPath is the kernel path for a compute capability: Turing's for
+// sm_75..sm_79, the sm_80 code (tensor-core m16n8k16, cp.async) above.
+func defaultPath(arch int) int {
+	if arch >= 80 {
+		return 80
+	}
+	return 75
+}
+
+// Info describes the device (FreeMem as of OpenDevice).
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Close frees every buffer, kernel module and stream of the device and
+// releases its context. Tensors of a closed device return ErrDeviceClosed
+// or ErrFreed. A second Close returns nil.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	err := d.ctx.Close()
+	d.funcs, d.mod = nil, nil
+	return err
+}
+
+// lock takes the device for one call; it fails on a closed device.
+func (d *Device) lock() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrDeviceClosed
+	}
+	return nil
+}
+
+// ForceArch selects the kernel path: 75 runs the Turing (sm_75) kernels,
+// compiled from their compute_75 PTX by the driver, so that the Turing code
+// can be tested on a newer GPU; 0 returns to the device's own path. 80 is
+// accepted on sm_80+ devices (it is their default).
+func (d *Device) ForceArch(arch int) error {
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	own := defaultPath(d.info.Arch())
+	var path int
+	var forced bool
+	switch {
+	case arch == 0 || arch == own:
+		path = own
+	case arch == 75:
+		path, forced = 75, true
+	default:
+		return &UnsupportedError{Backend: GPU, Feature: "kernel arch", Value: fmt.Sprint(arch),
+			Reason: fmt.Sprintf("%s can run arch 75 (forced Turing PTX) or %d", d.info, own)}
+	}
+	if path == d.path && forced == d.forced {
+		return nil
+	}
+	if d.mod != nil {
+		if err := d.mod.Unload(); err != nil {
+			return err
+		}
+	}
+	d.mod, d.funcs = nil, map[string]*loadedKernel{}
+	d.path, d.forced = path, forced
+	return nil
+}
+
+// HeadDims lists the head dims the kernel path in use has kernels for.
+func (d *Device) HeadDims() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return kernels.HeadDims(d.path)
+}
+
+// KernelInfo describes the kernel variant that runs for a problem.
+type KernelInfo struct {
+	Symbol     string
+	Path       int // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)
+	Br, Bc     int // query rows per CTA, key rows per step
+	Warps      int
+	SmemBytes  int // dynamic shared memory per CTA
+	Registers  int // per thread, as loaded
+	LocalBytes int // local memory per thread (register spills or stack)
+	// BinaryArch is the machine code the function runs as (90 on an H200);
+	// FromPTX says it was compiled by the driver's JIT from PTX (forced
+	// Turing path) rather than taken as SASS from the fatbin.
+	BinaryArch int
+	FromPTX    bool
+}
+
+// Kernel returns the variant that Forward runs for d (causal or not), loading
+// the kernels on first use. A head dim without a kernel is an
+// *UnsupportedError that lists the head dims there are.
+func (d *Device) Kernel(dims Dims, causal bool) (KernelInfo, error) {
+	if err := d.lock(); err != nil {
+		return KernelInfo{}, err
+	}
+	defer d.mu.Unlock()
+	k, err := d.kernel(dims, causal)
+	if err != nil {
+		return KernelInfo{}, err
+	}
+	return k.info, nil
+}
+
+// kernel finds, loads and prepares the variant for dims; d.mu is held.
+func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
+	if err := dims.Validate(); err != nil {
+		return nil, err
+	}
+	v, ok := kernels.Lookup(d.path, dims.D, causal)
+	if !ok {
+		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
+			Reason: fmt.Sprintf("the sm_%d kernels exist for head dims %v", d.path, kernels.HeadDims(d.path))}
+	}
+	if k := d.funcs[v.Symbol]; k != nil {
+		return k, nil
+	}
+	if d.mod == nil {
+		img, what := kernels.Fatbin, "fatbin"
+		if d.forced {
+			img, what = kernels.SM75PTX, "compute_75 PTX"
+		}
+		m, err := d.ctx.LoadModule(img)
+		if err != nil {
+			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w", what, d.info, err)
+		}
+		d.mod = m
+	}
+	fn, err := d.mod.Function(v.Symbol)
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: kernel %s on %s: %w", v.Symbol, d.info, err)
+	}
+	// Above 48 KiB of dynamic shared memory the launch needs an opt-in.
+	if v.SmemBytes > 48<<10 {
+		if err := fn.SetMaxDynamicSharedMem(v.SmemBytes); err != nil {
+			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
+		}
+	}
+	k := &loadedKernel{fn: fn, info: KernelInfo{Symbol: v.Symbol, Path: v.Arch, Br: v.Br, Bc: v.Bc, Warps: v.Warps,
+		SmemBytes: v.SmemBytes, FromPTX: d.forced}}
+	var errs []error
+	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)
+	errs = append(errs, err)
+	k.info.LocalBytes, err = fn.Attribute(cuda.FuncLocalSizeBytes)
+	errs = append(errs, err)
+	k.info.BinaryArch, err = fn.Attribute(cuda.FuncBinaryVersion)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	d.funcs[v.Symbol] = k
+	return k, nil
+}
