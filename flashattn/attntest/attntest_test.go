@@ -117,7 +117,7 @@ func TestChecksCatchBugs(t *testing.T) {
 	}
 	d := c.Dims()
 	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
-	bases := Baselines(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
+	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
 	run := func(causal bool, k *flashattn.Tensor) (*flashattn.Result, *flashattn.Grads) {
 		o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
 		res, err := flashattn.Forward(q, k, v, o)
@@ -166,7 +166,7 @@ func TestChecksCatchBugs(t *testing.T) {
 		r := &flashattn.Result{Dims: m.res.Dims, Out: m.res.Out.Clone(), LSE: slices.Clone(m.res.LSE)}
 		m.mutate(r)
 		rec := &recorder{T: t}
-		ok := CheckForward(rec, FP32, truth, bases, r)
+		ok := CheckForward(rec, FP32, truth, base, r)
 		expectReport(t, m.name, m.want, ok, rec.errs)
 		// The float32 bounds (the fuzz test's criterion) are looser than
 		// the 2x rule, so its smallest planted errors are 1e-3, not 1e-5.
@@ -214,7 +214,7 @@ func TestChecksCatchBugs(t *testing.T) {
 		gc := &flashattn.Grads{DQ: m.g.DQ.Clone(), DK: m.g.DK.Clone(), DV: m.g.DV.Clone()}
 		m.mutate(gc)
 		rec := &recorder{T: t}
-		ok := CheckBackward(rec, FP32, truth, bases, gc)
+		ok := CheckBackward(rec, FP32, truth, base, gc)
 		expectReport(t, m.name, m.want, ok, rec.errs)
 		rec = &recorder{T: t}
 		ok = CheckBackwardBound(rec, truth, gc)

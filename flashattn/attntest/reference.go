@@ -23,6 +23,8 @@ type Ref struct {
 
 	// Per-element float32 error bounds (truth only; see bound.go).
 	bOut, bLSE, bDQ, bDK, bDV []float64
+	// The baseline in every summation order, this one first (baselines only).
+	orders []*Ref
 }
 
 // problem holds one problem's inputs as dense float64 per (batch, head),
@@ -157,20 +159,30 @@ func (p *problem) backward64(r *Ref) {
 	}
 }
 
-// Baselines computes the same textbook attention in a backend's precision,
-// once per legal float32 evaluation order (see order): FP32 does every
-// operation in float32; FP16 rounds the inputs, P (before P V and P^T dO),
-// dS (before dS K and dS^T Q) and the outputs to fp16 and accumulates in
-// float32, as a tensor-core kernel does. The largest error of any of them
-// against Reference is what a correct backend of that precision is allowed
-// (twice): the textbook does not fix a summation order, and one order alone
-// can be lucky (its dot products dO.v and dO.O rounding alike, say).
-func Baselines(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) []*Ref {
+// Baseline computes the same textbook attention in a backend's precision:
+// FP32 does every operation in float32; FP16 rounds the inputs, P (before
+// P V and P^T dO), dS (before dS K and dS^T Q) and the outputs to fp16 and
+// accumulates in float32, as a tensor-core kernel does. The textbook fixes
+// no summation order and one order alone can be lucky (its dot products
+// dO.v and dO.O rounding alike, say), so it is computed in every order of
+// orders: the returned Ref holds the sequential one in its fields and the
+// others for the checks, which allow a correct backend twice the largest
+// error of any of them against Reference.
+func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
 	var rs []*Ref
 	for _, o := range orders {
 		rs = append(rs, baseline(o, prec, q, k, v, dOut, causal, scale))
 	}
-	return rs
+	rs[0].orders = rs
+	return rs[0]
+}
+
+// all returns the baseline in every order it was computed in.
+func (r *Ref) all() []*Ref {
+	if r.orders == nil {
+		return []*Ref{r}
+	}
+	return r.orders
 }
 
 // order is one evaluation order of the float32 sums.
