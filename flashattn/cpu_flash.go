@@ -130,7 +130,7 @@ func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out
 				tr.step(TraceStep{QBlock: i, KBlock: j, Kind: kind, Order: ord})
 			}
 			if j >= kEnd {
-				continue // skipped: (kind is StepSkipped here)
+				continue // wholly above the diagonal: K_j and V_j are never loaded
 			}
 			nc := c1 - c0
 			// Load K_j and V_j (on a GPU: from HBM into shared memory).
@@ -198,10 +198,13 @@ func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out
 			out.setRow(b, r0+r, h, or)
 			lse[d.LSEIndex(b, h, r0+r)] = L
 			if r == tRow {
-				tr.finish(float64(s.m[r]), float64(s.l[r]))
+				tr.final(float64(s.m[r]), float64(s.l[r]))
 			}
 		}
 	})
+	if tr != nil {
+		tr.sortSteps()
+	}
 	return nil
 }
 

@@ -75,6 +75,11 @@ func TestTraceSteps(t *testing.T) {
 			if tr.Br != 4 || tr.Bc != 4 || len(tr.Steps) != tr.Tr*tr.Tc {
 				t.Errorf("Br=%d Bc=%d Tr=%d Tc=%d with %d steps", tr.Br, tr.Bc, tr.Tr, tr.Tc, len(tr.Steps))
 			}
+			for n, s := range tr.Steps { // sorted by (QBlock, KBlock), as documented
+				if s.QBlock != n/tr.Tc || s.KBlock != n%tr.Tc {
+					t.Fatalf("step %d is (%d,%d), want (%d,%d)", n, s.QBlock, s.KBlock, n/tr.Tc, n%tr.Tc)
+				}
+			}
 			// Order counts the work of a Q block; skipped steps are no work.
 			next := map[int]int{}
 			for _, s := range tr.Steps {
@@ -99,8 +104,11 @@ func TestTraceKindsMatchMask(t *testing.T) {
 		d := flashattn.Dims{B: 1, Nq: 1 + r.IntN(40), Nk: 1 + r.IntN(40), Hq: 1, Hkv: 1, D: 4}
 		br, bc := 1+r.IntN(9), 1+r.IntN(9)
 		tr := &flashattn.Trace{Row: r.IntN(d.Nq)}
-		traced(t, d, flashattn.Options{Causal: true, BlockQ: br, BlockK: bc}, tr)
-		for _, s := range tr.Steps {
+		traced(t, d, flashattn.Options{Causal: true, BlockQ: br, BlockK: bc, Workers: 4}, tr)
+		for n, s := range tr.Steps {
+			if s.QBlock != n/tr.Tc || s.KBlock != n%tr.Tc {
+				t.Fatalf("%+v Br=%d Bc=%d: step %d is (%d,%d): not sorted", d, br, bc, n, s.QBlock, s.KBlock)
+			}
 			seen, hidden := 0, 0
 			for i := s.QBlock * br; i < min((s.QBlock+1)*br, d.Nq); i++ {
 				for j := s.KBlock * bc; j < min((s.KBlock+1)*bc, d.Nk); j++ {

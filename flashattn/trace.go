@@ -86,15 +86,21 @@ func (t *Trace) row(r RowStep) {
 	t.mu.Unlock()
 }
 
-// finish sorts the steps (Q blocks run in parallel, so they arrive in any
-// order) and records the traced row's final state.
-func (t *Trace) finish(m, l float64) {
+// final records the traced row's final state.
+func (t *Trace) final(m, l float64) {
+	t.mu.Lock()
+	t.M, t.L = m, l
+	t.mu.Unlock()
+}
+
+// sortSteps orders the steps by (QBlock, KBlock). Q blocks run in parallel,
+// so steps arrive in any order; call it once every block is done.
+func (t *Trace) sortSteps() {
 	t.mu.Lock()
 	sort.Slice(t.Steps, func(a, b int) bool {
 		sa, sb := t.Steps[a], t.Steps[b]
 		return sa.QBlock < sb.QBlock || sa.QBlock == sb.QBlock && sa.KBlock < sb.KBlock
 	})
-	t.M, t.L = m, l
 	t.mu.Unlock()
 }
 
