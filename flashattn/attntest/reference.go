@@ -177,6 +177,12 @@ func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scal
 	return rs[0]
 }
 
+// Baselines returns the baseline of Baseline in each summation order
+// separately, the sequential one first (for reports of each order's error).
+func Baselines(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) []*Ref {
+	return Baseline(prec, q, k, v, dOut, causal, scale).all()
+}
+
 // all returns the baseline in every order it was computed in.
 func (r *Ref) all() []*Ref {
 	if r.orders == nil {
