@@ -128,7 +128,7 @@ EXPECT = {
     "06_cuda_from_go": SETUP + [
         Text(r"^(No NVIDIA GPU on this machine: |GPU \d+: )"),
         Text(r"(CPU path: tiles Br = \d+, Bc = \d+|^  D  causal  symbol)"),
-        Num(r"error ratio = " + NUM, 0, 2, count=2),
+        Num(r"used " + NUM + r"% of it", 0, 100, count=2),
         Text(r"^backward on (cpu-flash|gpu) "),
         Num(r"^  d[QKV]: max error vs float64 .*, relative " + NUM, 0, 1e-2, count=3),
         Text(r"^(CPU tiles|tiles of \S+): Br = \d+, Bc = \d+ -> \d+ x \d+ steps"),
