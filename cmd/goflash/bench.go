@@ -104,8 +104,8 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 	if o.reps < 0 || o.warmup < -1 || o.workers < 0 || o.device < 0 {
 		return nil, usagef("--reps, --warmup, --workers and --device must not be negative")
 	}
-	if o.forceArch != 0 && o.forceArch != 75 && (o.forceArch < 75 || o.forceArch > 90) {
-		return nil, usagef("--force-arch %d: want 75 (Turing) or another architecture from 75 to 90", o.forceArch)
+	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
+		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)
 	}
 	res := &BenchResult{Schema: benchSchema, Meta: newMeta()}
 
@@ -193,9 +193,18 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		if o.forceArch != 0 {
 			res.Device.ForcedArch = o.forceArch
 		}
+		if o.forceArch != 0 {
+			if err := gpu.Use(o.forceArch); err != nil {
+				return nil, fmt.Errorf("--force-arch %d: %w", o.forceArch, err)
+			}
+		}
 		name := implGPU
 		if o.forceArch == 75 {
 			name = implGPUSM75
+		}
+		if o.withSM75 && res.Device.Arch < 80 {
+			o.withSM75 = false
+			res.Notes = append(res.Notes, fmt.Sprintf("--with-sm75 ignored: sm_%d runs the Turing kernels as its own", res.Device.Arch))
 		}
 		arch := o.forceArch
 		impls = append(impls, impl{name, func(c Case, dir string) Row { return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps) }})

@@ -99,6 +99,7 @@ func selfTestCases(d int) []Case {
 		{Dims: flashattn.Dims{B: 2, Nq: 97, Nk: 97, Hq: 4, Hkv: 2, D: d}, Causal: true},
 		{Dims: flashattn.Dims{B: 1, Nq: 130, Nk: 257, Hq: 2, Hkv: 1, D: d}, Causal: true},
 		{Dims: flashattn.Dims{B: 1, Nq: 17, Nk: 1, Hq: 3, Hkv: 3, D: d}, Causal: false},
+		{Dims: flashattn.Dims{B: 1, Nq: 100, Nk: 37, Hq: 2, Hkv: 2, D: d}, Causal: true}, // rows 0..62 see no key
 	}
 }
 

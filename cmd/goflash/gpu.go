@@ -1,10 +1,6 @@
 package main
 
-import (
-	"fmt"
-
-	"github.com/goflash/goflash/flashattn"
-)
+import "github.com/goflash/goflash/flashattn"
 
 // gpuDevice is what demo, bench and check need from one GPU. It keeps the
 // flashattn device API behind the CLI's own types.
@@ -14,6 +10,9 @@ type gpuDevice interface {
 	// the device's own, 75: the Turing path forced); failures are reported
 	// in the row, not returned.
 	Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row
+	// Use selects the kernel path: 0 the device's own, 75 the Turing path
+	// (forced through its PTX on a newer GPU).
+	Use(arch int) error
 	// HasBackward says whether the GPU backward pass exists, and if not why.
 	HasBackward() (bool, string)
 	// Kernels lists the kernel variant per head dim for arch (0 or 75).
@@ -39,14 +38,4 @@ type KernelRow struct {
 	BinaryArch int    `json:"binary_arch"`
 	FromPTX    bool   `json:"from_ptx"`
 	Error      string `json:"error,omitempty"`
-}
-
-// openGPU opens GPU ordinal, or says why there is none.
-func openGPU(ordinal int) (gpuDevice, error) {
-	return nil, fmt.Errorf("%w: the GPU device API is not in this build yet", flashattn.ErrNoGPU)
-}
-
-// listGPUs describes every GPU, or says why there is none.
-func listGPUs() ([]DeviceMeta, error) {
-	return nil, fmt.Errorf("%w: the GPU device API is not in this build yet", flashattn.ErrNoGPU)
 }

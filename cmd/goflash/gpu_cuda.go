@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// cudaGPU is a gpuDevice on flashattn's CUDA device API.
+type cudaGPU struct {
+	dev  *flashattn.Device
+	arch int // kernel path forced with ForceArch (0: the device's own)
+}
+
+// openGPU and listGPUs reach the GPUs; tests replace them with a fake
+// device to run the GPU code paths of demo, bench and check anywhere.
+var (
+	openGPU  = openCUDA
+	listGPUs = listCUDA
+)
+
+// openCUDA opens GPU ordinal, or says why there is none (an error wrapping
+// flashattn.ErrNoGPU, or an *UnsupportedError for a GPU older than sm_75).
+func openCUDA(ordinal int) (gpuDevice, error) {
+	dev, err := flashattn.OpenDevice(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return &cudaGPU{dev: dev}, nil
+}
+
+// listCUDA describes every GPU, or says why there is none.
+func listCUDA() ([]DeviceMeta, error) {
+	infos, err := flashattn.Devices()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeviceMeta, len(infos))
+	for i, in := range infos {
+		out[i] = deviceMeta(in)
+	}
+	return out, nil
+}
+
+func deviceMeta(in flashattn.DeviceInfo) DeviceMeta {
+	return DeviceMeta{Kind: "gpu", Ordinal: in.Ordinal, Name: in.Name, Arch: in.Arch(), SMs: in.SMs,
+		Capability: fmt.Sprintf("%d.%d", in.Major, in.Minor), Memory: int64(in.TotalMem),
+		Driver: driverString(in.DriverVersion)}
+}
+
+// driverString is the kernel driver's version where Linux says it (for
+// example "580.95.05"), with the CUDA version the driver supports.
+func driverString(cudaVersion int) string {
+	cv := fmt.Sprintf("CUDA %d.%d", cudaVersion/1000, cudaVersion%1000/10)
+	if b, err := os.ReadFile("/proc/driver/nvidia/version"); err == nil {
+		// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue ..."
+		f := strings.Fields(string(b))
+		for i, w := range f {
+			if w == "Module" && i+1 < len(f) {
+				return f[i+1] + " (" + cv + ")"
+			}
+		}
+	}
+	return cv
+}
+
+func (g *cudaGPU) Meta() DeviceMeta { return deviceMeta(g.dev.Info()) }
+func (g *cudaGPU) Close()           { g.dev.Close() }
+
+// Use switches the kernel path; switching reloads the kernel module, so
+// callers group their work by arch.
+func (g *cudaGPU) Use(arch int) error {
+	if arch == g.arch {
+		return nil
+	}
+	if err := g.dev.ForceArch(arch); err != nil {
+		return err
+	}
+	g.arch = arch
+	return nil
+}
+
+func (g *cudaGPU) HasBackward() (bool, string) {
+	// The device API has no backward entry point yet; the library's own
+	// answer (an UnsupportedError from Backward) gives the reason.
+	d := flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: 64}
+	t := flashattn.New(d.QShape())
+	_, err := flashattn.Backward(t, t, t, t, t, make([]float32, d.LSELen()), &flashattn.Options{Backend: flashattn.GPU, Device: g.dev.Info().Ordinal})
+	if err == nil {
+		return false, "the GPU backward runs through flashattn.Backward, but the device API has no BenchBackward to time it yet"
+	}
+	return false, strings.TrimPrefix(err.Error(), "flashattn: ")
+}
+
+func (g *cudaGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row {
+	d := c.Dims
+	impl := implGPU
+	if arch == 75 {
+		impl = implGPUSM75
+	}
+	row := Row{Impl: impl, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
+	if dir != dirFwd {
+		row.FLOPs *= 2.5
+		_, why := g.HasBackward()
+		row.Status, row.Reason = statusUnsupported, why
+		return row
+	}
+	if err := g.Use(arch); err != nil {
+		return gpuFailed(row, err)
+	}
+	r, err := g.dev.BenchForward(d, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}, warmup, reps)
+	if err != nil {
+		return gpuFailed(row, err)
+	}
+	row.Status, row.MS, row.TFLOPs = statusOK, r.MedianMs, r.TFLOPS
+	row.ExtraBytes, row.HostOverheadUS, row.Kernel = r.ExtraBytes, r.HostOverheadUs, r.Kernel.Symbol
+	return row
+}
+
+// gpuFailed records a failed GPU case: unsupported head dims and
+// out-of-memory are statuses of their own.
+func gpuFailed(row Row, err error) Row {
+	row = failed(row, err)
+	if strings.Contains(err.Error(), "OUT_OF_MEMORY") || strings.Contains(strings.ToLower(err.Error()), "out of memory") {
+		row.Status = statusOOM
+	}
+	return row
+}
+
+func (g *cudaGPU) Kernels(arch int) ([]KernelRow, error) {
+	if err := g.Use(arch); err != nil {
+		return nil, err
+	}
+	var out []KernelRow
+	for _, hd := range g.dev.HeadDims() {
+		for _, causal := range []bool{false, true} {
+			k, err := g.dev.Kernel(flashattn.Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: hd}, causal)
+			kr := KernelRow{HeadDim: hd, Causal: causal}
+			if err != nil {
+				kr.Error = oneLine(err.Error())
+			} else {
+				kr.Symbol, kr.Path, kr.Br, kr.Bc, kr.Warps = k.Symbol, k.Path, k.Br, k.Bc, k.Warps
+				kr.SmemBytes, kr.Registers, kr.LocalBytes, kr.BinaryArch, kr.FromPTX = k.SmemBytes, k.Registers, k.LocalBytes, k.BinaryArch, k.FromPTX
+			}
+			out = append(out, kr)
+		}
+	}
+	return out, nil
+}
+
+func (g *cudaGPU) Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (res *flashattn.Result, err error) {
+	if err := g.Use(arch); err != nil {
+		return nil, err
+	}
+	var ts []*flashattn.DeviceTensor
+	defer func() {
+		for _, t := range ts {
+			err = errors.Join(err, t.Free())
+		}
+	}()
+	for _, t := range []*flashattn.Tensor{q, k, v} {
+		dt, err := g.dev.Upload(t)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, dt)
+	}
+	r, err := g.dev.Forward(ts[0], ts[1], ts[2], &flashattn.Options{Causal: causal})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	out, err := r.Out.Download()
+	if err != nil {
+		return nil, err
+	}
+	lse, err := r.LSE()
+	if err != nil {
+		return nil, err
+	}
+	return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU, Reason: r.Kernel.Symbol}, nil
+}

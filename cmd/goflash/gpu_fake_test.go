@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// fakeGPU stands in for a CUDA device so that the GPU code paths of bench
+// and check run on any machine: its "kernels" are the CPU flash backend, its
+// timings fixed rates (100 TFLOP/s on its own path, 40 on the forced sm_75
+// path). broken[arch] corrupts the outputs of that path.
+type fakeGPU struct {
+	arch   int
+	uses   []int
+	broken map[int]bool
+	closed bool
+}
+
+func (f *fakeGPU) Meta() DeviceMeta {
+	return DeviceMeta{Kind: "gpu", Name: "Fake GPU", Arch: 90, Capability: "9.0", Memory: 80 << 30, Driver: "000.00 (CUDA 13.0)"}
+}
+
+func (f *fakeGPU) Use(arch int) error {
+	if arch != 0 && arch != 75 && arch != 80 {
+		return &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "kernel arch", Value: fmt.Sprint(arch), Reason: "fake"}
+	}
+	if arch != f.arch {
+		f.arch = arch
+		f.uses = append(f.uses, arch)
+	}
+	return nil
+}
+
+func (f *fakeGPU) HasBackward() (bool, string) {
+	return false, "fake: the GPU backward kernels are not written yet"
+}
+
+func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row {
+	d := c.Dims
+	row := Row{Impl: implGPU, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
+	if arch == 75 {
+		row.Impl = implGPUSM75
+	}
+	if dir != dirFwd {
+		row.FLOPs *= 2.5
+		_, row.Reason = f.HasBackward()
+		row.Status = statusUnsupported
+		return row
+	}
+	if err := f.Use(arch); err != nil {
+		return failed(row, err)
+	}
+	rate := map[int]float64{0: 100, 75: 40}[arch]
+	row.Status, row.TFLOPs, row.MS = statusOK, rate, row.FLOPs/(rate*1e12)*1e3
+	row.ExtraBytes, row.Kernel = 4*int64(d.LSELen()), fmt.Sprintf("fake_fwd_d%d", d.D)
+	return row
+}
+
+func (f *fakeGPU) Kernels(arch int) ([]KernelRow, error) {
+	if err := f.Use(arch); err != nil {
+		return nil, err
+	}
+	var out []KernelRow
+	for _, d := range []int{32, 64, 96, 128} {
+		for _, causal := range []bool{false, true} {
+			out = append(out, KernelRow{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, arch), Path: max(arch, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: arch == 75})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (*flashattn.Result, error) {
+	if err := f.Use(arch); err != nil {
+		return nil, err
+	}
+	res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
+	if err == nil && f.broken[arch] {
+		res.Out.Data[len(res.Out.Data)/2] += 0.5
+	}
+	return res, err
+}
+
+func (f *fakeGPU) Close() { f.closed = true }
+
+// withFakeGPU installs f as GPU 0 for the test.
+func withFakeGPU(t *testing.T, f *fakeGPU) {
+	t.Helper()
+	open, list := openGPU, listGPUs
+	t.Cleanup(func() { openGPU, listGPUs = open, list })
+	openGPU = func(ordinal int) (gpuDevice, error) {
+		if ordinal != 0 {
+			return nil, fmt.Errorf("%w: fake has GPU 0 only", flashattn.ErrNoGPU)
+		}
+		return f, nil
+	}
+	listGPUs = func() ([]DeviceMeta, error) { return []DeviceMeta{f.Meta()}, nil }
+}
+
+func TestBenchOnGPUPaperSweepWithTorchAndSM75(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sdpa.py")
+	os.WriteFile(script, []byte("# fake\n"), 0o644)
+	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	code, stdout, stderr := runCLI(t, "bench", "--compare-torch", "--with-sm75", "--direction", "both", "--reps", "1", "--warmup", "0",
+		"--out", dir, "--python", os.Args[0], "--sdpa", script)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if !f.closed || !slices.Equal(f.uses, []int{75}) {
+		t.Errorf("device closed %t, kernel paths switched %v (want one switch, to 75)", f.closed, f.uses)
+	}
+	var res BenchResult
+	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Device.Name != "Fake GPU" || res.Settings.Reps != 1 {
+		t.Errorf("device %+v settings %+v", res.Device, res.Settings)
+	}
+	// The FA2 paper sweep: 24 shapes, each fwd, bwd and fwdbwd.
+	if len(res.Table) != 72 {
+		t.Fatalf("%d table lines, want 72", len(res.Table))
+	}
+	for _, l := range res.Table {
+		if l.B*l.Nq != 16384 || l.Hq*l.D != 2048 || l.Ours.Impl != implGPU || len(l.Others) != 1 || l.Others[0].Impl != implGPUSM75 || len(l.Torch) != 3 {
+			t.Fatalf("line %+v", l)
+		}
+		switch l.Direction {
+		case dirFwd:
+			if l.Ours.Status != statusOK || !near(l.VsFlash, 100/2e-3) || !near(l.VsEff, 100/1e-3) || !near(l.Others[0].TFLOPs, 40) {
+				t.Errorf("fwd line %+v", l)
+			}
+		default:
+			// No GPU backward: unsupported, with no ratio, but torch's figures shown.
+			if l.Ours.Status != statusUnsupported || l.VsFlash != 0 || l.Torch[0].Status != statusOK {
+				t.Errorf("%s line %+v", l.Direction, l)
+			}
+		}
+	}
+	for _, want := range []string{"note: no GPU backward pass yet (fake: the GPU backward kernels are not written yet)", "gpu-sm75", "vs flash"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "bench.html"))
+	for _, want := range []string{"Speedup over PyTorch SDPA flash", "Extra memory of one forward call, D = 128", "gpu-flash (sm_75 path)"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestBenchForceArchOnGPU(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	code, stdout, stderr := runCLI(t, "bench", "--force-arch", "75", "--seqlens", "1024", "--headdims", "64", "--causal", "false",
+		"--reps", "1", "--warmup", "0", "--out", t.TempDir(), "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var res BenchResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 1 || res.Rows[0].Impl != implGPUSM75 || res.Rows[0].TFLOPs != 40 || res.Device.ForcedArch != 75 {
+		t.Errorf("rows %+v, device %+v", res.Rows, res.Device)
+	}
+	code, _, stderr = runCLI(t, "bench", "--force-arch", "86")
+	if code != exitUsage || !strings.Contains(stderr, "--force-arch 86") {
+		t.Errorf("--force-arch 86: exit %d, %q", code, stderr)
+	}
+}
+
+func TestCheckOnGPU(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	code, stdout, stderr := runCLI(t, "check", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var res CheckResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.GPUs) != 1 || len(res.GPUs[0].Kernels) != 8 || len(res.GPUs[0].SM75) != 8 || res.Failed != 0 {
+		t.Fatalf("%+v", res)
+	}
+	targets := map[string]int{}
+	for _, r := range res.Tests {
+		targets[r.Target]++
+		if r.Precision != "fp16" {
+			t.Errorf("GPU test held to %s: %+v", r.Precision, r)
+		}
+	}
+	// 4 head dims x 5 cases on each path, and no CPU tests when a GPU was checked.
+	if targets["gpu0"] != 20 || targets["gpu0-sm75"] != 20 || len(targets) != 2 {
+		t.Errorf("tests per target %v", targets)
+	}
+	_, text, _ := runCLI(t, "check")
+	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "40 passed, 0 failed"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("check output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestCheckFailsOnWrongGPUResults(t *testing.T) {
+	withFakeGPU(t, &fakeGPU{broken: map[int]bool{75: true}})
+	code, stdout, stderr := runCLI(t, "check")
+	if code != exitFailure || !strings.Contains(stderr, "20 of 40 self-tests failed") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "gpu0-sm75") || !strings.Contains(stdout, "FAIL") {
+		t.Errorf("failures not shown:\n%s", stdout)
+	}
+}
