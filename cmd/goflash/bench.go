@@ -211,8 +211,10 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		if o.withSM75 && o.forceArch != 75 {
 			impls = append(impls, impl{implGPUSM75, func(c Case, dir string) Row { return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps) }})
 		}
-		if ok, why := gpu.HasBackward(); o.direction != "fwd" && !ok {
-			res.Notes = append(res.Notes, "no GPU backward pass yet ("+why+"): the bwd and fwdbwd rows of "+implGPU+" say unsupported")
+		if o.direction != "fwd" {
+			if ok, why := gpu.HasBackward(); !ok {
+				res.Notes = append(res.Notes, "no GPU backward pass yet ("+why+"): the bwd and fwdbwd rows of "+implGPU+" say unsupported")
+			}
 		}
 	} else {
 		res.Device = cpuDeviceMeta(res.Meta)
@@ -253,6 +255,9 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		}
 	}
 	pb.end()
+	if gpu != nil {
+		gpu.Close() // before PyTorch runs: its memory is the GPU's again
+	}
 	if o.direction == "both" {
 		res.Rows = append(res.Rows, derivedFwdBwd(res.Rows)...)
 	}
