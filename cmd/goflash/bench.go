@@ -193,6 +193,11 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		if o.forceArch != 0 {
 			res.Device.ForcedArch = o.forceArch
 		}
+		for _, c := range cases {
+			if need := deviceBytes(c.Dims); res.Device.Memory > 0 && need > res.Device.Memory {
+				return nil, usagef("%s needs %s of device memory for q, k, v, o and the LSE; %s has %s", c, fmtBytes(need), res.Device.Name, fmtBytes(res.Device.Memory))
+			}
+		}
 		if o.forceArch != 0 {
 			if err := gpu.Use(o.forceArch); err != nil {
 				return nil, fmt.Errorf("--force-arch %d: %w", o.forceArch, err)

@@ -178,6 +178,11 @@ func TestBenchForceArchOnGPU(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "--force-arch 86") {
 		t.Errorf("--force-arch 86: exit %d, %q", code, stderr)
 	}
+	// A shape beyond the device's memory is refused before anything runs.
+	code, _, stderr = runCLI(t, "bench", "--seqlens", "4000000", "--headdims", "128", "--batch", "1", "--heads", "64")
+	if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "of device memory") {
+		t.Errorf("huge shape on the GPU: exit %d, %q", code, stderr)
+	}
 }
 
 func TestCheckOnGPU(t *testing.T) {

@@ -120,6 +120,12 @@ func hostBytes(c Case, be flashattn.Backend, backward bool, workers int) int64 {
 	return 4 * n
 }
 
+// deviceBytes is the device memory of one GPU forward call: q, k, v and o
+// in fp16 and the float32 LSE.
+func deviceBytes(d flashattn.Dims) int64 {
+	return 2*(2*int64(d.QShape().Numel())+2*int64(d.KVShape().Numel())) + 4*int64(d.LSELen())
+}
+
 // checkHostMemory refuses a CPU run that would not fit in the host's
 // available memory, instead of letting the Go runtime die of it.
 func checkHostMemory(c Case, be flashattn.Backend, backward bool, workers int) error {
