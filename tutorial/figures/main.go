@@ -40,6 +40,7 @@ var figures = []struct {
 	{"04_tiling_forward", 1, "04-tiling"},
 	{"05_backward", 1, "05-recomputed-p"},
 	{"07_benchmarks", 1, "07-cpu-bench"},
+	{"07_benchmarks", 2, "07-cpu-memory"},
 }
 
 func main() {
