@@ -108,7 +108,7 @@ func runTorch(ctx context.Context, python, script string, cases []Case, dirs []s
 		return TorchMeta{}, nil, err
 	}
 	if _, err := exec.LookPath(python); err != nil {
-		return TorchMeta{Status: statusSkipped, Reason: fmt.Sprintf("%s not found: PyTorch comparison skipped", python)}, nil, nil
+		return TorchMeta{Status: statusSkipped, Reason: fmt.Sprintf("%s not found (--python)", python)}, nil, nil
 	}
 	cmd := exec.CommandContext(ctx, python, script, "-")
 	cmd.Stdin = bytes.NewReader(in)
