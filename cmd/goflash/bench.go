@@ -226,7 +226,7 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		for _, be := range cpuBackends(o.backend) {
 			name := map[flashattn.Backend]string{flashattn.CPUFlash: implCPUFlash, flashattn.CPUNaive: implCPUNaive}[be]
 			for _, c := range cases {
-				if err := checkHostMemory(c, be, o.direction != "fwd", o.workers); err != nil {
+				if err := checkHostMemory(c, be, o.direction != "fwd"); err != nil {
 					return nil, err
 				}
 			}

@@ -234,6 +234,7 @@ func TestBadInputIsOneLineUsageError(t *testing.T) {
 		{[]string{"bench", "--reps", "-1"}, "must not be negative"},
 		{[]string{"bench", "--backend", "cpu", "--seqlens", "100000000", "--headdims", "64"}, "host memory"},
 		{[]string{"bench", "stray"}, "unexpected argument"},
+		{[]string{"bench", "--seqlens", "1000000000000", "--batch", "1000", "--headdims", "128"}, "too large"},
 		{[]string{"--nope"}, "flag provided but not defined"},
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"demo", "--sizes", "0"}, "dimension N is 0"},

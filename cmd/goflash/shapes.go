@@ -86,6 +86,11 @@ func (f *shapeFlags) cases() ([]Case, error) {
 				if err := d.Validate(); err != nil {
 					return nil, &usageError{strings.TrimPrefix(err.Error(), "flashattn: ") + shapeHint(d)}
 				}
+				// Far beyond any memory (and the library's own size limit);
+				// in float64 so that absurd flags cannot overflow.
+				if el := float64(d.B) * float64(max(d.Nq, d.Nk)) * float64(d.Hq) * float64(d.D); el > 1<<37 {
+					return nil, usagef("%s has %.3g elements per tensor: too large", Case{Dims: d, Causal: causal}, el)
+				}
 				out = append(out, Case{Dims: d, Causal: causal})
 			}
 		}
@@ -104,9 +109,10 @@ func shapeHint(d flashattn.Dims) string {
 }
 
 // hostBytes estimates the host memory one CPU run of c needs: q, k, v, the
-// output and the gradients as float32, plus the N^2 score and probability
-// matrices the naive backend materialises per (batch, head) in flight.
-func hostBytes(c Case, be flashattn.Backend, backward bool, workers int) int64 {
+// output and the gradients as float32, plus the Nq x Nk matrices the naive
+// backend materialises for one (batch, head) at a time (S and P forward;
+// P, dP and dS backward).
+func hostBytes(c Case, be flashattn.Backend, backward bool) int64 {
 	d := c.Dims
 	q := int64(d.QShape().Numel())
 	kv := int64(d.KVShape().Numel())
@@ -115,7 +121,11 @@ func hostBytes(c Case, be flashattn.Backend, backward bool, workers int) int64 {
 		n += q + 2*kv // dq, dk, dv
 	}
 	if be == flashattn.CPUNaive {
-		n += 2 * int64(d.Nq) * int64(d.Nk) * int64(max(workers, 1))
+		mats := int64(2)
+		if backward {
+			mats = 3
+		}
+		n += mats * int64(d.Nq) * int64(d.Nk)
 	}
 	return 4 * n
 }
@@ -128,9 +138,9 @@ func deviceBytes(d flashattn.Dims) int64 {
 
 // checkHostMemory refuses a CPU run that would not fit in the host's
 // available memory, instead of letting the Go runtime die of it.
-func checkHostMemory(c Case, be flashattn.Backend, backward bool, workers int) error {
+func checkHostMemory(c Case, be flashattn.Backend, backward bool) error {
 	avail := availableMemory()
-	need := hostBytes(c, be, backward, workers)
+	need := hostBytes(c, be, backward)
 	if avail > 0 && need > avail*3/4 {
 		return usagef("%s on %s needs about %s of host memory, %s available", c, be, fmtBytes(need), fmtBytes(avail))
 	}
