@@ -140,10 +140,10 @@ func fmtSig(x float64) string {
 		return fmt.Sprintf("%.0f", x)
 	case a >= 10:
 		return fmt.Sprintf("%.1f", x)
-	case a >= 0.01:
+	case a >= 1:
 		return fmt.Sprintf("%.2f", x)
 	}
-	return fmt.Sprintf("%.2g", x)
+	return fmt.Sprintf("%.3g", x)
 }
 
 func fmtRatio(x float64) string {
