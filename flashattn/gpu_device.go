@@ -227,6 +227,8 @@ func (d *Device) HeadDims() []int {
 // KernelInfo describes the kernel variant that runs for a problem.
 type KernelInfo struct {
 	Symbol     string
+	HeadDim    int
+	Causal     bool
 	Path       int // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)
 	Br, Bc     int // query rows per CTA, key rows per step
 	Warps      int
@@ -289,7 +291,7 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
 		}
 	}
-	k := &loadedKernel{fn: fn, info: KernelInfo{Symbol: v.Symbol, Path: v.Arch, Br: v.Br, Bc: v.Bc, Warps: v.Warps,
+	k := &loadedKernel{fn: fn, info: KernelInfo{Symbol: v.Symbol, HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch, Br: v.Br, Bc: v.Bc, Warps: v.Warps,
 		SmemBytes: v.SmemBytes, FromPTX: d.forced}}
 	var errs []error
 	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)

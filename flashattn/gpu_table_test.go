@@ -1,0 +1,45 @@
+package flashattn_test
+
+import (
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+func TestKernelTable(t *testing.T) {
+	for _, c := range []struct {
+		arch, path int
+		dims       []int
+	}{
+		{75, 75, []int{32, 64, 96, 128}},
+		{86, 80, []int{32, 64, 96, 128, 256}},
+		{90, 80, []int{32, 64, 96, 128, 256}},
+	} {
+		tab := flashattn.KernelTable(c.arch)
+		if len(tab) != 2*len(c.dims) {
+			t.Fatalf("sm_%d: %d kernels, want %d (D %v, causal and not)", c.arch, len(tab), 2*len(c.dims), c.dims)
+		}
+		seen := map[[2]int]bool{}
+		for _, k := range tab {
+			if k.Path != c.path || k.Br < 16 || k.Bc < 16 || k.Warps < 1 || k.SmemBytes <= 0 || k.Symbol == "" {
+				t.Errorf("sm_%d: bad row %+v", c.arch, k)
+			}
+			if c.path == 75 && k.SmemBytes > 64<<10 {
+				t.Errorf("sm_75 kernel %s needs %d bytes of shared memory, a T4 has 64 KiB", k.Symbol, k.SmemBytes)
+			}
+			causal := 0
+			if k.Causal {
+				causal = 1
+			}
+			seen[[2]int{k.HeadDim, causal}] = true
+		}
+		for _, d := range c.dims {
+			if !seen[[2]int{d, 0}] || !seen[[2]int{d, 1}] {
+				t.Errorf("sm_%d: no kernel pair for D=%d", c.arch, d)
+			}
+		}
+	}
+	if n := len(flashattn.KernelTable(70)); n != 0 {
+		t.Errorf("sm_70: %d kernels, want none (Volta is below Turing)", n)
+	}
+}
