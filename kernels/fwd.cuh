@@ -238,19 +238,6 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   };
 
   auto kv_rows = [&](int n) { return p.nk - n * Bc; };
-  // A softmax step whose keys (from col0) no row of this warp may see is skipped
-  // (warp-uniform): past Nk, or above the causal diagonal of the warp's last row.
-  // That is most of the diagonal block for the upper warps.
-  // Only asked on masked blocks, so it is rebuilt from the parameters there rather
-  // than held in a register through the loop. Off below sm_90: there the extra
-  // branch costs the 128x64 causal kernel a register spill.
-  auto fully_masked = [&](int col0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    return col0 >= p.nk || (kCausal && col0 > m0 + wrow + 16 * MT - 1 + p.nk - p.nq);
-#else
-    return false;
-#endif
-  };
 
   if constexpr (A == 80) {
     cp_tile<Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
@@ -279,8 +266,6 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       }
 #pragma unroll
       for (int sp = 0; sp < T::kSplits; ++sp) {
-        // (With one stage the barrier below must run in every warp: no skipping.)
-        if (T::kStages == 2 && n >= kb.n_mask && fully_masked(n * Bc + sp * Bs)) continue;
         float s[MT][NS][4];
         gemm_qk(s, kbase + sp * Bs * D * 2);
         if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
@@ -320,7 +305,6 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       }
 #pragma unroll
       for (int sp = 0; sp < T::kSplits; ++sp) {
-        if (n >= kb.n_mask && fully_masked(n * Bc + sp * Bs)) continue;
         float s[MT][NS][4];
         gemm_qk(s, aK + sp * Bs * D * 2);
         if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
