@@ -77,8 +77,8 @@ template <int Arch, int D> struct FwdTraits;
 // registers (the prefetch; Turing has no cp.async) needs on top of O and S.
 // Q in registers lets Q share the K/V area (smem max(Q, K+V)).
 TILE_ROW(75, 32, 128, 64, 8, 1, 1, true, 1)    // D32: 8 KiB smem (a 128-register cap for 2 CTAs/SM spilled)
-TILE_ROW(75, 64, 128, 64, 8, 1, 1, true, 1)    // D64: 16 KiB smem, ~170 regs
-TILE_ROW(75, 96, 128, 64, 8, 1, 1, true, 1)    // D96: 24 KiB smem, ~230 regs
+TILE_ROW(75, 64, 128, 64, 8, 1, 1, true, 1)    // D64: 16 KiB smem, ~160 regs
+TILE_ROW(75, 96, 128, 64, 8, 1, 1, true, 1)    // D96: 24 KiB smem, ~210 regs
 TILE_ROW(75, 128, 128, 64, 8, 1, 1, false, 1)  // D128: 128x64, 8 warps (the best Turing FA2 shape); Q in
                                             // registers would spill, so Q|K|V = 64 KiB exactly
 
@@ -92,6 +92,6 @@ TILE_ROW(75, 128, 128, 64, 8, 1, 1, false, 1)  // D128: 128x64, 8 warps (the bes
 TILE_ROW(80, 32, 128, 128, 4, 2, 2, true, 1)   // D32: Q fragments in registers (8), 40 KiB smem
 TILE_ROW(80, 64, 128, 128, 4, 2, 2, true, 1)   // D64: Q fragments in registers (32), 80 KiB smem
 TILE_ROW(80, 96, 128, 64, 4, 2, 1, false, 1)   // D96: 72 KiB smem
-TILE_ROW(80, 128, 128, 64, 4, 2, 2, false, 1)  // D128: 128x64 loads, 96 KiB smem; O takes 128 registers
+TILE_ROW(80, 128, 128, 64, 4, 2, 2, false, 1)  // D128: O takes 128 regs; unsplit 128x64 spilled (44 B)
 TILE_ROW(80, 256, 64, 64, 4, 1, 1, false, 1)   // D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB
 #undef TILE_ROW
