@@ -56,15 +56,25 @@ func deviceMeta(in flashattn.DeviceInfo) DeviceMeta {
 func driverString(cudaVersion int) string {
 	cv := fmt.Sprintf("CUDA %d.%d", cudaVersion/1000, cudaVersion%1000/10)
 	if b, err := os.ReadFile("/proc/driver/nvidia/version"); err == nil {
-		// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue ..."
-		f := strings.Fields(string(b))
-		for i, w := range f {
-			if w == "Module" && i+1 < len(f) {
-				return f[i+1] + " (" + cv + ")"
-			}
+		if v := kernelModuleVersion(string(b)); v != "" {
+			return v + " (" + cv + ")"
 		}
 	}
 	return cv
+}
+
+// kernelModuleVersion finds the driver version in /proc/driver/nvidia/version,
+// whose wording varies ("... Kernel Module  580.95.05  Tue ...", "... Open
+// Kernel Module for x86_64  580.159.04  Release Build ..."): the first word of
+// the NVRM line made of digits and at least one dot.
+func kernelModuleVersion(proc string) string {
+	line, _, _ := strings.Cut(proc, "\n")
+	for _, w := range strings.Fields(line) {
+		if strings.Contains(w, ".") && strings.Trim(w, "0123456789.") == "" {
+			return w
+		}
+	}
+	return ""
 }
 
 func (g *cudaGPU) Meta() DeviceMeta { return deviceMeta(g.dev.Info()) }

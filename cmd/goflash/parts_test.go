@@ -138,3 +138,16 @@ func TestFmtBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestKernelModuleVersion(t *testing.T) {
+	for _, c := range []struct{ proc, want string }{
+		{"NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:55:41 UTC 2025\nGCC version:  gcc version 12.2.0\n", "580.95.05"},
+		{"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)\nGCC version: gcc 13.3.0\n", "580.159.04"},
+		{"garbage\n", ""},
+		{"", ""},
+	} {
+		if got := kernelModuleVersion(c.proc); got != c.want {
+			t.Errorf("kernelModuleVersion(%q) = %q, want %q", c.proc, got, c.want)
+		}
+	}
+}
