@@ -238,3 +238,31 @@ func expectReport(t *testing.T, name, want string, ok bool, errs []string) {
 		t.Errorf("%s: reported %q (ok=%v), want a report containing %q", name, errs, ok, want)
 	}
 }
+
+// TestHalfAgreesWithFlashattn: the suite's independent fp16 rounding and the
+// library's (used by the GPU upload) agree on every binary16 value, on both
+// sides of every rounding midpoint, and on random float32 values.
+func TestHalfAgreesWithFlashattn(t *testing.T) {
+	for h := 0; h < 1<<16; h++ {
+		a, b := halfToFloat(uint16(h)), flashattn.FP16ToFloat32(uint16(h))
+		if math.Float32bits(a) != math.Float32bits(b) {
+			t.Fatalf("half %#04x: attntest %v, flashattn %v", h, a, b)
+		}
+		if h&0x7c00 == 0x7c00 || h == 0x7bff || h == 0xfbff {
+			continue // Inf/NaN, and the largest finite values have no upper midpoint
+		}
+		mid := math.Float32bits((halfToFloat(uint16(h)) + halfToFloat(uint16(h+1))) / 2)
+		for _, f := range []float32{math.Float32frombits(mid - 1), math.Float32frombits(mid), math.Float32frombits(mid + 1)} {
+			if x, y := floatToHalf(f), flashattn.Float32ToFP16(f); x != y {
+				t.Fatalf("float32 %g: attntest %#04x, flashattn %#04x", f, x, y)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 200000 {
+		f := math.Float32frombits(r.Uint32())
+		if x, y := floatToHalf(f), flashattn.Float32ToFP16(f); x != y && !(math.IsNaN(float64(f))) {
+			t.Fatalf("float32 %g: attntest %#04x, flashattn %#04x", f, x, y)
+		}
+	}
+}

@@ -33,6 +33,11 @@ func IsPoison(x float32) bool {
 // overflow to Inf, subnormals kept), returned as a float32.
 func RoundHalf(x float32) float32 { return halfToFloat(floatToHalf(x)) }
 
+// floatToHalf and halfToFloat deliberately repeat flashattn's
+// Float32ToFP16/FP16ToFloat32: the baseline that judges the GPU must not share
+// code with the GPU path's own conversion. TestHalfAgreesWithFlashattn checks
+// that the two agree on every binary16 value and every rounding boundary.
+
 func floatToHalf(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
