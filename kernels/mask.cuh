@@ -57,4 +57,45 @@ __device__ __forceinline__ void apply_mask(float (&s)[MT][NT][4], int row0, int 
   }
 }
 
+// Backward, dK/dV kernel: the CTA owns keys [n0, n0+Bc) and walks query blocks
+// of Br rows. Under causal, row i sees key n0 iff i >= n0 - (Nk - Nq), so blocks
+// before query_begin see none of the CTA's keys (the result may be >= Tr: then
+// no query sees them and dK = dV = 0).
+template <int Br, bool Causal>
+__device__ __forceinline__ int query_begin(int n0, int nq, int nk) {
+  if (!Causal) return 0;
+  const int first = n0 - (nk - nq);
+  return first <= 0 ? 0 : first / Br;
+}
+
+// Whether query block [m0, m0+Br) needs the element mask against keys
+// [n0, n0+Bc): its first row has the lowest limit m0 + Nk - Nq. Queries past Nq
+// need none (their L is +inf, so P = 0), nor keys past Nk (never stored).
+template <int Bc>
+__device__ __forceinline__ bool crosses_diagonal(int m0, int n0, int nq, int nk) {
+  return n0 + Bc - 1 > m0 + nk - nq;
+}
+
+// The causal mask on the transposed scores S^T (rows keys, columns queries):
+// lane (g, t) of s[i][j][*] holds keys key0+16i+g(+8), queries q0+8j+2t(+1).
+template <int MT, int NT>
+__device__ __forceinline__ void apply_mask_t(float (&s)[MT][NT][4], int key0, int q0, int lane, int nq, int nk) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      // Key k is visible to query q iff q >= k - (Nk - Nq): columns below lo are masked.
+      const int lo = key0 + 16 * i + g + 8 * hr - (nk - nq) - q0 - 2 * t;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (8 * j + e < lo) s[i][j][2 * hr + e] = -INFINITY;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace fa2

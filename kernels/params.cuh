@@ -52,3 +52,79 @@ static_assert(offsetof(FwdParams, d) == 156, "D");
 static_assert(offsetof(FwdParams, scale_log2) == 160, "ScaleLog2");
 static_assert(offsetof(FwdParams, scale) == 164, "Scale");
 static_assert(sizeof(FwdParams) == 168, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
+
+// BwdParams: the one argument of the three backward kernels (pre, dK/dV, dQ),
+// shared with Go (internal/kernels.BwdParams). Same conventions as FwdParams.
+struct BwdParams {
+  // Inputs: q, k, v, o (the forward output) and dout fp16 (BSHD); lse fp32
+  // (B, Hq, Nq), natural log, -inf for rows that see no key.
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* o;
+  const void* dout;
+  const float* lse;
+  // Di = rowsum(dO * O), fp32 (B, Hq, Nq): written by the pre kernel, read by the others.
+  float* dsum;
+  // Outputs, fp16 (BSHD): dq (B, Nq, Hq, D), dk and dv (B, Nk, Hkv, D).
+  void* dq;
+  void* dk;
+  void* dv;
+
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
+  int64_t do_batch_stride, do_row_stride, do_head_stride;
+  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+
+  int32_t b, nq, nk, hq, hkv, d;
+  float scale_log2;  // softmax scale * log2(e)
+  float scale;
+};
+
+static_assert(offsetof(BwdParams, q) == 0, "Q");
+static_assert(offsetof(BwdParams, k) == 8, "K");
+static_assert(offsetof(BwdParams, v) == 16, "V");
+static_assert(offsetof(BwdParams, o) == 24, "O");
+static_assert(offsetof(BwdParams, dout) == 32, "DO");
+static_assert(offsetof(BwdParams, lse) == 40, "LSE");
+static_assert(offsetof(BwdParams, dsum) == 48, "DSum");
+static_assert(offsetof(BwdParams, dq) == 56, "DQ");
+static_assert(offsetof(BwdParams, dk) == 64, "DK");
+static_assert(offsetof(BwdParams, dv) == 72, "DV");
+static_assert(offsetof(BwdParams, q_batch_stride) == 80, "QBatchStride");
+static_assert(offsetof(BwdParams, q_row_stride) == 88, "QRowStride");
+static_assert(offsetof(BwdParams, q_head_stride) == 96, "QHeadStride");
+static_assert(offsetof(BwdParams, k_batch_stride) == 104, "KBatchStride");
+static_assert(offsetof(BwdParams, k_row_stride) == 112, "KRowStride");
+static_assert(offsetof(BwdParams, k_head_stride) == 120, "KHeadStride");
+static_assert(offsetof(BwdParams, v_batch_stride) == 128, "VBatchStride");
+static_assert(offsetof(BwdParams, v_row_stride) == 136, "VRowStride");
+static_assert(offsetof(BwdParams, v_head_stride) == 144, "VHeadStride");
+static_assert(offsetof(BwdParams, o_batch_stride) == 152, "OBatchStride");
+static_assert(offsetof(BwdParams, o_row_stride) == 160, "ORowStride");
+static_assert(offsetof(BwdParams, o_head_stride) == 168, "OHeadStride");
+static_assert(offsetof(BwdParams, do_batch_stride) == 176, "DOBatchStride");
+static_assert(offsetof(BwdParams, do_row_stride) == 184, "DORowStride");
+static_assert(offsetof(BwdParams, do_head_stride) == 192, "DOHeadStride");
+static_assert(offsetof(BwdParams, dq_batch_stride) == 200, "DQBatchStride");
+static_assert(offsetof(BwdParams, dq_row_stride) == 208, "DQRowStride");
+static_assert(offsetof(BwdParams, dq_head_stride) == 216, "DQHeadStride");
+static_assert(offsetof(BwdParams, dk_batch_stride) == 224, "DKBatchStride");
+static_assert(offsetof(BwdParams, dk_row_stride) == 232, "DKRowStride");
+static_assert(offsetof(BwdParams, dk_head_stride) == 240, "DKHeadStride");
+static_assert(offsetof(BwdParams, dv_batch_stride) == 248, "DVBatchStride");
+static_assert(offsetof(BwdParams, dv_row_stride) == 256, "DVRowStride");
+static_assert(offsetof(BwdParams, dv_head_stride) == 264, "DVHeadStride");
+static_assert(offsetof(BwdParams, b) == 272, "B");
+static_assert(offsetof(BwdParams, nq) == 276, "Nq");
+static_assert(offsetof(BwdParams, nk) == 280, "Nk");
+static_assert(offsetof(BwdParams, hq) == 284, "Hq");
+static_assert(offsetof(BwdParams, hkv) == 288, "Hkv");
+static_assert(offsetof(BwdParams, d) == 292, "D");
+static_assert(offsetof(BwdParams, scale_log2) == 296, "ScaleLog2");
+static_assert(offsetof(BwdParams, scale) == 300, "Scale");
+static_assert(sizeof(BwdParams) == 304, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");

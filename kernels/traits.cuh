@@ -95,3 +95,84 @@ TILE_ROW(80, 96, 128, 64, 4, 2, 1, false, 1)   // D96: 72 KiB smem
 TILE_ROW(80, 128, 128, 64, 4, 2, 2, false, 1)  // D128: O takes 128 regs; unsplit 128x64 spilled (44 B)
 TILE_ROW(80, 256, 64, 64, 4, 1, 1, false, 1)   // D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB
 #undef TILE_ROW
+
+// ---------------------------------------------------------------------------
+// Backward tiles (bwd.cuh). Two kernels, each owning the rows it accumulates:
+//   dK/dV: a CTA owns Bc key rows of one kv head (warps own 16*MTiles of them)
+//          and streams Br query rows per step over every Q block of every
+//          query head of its GQA group;
+//   dQ:    a CTA owns Br query rows of one head and streams Bc key rows per step.
+// No atomics: each output element has one owner, so results are bit-reproducible.
+//
+// BwdTile<Arch, D, Rows, Cols, Warps, Stages, Chunk, Regs, MinBlocks, KV>:
+//   Rows    rows owned and accumulated (Bc for dK/dV, Br for dQ)
+//   Cols    rows streamed per step (Br for dK/dV, Bc for dQ)
+//   Stages  streamed buffers on the sm_80 path (2: the next block's cp.async
+//           overlaps the whole step); the Turing path loads through registers, 1
+//   Chunk   streamed rows per sub-step: S and dP (fp32) live in registers Chunk
+//           columns at a time, so registers scale with Chunk, barriers with Cols
+//   Regs    the owned operands (K, V or Q, dO) stay in registers as mma A fragments
+//   KV      true for the dK/dV kernel (its smem also holds L and Di of the
+//           streamed query rows, per stage)
+template <int Arch_, int D_, int Rows_, int Cols_, int Warps_, int Stages_, int Chunk_, bool Regs_, int MinBlocks_, bool KV_>
+struct BwdTile {
+  static constexpr int kArch = Arch_, kD = D_, kRows = Rows_, kCols = Cols_, kWarps = Warps_;
+  static constexpr int kStages = Stages_, kChunk = Chunk_, kMinBlocks = MinBlocks_;
+  static constexpr bool kRegs = Regs_, kKV = KV_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMTiles = kRows / (16 * kWarps);
+  static_assert(kMTiles >= 1 && kRows == kMTiles * 16 * kWarps, "Rows must be 16*Warps*MTiles");
+  static_assert(kCols % kChunk == 0 && kChunk % 16 == 0, "Chunk must divide Cols and be a multiple of 16");
+  static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
+  static_assert(Arch_ == 80 || Stages_ == 1, "Turing path loads through registers");
+  static_assert(Stages_ == 1 || Stages_ == 2, "one or two streamed buffers");
+  // Owned tiles (2 x Rows x D, also the fp16 staging of the results) | streamed
+  // tiles (Stages x 2 x Cols x D) | dK/dV only: L and Di (Stages x 2 x Cols fp32).
+  static constexpr int kOwnElems = 2 * kRows * kD;
+  static constexpr int kStreamElems = 2 * kCols * kD;  // per stage
+  static constexpr int kStatsBytes = KV_ ? 2 * kCols * 4 : 0;  // per stage
+  static constexpr int kSmemBytes = 2 * (kOwnElems + kStages * kStreamElems) + kStages * kStatsBytes;
+  static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
+  static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
+};
+
+// BwdKVTraits<Arch, D>::type and BwdQTraits<Arch, D>::type ship; internal/kernels'
+// test parses these lines: keep the BWD_KV_ROW(arch, d, Bc, Br, warps, stages, chunk,
+// regs, minblocks) and BWD_Q_ROW(arch, d, Br, Bc, warps, stages, chunk, regs,
+// minblocks) forms. Head dims without a row have no backward kernel (D 256: the
+// dK and dV accumulators alone are 2*256 fp32 per 16-row warp tile, 256
+// registers per thread, which spills).
+template <int Arch, int D> struct BwdKVTraits;
+template <int Arch, int D> struct BwdQTraits;
+#define BWD_KV_ROW(A, D, BC, BR, W, S, CH, R, MB) \
+  template <> struct BwdKVTraits<A, D> { using type = BwdTile<A, D, BC, BR, W, S, CH, R, MB, true>; };
+#define BWD_Q_ROW(A, D, BR, BC, W, S, CH, R, MB) \
+  template <> struct BwdQTraits<A, D> { using type = BwdTile<A, D, BR, BC, W, S, CH, R, MB, false>; };
+
+// Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
+// fp32 accumulators are D/2 registers each per thread); K, V fragments in
+// registers where D <= 64.
+BWD_KV_ROW(75, 32, 128, 64, 8, 1, 32, true, 1)    // 24.5 KiB
+BWD_KV_ROW(75, 64, 128, 64, 8, 1, 32, true, 1)    // 48.5 KiB
+BWD_KV_ROW(75, 96, 128, 32, 8, 1, 32, false, 1)   // 60.25 KiB: K,V 48 KiB leave room for 32 query rows
+BWD_KV_ROW(75, 128, 64, 32, 4, 1, 16, false, 1)   // 48.25 KiB: 128 key rows of K,V alone would be 64 KiB; 32-query chunks spilled
+BWD_Q_ROW(75, 32, 128, 64, 8, 1, 32, true, 1)     // 24 KiB
+BWD_Q_ROW(75, 64, 128, 64, 8, 1, 32, true, 1)     // 48 KiB
+BWD_Q_ROW(75, 96, 128, 32, 8, 1, 32, false, 1)   // 60 KiB
+BWD_Q_ROW(75, 128, 64, 64, 4, 1, 32, false, 1)    // 64 KiB exactly (Q,dO | K,V), like the forward D128
+
+// sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 8 warps x 16 key rows
+// (Bc 128) so each streamed Q/dO block feeds 128 keys. dQ: 4 warps x 32 rows
+// (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
+// two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
+// go 16 keys at a time at D >= 96.
+BWD_KV_ROW(80, 32, 128, 64, 8, 2, 32, true, 1)    // 33 KiB
+BWD_KV_ROW(80, 64, 128, 64, 8, 2, 32, true, 1)    // 65 KiB
+BWD_KV_ROW(80, 96, 128, 64, 8, 2, 32, false, 1)   // 97 KiB
+BWD_KV_ROW(80, 128, 128, 32, 8, 2, 32, false, 1)  // 96.5 KiB: 64 query rows per step would not fit twice
+BWD_Q_ROW(80, 32, 128, 64, 4, 2, 32, true, 1)     // 32 KiB, Q and dO fragments in registers (16)
+BWD_Q_ROW(80, 64, 128, 64, 4, 2, 32, false, 1)    // 64 KiB
+BWD_Q_ROW(80, 96, 128, 64, 4, 2, 16, false, 1)    // 96 KiB
+BWD_Q_ROW(80, 128, 128, 32, 4, 2, 16, false, 1)   // 96 KiB
+#undef BWD_KV_ROW
+#undef BWD_Q_ROW

@@ -38,32 +38,46 @@ func Path(arch int) int {
 	return 0
 }
 
-// Lookup returns the kernel for a device of compute capability arch (75..90;
-// a path, 75 or 80, works too), head dim and causality. ok is false below
-// sm_75 and for head dims the path has no kernel for (see HeadDims).
+// Lookup returns the forward kernel for a device of compute capability arch
+// (75..90; a path, 75 or 80, works too), head dim and causality. ok is false
+// below sm_75 and for head dims the path has no kernel for (see HeadDims).
 func Lookup(arch, headDim int, causal bool) (v Variant, ok bool) {
+	return LookupPass(Fwd, arch, headDim, causal)
+}
+
+// LookupPass is Lookup for any pass. BwdPre kernels do not depend on the
+// mask: causal is ignored for them.
+func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
 	p := Path(arch)
 	for _, v := range variants {
-		if v.Arch == p && v.HeadDim == headDim && v.Causal == causal {
+		if v.Pass == pass && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre) {
 			return v, true
 		}
 	}
 	return Variant{}, false
 }
 
-// HeadDims lists, ascending, the head dims with kernels for compute
+// HeadDims lists, ascending, the head dims with forward kernels for compute
 // capability arch (nil below sm_75).
-func HeadDims(arch int) []int {
+func HeadDims(arch int) []int { return PassHeadDims(Fwd, arch) }
+
+// PassHeadDims lists, ascending, the head dims with kernels of the pass for
+// compute capability arch. The backward needs all three of its passes; they
+// exist for the same head dims (BwdHeadDims).
+func PassHeadDims(pass Pass, arch int) []int {
 	p := Path(arch)
 	var ds []int
 	for _, v := range variants {
-		if v.Arch == p && !v.Causal {
+		if v.Pass == pass && v.Arch == p && !v.Causal {
 			ds = append(ds, v.HeadDim)
 		}
 	}
 	sort.Ints(ds)
 	return ds
 }
+
+// BwdHeadDims lists the head dims with backward kernels for arch.
+func BwdHeadDims(arch int) []int { return PassHeadDims(BwdDKDV, arch) }
 
 // Variants returns a copy of the whole table (both paths, causal and not).
 func Variants() []Variant { return append([]Variant(nil), variants...) }

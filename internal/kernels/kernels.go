@@ -3,7 +3,8 @@
 // head dimension. The CUDA sources live in kernels/ at the repository root;
 // kernels/build.sh regenerates fa2.fatbin and resources.md.
 //
-// Launch contract (shared with kernels/*.cuh, keep both in step):
+// Launch contract of the forward kernels (Pass Fwd; shared with kernels/*.cuh,
+// keep both in step):
 //   - one kernel parameter: a FwdParams struct passed by value;
 //   - grid (ceil(Nq/Br), B*Hq, 1), block (Warps*32, 1, 1); B*Hq is a grid y
 //     dimension, so at most 65535;
@@ -18,6 +19,20 @@
 //   - causal masking is aligned bottom-right: key j is visible to query row i
 //     iff j <= i + Nk - Nq;
 //   - ScaleLog2 = Scale * log2(e).
+//
+// The backward pass is three kernels of the same arch path and head dim,
+// launched in this order on one stream, each with one BwdParams by value:
+//   - BwdPre: grid (ceil(Nq/Br), B*Hq), block Warps*32, no shared memory;
+//     writes DSum = rowsum(dO * O) (B, Hq, Nq) fp32;
+//   - BwdDKDV: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes dK
+//     (scaled by Scale) and dV, fp16, every row < Nk;
+//   - BwdDQ: grid (ceil(Nq/Br), B*Hq), block Warps*32, SmemBytes; writes dQ
+//     (scaled), fp16, every row < Nq.
+//
+// q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
+// layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
+// No kernel uses atomics: each output element is summed by one thread in a
+// fixed order, so results are bit-reproducible.
 package kernels
 
 // FwdParams mirrors `struct FwdParams` in kernels/params.cuh, field for field
@@ -35,13 +50,60 @@ type FwdParams struct {
 	Scale                 float32
 }
 
+// BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of
+// the three backward kernels.
+type BwdParams struct {
+	Q, K, V, O, DO, LSE, DSum, DQ, DK, DV uint64 // device pointers
+
+	QBatchStride, QRowStride, QHeadStride    int64 // elements
+	KBatchStride, KRowStride, KHeadStride    int64
+	VBatchStride, VRowStride, VHeadStride    int64
+	OBatchStride, ORowStride, OHeadStride    int64
+	DOBatchStride, DORowStride, DOHeadStride int64
+	DQBatchStride, DQRowStride, DQHeadStride int64
+	DKBatchStride, DKRowStride, DKHeadStride int64
+	DVBatchStride, DVRowStride, DVHeadStride int64
+
+	B, Nq, Nk, Hq, Hkv, D int32
+	ScaleLog2             float32
+	Scale                 float32
+}
+
+// Pass says which step of attention a kernel computes.
+type Pass int
+
+const (
+	Fwd     Pass = iota // O and the LSE
+	BwdPre              // Di = rowsum(dO * O)
+	BwdDKDV             // dK and dV
+	BwdDQ               // dQ
+)
+
+func (p Pass) String() string {
+	switch p {
+	case Fwd:
+		return "fwd"
+	case BwdPre:
+		return "bwd_pre"
+	case BwdDKDV:
+		return "bwd_dkdv"
+	case BwdDQ:
+		return "bwd_dq"
+	}
+	return "pass?"
+}
+
 // Variant is one compiled kernel: what it was tuned for and how to launch it.
 type Variant struct {
-	Arch      int // 75 (Turing path: m16n8k8, no cp.async, <= 64 KiB smem) or 80 (sm_80+ path)
-	HeadDim   int
-	Causal    bool
-	Symbol    string
-	Br, Bc    int // query rows per CTA, key rows per inner step
+	Pass    Pass
+	Arch    int // 75 (Turing path: m16n8k8, no cp.async, <= 64 KiB smem) or 80 (sm_80+ path)
+	HeadDim int
+	Causal  bool
+	Symbol  string
+	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre:
+	// rows per CTA, Bc 0); for BwdDKDV key rows per CTA (Bc) and query rows
+	// per step (Br).
+	Br, Bc    int
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA
 }

@@ -58,48 +58,82 @@ func TestSM75PTX(t *testing.T) {
 	}
 }
 
-// The Go struct is passed to the kernels as raw bytes: its layout must match
-// the static_asserts of kernels/params.cuh, whose messages name the Go fields.
-func TestFwdParamsLayout(t *testing.T) {
+// The Go structs are passed to the kernels as raw bytes: their layouts must
+// match the static_asserts of kernels/params.cuh, whose messages name the Go fields.
+func TestParamsLayout(t *testing.T) {
 	src := readFile(t, "../../kernels/params.cuh")
-	typ := reflect.TypeFor[FwdParams]()
-	re := regexp.MustCompile(`static_assert\(offsetof\(FwdParams, \w+\) == (\d+), "(\w+)"\)`)
-	ms := re.FindAllStringSubmatch(src, -1)
-	if len(ms) != typ.NumField() {
-		t.Fatalf("params.cuh asserts %d field offsets, FwdParams has %d fields", len(ms), typ.NumField())
-	}
-	for _, m := range ms {
-		f, ok := typ.FieldByName(m[2])
-		off, _ := strconv.Atoi(m[1])
-		if !ok || int(f.Offset) != off {
-			t.Errorf("field %s: Go offset %d (found %v), CUDA offset %d", m[2], f.Offset, ok, off)
+	for _, c := range []struct {
+		name string
+		typ  reflect.Type
+		size uintptr
+	}{
+		{"FwdParams", reflect.TypeFor[FwdParams](), unsafe.Sizeof(FwdParams{})},
+		{"BwdParams", reflect.TypeFor[BwdParams](), unsafe.Sizeof(BwdParams{})},
+	} {
+		re := regexp.MustCompile(`static_assert\(offsetof\(` + c.name + `, \w+\) == (\d+), "(\w+)"\)`)
+		ms := re.FindAllStringSubmatch(src, -1)
+		if len(ms) != c.typ.NumField() {
+			t.Fatalf("params.cuh asserts %d field offsets of %s, the Go struct has %d fields", len(ms), c.name, c.typ.NumField())
 		}
-	}
-	size := regexp.MustCompile(`static_assert\(sizeof\(FwdParams\) == (\d+)`).FindStringSubmatch(src)
-	if size == nil || size[1] != strconv.Itoa(int(unsafe.Sizeof(FwdParams{}))) {
-		t.Errorf("sizeof(FwdParams): CUDA %v, Go %d", size, unsafe.Sizeof(FwdParams{}))
+		for _, m := range ms {
+			f, ok := c.typ.FieldByName(m[2])
+			off, _ := strconv.Atoi(m[1])
+			if !ok || int(f.Offset) != off {
+				t.Errorf("%s field %s: Go offset %d (found %v), CUDA offset %d", c.name, m[2], f.Offset, ok, off)
+			}
+		}
+		size := regexp.MustCompile(`static_assert\(sizeof\(` + c.name + `\) == (\d+)`).FindStringSubmatch(src)
+		if size == nil || size[1] != strconv.Itoa(int(c.size)) {
+			t.Errorf("sizeof(%s): CUDA %v, Go %d", c.name, size, c.size)
+		}
 	}
 }
 
-// The generated table must agree with the TILE_ROW lines of traits.cuh (the
-// source) and with the tile table of resources.md (what was compiled).
+// The generated table must agree with the TILE_ROW / BWD_*_ROW lines of
+// traits.cuh (the source) and with the tile tables of resources.md (what was
+// compiled).
 func TestTableMatchesTraits(t *testing.T) {
 	src := readFile(t, "../../kernels/traits.cuh")
-	rows := regexp.MustCompile(`(?m)^TILE_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`).FindAllStringSubmatch(src, -1)
-	if len(rows)*2 != len(variants) {
-		t.Fatalf("traits.cuh has %d TILE_ROWs, the table %d variants (want 2 per row)", len(rows), len(variants))
+	count := map[Pass]int{}
+	for _, v := range variants {
+		count[v.Pass]++
 	}
-	for _, r := range rows {
-		n := make([]int, 5)
-		for i := range n {
-			n[i], _ = strconv.Atoi(r[i+1])
+	// row: arch, d, owned rows, streamed rows, warps; want maps them to a variant.
+	type rowKind struct {
+		re   string
+		pass Pass
+		want func(n []int) (br, bc int)
+	}
+	for _, k := range []rowKind{
+		{`(?m)^TILE_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }},
+		{`(?m)^BWD_KV_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }},
+		{`(?m)^BWD_Q_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }},
+	} {
+		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(src, -1)
+		if len(rows) == 0 || len(rows)*2 != count[k.pass] {
+			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want 2 per row)", len(rows), k.pass, count[k.pass])
 		}
-		for _, causal := range []bool{false, true} {
-			v, ok := Lookup(n[0], n[1], causal)
-			if !ok || v.Arch != n[0] || v.Br != n[2] || v.Bc != n[3] || v.Warps != n[4] {
-				t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
+		for _, r := range rows {
+			n := make([]int, 5)
+			for i := range n {
+				n[i], _ = strconv.Atoi(r[i+1])
+			}
+			br, bc := k.want(n)
+			for _, causal := range []bool{false, true} {
+				v, ok := LookupPass(k.pass, n[0], n[1], causal)
+				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] {
+					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
+				}
+			}
+			if k.pass == BwdDKDV {
+				if _, ok := LookupPass(BwdPre, n[0], n[1], false); !ok {
+					t.Errorf("%s: no BwdPre kernel", r[0])
+				}
 			}
 		}
+	}
+	if count[BwdPre] != count[BwdDKDV]/2 || count[BwdDQ] != count[BwdDKDV] {
+		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[BwdPre], count[BwdDKDV], count[BwdDQ])
 	}
 	res := readFile(t, "resources.md")
 	for _, v := range variants {
@@ -226,8 +260,49 @@ func TestLookup(t *testing.T) {
 			t.Errorf("symbol %s twice", v.Symbol)
 		}
 		seen[v.Symbol] = true
-		if v.Br%(16*v.Warps) != 0 || v.Bc%16 != 0 {
-			t.Errorf("%s: Br %d, Bc %d do not fit %d warps of 16-row mma tiles", v.Symbol, v.Br, v.Bc, v.Warps)
+		if prefix := "fa2_" + v.Pass.String() + "_"; !strings.HasPrefix(v.Symbol, prefix) {
+			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, v.Pass, prefix)
+		}
+		// The rows a CTA owns are split over its warps in 16-row mma tiles;
+		// the streamed rows go in k16 steps (none for the pre pass).
+		owned, streamed := v.Br, v.Bc
+		if v.Pass == BwdDKDV {
+			owned, streamed = v.Bc, v.Br
+		}
+		if owned%(16*v.Warps) != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre) {
+			t.Errorf("%s: owned rows %d, streamed rows %d do not fit %d warps of 16-row mma tiles", v.Symbol, owned, streamed, v.Warps)
+		}
+	}
+	for _, c := range []struct {
+		pass   Pass
+		arch   int
+		d      int
+		causal bool
+		sym    string
+	}{
+		{BwdPre, 90, 64, true, "fa2_bwd_pre_sm80_d64"},
+		{BwdDKDV, 75, 128, true, "fa2_bwd_dkdv_sm75_d128_causal"},
+		{BwdDQ, 86, 32, false, "fa2_bwd_dq_sm80_d32"},
+		{Fwd, 90, 96, true, "fa2_fwd_sm80_d96_causal"},
+	} {
+		if v, ok := LookupPass(c.pass, c.arch, c.d, c.causal); !ok || v.Symbol != c.sym || v.Pass != c.pass {
+			t.Errorf("LookupPass(%v, %d, %d, %v) = %+v, %v; want %s", c.pass, c.arch, c.d, c.causal, v, ok, c.sym)
+		}
+	}
+	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {
+		t.Errorf("LookupPass(BwdDKDV, 90, 256) = %+v: no D256 backward is built", v)
+	}
+	if got := BwdHeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128}) {
+		t.Errorf("BwdHeadDims(75) = %v", got)
+	}
+	if got := BwdHeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128}) {
+		t.Errorf("BwdHeadDims(90) = %v", got)
+	}
+	for _, p := range []Pass{BwdPre, BwdDQ} {
+		for _, a := range []int{75, 90} {
+			if got := PassHeadDims(p, a); !slices.Equal(got, BwdHeadDims(a)) {
+				t.Errorf("PassHeadDims(%v, %d) = %v, want the dK/dV head dims %v", p, a, got, BwdHeadDims(a))
+			}
 		}
 	}
 }

@@ -1,0 +1,517 @@
+// bwd.cuh: the FA2 backward pass, shared by the Turing and sm_80+ paths.
+//
+// Three kernels, launched in this order on one stream:
+//   pre    Di = rowsum(dO_i * O_i), fp32 (B, Hq, Nq): the dP - Di term of dS.
+//   dK/dV  one CTA = one block of Bc key rows of one kv head. It walks every Q
+//          block of every query head of its GQA group and, per block,
+//            S^T  = K Q_i^T,  P^T = exp2(S^T*scale*log2e - L_i*log2e)  (P from the stored LSE)
+//            dP^T = V dO_i^T, dS^T = P^T * (dP^T - Di)
+//            dV  += P^T dO_i,  dK += dS^T Q_i                (dK *= scale at the end)
+//   dQ     one CTA = one block of Br query rows of one head; per K/V block
+//            S = Q K_j^T, P, dP = dO V_j^T, dS = P * (dP - Di), dQ += dS K_j   (*= scale)
+// The dK/dV kernel computes the products transposed (rows = its keys), so every
+// product is one of the forward's two shapes: A B^T over the head dim (S = Q K^T)
+// or P B over a block of rows (O += P V), with the same fragments and ldmatrix
+// orders. FA2 instead adds dQ with atomics from the dK/dV kernel; two kernels
+// that each own their outputs cost S and dP twice (7 products instead of 5)
+// but are deterministic and need no fp32 dQ buffer.
+//
+// Masking: causal is bottom-right aligned (mask.cuh); a row that sees no key
+// has LSE -inf, loaded here as L = +inf so that its P, dS and dQ are exactly 0.
+// Query rows past Nq are zero-filled with L = +inf (P = 0); keys past Nk are
+// zero-filled and masked in the dQ kernel, never stored by the dK/dV kernel.
+#pragma once
+#include "fwd.cuh"  // LdAddr, TileMap, cp_tile, RegTile: the tile plumbing both passes share
+
+namespace fa2 {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Rows x D fp16 from global into swizzled smem: cp.async on sm_80 (the caller
+// commits), through registers on Turing. Rows >= valid are zero-filled.
+template <int A, int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile(__half* s, const __half* g, int64_t ld, int valid, int tid) {
+  if constexpr (A == 80) {
+    cp_tile<ROWS, D, NT>(s, g, ld, valid, tid);
+  } else {
+    RegTile<ROWS, D, NT> r;
+    r.load(g, ld, valid, tid);
+    r.store(s, tid);
+  }
+}
+
+// The warp's A fragments (MT m16 row tiles from row arow, all of D) kept in registers.
+template <int D, int MT>
+__device__ __forceinline__ void load_frags(uint32_t (&af)[MT][D / 16][4], const LdAddr<D, kRowsFirst>& la, uint32_t abase,
+                                           int arow) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(af[i][kk], la.at(abase, arow + 16 * i, 2 * kk));
+}
+
+// c = A B^T over the head dim. A: the warp's MT m16 row tiles (rows arow.. of the
+// tile at smem address abase, or their fragments af when Regs); B: N rows from
+// brow of the tile at bbase, read as the forward reads K (kChunksFirst order).
+template <int A, int D, int MT, int N, bool Regs>
+__device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_t (&af)[Regs ? MT : 1][Regs ? D / 16 : 1][4],
+                                         const LdAddr<D, kRowsFirst>& la, uint32_t abase, int arow,
+                                         const LdAddr<D, kChunksFirst>& lk, uint32_t bbase, int brow) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[i][j][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      if constexpr (Regs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[i][e] = af[i][kk][e];
+      } else {
+        ldmatrix_x4(a[i], la.at(abase, arow + 16 * i, 2 * kk));
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < N / 16; ++jj) {
+      uint32_t bk[4];  // b0, b1 of rows brow+16jj+0..7, then of +8..15
+      ldmatrix_x4(bk, lk.at(bbase, brow + 16 * jj, 2 * kk));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        mma_k16<A>(c[i][2 * jj], a[i], bk[0], bk[1]);
+        mma_k16<A>(c[i][2 * jj + 1], a[i], bk[2], bk[3]);
+      }
+    }
+  }
+}
+
+// c += P B: P (fp16 A fragments over k = N) times the N rows from brow of the
+// tile at bbase, all D columns, read .trans as the forward reads V.
+template <int A, int D, int MT, int N>
+__device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t (&pf)[MT][N / 16][4],
+                                        const LdAddr<D, kRowsFirst>& la, uint32_t bbase, int brow) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+#pragma unroll
+    for (int dd = 0; dd < D / 16; ++dd) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(bv, la.at(bbase, brow + 16 * kk, 2 * dd));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        mma_k16<A>(c[i][2 * dd], pf[i][kk], bv[0], bv[1]);
+        mma_k16<A>(c[i][2 * dd + 1], pf[i][kk], bv[2], bv[3]);
+      }
+    }
+  }
+}
+
+// fp32 accumulators (C layout) -> fp16 A fragments: k16 step kk takes n-tiles 2kk, 2kk+1.
+template <int MT, int N>
+__device__ __forceinline__ void pack_a(const float (&s)[MT][N / 8][4], uint32_t (&pf)[MT][N / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) {
+      pf[i][kk][0] = pack_half2(s[i][2 * kk][0], s[i][2 * kk][1]);
+      pf[i][kk][1] = pack_half2(s[i][2 * kk][2], s[i][2 * kk][3]);
+      pf[i][kk][2] = pack_half2(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+      pf[i][kk][3] = pack_half2(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+    }
+}
+
+// Epilogue, part 1: the warp's accumulator rows times mul, as fp16, into the
+// swizzled tile at stage (no other warp may still read it).
+template <int D, int MT>
+__device__ __forceinline__ void stage_rows(const float (&c)[MT][D / 8][4], float mul, __half* stage, int wrow, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = wrow + 16 * i + g + 8 * hh;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<uint32_t*>(stage + Swizzle<D>::offset(row, n) + 2 * t) =
+            pack_half2(c[i][n][2 * hh] * mul, c[i][n][2 * hh + 1] * mul);
+    }
+}
+
+// Epilogue, part 2 (after a barrier): the first `valid` rows of the staged tile
+// to global memory in 16-byte stores.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void store_rows(const __half* stage, __half* g, int64_t ld, int valid, int tid) {
+  constexpr int C = D / 8;
+  static_assert(ROWS * C % NT == 0, "the staged tile must split evenly over the CTA");
+#pragma unroll
+  for (int it = 0; it < ROWS * C / NT; ++it) {
+    const int idx = it * NT + tid, row = idx / C, c = idx % C;
+    if (row < valid)
+      *reinterpret_cast<uint4*>(g + row * ld + c * 8) = *reinterpret_cast<const uint4*>(stage + Swizzle<D>::offset(row, c));
+  }
+}
+
+// Zero rows for a CTA with nothing to add (no visible key or query).
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void store_zero_rows(__half* g, int64_t ld, int valid, int tid) {
+  constexpr int C = D / 8;
+  for (int idx = tid; idx < min(valid, ROWS) * C; idx += NT)
+    *reinterpret_cast<uint4*>(g + (idx / C) * ld + (idx % C) * 8) = make_uint4(0, 0, 0, 0);
+}
+
+// L in the log2 domain for P = exp2(S*scale*log2e - L), and Di, of query row
+// `row` of (b, h): rows past Nq or that see no key get L = +inf (P = 0), Di = 0.
+__device__ __forceinline__ void row_stats(const BwdParams& p, int b, int h, int row, float& l, float& di) {
+  l = INFINITY;
+  di = 0.f;
+  if (row < p.nq) {
+    const int64_t r = (static_cast<int64_t>(b) * p.hq + h) * p.nq + row;
+    const float lse = p.lse[r];
+    if (lse != -INFINITY) l = lse * kLog2e;
+    di = p.dsum[r];
+  }
+}
+
+// ---- pre: Di = rowsum(dO * O) ----
+// A group of L lanes (D/8 rounded up to a power of two) reads one row in
+// 16-byte pieces and sums by xor-shuffles inside the group.
+constexpr int kPreRows = 64, kPreThreads = 128;
+
+template <int D>
+__device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
+  constexpr int C = D / 8;
+  constexpr int L = C <= 4 ? 4 : C <= 8 ? 8 : C <= 16 ? 16 : 32;
+  constexpr int RP = kPreThreads / L;  // rows per pass
+  static_assert(kPreRows % RP == 0, "rows per CTA must be whole passes");
+  const int tid = threadIdx.x, c = tid % L, r0 = tid / L;
+  const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
+  const int m0 = blockIdx.x * kPreRows;
+  const __half* gO = static_cast<const __half*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
+  const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
+  float* gD = p.dsum + (static_cast<int64_t>(b) * p.hq + h) * p.nq;
+#pragma unroll
+  for (int k = 0; k < kPreRows / RP; ++k) {
+    const int row = m0 + r0 + k * RP;
+    float acc = 0.f;
+    if (row < p.nq && c < C) {
+      const uint4 o = *reinterpret_cast<const uint4*>(gO + row * p.o_row_stride + c * 8);
+      const uint4 d = *reinterpret_cast<const uint4*>(gdO + row * p.do_row_stride + c * 8);
+      const __half2* oh = reinterpret_cast<const __half2*>(&o);
+      const __half2* dh = reinterpret_cast<const __half2*>(&d);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 of = __half22float2(oh[e]), df = __half22float2(dh[e]);
+        acc = fmaf(of.x, df.x, fmaf(of.y, df.y, acc));
+      }
+    }
+#pragma unroll
+    for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (c == 0 && row < p.nq) gD[row] = acc;
+  }
+}
+
+// ---- dK, dV ----
+template <class T, bool kCausal>
+__device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
+  constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
+  constexpr int W = T::kChunk, NO = D / 8;
+  static_assert(Br <= NT, "one thread per streamed row loads L and Di");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int t = lane & 3;
+  const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
+  const int groups = p.hq / p.hkv;
+  const int n0 = blockIdx.x * Bc;
+  const int wrow = warp * 16 * MT;  // the warp's first key row in the CTA
+  const int rows_k = min(Bc, p.nk - n0);
+
+  __half* gdK = static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
+  __half* gdV = static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+
+  // Steps: Q blocks [i0, Tr) of each query head of the group, head-major.
+  const int tr = (p.nq + Br - 1) / Br;
+  const int i0 = min(query_begin<Br, kCausal>(n0, p.nq, p.nk), tr);
+  const int per_head = tr - i0;
+  const int steps = groups * per_head;
+  if (steps == 0) {
+    store_zero_rows<Bc, D, NT>(gdK, p.dk_row_stride, rows_k, tid);
+    store_zero_rows<Bc, D, NT>(gdV, p.dv_row_stride, rows_k, tid);
+    return;
+  }
+
+  // Shared memory: K | V | (Q | dO)[Stages] | (L | Di)[Stages].
+  __half* sK = smem;
+  __half* sV = sK + Bc * D;
+  __half* sQ = sV + Bc * D;
+  float* sStat = reinterpret_cast<float*>(smem + T::kOwnElems + T::kStages * T::kStreamElems);
+  const LdAddr<D, kRowsFirst> la(lane);
+  const LdAddr<D, kChunksFirst> lk(lane);
+  const uint32_t aK = smem_u32(sK), aV = smem_u32(sV), aS = smem_u32(sQ);
+
+  auto head_of = [&](int s) { return hk * groups + s / per_head; };
+  auto row0_of = [&](int s) { return (i0 + s % per_head) * Br; };
+  // Q_i and dO_i of step s into stream buffer buf.
+  auto issue = [&](int s, int buf) {
+    const int h = head_of(s), m0 = row0_of(s);
+    const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + m0 * p.do_row_stride + h * p.do_head_stride;
+    __half* dst = sQ + buf * 2 * Br * D;
+    load_tile<A, Br, D, NT>(dst, gQ, p.q_row_stride, p.nq - m0, tid);
+    load_tile<A, Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, p.nq - m0, tid);
+  };
+  auto stats = [&](int s, float& l, float& di) {
+    l = INFINITY;
+    di = 0.f;
+    if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+  };
+  auto put_stats = [&](int buf, float l, float di) {
+    if (tid < Br) {
+      sStat[buf * 2 * Br + tid] = l;
+      sStat[buf * 2 * Br + Br + tid] = di;
+    }
+  };
+
+  float dk[MT][NO][4], dv[MT][NO][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[i][n][e] = dv[i][n][e] = 0.f;
+  uint32_t kf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
+  uint32_t vf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
+
+  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + n0 * p.v_row_stride + hk * p.v_head_stride;
+  load_tile<A, Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
+  load_tile<A, Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
+  issue(0, 0);
+  {
+    float l, di;
+    stats(0, l, di);
+    put_stats(0, l, di);
+  }
+  cp_async_commit();
+
+  for (int s = 0; s < steps; ++s) {
+    const int buf = T::kStages == 2 ? (s & 1) : 0;
+    const bool more = s + 1 < steps;
+    cp_async_wait<0>();
+    __syncthreads();  // step s's tiles landed; every warp is done with step s-1's buffer
+    if constexpr (T::kRegs) {
+      if (s == 0) {
+        load_frags<D, MT>(kf, la, aK, wrow);
+        load_frags<D, MT>(vf, la, aV, wrow);
+      }
+    }
+    float l_next = INFINITY, d_next = 0.f;
+    if constexpr (T::kStages == 2) {
+      if (more) {  // the next block's copies overlap this whole step
+        issue(s + 1, buf ^ 1);
+        stats(s + 1, l_next, d_next);
+      }
+      cp_async_commit();
+    }
+    const int m0 = row0_of(s);
+    const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk);
+    const uint32_t qb = aS + buf * 2 * Br * D * 2, db = qb + Br * D * 2;
+    const float* sL = sStat + buf * 2 * Br;
+    const float* sD = sL + Br;
+#pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
+    for (int c0 = 0; c0 < Br; c0 += W) {
+      float st[MT][W / 8][4], dp[MT][W / 8][4];
+      gemm_abt<A, D, MT, W, T::kRegs>(st, kf, la, aK, wrow, lk, qb, c0);  // S^T = K Q^T
+      gemm_abt<A, D, MT, W, T::kRegs>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
+      if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, p.nq, p.nk);
+#pragma unroll
+      for (int j = 0; j < W / 8; ++j) {
+        // Lane (g, t) holds query columns c0+8j+2t, +1 of every row.
+        const float2 l2 = *reinterpret_cast<const float2*>(sL + c0 + 8 * j + 2 * t);
+        const float2 d2 = *reinterpret_cast<const float2*>(sD + c0 + 8 * j + 2 * t);
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
+            const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
+            st[i][j][2 * hr] = p0;
+            st[i][j][2 * hr + 1] = p1;
+            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - d2.x);  // dS^T
+            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - d2.y);
+          }
+      }
+      uint32_t pf[MT][W / 16][4];
+      pack_a<MT, W>(st, pf);
+      gemm_pb<A, D, MT, W>(dv, pf, la, db, c0);  // dV += P^T dO
+      pack_a<MT, W>(dp, pf);
+      gemm_pb<A, D, MT, W>(dk, pf, la, qb, c0);  // dK += dS^T Q
+    }
+    if constexpr (T::kStages == 2) {
+      if (more) put_stats(buf ^ 1, l_next, d_next);  // buffer buf^1 is free since the barrier above
+    } else {
+      if (more) {
+        __syncthreads();  // every warp is done with this step's buffer
+        issue(s + 1, 0);
+        stats(s + 1, l_next, d_next);
+        put_stats(0, l_next, d_next);
+        cp_async_commit();
+      }
+    }
+  }
+
+  // Epilogue: fp16 dK (times the softmax scale) and dV staged over K and V.
+  __syncthreads();  // every warp is done reading K, V
+  stage_rows<D, MT>(dk, p.scale, sK, wrow, lane);
+  stage_rows<D, MT>(dv, 1.f, sV, wrow, lane);
+  __syncthreads();
+  store_rows<Bc, D, NT>(sK, gdK, p.dk_row_stride, rows_k, tid);
+  store_rows<Bc, D, NT>(sV, gdV, p.dv_row_stride, rows_k, tid);
+}
+
+// ---- dQ ----
+template <class T, bool kCausal>
+__device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
+  constexpr int A = T::kArch, D = T::kD, Br = T::kRows, Bc = T::kCols, NT = T::kThreads, MT = T::kMTiles;
+  constexpr int W = T::kChunk, NO = D / 8;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2;
+  const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
+  const int hk = h / (p.hq / p.hkv);
+  // Causal: the last row blocks see the most keys; launching them first shortens the tail.
+  const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
+  const int wrow = warp * 16 * MT;
+  const int rows_q = min(Br, p.nq - m0);
+
+  __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + m0 * p.dq_row_stride + h * p.dq_head_stride;
+  const KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
+  if (kb.n_end == 0) {  // causal with Nq > Nk: no row here sees a key
+    store_zero_rows<Br, D, NT>(gdQ, p.dq_row_stride, rows_q, tid);
+    return;
+  }
+
+  // Shared memory: Q | dO | (K | V)[Stages].
+  __half* sQ = smem;
+  __half* sdO = sQ + Br * D;
+  __half* sKV = sdO + Br * D;
+  const LdAddr<D, kRowsFirst> la(lane);
+  const LdAddr<D, kChunksFirst> lk(lane);
+  const uint32_t aQ = smem_u32(sQ), adO = smem_u32(sdO), aKV = smem_u32(sKV);
+
+  const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + m0 * p.do_row_stride + h * p.do_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+  auto issue = [&](int n, int buf) {
+    __half* dst = sKV + buf * 2 * Bc * D;
+    load_tile<A, Bc, D, NT>(dst, gK + n * Bc * p.k_row_stride, p.k_row_stride, p.nk - n * Bc, tid);
+    load_tile<A, Bc, D, NT>(dst + Bc * D, gV + n * Bc * p.v_row_stride, p.v_row_stride, p.nk - n * Bc, tid);
+  };
+
+  // L and Di of the lane's rows (g and g+8 of each m16 tile).
+  float lr[MT][2], dr[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], dr[i][hh]);
+
+  float acc[MT][NO][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][n][e] = 0.f;
+  uint32_t qf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
+  uint32_t df[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
+
+  load_tile<A, Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
+  load_tile<A, Br, D, NT>(sdO, gdO, p.do_row_stride, rows_q, tid);
+  issue(0, 0);
+  cp_async_commit();
+
+  for (int n = 0; n < kb.n_end; ++n) {
+    const int buf = T::kStages == 2 ? (n & 1) : 0;
+    const bool more = n + 1 < kb.n_end;
+    cp_async_wait<0>();
+    __syncthreads();  // K_n, V_n landed; every warp is done with step n-1's buffer
+    if constexpr (T::kRegs) {
+      if (n == 0) {
+        load_frags<D, MT>(qf, la, aQ, wrow);
+        load_frags<D, MT>(df, la, adO, wrow);
+      }
+    }
+    if constexpr (T::kStages == 2) {
+      if (more) issue(n + 1, buf ^ 1);
+      cp_async_commit();
+    }
+    const uint32_t kbase = aKV + buf * 2 * Bc * D * 2, vbase = kbase + Bc * D * 2;
+    const bool masked = n >= kb.n_mask;
+#pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
+    for (int c0 = 0; c0 < Bc; c0 += W) {
+      float st[MT][W / 8][4], dp[MT][W / 8][4];
+      gemm_abt<A, D, MT, W, T::kRegs>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
+      gemm_abt<A, D, MT, W, T::kRegs>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
+      if (masked) apply_mask<MT, W / 8, kCausal>(st, m0 + wrow, n * Bc + c0, lane, p.nq, p.nk);
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float pe = exp2_approx(fmaf(st[i][j][e], p.scale_log2, -lr[i][e >> 1]));
+            dp[i][j][e] = pe * (dp[i][j][e] - dr[i][e >> 1]);  // dS
+          }
+      uint32_t pf[MT][W / 16][4];
+      pack_a<MT, W>(dp, pf);
+      gemm_pb<A, D, MT, W>(acc, pf, la, kbase, c0);  // dQ += dS K
+    }
+    if constexpr (T::kStages == 1) {
+      if (more) {
+        __syncthreads();  // every warp is done with K_n, V_n
+        issue(n + 1, 0);
+        cp_async_commit();
+      }
+    }
+  }
+
+  __syncthreads();  // every warp is done reading Q, dO
+  stage_rows<D, MT>(acc, p.scale, sQ, wrow, lane);
+  __syncthreads();
+  store_rows<Br, D, NT>(sQ, gdQ, p.dq_row_stride, rows_q, tid);
+}
+
+// Arch-path guard, as fwd_entry.
+template <class T, bool kCausal>
+__device__ __forceinline__ void bwd_dkdv_entry(const BwdParams& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  if constexpr (T::kArch >= 80) {
+    __trap();
+  } else
+#endif
+  {
+    bwd_dkdv_kernel<T, kCausal>(p);
+  }
+}
+
+template <class T, bool kCausal>
+__device__ __forceinline__ void bwd_dq_entry(const BwdParams& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  if constexpr (T::kArch >= 80) {
+    __trap();
+  } else
+#endif
+  {
+    bwd_dq_kernel<T, kCausal>(p);
+  }
+}
+
+}  // namespace fa2

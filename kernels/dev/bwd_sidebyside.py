@@ -1,0 +1,176 @@
+"""Side-by-side BACKWARD benchmark in one process on one GPU: PyTorch SDPA (flash,
+efficient: the backward kernels autograd runs for them) and GoFlash's shipped
+backward kernels (pre + dK/dV + dQ from internal/kernels/fa2.fatbin, launched
+through the driver API with ctypes, as the Go code launches them), interleaved
+call by call on the same inputs.
+
+Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
+FLOPs = 2.5 * 4*B*H*N*N*D, halved when causal (the paper's convention). Median of
+20 CUDA-event-timed calls after 3 warm-ups. Our O and LSE come from our forward
+kernel. Before timing, each shape's gradients (batch 0, heads 0-3) are compared
+with SDPA's float32 math backend, next to flash's error on the same slice.
+
+Usage: python3 kernels/dev/bwd_sidebyside.py [--ptx75] [N ...]   (from the repo root)
+"""
+import ctypes
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, "kernels/dev")
+from sidebyside import FwdParams, ck, cu, timed  # noqa: E402
+
+
+class BwdParams(ctypes.Structure):  # kernels/params.cuh
+    _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "dsum", "dq", "dk", "dv")] + \
+               [(f"s{i}", ctypes.c_int64) for i in range(24)] + \
+               [(n, ctypes.c_int32) for n in ("b", "nq", "nk", "hq", "hkv", "d")] + \
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
+
+
+assert ctypes.sizeof(BwdParams) == 304
+
+
+def tiles():
+    """symbol -> (Br, Bc, warps, smem) from the tile tables of the generated resources.md."""
+    t, cols = {}, None
+    for line in open("internal/kernels/resources.md"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "symbol":
+            cols = cells if "Br" in cells else None
+        elif cols and len(cells) == len(cols) and cells[0].startswith("fa2_"):
+            r = dict(zip(cols, cells))
+            t[r["symbol"]] = (int(r["Br"]), int(r["Bc"]), int(r["warps"]), int(r["dynamic smem bytes"]))
+    return t
+
+
+class Module:
+    def __init__(self, path):
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        data = open(path, "rb").read() + b"\0"
+        self.buf = ctypes.create_string_buffer(data, len(data))
+        self.mod = ctypes.c_void_p()
+        ck(cu.cuModuleLoadData(ctypes.byref(self.mod), self.buf), path)
+        self.tiles = tiles()
+        self.fns = {}
+
+    def fn(self, sym):
+        if sym not in self.fns:
+            f = ctypes.c_void_p()
+            ck(cu.cuModuleGetFunction(ctypes.byref(f), self.mod, sym.encode()), sym)
+            br, bc, warps, smem = self.tiles[sym]
+            if smem > 48 * 1024:
+                ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")
+            self.fns[sym] = (f, br, bc, warps, smem)
+        return self.fns[sym]
+
+    def forward(self, arch, q, k, v, o, lse, causal):
+        f, br, bc, warps, smem = self.fn(f"fa2_fwd_sm{arch}_d{q.shape[3]}" + ("_causal" if causal else ""))
+        b, n, h, d = q.shape
+        p = FwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                      *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+                      b, n, k.shape[1], h, k.shape[2], d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+        args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        ck(cu.cuLaunchKernel(f, (n + br - 1) // br, b * h, 1, warps * 32, 1, 1, smem, stream, args, None), "fwd")
+
+    def backward(self, arch, q, k, v, o, do, lse, dsum, dq, dk, dv, causal):
+        """All BSHD fp16 contiguous; lse, dsum (B, H, N) fp32. Returns the call (pre, dkdv, dq)."""
+        b, n, h, d = q.shape
+        nk, hkv = k.shape[1], k.shape[2]
+        sfx = f"_sm{arch}_d{d}"
+        pre = self.fn("fa2_bwd_pre" + sfx)
+        kv = self.fn("fa2_bwd_dkdv" + sfx + ("_causal" if causal else ""))
+        dqk = self.fn("fa2_bwd_dq" + sfx + ("_causal" if causal else ""))
+        strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
+                   *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
+        p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                      dsum.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
+                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+        args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        launches = [
+            (pre[0], (n + pre[1] - 1) // pre[1], b * h, pre[3], pre[4]),
+            (kv[0], (nk + kv[2] - 1) // kv[2], b * hkv, kv[3], kv[4]),
+            (dqk[0], (n + dqk[1] - 1) // dqk[1], b * h, dqk[3], dqk[4]),
+        ]
+
+        def call():
+            for f, gx, gy, warps, smem in launches:
+                ck(cu.cuLaunchKernel(f, gx, gy, 1, warps * 32, 1, 1, smem, stream, args, None), "bwd")
+        call.keep = (p, args)
+        return call
+
+
+def main():
+    args = sys.argv[1:]
+    ptx75 = "--ptx75" in args
+    ns = [int(a) for a in args if a.isdigit()] or [2048, 8192]
+    path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
+    arch = 75 if ptx75 else 80
+    m = Module(path)
+    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} bwd TFLOP/s | ours/flash ours/eff | "
+          "max|err| vs fp32 math, ours (flash): dQ dK dV")
+    fails = 0
+    for d in (64, 128):
+        for causal in (False, True):
+            for n in ns:
+                b, h = 16384 // n, 2048 // d
+                torch.manual_seed(n + d)
+                q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(4))
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
+                dsum = torch.full_like(lse, float("nan"))
+                dq, dk, dv = (torch.full_like(x, float("nan")) for x in (q, k, v))
+                m.forward(arch, q, k, v, o, lse, causal)
+                ours = m.backward(arch, q, k, v, o, do, lse, dsum, dq, dk, dv, causal)
+                ours()
+                torch.cuda.synchronize()
+                # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
+                qt, kt, vt, dot = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
+                for x in (qt, kt, vt):
+                    x.requires_grad_(True)
+                outs = {}
+                for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                    with sdpa_kernel(be):
+                        outs[name] = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                # Correctness on batch 0, heads 0-3, against float32 math.
+                sl = (slice(0, 1), slice(0, 4))
+                q32, k32, v32 = (x.detach()[sl].float().requires_grad_(True) for x in (qt, kt, vt))
+                with sdpa_kernel(SDPBackend.MATH):
+                    ref = F.scaled_dot_product_attention(q32, k32, v32, is_causal=causal)
+                rq, rk, rv = torch.autograd.grad(ref, (q32, k32, v32), dot[sl].float())
+                fq, fk, fv = torch.autograd.grad(outs["flash"], (qt, kt, vt), dot, retain_graph=True)
+                errs = []
+                for mine, fl, r in ((dq, fq, rq), (dk, fk, rk), (dv, fv, rv)):
+                    e = (mine.transpose(1, 2)[sl].float() - r).abs().max().item()
+                    ef = (fl[sl].float() - r).abs().max().item()
+                    nan = torch.isnan(mine).any().item()
+                    errs.append((e, ef, nan))
+                del q32, k32, v32, ref, rq, rk, rv, fq, fk, fv
+                bad = any(nan or not e <= 2 * ef + 1e-3 for e, ef, nan in errs)
+                fails += bad
+                ts = {"flash": [], "efficient": [], "ours": []}
+                for _ in range(4):
+                    for name in ("flash", "efficient"):
+                        out = outs[name]
+                        ts[name] += timed(lambda: torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True), 5)
+                    ts["ours"] += timed(ours, 5)
+                flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+                tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
+                es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs)
+                print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f}             | "
+                      f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {es}" + ("  FAIL" if bad else ""),
+                      flush=True)
+                del q, k, v, do, o, lse, dsum, dq, dk, dv, qt, kt, vt, dot, outs, ours
+                torch.cuda.empty_cache()
+    print("all shapes within 2x flash's error" if not fails else f"{fails} shapes FAILED")
+
+
+if __name__ == "__main__":
+    main()
