@@ -50,15 +50,19 @@ func gpuFor(d Dims, o *Options, backward bool) (impl, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if backward {
-		return nil, "", &UnsupportedError{Backend: GPU, Feature: "backward", Value: "pass",
-			Reason: fmt.Sprintf("%s: the GPU backward kernels are not written yet", dev.info)}
-	}
 	if o != nil && o.Trace != nil {
 		return nil, "", &UnsupportedError{Backend: GPU, Feature: "option", Value: "Trace",
 			Reason: "only the CPUFlash backend records traces"}
 	}
-	k, err := dev.Kernel(d, o != nil && o.Causal)
+	causal := o != nil && o.Causal
+	if backward {
+		ks, err := dev.BackwardKernels(d, causal)
+		if err != nil {
+			return nil, "", err
+		}
+		return gpuImpl{dev}, fmt.Sprintf("%s, kernels %s, %s, %s", dev.info, ks[0].Symbol, ks[1].Symbol, ks[2].Symbol), nil
+	}
+	k, err := dev.Kernel(d, causal)
 	if err != nil {
 		return nil, "", err
 	}
@@ -106,6 +110,46 @@ func (g gpuImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out
 	return nil
 }
 
-func (g gpuImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error {
-	return &UnsupportedError{Backend: GPU, Feature: "backward", Value: "pass", Reason: "the GPU backward kernels are not written yet"}
+// backward uploads the inputs (fp16) and the forward result, runs the
+// backward kernels and downloads dQ, dK and dV.
+func (g gpuImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) (err error) {
+	dev := g.dev
+	var ts []*DeviceTensor
+	defer func() {
+		for _, t := range ts {
+			err = errors.Join(err, t.Free())
+		}
+	}()
+	for _, t := range []*Tensor{q, k, v, dOut} {
+		dt, err := dev.Upload(t)
+		if err != nil {
+			return err
+		}
+		ts = append(ts, dt)
+	}
+	fwd, err := dev.UploadResult(d, out, lse[:d.LSELen()])
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fwd.Free()) }()
+	if err := dev.lock(); err != nil {
+		return err
+	}
+	gr, err := dev.backward(d, ts[0], ts[1], ts[2], fwd.Out, fwd.lse, ts[3], scale, o != nil && o.Causal)
+	dev.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, gr.Free()) }()
+	for _, c := range []struct {
+		src *DeviceTensor
+		dst *Tensor
+	}{{gr.DQ, dq}, {gr.DK, dk}, {gr.DV, dv}} {
+		h, err := c.src.Download()
+		if err != nil {
+			return err
+		}
+		copy(c.dst.Data, h.Data)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package flashattn_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -8,8 +9,9 @@ import (
 )
 
 // TestGPUConformance runs the suite on the GPU backend through the public
-// API (Options.Backend = GPU), forward only: the GPU backward pass does not
-// exist yet.
+// API (Options.Backend = GPU), forward only, on every head dim with forward
+// kernels (D 256 has no backward kernels; TestGPUConformanceBackward covers
+// the backward pass).
 func TestGPUConformance(t *testing.T) {
 	dev := openGPU(t)
 	b := attntest.ForBackend(flashattn.GPU)
@@ -19,8 +21,29 @@ func TestGPUConformance(t *testing.T) {
 	attntest.Run(t, b)
 }
 
-// TestGPUConformanceSM75 runs the suite on the Turing kernels, compiled by
-// the driver from their compute_75 PTX, through the Device API.
+// TestGPUConformanceBackward runs the suite, forward and backward, through
+// the public API on the head dims with backward kernels. For the other head
+// dims the forward is refused here (it is covered above), so the suite
+// checks that Backward refuses them with an *UnsupportedError.
+func TestGPUConformanceBackward(t *testing.T) {
+	dev := openGPU(t)
+	b := attntest.ForBackend(flashattn.GPU)
+	b.Name = "gpu-fwd+bwd"
+	b.HeadDims = dev.BackwardHeadDims()
+	fwd := b.Forward
+	b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+		if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
+			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
+		}
+		return fwd(q, k, v, o)
+	}
+	t.Logf("%s, backward head dims %v", dev.Info(), b.HeadDims)
+	attntest.Run(t, b)
+}
+
+// TestGPUConformanceSM75 runs the suite, forward and backward, on the
+// Turing kernels, compiled by the driver from their compute_75 PTX, through
+// the Device API.
 func TestGPUConformanceSM75(t *testing.T) {
 	dev := openGPU(t)
 	if err := dev.ForceArch(75); err != nil {
@@ -28,6 +51,9 @@ func TestGPUConformanceSM75(t *testing.T) {
 	}
 	b := deviceBackend(dev, "gpu-sm75")
 	b.HeadDims = dev.HeadDims()
+	if bd := dev.BackwardHeadDims(); !slices.Equal(bd, b.HeadDims) {
+		t.Fatalf("sm_75 path: forward head dims %v, backward %v; the suite needs both alike", b.HeadDims, bd)
+	}
 	k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: b.HeadDims[0]}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -35,11 +61,21 @@ func TestGPUConformanceSM75(t *testing.T) {
 	if k.Path != 75 || !k.FromPTX {
 		t.Fatalf("forced sm_75 runs %+v", k)
 	}
-	t.Logf("%s, forced Turing path, head dims %v, e.g. %+v", dev.Info(), b.HeadDims, k)
+	ks, err := dev.BackwardKernels(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: b.HeadDims[0]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ks {
+		if k.Path != 75 || !k.FromPTX {
+			t.Fatalf("forced sm_75 backward runs %+v", k)
+		}
+	}
+	t.Logf("%s, forced Turing path, head dims %v, e.g. %+v and %+v", dev.Info(), b.HeadDims, k, ks[1])
 	attntest.Run(t, b)
 }
 
-// deviceBackend runs Forward on dev: upload, Device.Forward, download.
+// deviceBackend runs Forward and Backward on dev through the Device API:
+// upload, Device.Forward or Device.Backward, download.
 func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 	return attntest.Backend{
 		Name:      name,
@@ -78,6 +114,47 @@ func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 				return nil, err
 			}
 			return &flashattn.Result{Dims: d, Out: out, LSE: lse, Backend: flashattn.GPU, Reason: r.Kernel.Symbol}, nil
+		},
+		Backward: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (g *flashattn.Grads, err error) {
+			d, err := flashattn.DimsOf(q, k, v)
+			if err != nil {
+				return nil, err
+			}
+			var ts []*flashattn.DeviceTensor
+			defer func() {
+				for _, t := range ts {
+					if ferr := t.Free(); err == nil {
+						err = ferr
+					}
+				}
+			}()
+			for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
+				dt, err := dev.Upload(x)
+				if err != nil {
+					return nil, err
+				}
+				ts = append(ts, dt)
+			}
+			fwd, err := dev.UploadResult(d, out, lse)
+			if err != nil {
+				return nil, err
+			}
+			defer fwd.Free()
+			r, err := dev.Backward(ts[0], ts[1], ts[2], fwd, ts[3], o)
+			if err != nil {
+				return nil, err
+			}
+			defer r.Free()
+			g = &flashattn.Grads{Backend: flashattn.GPU, Reason: r.Kernels[1].Symbol}
+			for _, x := range []struct {
+				src *flashattn.DeviceTensor
+				dst **flashattn.Tensor
+			}{{r.DQ, &g.DQ}, {r.DK, &g.DK}, {r.DV, &g.DV}} {
+				if *x.dst, err = x.src.Download(); err != nil {
+					return nil, err
+				}
+			}
+			return g, nil
 		},
 	}
 }

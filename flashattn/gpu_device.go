@@ -104,10 +104,12 @@ type Device struct {
 	mod    *cuda.Module
 	funcs  map[string]*loadedKernel
 
-	// One pinned parameter block, reused by every launch (calls are
-	// serialised by mu; the driver copies the values at launch).
-	params *kernels.FwdParams
-	args   *cuda.Args
+	// One parameter block per launch contract, reused by every launch
+	// (calls are serialised by mu; the driver copies the values at launch).
+	params  *kernels.FwdParams
+	args    *cuda.Args
+	bparams *kernels.BwdParams
+	bargs   *cuda.Args
 
 	closed bool
 }
@@ -143,6 +145,8 @@ func OpenDevice(ordinal int) (*Device, error) {
 	d.path = defaultPath(d.info.Arch())
 	d.params = new(kernels.FwdParams)
 	d.args = cuda.NewArgs(unsafe.Pointer(d.params))
+	d.bparams = new(kernels.BwdParams)
+	d.bargs = cuda.NewArgs(unsafe.Pointer(d.bparams))
 	return d, nil
 }
 
@@ -217,20 +221,29 @@ func (d *Device) ForceArch(arch int) error {
 	return nil
 }
 
-// HeadDims lists the head dims the kernel path in use has kernels for.
+// HeadDims lists the head dims the kernel path in use has forward kernels for.
 func (d *Device) HeadDims() []int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return kernels.HeadDims(d.path)
 }
 
+// BackwardHeadDims lists the head dims the kernel path in use has backward
+// kernels for (a subset of HeadDims: no D 256 backward is built).
+func (d *Device) BackwardHeadDims() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return kernels.BwdHeadDims(d.path)
+}
+
 // KernelInfo describes the kernel variant that runs for a problem.
 type KernelInfo struct {
 	Symbol     string
+	Pass       string // "fwd", or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
 	HeadDim    int
 	Causal     bool
 	Path       int // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)
-	Br, Bc     int // query rows per CTA, key rows per step
+	Br, Bc     int // query rows per CTA, key rows per step (bwd_dkdv: key rows per CTA, query rows per step)
 	Warps      int
 	SmemBytes  int // dynamic shared memory per CTA
 	Registers  int // per thread, as loaded
@@ -257,15 +270,24 @@ func (d *Device) Kernel(dims Dims, causal bool) (KernelInfo, error) {
 	return k.info, nil
 }
 
-// kernel finds, loads and prepares the variant for dims; d.mu is held.
+// kernel finds, loads and prepares the forward variant for dims; d.mu is held.
 func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
+	return d.passKernel(kernels.Fwd, dims, causal)
+}
+
+// passKernel finds, loads and prepares the variant of a pass for dims; d.mu is held.
+func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedKernel, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	v, ok := kernels.Lookup(d.path, dims.D, causal)
+	v, ok := kernels.LookupPass(pass, d.path, dims.D, causal)
 	if !ok {
+		what := "kernels"
+		if pass != kernels.Fwd {
+			what = "backward kernels"
+		}
 		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
-			Reason: fmt.Sprintf("the sm_%d kernels exist for head dims %v", d.path, kernels.HeadDims(d.path))}
+			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
 	}
 	if k := d.funcs[v.Symbol]; k != nil {
 		return k, nil
@@ -291,7 +313,7 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
 		}
 	}
-	k := &loadedKernel{fn: fn, info: KernelInfo{Symbol: v.Symbol, HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch, Br: v.Br, Bc: v.Bc, Warps: v.Warps,
+	k := &loadedKernel{fn: fn, info: KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch, Br: v.Br, Bc: v.Bc, Warps: v.Warps,
 		SmemBytes: v.SmemBytes, FromPTX: d.forced}}
 	var errs []error
 	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)

@@ -43,3 +43,28 @@ func TestKernelTable(t *testing.T) {
 		t.Errorf("sm_70: %d kernels, want none (Volta is below Turing)", n)
 	}
 }
+
+func TestBackwardKernelTable(t *testing.T) {
+	for _, arch := range []int{75, 86, 90} {
+		tab := flashattn.BackwardKernelTable(arch)
+		count := map[string]int{}
+		for _, k := range tab {
+			count[k.Pass]++
+			if k.Symbol == "" || k.Warps < 1 || k.Br < 16 || (k.Pass != "bwd_pre" && (k.Bc < 16 || k.SmemBytes <= 0)) {
+				t.Errorf("sm_%d: bad row %+v", arch, k)
+			}
+			if arch == 75 && k.SmemBytes > 64<<10 {
+				t.Errorf("sm_75 kernel %s needs %d bytes of shared memory, a T4 has 64 KiB", k.Symbol, k.SmemBytes)
+			}
+		}
+		// D 32, 64, 96, 128: one pre kernel each, dK/dV and dQ causal and not.
+		if count["bwd_pre"] != 4 || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || len(tab) != 20 {
+			t.Errorf("sm_%d: backward table %v", arch, count)
+		}
+	}
+	for _, k := range flashattn.KernelTable(90) {
+		if k.Pass != "fwd" {
+			t.Errorf("KernelTable lists %s (pass %q)", k.Symbol, k.Pass)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package flashattn_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,18 +78,34 @@ func TestGPUAutoAndReasons(t *testing.T) {
 		t.Fatalf("Auto on a GPU: backend %v, reason %q", r.Backend, r.Reason)
 	}
 	t.Logf("Auto: %s", r.Reason)
-	// The backward pass is CPU-only for now: Auto says why, GPU refuses.
+	// The backward pass runs on the GPU too, and says which kernels.
 	g, err := flashattn.Backward(q, q, q, r.Out, r.Out, r.LSE, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Backend != flashattn.CPUFlash || !strings.Contains(g.Reason, "backward") {
+	if g.Backend != flashattn.GPU || !strings.Contains(g.Reason, "fa2_bwd_dkdv_") || !strings.Contains(g.Reason, "fa2_bwd_dq_") {
 		t.Fatalf("Auto backward: backend %v, reason %q", g.Backend, g.Reason)
 	}
-	_, err = flashattn.Backward(q, q, q, r.Out, r.Out, r.LSE, &flashattn.Options{Backend: flashattn.GPU})
+	t.Logf("Auto backward: %s", g.Reason)
+	// D 256 has forward kernels but no backward ones: Auto falls back for
+	// the backward and says why, GPU refuses.
 	var ue *flashattn.UnsupportedError
-	if !errors.As(err, &ue) {
-		t.Fatalf("GPU backward: %v, want *UnsupportedError", err)
+	big := flashattn.Random(flashattn.Shape{B: 1, N: 9, H: 1, D: 256}, 3)
+	if slices.Contains(openGPU(t).HeadDims(), 256) {
+		rb, err := flashattn.Forward(big, big, big, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.Backend != flashattn.GPU || gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256") {
+			t.Fatalf("Auto, D=256: forward on %v, backward on %v (%q)", rb.Backend, gb.Backend, gb.Reason)
+		}
+		if _, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Backend: flashattn.GPU}); !errors.As(err, &ue) {
+			t.Fatalf("GPU backward, D=256: %v, want *UnsupportedError", err)
+		}
 	}
 	// A head dim without a kernel: Auto falls back and says so, GPU refuses.
 	odd := flashattn.Random(flashattn.Shape{B: 1, N: 8, H: 1, D: 40}, 2)
@@ -284,7 +301,20 @@ func BenchmarkGPUForwardPaperSM75(b *testing.B) {
 	benchPaper(b, 75)
 }
 
-func benchPaper(b *testing.B, arch int) {
+// BenchmarkGPUBackwardPaper times the default backward kernels (pre, dK/dV,
+// dQ) on the FA2 paper's shapes (TFLOP/s counts 2.5x the forward's FLOPs).
+func BenchmarkGPUBackwardPaper(b *testing.B) {
+	benchPaperPass(b, 0, true)
+}
+
+// BenchmarkGPUBackwardPaperSM75 does the same for the forced Turing path.
+func BenchmarkGPUBackwardPaperSM75(b *testing.B) {
+	benchPaperPass(b, 75, true)
+}
+
+func benchPaper(b *testing.B, arch int) { benchPaperPass(b, arch, false) }
+
+func benchPaperPass(b *testing.B, arch int, backward bool) {
 	dev := openGPU(b)
 	if err := dev.ForceArch(arch); err != nil {
 		b.Fatal(err)
@@ -295,7 +325,11 @@ func benchPaper(b *testing.B, arch int) {
 			name += "/causal"
 		}
 		b.Run(name, func(b *testing.B) {
-			r, err := dev.BenchForward(s.Dims, &flashattn.Options{Causal: s.Causal}, 3, b.N)
+			bench := dev.BenchForward
+			if backward {
+				bench = dev.BenchBackward
+			}
+			r, err := bench(s.Dims, &flashattn.Options{Causal: s.Causal}, 3, b.N)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -318,4 +352,146 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// Device.Backward checks its arguments with the library's typed errors, and
+// its gradients agree with the public API's (same kernels, same bits).
+func TestGPUBackwardDevice(t *testing.T) {
+	dev := openGPU(t)
+	d := flashattn.Dims{B: 2, Nq: 70, Nk: 45, Hq: 4, Hkv: 2, D: 64}
+	o := &flashattn.Options{Causal: true}
+	qh, kh, vh := flashattn.Random(d.QShape(), 1), flashattn.Random(d.KVShape(), 2), flashattn.Random(d.KVShape(), 3)
+	dOh := flashattn.Random(d.QShape(), 4)
+	var ts []*flashattn.DeviceTensor
+	for _, x := range []*flashattn.Tensor{qh, kh, vh, dOh} {
+		dt, err := dev.Upload(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, dt)
+	}
+	q, k, v, dO := ts[0], ts[1], ts[2], ts[3]
+	fwd, err := dev.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := dev.Backward(q, k, v, fwd, dO, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Kernels) != 3 || g.Kernels[0].Pass != "bwd_pre" || g.Kernels[1].Pass != "bwd_dkdv" || g.Kernels[2].Pass != "bwd_dq" || !g.Kernels[1].Causal {
+		t.Fatalf("kernels %+v", g.Kernels)
+	}
+	out, err := fwd.Out.Download()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lse, err := fwd.LSE()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := flashattn.Backward(qh, kh, vh, out, dOh, lse, &flashattn.Options{Causal: true, Backend: flashattn.GPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		dev  *flashattn.DeviceTensor
+		host *flashattn.Tensor
+	}{{"dQ", g.DQ, api.DQ}, {"dK", g.DK, api.DK}, {"dV", g.DV, api.DV}} {
+		got, err := c.dev.Download()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Data, c.host.Data) || got.Shape != c.host.Shape {
+			t.Errorf("%s: Device.Backward and flashattn.Backward differ", c.name)
+		}
+	}
+	if err := g.Free(); err != nil {
+		t.Fatal(err)
+	}
+
+	var se *flashattn.ShapeError
+	if _, err := dev.Backward(q, k, v, fwd, k, o); !errors.As(err, &se) || se.Arg != "dOut" {
+		t.Errorf("dOut of k's shape: %v, want *ShapeError for dOut", err)
+	}
+	if _, err := dev.Backward(q, k, v, nil, dO, o); err == nil {
+		t.Error("nil forward result accepted")
+	}
+	other, err := dev.Forward(k, k, k, nil) // a result of another problem
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Backward(q, k, v, other, dO, o); err == nil {
+		t.Error("the forward result of another problem accepted")
+	}
+	var oe *flashattn.OptionError
+	if _, err := dev.Backward(q, k, v, fwd, dO, &flashattn.Options{Scale: math.Inf(1)}); !errors.As(err, &oe) {
+		t.Errorf("infinite scale: %v, want *OptionError", err)
+	}
+	big := flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 256}
+	var ue *flashattn.UnsupportedError
+	if _, err := dev.BackwardKernels(big, false); slices.Contains(dev.HeadDims(), 256) && !errors.As(err, &ue) {
+		t.Errorf("BackwardKernels(D=256): %v, want *UnsupportedError", err)
+	}
+	if _, err := dev.BenchBackward(big, nil, 0, 1); slices.Contains(dev.HeadDims(), 256) && !errors.As(err, &ue) {
+		t.Errorf("BenchBackward(D=256): %v, want *UnsupportedError", err)
+	}
+	if err := fwd.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Backward(q, k, v, fwd, dO, o); !errors.Is(err, flashattn.ErrFreed) {
+		t.Errorf("freed forward result: %v, want ErrFreed", err)
+	}
+	for _, x := range append(ts, other.Out) {
+		if err := x.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.Free(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Repeated backward calls through the public API give their device memory
+// back (uploads, the LSE, Di and the gradients are all freed).
+func TestGPUBackwardFreesMemory(t *testing.T) {
+	openGPU(t)
+	d := flashattn.Dims{B: 2, Nq: 1024, Nk: 1024, Hq: 8, Hkv: 8, D: 128}
+	q := flashattn.Random(d.QShape(), 1)
+	o := &flashattn.Options{Backend: flashattn.GPU}
+	r, err := flashattn.Forward(q, q, q, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := flashattn.Backward(q, q, q, r.Out, q, r.LSE, o); err != nil {
+		t.Fatal(err)
+	}
+	free0 := freeMem(t)
+	for range 5 {
+		if _, err := flashattn.Backward(q, q, q, r.Out, q, r.LSE, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if free1 := freeMem(t); free1+16<<20 < free0 {
+		t.Fatalf("5 backward calls kept %d MiB of device memory", (free0-free1)>>20)
+	}
+}
+
+// BenchBackward runs and reports the three kernels (no speed is asserted:
+// speed is measured side by side with PyTorch, see kernels/dev).
+func TestGPUBenchBackward(t *testing.T) {
+	dev := openGPU(t)
+	d := flashattn.Dims{B: 1, Nq: 300, Nk: 200, Hq: 4, Hkv: 1, D: 96}
+	r, err := dev.BenchBackward(d, &flashattn.Options{Causal: true}, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Backward || len(r.Kernels) != 3 || r.Kernel.Symbol != r.Kernels[1].Symbol || r.Reps != 3 || !(r.MedianMs > 0) ||
+		r.ExtraBytes != 4*int64(d.LSELen()) || math.Abs(r.TFLOPS*r.MedianMs*1e9-2.5*d.FLOPs(true)) > 1e-6*d.FLOPs(true) {
+		t.Fatalf("BenchBackward: %+v", r)
+	}
+	if _, err := dev.BenchBackward(d, nil, 0, 0); err == nil {
+		t.Error("reps 0 accepted")
+	}
 }
