@@ -14,13 +14,15 @@ import (
 
 // fakeGPU stands in for a CUDA device so that the GPU code paths of bench
 // and check run on any machine: its "kernels" are the CPU flash backend, its
-// timings fixed rates (100 TFLOP/s on its own path, 40 on the forced sm_75
-// path). broken[arch] corrupts the outputs of that path.
+// timings fixed rates (forward 100 TFLOP/s on its own path, 40 on the forced
+// sm_75 path; backward half that). broken[arch] corrupts the outputs of that
+// path; noBackward plays a device without backward kernels.
 type fakeGPU struct {
-	arch   int
-	uses   []int
-	broken map[int]bool
-	closed bool
+	arch       int
+	uses       []int
+	broken     map[int]bool
+	closed     bool
+	noBackward bool
 }
 
 func (f *fakeGPU) Meta() DeviceMeta {
@@ -39,7 +41,10 @@ func (f *fakeGPU) Use(arch int) error {
 }
 
 func (f *fakeGPU) HasBackward() (bool, string) {
-	return false, "fake: the GPU backward kernels are not written yet"
+	if f.noBackward {
+		return false, "fake: no backward kernels on this device"
+	}
+	return true, ""
 }
 
 func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row {
@@ -48,16 +53,18 @@ func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup
 	if arch == 75 {
 		row.Impl = implGPUSM75
 	}
+	rate := map[int]float64{0: 100, 75: 40}[arch]
 	if dir != dirFwd {
 		row.FLOPs *= 2.5
-		_, row.Reason = f.HasBackward()
-		row.Status = statusUnsupported
-		return row
+		rate /= 2
+		if ok, why := f.HasBackward(); !ok || d.D == 256 {
+			row.Status, row.Reason = statusUnsupported, orDefault(why, "fake: no D=256 backward kernel")
+			return row
+		}
 	}
 	if err := f.Use(arch); err != nil {
 		return failed(row, err)
 	}
-	rate := map[int]float64{0: 100, 75: 40}[arch]
 	row.Status, row.TFLOPs, row.MS = statusOK, rate, row.FLOPs/(rate*1e12)*1e3
 	row.ExtraBytes, row.Kernel = 4*int64(d.LSELen()), fmt.Sprintf("fake_fwd_d%d", d.D)
 	return row
@@ -139,23 +146,44 @@ func TestBenchOnGPUPaperSweepWithTorchAndSM75(t *testing.T) {
 			if l.Ours.Status != statusOK || !near(l.VsFlash, 100/2e-3) || !near(l.VsEff, 100/1e-3) || !near(l.Others[0].TFLOPs, 40) {
 				t.Errorf("fwd line %+v", l)
 			}
-		default:
-			// No GPU backward: unsupported, with no ratio, but torch's figures shown.
-			if l.Ours.Status != statusUnsupported || l.VsFlash != 0 || l.Torch[0].Status != statusOK {
+		case dirBwd:
+			if l.Ours.Status != statusOK || !near(l.Ours.TFLOPs, 50) || !near(l.Others[0].TFLOPs, 20) || l.VsFlash <= 0 || l.Torch[0].Status != statusOK {
+				t.Errorf("bwd line %+v", l)
+			}
+		default: // fwdbwd: derived from the fwd and bwd medians
+			if l.Ours.Status != statusOK || l.Ours.TFLOPs <= 50 || l.Ours.TFLOPs >= 100 {
 				t.Errorf("%s line %+v", l.Direction, l)
 			}
 		}
 	}
-	for _, want := range []string{"note: no GPU backward pass yet (fake: the GPU backward kernels are not written yet)", "gpu-sm75", "vs flash"} {
+	for _, want := range []string{"gpu-sm75", "vs flash"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
+	}
+	if strings.Contains(stdout, "no GPU backward") {
+		t.Errorf("output claims no GPU backward on a device that has one:\n%s", stdout)
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, "bench.html"))
 	for _, want := range []string{"Speedup over PyTorch SDPA flash", "Extra memory of one forward call, D = 128", "gpu-flash (sm_75 path)"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestBenchNoGPUBackward: on a device without backward kernels the bwd rows
+// say unsupported, with the reason, and a note says so.
+func TestBenchNoGPUBackward(t *testing.T) {
+	f := &fakeGPU{noBackward: true}
+	withFakeGPU(t, f)
+	code, stdout, stderr := runCLI(t, "bench", "--direction", "bwd", "--seqlens", "1024", "--headdims", "64", "--causal", "false",
+		"--reps", "1", "--warmup", "0", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "no GPU backward pass yet (fake: no backward kernels on this device)") || !strings.Contains(stdout, statusUnsupported) {
+		t.Errorf("output:\n%s", stdout)
 	}
 }
 
