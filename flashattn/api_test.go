@@ -100,15 +100,19 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Trace: &Trace{Head: 2}}, "Trace"},
 		{Options{Trace: &Trace{Row: 4}}, "Trace"},
 		{Options{Scale: -math.MaxFloat64}, "Scale"},
+		{Options{Scale: -0.5}, "Scale"}, // the GPU kernels mask with -Inf before scaling
+		{Options{Scale: math.NaN()}, "Scale"},
+		{Options{Scale: math.Inf(1)}, "Scale"},
+		{Options{Scale: 1e39}, "Scale"}, // beyond float32
 	} {
 		var oe *OptionError
 		if _, err := Forward(q, k, v, &c.o); !errors.As(err, &oe) || oe.Option != c.option {
 			t.Errorf("%+v: got %v, want *OptionError for %s", c.o, err, c.option)
 		}
 	}
-	// A negative finite scale is valid.
-	if _, err := Forward(q, k, v, &Options{Scale: -0.5}); err != nil {
-		t.Errorf("scale -0.5: %v", err)
+	// A tiny positive scale is valid.
+	if _, err := Forward(q, k, v, &Options{Scale: 1e-30}); err != nil {
+		t.Errorf("scale 1e-30: %v", err)
 	}
 }
 

@@ -102,8 +102,8 @@ func FuzzForward(f *testing.F) {
 		// Bounded sizes (the reference is O(N^2)); negative values stay possible.
 		d := flashattn.Dims{B: int(b) % 4, Nq: int(nq) % 70, Nk: int(nk) % 70, Hq: int(hq) % 9, Hkv: int(hkv) % 9, D: int(dd) % 41}
 		// A finite scale is folded into (-16, 16): scores of standard deviation
-		// up to 16*sqrt(D), a softmax as sharp as float32 allows. NaN and Inf
-		// stay, to be refused.
+		// up to 16*sqrt(D), a softmax as sharp as float32 allows. NaN, Inf and
+		// negative scales stay, to be refused.
 		if !math.IsNaN(scale) && !math.IsInf(scale, 0) {
 			scale = math.Mod(scale, 16)
 		}
@@ -140,7 +140,7 @@ func FuzzForward(f *testing.F) {
 		}
 
 		valid := qOK && kOK && vOK && flags&fuzzMismatchV == 0 && d.Hkv >= 1 && d.Hq%d.Hkv == 0 &&
-			!math.IsNaN(scale) && !math.IsInf(scale, 0) && o.Backend != flashattn.Backend(9) &&
+			!math.IsNaN(scale) && !math.IsInf(scale, 0) && scale >= 0 && o.Backend != flashattn.Backend(9) &&
 			bq >= 0 && bk >= 0 && workers >= 0 && traceOK
 		res, err := flashattn.Forward(q, k, v, o)
 		if !valid {

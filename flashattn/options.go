@@ -51,7 +51,8 @@ type Options struct {
 	// aligned to the bottom-right corner of the score matrix, as in
 	// FlashAttention-2 since 2.1).
 	Causal bool
-	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D).
+	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D). It must
+	// be positive and finite.
 	Scale float64
 	// Deterministic asks for bit-reproducible results. The CPU backends
 	// always are; on the GPU it selects a backward pass without atomics.
@@ -75,6 +76,12 @@ func (o *Options) scale(d int) (float64, error) {
 	}
 	if math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0) {
 		return 0, &OptionError{Option: "Scale", Value: fmt.Sprint(o.Scale), Reason: "must be finite"}
+	}
+	// The kernels mask a score by setting it to -Inf before the scale is
+	// applied, and every softmax implementation here assumes a larger score
+	// means more weight: a negative scale would break both.
+	if o.Scale < 0 {
+		return 0, &OptionError{Option: "Scale", Value: fmt.Sprint(o.Scale), Reason: "must be positive (0 means 1/sqrt(D))"}
 	}
 	// Every backend multiplies scores by a float32 scale.
 	if math.Abs(o.Scale) > math.MaxFloat32 {
