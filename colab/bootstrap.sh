@@ -51,8 +51,13 @@ step "goflash bench --compare-torch"
 record bench go run ./cmd/goflash bench --compare-torch --out "$out/bench"
 
 step "notebooks"
-# The hosted Pythons have nbformat; Debian's /usr/bin/python3 may not be the one.
-record notebooks env PYTHON="$(command -v python3)" GOFLASH_NB_OUT="$out/notebooks" GOFLASH_NB_HTML=1 \
+# The checker needs nbformat: the hosted runtimes' python3 has it; elsewhere the
+# first python3 on PATH may not be the one with Jupyter (Debian's /usr/bin/python3 is).
+py=$(command -v python3)
+for p in "$py" /usr/bin/python3; do
+	if "$p" -c 'import nbformat' 2>/dev/null; then py=$p && break; fi
+done
+record notebooks env PYTHON="$py" GOFLASH_NB_OUT="$out/notebooks" GOFLASH_NB_HTML=1 \
 	GOFLASH_NB_BROWSER=0 GOFLASH_NB_LIMIT="${GOFLASH_NB_LIMIT:-300}" notebooks/run.sh
 
 step "summary"
