@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -40,6 +41,9 @@ type CheckGPU struct {
 	Kernels []KernelRow `json:"kernels,omitempty"`
 	SM75    []KernelRow `json:"sm75_kernels,omitempty"` // the forced Turing path, on a newer GPU
 	Error   string      `json:"error,omitempty"`
+	// Unsupported: the GPU is older than the kernels' minimum (sm_75), so
+	// the library runs on the CPU there; not a failure of the check.
+	Unsupported bool `json:"unsupported,omitempty"`
 }
 
 // SelfTestRow is one checked problem.
@@ -111,6 +115,7 @@ func check(o checkOpts) *CheckResult {
 	if err != nil {
 		res.NoGPU = err.Error()
 	}
+	usable := 0
 	for _, g := range gpus {
 		ord := g.Ordinal
 		if o.device >= 0 && ord != o.device {
@@ -118,12 +123,19 @@ func check(o checkOpts) *CheckResult {
 		}
 		cg := CheckGPU{Device: g}
 		dev, err := openGPU(ord)
+		var ue *flashattn.UnsupportedError
+		if errors.As(err, &ue) {
+			cg.Error, cg.Unsupported = err.Error(), true
+			res.GPUs = append(res.GPUs, cg)
+			continue
+		}
 		if err != nil {
 			cg.Error = err.Error()
 			res.Failed++
 			res.GPUs = append(res.GPUs, cg)
 			continue
 		}
+		usable++
 		if cg.Kernels, err = dev.Kernels(0); err != nil {
 			cg.Error = err.Error()
 		}
@@ -152,8 +164,8 @@ func check(o checkOpts) *CheckResult {
 	if o.device >= 0 && len(res.GPUs) == 0 && res.NoGPU == "" {
 		res.NoGPU = fmt.Sprintf("no GPU with ordinal %d", o.device)
 	}
-	if len(res.GPUs) == 0 {
-		// No GPU: the CPU backends are what this machine runs.
+	if usable == 0 {
+		// No usable GPU: the CPU backends are what this machine runs.
 		for _, be := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
 			for _, d := range []int{16, 64} {
 				for _, c := range selfTestCases(d) {
@@ -248,14 +260,22 @@ func cpuSelfTest(be flashattn.Backend, c Case, workers int) []SelfTestRow {
 
 func printCheck(w io.Writer, r *CheckResult) {
 	fmt.Fprintf(w, "GoFlash check (%s, commit %s)\n\n", r.Meta.Date, r.Meta.Commit)
+	cpuTested := false
+	for _, t := range r.Tests {
+		cpuTested = cpuTested || strings.HasPrefix(t.Target, "cpu")
+	}
 	if len(r.GPUs) == 0 {
 		fmt.Fprintf(w, "GPUs: none usable (%s)\n", r.NoGPU)
+	}
+	if cpuTested {
 		fmt.Fprintf(w, "CPU:  %s: self-testing the CPU backends instead\n", r.CPU)
 	}
 	for _, g := range r.GPUs {
 		d := g.Device
 		fmt.Fprintf(w, "GPU %d: %s, compute capability %s, %s, driver %s\n", d.Ordinal, d.Name, d.Capability, fmtBytes(d.Memory), orDefault(d.Driver, "unknown"))
-		if g.Error != "" {
+		if g.Unsupported {
+			fmt.Fprintf(w, "  not usable by GoFlash, which runs on the CPU here: %s\n", g.Error)
+		} else if g.Error != "" {
 			fmt.Fprintf(w, "  error: %s\n", g.Error)
 		}
 		for _, set := range []struct {

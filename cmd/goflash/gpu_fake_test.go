@@ -256,3 +256,34 @@ func TestCheckFailsOnWrongGPUResults(t *testing.T) {
 		t.Errorf("failures not shown:\n%s", stdout)
 	}
 }
+
+// TestCheckPreTuringGPU: a GPU older than sm_75 (a Kaggle P100, say) is
+// listed with the library's reason, is not a failure, and the CPU backends
+// are self-tested instead.
+func TestCheckPreTuringGPU(t *testing.T) {
+	open, list := openGPU, listGPUs
+	t.Cleanup(func() { openGPU, listGPUs = open, list })
+	openGPU = func(ordinal int) (gpuDevice, error) {
+		return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "compute capability", Value: "6.0", Reason: "the kernels need sm_75 or newer"}
+	}
+	listGPUs = func() ([]DeviceMeta, error) {
+		return []DeviceMeta{{Kind: "gpu", Name: "Tesla P100-PCIE-16GB", Arch: 60, Capability: "6.0", Memory: 16 << 30}}, nil
+	}
+	code, stdout, stderr := runCLI(t, "check")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	for _, want := range []string{"Tesla P100", "not usable by GoFlash, which runs on the CPU here", "compute capability 6.0", "self-testing the CPU backends instead", "cpu-flash"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = runCLI(t, "check", "--json")
+	var res CheckResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 0 {
+		t.Fatalf("exit %d, json %v:\n%s", code, err, stdout)
+	}
+	if len(res.GPUs) != 1 || !res.GPUs[0].Unsupported || res.Failed != 0 || res.Passed == 0 {
+		t.Errorf("gpus %+v passed %d failed %d", res.GPUs, res.Passed, res.Failed)
+	}
+}
