@@ -29,6 +29,7 @@ import (
 func main() {
 	out := flag.String("out", "docs/img", "directory for the PNGs")
 	sdpa := flag.String("sdpa", "", "bench/sdpa.py JSON output to draw GPU speed and memory from")
+	bench := flag.String("bench", "", "with -sdpa: a goflash bench --compare-torch bench.json of the same GPU; the speed charts then draw its GoFlash and PyTorch rows (one run)")
 	peakName := flag.String("peak-name", "", "GPU name for the roofline (default: the sdpa file's device)")
 	peakTF := flag.Float64("peak-tflops", 0, "GPU dense fp16 tensor peak, TFLOP/s, for the roofline")
 	peakBW := flag.Float64("peak-gbps", 0, "GPU memory bandwidth, GB/s, for the roofline")
@@ -36,7 +37,7 @@ func main() {
 	capLabel := flag.String("capacity-label", "T4: 16 GB", "label of the capacity line")
 	report := flag.String("report", "", "also write every chart to this HTML report")
 	flag.Parse()
-	if err := run(*out, *sdpa, viz.GPUPeak{Name: *peakName, TFLOPs: *peakTF, GBps: *peakBW}, *capacity*1e9, *capLabel, *report); err != nil {
+	if err := run(*out, *sdpa, *bench, viz.GPUPeak{Name: *peakName, TFLOPs: *peakTF, GBps: *peakBW}, *capacity*1e9, *capLabel, *report); err != nil {
 		fmt.Fprintln(os.Stderr, "vizshots:", err)
 		os.Exit(1)
 	}
@@ -59,12 +60,76 @@ type sdpaFile struct {
 	} `json:"results"`
 }
 
-func run(out, sdpaPath string, peak viz.GPUPeak, capacity float64, capLabel, reportPath string) error {
+// benchFile is the part of goflash bench's bench.json drawn here.
+type benchFile struct {
+	Schema string `json:"schema"`
+	Meta   struct {
+		Date   string `json:"date"`
+		Commit string `json:"commit"`
+	} `json:"meta"`
+	Device struct {
+		Name string `json:"name"`
+	} `json:"device"`
+	Torch struct {
+		Torch string `json:"torch"`
+	} `json:"torch"`
+	Rows []struct {
+		Impl, Direction, Status string
+		B, Hq, Hkv, Nq, Nk, D   int
+		Causal                  bool
+		Ms                      float64 `json:"ms"`
+		TFLOPs                  float64 `json:"tflops"`
+	} `json:"rows"`
+}
+
+// benchPoints returns the forward rows of a goflash bench.json, GoFlash's GPU
+// kernels and PyTorch's SDPA backends timed in one run, at the shapes (B, N,
+// H, D, causal) of the SDPA file's speed points.
+func benchPoints(path, device string, sdpa []viz.SpeedPoint) ([]viz.SpeedPoint, string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	var f benchFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, "", fmt.Errorf("%s: %v", path, err)
+	}
+	if f.Device.Name != device {
+		return nil, "", fmt.Errorf("%s ran on %q, the SDPA file on %q: draw runs of one GPU only", path, f.Device.Name, device)
+	}
+	want := map[string]bool{}
+	for _, p := range sdpa {
+		want[fmt.Sprint(p.B, p.N, p.H, p.D, p.Causal)] = true
+	}
+	var pts []viz.SpeedPoint
+	for _, r := range f.Rows {
+		be, ok := map[string]string{"goflash-gpu": viz.GPUFlash, "torch-flash": viz.SDPAFlash, "torch-efficient": viz.SDPAEfficient, "torch-math": viz.SDPAMath}[r.Impl]
+		if !ok || r.Direction != "fwd" || r.Status != "ok" || r.Nq != r.Nk || r.Hq != r.Hkv ||
+			!want[fmt.Sprint(r.B, r.Nq, r.Hq, r.D, r.Causal)] {
+			continue
+		}
+		pts = append(pts, viz.SpeedPoint{Backend: be, B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.Ms, TFLOPs: r.TFLOPs})
+	}
+	if len(pts) == 0 {
+		return nil, "", fmt.Errorf("%s: no forward rows at the SDPA file's shapes", path)
+	}
+	commit := f.Meta.Commit
+	if len(commit) > 7 {
+		commit = commit[:7]
+	}
+	torch, _, _ := strings.Cut(f.Torch.Torch, "+")
+	return pts, fmt.Sprintf("GoFlash %s vs PyTorch %s SDPA, one run, %s, %s", commit, torch, f.Device.Name, strings.SplitN(f.Meta.Date, "T", 2)[0]), nil
+}
+
+func run(out, sdpaPath, benchPath string, peak viz.GPUPeak, capacity float64, capLabel, reportPath string) error {
 	chromium, err := browser.Find()
 	if err != nil {
 		return err
 	}
 	var d gallery.Data
+	if sdpaPath == "" && benchPath != "" {
+		return fmt.Errorf("-bench needs -sdpa (the PyTorch side of the same GPU)")
+	}
 	if sdpaPath == "" {
 		// CPU only: this machine's naive and flash forward passes.
 		sp, mp, err := gallery.MeasureCPU(1, 1, 64, []int{256, 512, 1024, 2048}, 3)
@@ -113,6 +178,14 @@ func run(out, sdpaPath string, peak viz.GPUPeak, capacity float64, capLabel, rep
 					memB, memH, memD = r.B, r.Hq, r.D
 				}
 			}
+		}
+		if benchPath != "" {
+			pts, what, err := benchPoints(benchPath, f.Device, d.Speed)
+			if err != nil {
+				return err
+			}
+			d.Speed = pts
+			d.SpeedSubtitle = what + "; fp16, B x N = 16384, H x D = 2048" + sweepOf(pts)
 		}
 		d.MemOptions = viz.MemoryOptions{B: memB, H: memH, D: memD, ElemBytes: 2, WithoutInputs: true, CapacityBytes: capacity, CapacityLabel: capLabel,
 			Title: "Extra memory of one forward call", Subtitle: src}
@@ -184,4 +257,18 @@ func barePage(c viz.Chart) ([]byte, int, error) {
 	page := "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<style>body{margin:0;background:#fff}.goflash-chart{margin:0}</style>\n" +
 		viz.LibraryScript() + "</head>\n<body>\n" + frag + "</body>\n</html>\n"
 	return []byte(page), h, nil
+}
+
+// sweepOf names the head dim and mask when every point shares them.
+func sweepOf(pts []viz.SpeedPoint) string {
+	for _, p := range pts {
+		if p.D != pts[0].D || p.Causal != pts[0].Causal {
+			return ""
+		}
+	}
+	mask := "not causal"
+	if pts[0].Causal {
+		mask = "causal"
+	}
+	return fmt.Sprintf(", D = %d, %s", pts[0].D, mask)
 }
