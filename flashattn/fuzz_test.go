@@ -12,12 +12,13 @@ import (
 
 // Fuzz flags: which input to break, and how.
 const (
-	fuzzCutMask      = 3  // cut data from q (0), k (1), v (2); 3: none
-	fuzzMismatchV    = 4  // v gets Nk+1 rows
-	fuzzNilQ         = 8  // q is nil
-	fuzzNilKData     = 16 // k has no data
-	fuzzTrace        = 32 // trace the last row
-	fuzzTraceOutside = 64 // ... or a row past the end
+	fuzzCutMask      = 3   // cut data from q (0), k (1), v (2); 3: none
+	fuzzMismatchV    = 4   // v gets Nk+1 rows
+	fuzzNilQ         = 8   // q is nil
+	fuzzNilKData     = 16  // k has no data
+	fuzzTrace        = 32  // trace the last row
+	fuzzTraceOutside = 64  // ... or a row past the end
+	fuzzNegScale     = 128 // keep a negative scale (refused); else its magnitude is used
 )
 
 // fuzzLayout returns the strides of layout l (0..5) for shape s. Layout 4
@@ -92,6 +93,7 @@ func FuzzForward(f *testing.F) {
 	f.Add(uint64(10), int8(1), int8(6), int8(6), int8(1), int8(1), int8(8), uint8(0), int8(0), math.NaN(), true, uint8(1), int8(0), int8(0), int8(0), uint8(3))   // NaN scale
 	f.Add(uint64(11), int8(1), int8(6), int8(6), int8(1), int8(1), int8(8), uint8(0), int8(0), math.Inf(-1), true, uint8(0), int8(0), int8(0), int8(0), uint8(3)) // -Inf scale
 	f.Add(uint64(12), int8(1), int8(6), int8(6), int8(1), int8(1), int8(8), uint8(0), int8(0), 0.0, true, uint8(2), int8(-1), int8(0), int8(-1), uint8(3|fuzzMismatchV|fuzzNilQ|fuzzNilKData|fuzzTrace|fuzzTraceOutside))
+	f.Add(uint64(14), int8(1), int8(6), int8(6), int8(1), int8(1), int8(8), uint8(0), int8(0), -0.5, true, uint8(1), int8(0), int8(0), int8(0), uint8(3|fuzzNegScale)) // negative scale
 	// Found by fuzzing: correct results far beyond 2x the baseline (2.7x,
 	// 12x, 2.3x) on sharp softmaxes; they must pass the float32 bounds.
 	f.Add(uint64(13), int8(1), int8(20), int8(6), int8(8), int8(1), int8(39), uint8(1), int8(0), 11.0, false, uint8(1), int8(0), int8(0), int8(0), uint8(3))
@@ -101,11 +103,14 @@ func FuzzForward(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, b, nq, nk, hq, hkv, dd int8, layout uint8, cut int8, scale float64, causal bool, backend uint8, bq, bk, workers int8, flags uint8) {
 		// Bounded sizes (the reference is O(N^2)); negative values stay possible.
 		d := flashattn.Dims{B: int(b) % 4, Nq: int(nq) % 70, Nk: int(nk) % 70, Hq: int(hq) % 9, Hkv: int(hkv) % 9, D: int(dd) % 41}
-		// A finite scale is folded into (-16, 16): scores of standard deviation
-		// up to 16*sqrt(D), a softmax as sharp as float32 allows. NaN, Inf and
-		// negative scales stay, to be refused.
+		// A finite scale is folded into [0, 16): scores of standard deviation
+		// up to 16*sqrt(D), a softmax as sharp as float32 allows. NaN and Inf
+		// stay, and so does a negative scale under fuzzNegScale: all refused.
 		if !math.IsNaN(scale) && !math.IsInf(scale, 0) {
 			scale = math.Mod(scale, 16)
+			if flags&fuzzNegScale == 0 {
+				scale = math.Abs(scale)
+			}
 		}
 		r := rand.New(rand.NewPCG(seed, 1))
 		l := int(layout % 6)
