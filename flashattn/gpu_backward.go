@@ -153,7 +153,7 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 
 // BackwardHost is Backward for host tensors, as flashattn.Backward with the
 // GPU backend runs it, but on this device (with its kernel path, see
-// ForceArch): upload (fp16) the inputs and the forward result, Backward,
+// ForcePath): upload (fp16) the inputs and the forward result, Backward,
 // download. All device memory is freed on return; Grads.Reason names the
 // device and the kernels.
 func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Options) (*Grads, error) {

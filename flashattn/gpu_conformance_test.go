@@ -46,7 +46,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 // the Device API.
 func TestGPUConformanceSM75(t *testing.T) {
 	dev := openGPU(t)
-	if err := dev.ForceArch(75); err != nil {
+	if err := dev.ForcePath(75); err != nil {
 		t.Fatal(err)
 	}
 	b := deviceBackend(dev, "gpu-sm75")

@@ -39,7 +39,7 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 
 // ForwardHost is Forward for host tensors, as flashattn.Forward with the
 // GPU backend runs it, but on this device (with its kernel path, see
-// ForceArch): upload (fp16), Forward, download. All device memory is freed
+// ForcePath): upload (fp16), Forward, download. All device memory is freed
 // on return; Result.Reason names the device and the kernel.
 func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
 	p, err := checkForward(q, k, v, o)

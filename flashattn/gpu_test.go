@@ -128,8 +128,8 @@ func TestGPUDeviceErrors(t *testing.T) {
 	} else if ue := (*flashattn.UnsupportedError)(nil); !errors.As(err, &ue) || ue.Feature != "head dim" {
 		t.Fatalf("Kernel for D=40: %v, want *UnsupportedError for the head dim", err)
 	}
-	if err := dev.ForceArch(61); err == nil {
-		t.Fatal("ForceArch(61) succeeded")
+	if err := dev.ForcePath(61); err == nil {
+		t.Fatal("ForcePath(61) succeeded")
 	}
 	q, err := dev.Upload(flashattn.Random(flashattn.Shape{B: 1, N: 16, H: 2, D: 64}, 1))
 	if err != nil {
@@ -312,11 +312,11 @@ func BenchmarkGPUBackwardPaperSM75(b *testing.B) {
 	benchPaperPass(b, 75, true)
 }
 
-func benchPaper(b *testing.B, arch int) { benchPaperPass(b, arch, false) }
+func benchPaper(b *testing.B, path int) { benchPaperPass(b, path, false) }
 
-func benchPaperPass(b *testing.B, arch int, backward bool) {
+func benchPaperPass(b *testing.B, path int, backward bool) {
 	dev := openGPU(b)
-	if err := dev.ForceArch(arch); err != nil {
+	if err := dev.ForcePath(path); err != nil {
 		b.Fatal(err)
 	}
 	for _, s := range flashattn.PaperShapes() {

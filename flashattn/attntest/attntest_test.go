@@ -266,3 +266,41 @@ func TestHalfAgreesWithFlashattn(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareIsPure: CompareForward and CompareBackward return what the
+// Check functions report, with the 2x-rule numbers per quantity, and need
+// no testing.T.
+func TestCompareIsPure(t *testing.T) {
+	c := Case{Name: "pure", B: 1, Nq: 33, Nk: 33, Hq: 2, Hkv: 1, D: 16, Causal: true, Seed: 3}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
+	o := c.Options()
+	o.Backend = flashattn.CPUFlash
+	res, err := flashattn.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, bc := CompareForward(FP32, truth, base, res), CompareBackward(FP32, truth, base, g)
+	if !fc.Pass() || !bc.Pass() || len(fc.Quantities) != 2 || len(bc.Quantities) != 3 {
+		t.Fatalf("correct result: forward %+v, backward %+v", fc, bc)
+	}
+	if e, b := fc.MaxErr("Out"); !(e > 0 && b > 0 && e <= 2*b+fc.Quantities[0].Floor) {
+		t.Errorf("Out: MaxErr %v, baseline %v", e, b)
+	}
+	res.Out.Data[40] += 1e-3
+	fc = CompareForward(FP32, truth, base, res)
+	if fc.Pass() || len(fc.Mismatches) == 0 || fc.Quantities[0].Pass || !strings.Contains(fc.Mismatches[0], "Out") {
+		t.Errorf("broken output: %+v", fc)
+	}
+	if e, _ := fc.MaxErr("Out"); e < 1e-3*0.99 {
+		t.Errorf("broken output: MaxErr %v, want about 1e-3", e)
+	}
+}
