@@ -495,3 +495,16 @@ func TestGPUBenchBackward(t *testing.T) {
 		t.Error("reps 0 accepted")
 	}
 }
+
+// TestGPUOutOfMemory: a problem beyond the device's memory fails with an
+// error wrapping ErrOutOfMemory (q alone is 2^37 - 2^30 fp16 values, 254
+// GiB), before anything is copied from the host.
+func TestGPUOutOfMemory(t *testing.T) {
+	dev := openGPU(t)
+	d := flashattn.Dims{B: 127, Nq: 1 << 20, Nk: 1 << 20, Hq: 16, Hkv: 16, D: 64}
+	_, err := dev.BenchForward(d, nil, 0, 1)
+	if !errors.Is(err, flashattn.ErrOutOfMemory) {
+		t.Fatalf("BenchForward(%+v): %v, want an error wrapping ErrOutOfMemory", d, err)
+	}
+	t.Logf("%v", err)
+}

@@ -94,6 +94,21 @@ func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (*fl
 	return res, err
 }
 
+// Backward is the CPU flash backward; a broken path corrupts dQ.
+func (f *fakeGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error) {
+	if err := f.Use(path); err != nil {
+		return nil, err
+	}
+	if ok, why := f.HasBackward(); !ok {
+		return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "backward", Value: "", Reason: why}
+	}
+	g, err := flashattn.Backward(q, k, v, out, dOut, lse, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
+	if err == nil && f.broken[path] {
+		g.DQ.Data[len(g.DQ.Data)/2] += 0.5
+	}
+	return g, err
+}
+
 func (f *fakeGPU) Close() { f.closed = true }
 
 // withFakeGPU installs f as GPU 0 for the test.
@@ -229,17 +244,18 @@ func TestCheckOnGPU(t *testing.T) {
 	}
 	targets := map[string]int{}
 	for _, r := range res.Tests {
-		targets[r.Target]++
+		targets[r.Target+" "+r.Direction]++
 		if r.Precision != "fp16" {
 			t.Errorf("GPU test held to %s: %+v", r.Precision, r)
 		}
 	}
-	// 2 head dims x 5 cases on each path, and no CPU tests when a GPU was checked.
-	if targets["gpu0"] != 10 || targets["gpu0-sm75"] != 10 || len(targets) != 2 {
-		t.Errorf("tests per target %v", targets)
+	// 2 head dims x 5 cases on each path, forward and backward, and no CPU
+	// tests when a GPU was checked.
+	if targets["gpu0 fwd"] != 10 || targets["gpu0 bwd"] != 10 || targets["gpu0-sm75 fwd"] != 10 || targets["gpu0-sm75 bwd"] != 10 || len(targets) != 4 {
+		t.Errorf("tests per target and direction %v", targets)
 	}
 	_, text, _ := runCLI(t, "check")
-	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "20 passed, 0 failed"} {
+	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "40 passed, 0 failed"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("check output lacks %q:\n%s", want, text)
 		}
@@ -249,7 +265,8 @@ func TestCheckOnGPU(t *testing.T) {
 func TestCheckFailsOnWrongGPUResults(t *testing.T) {
 	withFakeGPU(t, &fakeGPU{broken: map[int]bool{75: true}})
 	code, stdout, stderr := runCLI(t, "check")
-	if code != exitFailure || !strings.Contains(stderr, "10 of 20 self-tests failed") {
+	// The broken sm_75 path fails its 10 forward and 10 backward tests.
+	if code != exitFailure || !strings.Contains(stderr, "20 of 40 self-tests failed") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	if !strings.Contains(stdout, "gpu0-sm75") || !strings.Contains(stdout, "FAIL") {
@@ -285,5 +302,23 @@ func TestCheckPreTuringGPU(t *testing.T) {
 	}
 	if len(res.GPUs) != 1 || !res.GPUs[0].Unsupported || res.Failed != 0 || res.Passed == 0 {
 		t.Errorf("gpus %+v passed %d failed %d", res.GPUs, res.Passed, res.Failed)
+	}
+}
+
+// TestGPUFailedOOM: out-of-memory is told by the error's type
+// (flashattn.ErrOutOfMemory, from the driver's CUDA_ERROR_OUT_OF_MEMORY),
+// not by its words.
+func TestGPUFailedOOM(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("flashattn: allocating the LSE on GPU 0: %w", flashattn.ErrOutOfMemory), statusOOM},
+		{fmt.Errorf("kernel says: out of memory"), statusError},
+		{&flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: "96", Reason: "none"}, statusUnsupported},
+	} {
+		if got := gpuFailed(Row{}, c.err); got.Status != c.want {
+			t.Errorf("gpuFailed(%v): status %q, want %q", c.err, got.Status, c.want)
+		}
 	}
 }
