@@ -116,20 +116,12 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 	if fwd == nil {
 		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
 	}
-	for _, a := range []struct {
-		name string
-		t    *DeviceTensor
-	}{{"q", q}, {"k", k}, {"v", v}, {"out", fwd.Out}, {"dOut", dOut}} {
-		if err := a.t.usable(a.name, d); err != nil {
-			return nil, err
-		}
+	dims, err := d.dimsOf(q, k, v, fwd.Out, dOut)
+	if err != nil {
+		return nil, err
 	}
 	if fwd.lse == nil || fwd.lse.Freed() {
 		return nil, fmt.Errorf("lse: %w", ErrFreed)
-	}
-	dims, err := dimsOf(q.shape, k.shape, v.shape)
-	if err != nil {
-		return nil, err
 	}
 	if err := expectShape("out", fwd.Out.shape, dims.QShape()); err != nil {
 		return nil, err

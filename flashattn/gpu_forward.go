@@ -14,15 +14,7 @@ import (
 // Causal and Scale; the call costs one extra device buffer, the LSE (B*Hq*Nq
 // float32).
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
-	for _, a := range []struct {
-		name string
-		t    *DeviceTensor
-	}{{"q", q}, {"k", k}, {"v", v}} {
-		if err := a.t.usable(a.name, d); err != nil {
-			return nil, err
-		}
-	}
-	dims, err := dimsOf(q.shape, k.shape, v.shape)
+	dims, err := d.dimsOf(q, k, v)
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +27,17 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 	}
 	defer d.mu.Unlock()
 	return d.forward(p, q, k, v)
+}
+
+// dimsOf checks that q, k, v (and for Backward out and dOut, in that order)
+// are usable on d and returns the dims q, k and v describe.
+func (d *Device) dimsOf(ts ...*DeviceTensor) (Dims, error) {
+	for i, t := range ts {
+		if err := t.usable([...]string{"q", "k", "v", "out", "dOut"}[i], d); err != nil {
+			return Dims{}, err
+		}
+	}
+	return dimsOf(ts[0].shape, ts[1].shape, ts[2].shape)
 }
 
 // ForwardHost is Forward for host tensors, as flashattn.Forward with the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -140,9 +139,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(sum); err != nil {
+		if err := printJSON(stdout, sum); err != nil {
 			return err
 		}
 	} else {

@@ -13,12 +13,12 @@
 // for the output, the LSE and each of dQ, dK, dV.
 //
 // The textbook fixes no summation order, and one order alone can be lucky:
-// where P is near 1, dS = P (dP - D) cancels dP = dO.v against D = dO.O, and
+// where P is near 1, dS = P (dP - Di) cancels dP = dO.v against Di = dO.O, and
 // a baseline that sums both in the same order sees their rounding cancel too
 // (with Nk = 1 it gets dQ = dK = 0 exactly), which a correct backend
-// summing them apart (FA2 computes D in a kernel of its own) does not. So
+// summing them apart (FA2 computes Di in a kernel of its own) does not. So
 // the baseline error is the largest over three orders: sequential, reversed,
-// and pairwise (a GPU's tree reduction), D always sequential. The floor is 4
+// and pairwise (a GPU's tree reduction), Di always sequential. The floor is 4
 // unit roundoffs (2 ulps) of the precision times the largest |truth| of the
 // quantity: the last rounding of an output, which a baseline may happen not
 // to pay (for N = 1 it is exact; the LSE is float32 in every backend). A

@@ -119,16 +119,7 @@ func TestChecksCatchBugs(t *testing.T) {
 	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
 	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
 	run := func(causal bool, k *flashattn.Tensor) (*flashattn.Result, *flashattn.Grads) {
-		o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
-		res, err := flashattn.Forward(q, k, v, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res, g
+		return cpuFlash(t, q, k, v, dO, causal)
 	}
 	res, g := run(true, k)
 	visible := d.LSEIndex(0, 1, 15)      // a row that sees keys
@@ -278,16 +269,7 @@ func TestCompareIsPure(t *testing.T) {
 	}
 	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
 	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
-	o := c.Options()
-	o.Backend = flashattn.CPUFlash
-	res, err := flashattn.Forward(q, k, v, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, g := cpuFlash(t, q, k, v, dO, c.Causal)
 	fc, bc := CompareForward(FP32, truth, base, res), CompareBackward(FP32, truth, base, g)
 	if !fc.Pass() || !bc.Pass() || len(fc.Quantities) != 2 || len(bc.Quantities) != 3 {
 		t.Fatalf("correct result: forward %+v, backward %+v", fc, bc)
@@ -303,4 +285,19 @@ func TestCompareIsPure(t *testing.T) {
 	if e, _ := fc.MaxErr("Out"); e < 1e-3*0.99 {
 		t.Errorf("broken output: MaxErr %v, want about 1e-3", e)
 	}
+}
+
+// cpuFlash runs the CPU flash backend forward and backward.
+func cpuFlash(t *testing.T, q, k, v, dO *flashattn.Tensor, causal bool) (*flashattn.Result, *flashattn.Grads) {
+	t.Helper()
+	o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
+	res, err := flashattn.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, g
 }
