@@ -15,10 +15,10 @@ import (
 // fakeGPU stands in for a CUDA device so that the GPU code paths of bench
 // and check run on any machine: its "kernels" are the CPU flash backend, its
 // timings fixed rates (forward 100 TFLOP/s on its own path, 40 on the forced
-// sm_75 path; backward half that). broken[arch] corrupts the outputs of that
+// sm_75 path; backward half that). broken[path] corrupts the outputs of that
 // path; noBackward plays a device without backward kernels.
 type fakeGPU struct {
-	arch       int
+	path       int
 	uses       []int
 	broken     map[int]bool
 	closed     bool
@@ -29,13 +29,13 @@ func (f *fakeGPU) Meta() DeviceMeta {
 	return DeviceMeta{Kind: "gpu", Name: "Fake GPU", Arch: 90, Capability: "9.0", Memory: 80 << 30, Driver: "000.00 (CUDA 13.0)"}
 }
 
-func (f *fakeGPU) Use(arch int) error {
-	if arch != 0 && arch != 75 && arch != 80 {
-		return &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "kernel arch", Value: fmt.Sprint(arch), Reason: "fake"}
+func (f *fakeGPU) Use(path int) error {
+	if path != 0 && path != 75 && path != 80 {
+		return &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "kernel path", Value: fmt.Sprint(path), Reason: "fake"}
 	}
-	if arch != f.arch {
-		f.arch = arch
-		f.uses = append(f.uses, arch)
+	if path != f.path {
+		f.path = path
+		f.uses = append(f.uses, path)
 	}
 	return nil
 }
@@ -47,22 +47,22 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row {
+func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row {
 	d := c.Dims
 	row := Row{Impl: implGPU, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
-	if arch == 75 {
+	if path == 75 {
 		row.Impl = implGPUSM75
 	}
-	rate := map[int]float64{0: 100, 75: 40}[arch]
+	rate := map[int]float64{0: 100, 75: 40}[path]
 	if dir != dirFwd {
-		row.FLOPs *= 2.5
+		row.FLOPs = d.BackwardFLOPs(c.Causal)
 		rate /= 2
 		if ok, why := f.HasBackward(); !ok || d.D == 256 {
 			row.Status, row.Reason = statusUnsupported, orDefault(why, "fake: no D=256 backward kernel")
 			return row
 		}
 	}
-	if err := f.Use(arch); err != nil {
+	if err := f.Use(path); err != nil {
 		return failed(row, err)
 	}
 	row.Status, row.TFLOPs, row.MS = statusOK, rate, row.FLOPs/(rate*1e12)*1e3
@@ -70,25 +70,25 @@ func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup
 	return row
 }
 
-func (f *fakeGPU) Kernels(arch int) ([]KernelRow, error) {
-	if err := f.Use(arch); err != nil {
+func (f *fakeGPU) Kernels(path int) ([]KernelRow, error) {
+	if err := f.Use(path); err != nil {
 		return nil, err
 	}
 	var out []KernelRow
 	for _, d := range []int{32, 64} {
 		for _, causal := range []bool{false, true} {
-			out = append(out, KernelRow{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, arch), Path: max(arch, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: arch == 75})
+			out = append(out, KernelRow{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, path), Path: max(path, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: path == 75})
 		}
 	}
 	return out, nil
 }
 
-func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (*flashattn.Result, error) {
-	if err := f.Use(arch); err != nil {
+func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error) {
+	if err := f.Use(path); err != nil {
 		return nil, err
 	}
 	res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
-	if err == nil && f.broken[arch] {
+	if err == nil && f.broken[path] {
 		res.Out.Data[len(res.Out.Data)/2] += 0.5
 	}
 	return res, err
