@@ -116,25 +116,21 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 	if fwd == nil {
 		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
 	}
-	dims, err := d.dimsOf(q, k, v, fwd.Out, dOut)
+	p, err := d.problemOf(o, q, k, v, fwd.Out, dOut)
 	if err != nil {
 		return nil, err
 	}
 	if fwd.lse == nil || fwd.lse.Freed() {
 		return nil, fmt.Errorf("lse: %w", ErrFreed)
 	}
-	if err := expectShape("out", fwd.Out.shape, dims.QShape()); err != nil {
+	if err := expectShape("out", fwd.Out.shape, p.QShape()); err != nil {
 		return nil, err
 	}
-	if err := expectShape("dOut", dOut.shape, dims.QShape()); err != nil {
+	if err := expectShape("dOut", dOut.shape, p.QShape()); err != nil {
 		return nil, err
 	}
-	if fwd.Dims != dims || fwd.lse.Size() < 4*dims.LSELen() {
-		return nil, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, dims)}
-	}
-	p, err := o.resolve(dims)
-	if err != nil {
-		return nil, err
+	if fwd.Dims != p.Dims || fwd.lse.Size() < 4*p.LSELen() {
+		return nil, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, p.Dims)}
 	}
 	if err := d.lock(); err != nil {
 		return nil, err

@@ -14,11 +14,7 @@ import (
 // Causal and Scale; the call costs one extra device buffer, the LSE (B*Hq*Nq
 // float32).
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
-	dims, err := d.dimsOf(q, k, v)
-	if err != nil {
-		return nil, err
-	}
-	p, err := o.resolve(dims)
+	p, err := d.problemOf(o, q, k, v)
 	if err != nil {
 		return nil, err
 	}
@@ -29,15 +25,20 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 	return d.forward(p, q, k, v)
 }
 
-// dimsOf checks that q, k, v (and for Backward out and dOut, in that order)
-// are usable on d and returns the dims q, k and v describe.
-func (d *Device) dimsOf(ts ...*DeviceTensor) (Dims, error) {
+// problemOf checks that q, k, v (and for Backward out and dOut, in that
+// order) are usable on d and returns the problem q, k and v describe, with
+// o resolved.
+func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 	for i, t := range ts {
 		if err := t.usable([...]string{"q", "k", "v", "out", "dOut"}[i], d); err != nil {
-			return Dims{}, err
+			return problem{}, err
 		}
 	}
-	return dimsOf(ts[0].shape, ts[1].shape, ts[2].shape)
+	dims, err := dimsOf(ts[0].shape, ts[1].shape, ts[2].shape)
+	if err != nil {
+		return problem{}, err
+	}
+	return o.resolve(dims)
 }
 
 // ForwardHost is Forward for host tensors, as flashattn.Forward with the
