@@ -40,6 +40,10 @@
 // LSE -Inf and dQ 0 exactly, that inputs are left untouched, that bad inputs
 // return the library's typed errors, and that results are bit-reproducible
 // with Options.Deterministic.
+//
+// The checks are pure functions: CompareForward and CompareBackward return
+// what they found (a Comparison), which CheckForward and CheckBackward
+// report on a testing.TB and programs (goflash check, demo) use directly.
 package attntest
 
 import (
