@@ -1,10 +1,6 @@
 package flashattn
 
-import (
-	"errors"
-	"fmt"
-	"math"
-)
+import "math"
 
 // Result is the output of Forward.
 type Result struct {
@@ -27,76 +23,82 @@ type Grads struct {
 	Reason     string
 }
 
-// impl is one backend. Inputs are validated before it is called; out, lse
-// and the gradients are dense and sized from d.
+// impl is one backend. Inputs and options are validated before it is
+// called; out, lse and the gradients are dense and sized from p.Dims. o is
+// read only for what is not part of the problem (workers, tiles, trace).
 type impl interface {
-	forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error
-	backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error
+	forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error
+	backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error
 }
 
 // Forward computes softmax(scale * Q K^T [+ causal mask]) V and the
 // log-sum-exp of every row. q is (B, Nq, Hq, D); k and v are (B, Nk, Hkv, D).
 func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
+	p, err := checkForward(q, k, v, opts)
+	if err != nil {
+		return nil, err
+	}
+	be, reason, im, err := pick(p, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	out := newOutput(p.QShape())
+	lse := newBuffer(p.LSELen())
+	if err := im.forward(p, q, k, v, opts, out, lse); err != nil {
+		return nil, err
+	}
+	return &Result{Dims: p.Dims, Out: out, LSE: lse, Backend: be, Reason: reason}, nil
+}
+
+// checkForward validates the arguments of a forward call on host tensors.
+func checkForward(q, k, v *Tensor, opts *Options) (problem, error) {
 	d, err := DimsOf(q, k, v)
 	if err != nil {
-		return nil, err
+		return problem{}, err
 	}
-	if err := opts.check(d); err != nil {
-		return nil, err
-	}
-	scale, _ := opts.scale(d.D)
-	be, reason, im, err := pick(d, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	out := newOutput(d.QShape())
-	lse := newBuffer(d.LSELen())
-	if err := im.forward(d, q, k, v, scale, opts, out, lse); err != nil {
-		return nil, err
-	}
-	return &Result{Dims: d, Out: out, LSE: lse, Backend: be, Reason: reason}, nil
+	return opts.resolve(d)
 }
 
 // Backward computes dQ, dK and dV of Forward's output given dOut, from the
 // inputs, the output and the LSE of the forward pass (FA2 recomputes P from
 // the LSE instead of storing it).
 func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads, error) {
-	d, err := DimsOf(q, k, v)
+	p, err := checkBackward(q, k, v, out, dOut, lse, opts)
 	if err != nil {
 		return nil, err
+	}
+	be, reason, im, err := pick(p, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: be, Reason: reason}
+	if err := im.backward(p, q, k, v, out, dOut, lse, opts, g.DQ, g.DK, g.DV); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// checkBackward validates the arguments of a backward call on host tensors.
+func checkBackward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (problem, error) {
+	d, err := DimsOf(q, k, v)
+	if err != nil {
+		return problem{}, err
 	}
 	for _, a := range []struct {
 		name string
 		t    *Tensor
 	}{{"out", out}, {"dOut", dOut}} {
 		if err := a.t.check(a.name); err != nil {
-			return nil, err
+			return problem{}, err
 		}
 		if err := expectShape(a.name, a.t.Shape, d.QShape()); err != nil {
-			return nil, err
+			return problem{}, err
 		}
 	}
-	if lse == nil || len(lse) < d.LSELen() {
-		return nil, &DataError{Arg: "lse", Len: len(lse), Need: d.LSELen()}
+	if err := d.checkLSE(lse); err != nil {
+		return problem{}, err
 	}
-	for i, x := range lse[:d.LSELen()] {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 1) {
-			return nil, &DataError{Arg: "lse", Reason: fmt.Sprintf("element %d is %v (want finite or -Inf)", i, x)}
-		}
-	}
-	if err := opts.check(d); err != nil {
-		return nil, err
-	}
-	scale, _ := opts.scale(d.D)
-	be, reason, im, err := pick(d, opts, true)
-	if err != nil {
-		return nil, err
-	}
-	g := &Grads{DQ: newOutput(d.QShape()), DK: newOutput(d.KVShape()), DV: newOutput(d.KVShape()), Backend: be, Reason: reason}
-	if err := im.backward(d, q, k, v, out, dOut, lse, scale, opts, g.DQ, g.DK, g.DV); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return opts.resolve(d)
 }
 
 // poisonOutputs makes Forward and Backward fill the buffers they allocate
@@ -121,8 +123,9 @@ func newOutput(s Shape) *Tensor {
 	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: newBuffer(s.Numel())}
 }
 
-// pick resolves the backend for one call.
-func pick(d Dims, o *Options, backward bool) (Backend, string, impl, error) {
+// pick resolves the backend for one call. Auto falls back to CPUFlash for
+// any reason the GPU cannot run the problem, and says which.
+func pick(p problem, o *Options, backward bool) (Backend, string, impl, error) {
 	want := Auto
 	if o != nil {
 		want = o.Backend
@@ -136,20 +139,15 @@ func pick(d Dims, o *Options, backward bool) (Backend, string, impl, error) {
 	case CPUFlash:
 		return CPUFlash, "requested", flashImpl{}, nil
 	case GPU:
-		im, reason, err := gpuFor(d, o, backward)
+		im, reason, err := gpuFor(p, o, backward)
 		if err != nil {
 			return GPU, "", nil, err
 		}
 		return GPU, reason, im, nil
 	}
-	im, reason, err := gpuFor(d, o, backward)
+	im, reason, err := gpuFor(p, o, backward)
 	if err == nil {
 		return GPU, reason, im, nil
 	}
-	why := err.Error()
-	var ue *UnsupportedError
-	if errors.As(err, &ue) || errors.Is(err, ErrNoGPU) {
-		why = err.Error()
-	}
-	return CPUFlash, "GPU not used: " + why, flashImpl{}, nil
+	return CPUFlash, "GPU not used: " + err.Error(), flashImpl{}, nil
 }

@@ -39,6 +39,9 @@ func TestDims(t *testing.T) {
 	if f := d.FLOPs(true); f != 4*2*8*5*7*16/2 {
 		t.Errorf("FLOPs(causal) = %v", f)
 	}
+	if f := d.BackwardFLOPs(false); f != 2.5*4*2*8*5*7*16 {
+		t.Errorf("BackwardFLOPs = %v", f)
+	}
 }
 
 func TestTensorChecks(t *testing.T) {

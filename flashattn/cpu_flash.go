@@ -22,8 +22,9 @@ type tiling struct {
 	mask           causalMask
 }
 
-func tilingOf(d Dims, o *Options) tiling {
-	t := tiling{Br: defaultBlock, Bc: defaultBlock, mask: causalMask{causal: o != nil && o.Causal, off: d.CausalOffset()}}
+func tilingOf(p problem, o *Options) tiling {
+	d := p.Dims
+	t := tiling{Br: defaultBlock, Bc: defaultBlock, mask: p.mask()}
 	if o != nil && o.BlockQ > 0 {
 		t.Br = o.BlockQ
 	}
@@ -84,8 +85,8 @@ type fwdScratch struct {
 	m, l   []float32 // Br: running max and running sum per row
 }
 
-func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error {
-	t := tilingOf(d, o)
+func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
+	d, t := p.Dims, tilingOf(p, o)
 	var tr *Trace
 	if o != nil && o.Trace != nil {
 		tr = o.Trace
@@ -99,7 +100,7 @@ func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out
 			S: make([]float32, br*bc), m: make([]float32, br), l: make([]float32, br),
 		}
 	}
-	sc := float32(scale)
+	sc := float32(p.Scale)
 	negInf := float32(math.Inf(-1))
 	// One job per (batch, head, Q block): FA2's parallelisation of the forward
 	// pass (a thread block per Q block on the GPU). Jobs write disjoint rows.
@@ -212,14 +213,14 @@ func (flashImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out
 type bwdScratch struct {
 	Qi, dOi, dQi     []float32 // Br x D
 	Kj, Vj, dKj, dVj []float32 // Bc x D
-	P, dS            []float32 // Br x Bc: P, and dS = P * (dP - D)
-	L, Di            []float32 // Br: LSE and D = rowsum(dO * O) of the Q block
+	P, dS            []float32 // Br x Bc: P, and dS = P * (dP - Di)
+	L, Di            []float32 // Br: LSE and Di = rowsum(dO * O) of the Q block
 }
 
 // backward recomputes P = exp(S - LSE) tile by tile instead of storing it
 // (FA2's trade of FLOPs for memory) and forms, per tile,
 //
-//	dV_j += P^T dO_i     dP = dO_i V_j^T     dS = P * (dP - D_i)
+//	dV_j += P^T dO_i     dP = dO_i V_j^T     dS = P * (dP - Di_i)
 //	dK_j += scale * dS^T Q_i                 dQ_i += scale * dS K_j
 //
 // FA2 runs the K/V blocks in parallel (outer loop) and the Q blocks inside,
@@ -228,9 +229,8 @@ type bwdScratch struct {
 // (batch, kv head, K block) owns dK_j and dV_j and sums over its whole GQA
 // group; one job per (batch, head, Q block) owns dQ_i. The second pass
 // recomputes S and dP (7 tile products instead of FA2's 5).
-func (flashImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error {
-	t := tilingOf(d, o)
-	w := workers(o)
+func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
+	d, t, w := p.Dims, tilingOf(p, o), workers(o)
 	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk)
 	newScratch := func() *bwdScratch {
 		return &bwdScratch{
@@ -241,26 +241,26 @@ func (flashImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, sca
 			L: make([]float32, br), Di: make([]float32, br),
 		}
 	}
-	sc := float32(scale)
+	sc := float32(p.Scale)
 
-	// Preprocessing: D = rowsum(dO * O), one float per row like the LSE.
-	D := make([]float32, d.LSELen())
+	// Preprocessing: Di = rowsum(dO * O), one float per row like the LSE.
+	Di := make([]float32, d.LSELen())
 	parallelFor(d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
 		b, h := bh/d.Hq, bh%d.Hq
 		for i := 0; i < d.Nq; i++ {
 			out.rowInto(buf[:d.D], b, i, h)
 			dOut.rowInto(buf[d.D:], b, i, h)
-			D[d.LSEIndex(b, h, i)] = dot(buf[:d.D], buf[d.D:])
+			Di[d.LSEIndex(b, h, i)] = dot(buf[:d.D], buf[d.D:])
 		}
 	})
 
-	// loadQ loads Q block i of head h (Q, dO, LSE and D of its rows).
+	// loadQ loads Q block i of head h (Q, dO, LSE and Di of its rows).
 	loadQ := func(s *bwdScratch, b, h, i int) (r0, r1 int) {
 		r0, r1 = t.rows(d, i)
 		for r := 0; r < r1-r0; r++ {
 			q.rowInto(s.Qi[r*d.D:(r+1)*d.D], b, r0+r, h)
 			dOut.rowInto(s.dOi[r*d.D:(r+1)*d.D], b, r0+r, h)
-			s.L[r], s.Di[r] = lse[d.LSEIndex(b, h, r0+r)], D[d.LSEIndex(b, h, r0+r)]
+			s.L[r], s.Di[r] = lse[d.LSEIndex(b, h, r0+r)], Di[d.LSEIndex(b, h, r0+r)]
 		}
 		return r0, r1
 	}
@@ -272,7 +272,7 @@ func (flashImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, sca
 		}
 		return c0, c1
 	}
-	// tile recomputes P and dS = P * (dP - D) of the tile, dP = dO_i V_j^T
+	// tile recomputes P and dS = P * (dP - Di) of the tile, dP = dO_i V_j^T
 	// being formed one element at a time.
 	tile := func(s *bwdScratch, r0, r1, c0, c1 int) {
 		kind := t.kind(r0, r1, c0, c1)

@@ -1,11 +1,6 @@
 package flashattn
 
-import (
-	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
-)
+import "math"
 
 // naiveImpl is textbook attention, one (batch, head) at a time:
 //
@@ -17,10 +12,8 @@ import (
 // FlashAttention removes, and the memory test measures it against cpu_flash.go.
 type naiveImpl struct{}
 
-func (naiveImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) error {
-	w := workers(o)
-	mk := causalMask{causal: o != nil && o.Causal, off: d.CausalOffset()}
-	sc := float32(scale)
+func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
+	d, w, mk, sc := p.Dims, workers(o), p.mask(), float32(p.Scale)
 	for b := 0; b < d.B; b++ {
 		for h := 0; h < d.Hq; h++ {
 			Q := gather(q, b, h)
@@ -75,15 +68,13 @@ func (naiveImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out
 //
 //	P  = exp(S - LSE)           (recomputed from the forward pass's LSE)
 //	dV = P^T dO                 dP = dO V^T
-//	D  = rowsum(dO * O)         dS = P * (dP - D)
+//	Di = rowsum(dO * O)         dS = P * (dP - Di)
 //	dQ = scale * dS K           dK = scale * dS^T Q
 //
 // Query heads of one GQA group add into the same dK and dV; they are visited
 // in order, so the sums are deterministic.
-func (naiveImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) error {
-	w := workers(o)
-	mk := causalMask{causal: o != nil && o.Causal, off: d.CausalOffset()}
-	sc := float32(scale)
+func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
+	d, w, mk, sc := p.Dims, workers(o), p.mask(), float32(p.Scale)
 	for b := 0; b < d.B; b++ {
 		for kh := 0; kh < d.Hkv; kh++ {
 			K, V := gather(k, b, kh), gather(v, b, kh)
@@ -139,105 +130,3 @@ func (naiveImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, sca
 	}
 	return nil
 }
-
-// The helpers below are shared by both CPU backends.
-
-// causalMask says which keys a query row may see. Key j is visible to row i
-// iff j <= i + off, off = Nk - Nq: the diagonal ends in the bottom-right
-// corner of the Nq x Nk score matrix (FA2 >= 2.1).
-type causalMask struct {
-	causal bool
-	off    int
-}
-
-func (m causalMask) visible(i, j int) bool { return !m.causal || j <= i+m.off }
-
-// gather copies head h of batch b of t into a dense N x D matrix.
-func gather(t *Tensor, b, h int) []float32 {
-	n, dd := t.Shape.N, t.Shape.D
-	m := make([]float32, n*dd)
-	for i := 0; i < n; i++ {
-		t.rowInto(m[i*dd:(i+1)*dd], b, i, h)
-	}
-	return m
-}
-
-// setRow writes src into row n of head h of batch b.
-func (t *Tensor) setRow(b, n, h int, src []float32) {
-	o, sd := t.Offset(b, n, h, 0), t.Strides[3]
-	if sd == 1 {
-		copy(t.Data[o:o+t.Shape.D], src)
-		return
-	}
-	for x, s := range src[:t.Shape.D] {
-		t.Data[o+x*sd] = s
-	}
-}
-
-// workers is the number of goroutines a CPU backend may use.
-func workers(o *Options) int {
-	if o != nil && o.Workers > 0 {
-		return o.Workers
-	}
-	return runtime.GOMAXPROCS(0)
-}
-
-// noScratch is the scratch constructor of jobs that need none.
-func noScratch() struct{} { return struct{}{} }
-
-// parallelFor runs job(s, i) for every i in [0, n) on at most w goroutines.
-// Each goroutine makes its own scratch s once and reuses it. A job's result
-// must depend only on i (never on which goroutine ran it, or when), so the
-// output is the same for every w: the CPU backends are deterministic.
-func parallelFor[S any](n, w int, scratch func() S, job func(s S, i int)) {
-	w = min(w, n)
-	if w <= 1 {
-		s := scratch()
-		for i := 0; i < n; i++ {
-			job(s, i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := scratch()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				job(s, i)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// dot is the inner product of a and b[:len(a)]. Four partial sums break the
-// dependency chain of one accumulator (about 2-3x faster in pure Go).
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// axpy adds alpha*x to y[:len(x)].
-func axpy(alpha float32, x, y []float32) {
-	y = y[:len(x)]
-	for i, xi := range x {
-		y[i] += alpha * xi
-	}
-}
-
-func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
-func log32(x float32) float32 { return float32(math.Log(float64(x))) }

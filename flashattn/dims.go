@@ -1,6 +1,9 @@
 package flashattn
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Shape is the shape of one BSHD tensor: batch, sequence length, heads, head
 // dimension.
@@ -59,8 +62,7 @@ func (d Dims) KVHead(h int) int { return h / d.Groups() }
 func (d Dims) CausalOffset() int { return d.Nk - d.Nq }
 
 // FLOPs is the forward pass's floating-point operation count by the FA2
-// paper's convention: 4*B*Hq*Nq*Nk*D, halved when causal. The backward pass
-// counts 2.5 times this.
+// paper's convention: 4*B*Hq*Nq*Nk*D, halved when causal.
 func (d Dims) FLOPs(causal bool) float64 {
 	f := 4 * float64(d.B) * float64(d.Hq) * float64(d.Nq) * float64(d.Nk) * float64(d.D)
 	if causal {
@@ -68,6 +70,10 @@ func (d Dims) FLOPs(causal bool) float64 {
 	}
 	return f
 }
+
+// BackwardFLOPs is the backward pass's count by the FA2 paper's convention:
+// 2.5 times the forward's (five matrix products to the forward's two).
+func (d Dims) BackwardFLOPs(causal bool) float64 { return 2.5 * d.FLOPs(causal) }
 
 // Validate checks that every dimension is positive and Hq is a multiple of Hkv.
 func (d Dims) Validate() error {
@@ -96,17 +102,44 @@ func DimsOf(q, k, v *Tensor) (Dims, error) {
 			return Dims{}, err
 		}
 	}
-	d := Dims{B: q.Shape.B, Nq: q.Shape.N, Nk: k.Shape.N, Hq: q.Shape.H, Hkv: k.Shape.H, D: q.Shape.D}
+	return dimsOf(q.Shape, k.Shape, v.Shape)
+}
+
+// dimsOf is DimsOf for shapes alone (device tensors have no strides).
+func dimsOf(q, k, v Shape) (Dims, error) {
+	for _, a := range []struct {
+		name string
+		s    Shape
+	}{{"q", q}, {"k", k}, {"v", v}} {
+		if err := checkShape(a.name, a.s); err != nil {
+			return Dims{}, err
+		}
+	}
+	d := Dims{B: q.B, Nq: q.N, Nk: k.N, Hq: q.H, Hkv: k.H, D: q.D}
 	if err := d.Validate(); err != nil {
 		return Dims{}, err
 	}
-	if err := expectShape("k", k.Shape, d.KVShape()); err != nil {
+	if err := expectShape("k", k, d.KVShape()); err != nil {
 		return Dims{}, err
 	}
-	if err := expectShape("v", v.Shape, d.KVShape()); err != nil {
+	if err := expectShape("v", v, d.KVShape()); err != nil {
 		return Dims{}, err
 	}
 	return d, nil
+}
+
+// checkLSE checks a log-sum-exp buffer given to a backward pass: at least
+// LSELen values, each finite or -Inf (a row that sees no key).
+func (d Dims) checkLSE(lse []float32) error {
+	if len(lse) < d.LSELen() {
+		return &DataError{Arg: "lse", Len: len(lse), Need: d.LSELen()}
+	}
+	for i, x := range lse[:d.LSELen()] {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 1) {
+			return &DataError{Arg: "lse", Reason: fmt.Sprintf("element %d is %v (want finite or -Inf)", i, x)}
+		}
+	}
+	return nil
 }
 
 func expectShape(arg string, got, want Shape) error {

@@ -3,6 +3,8 @@ package flashattn
 import (
 	"errors"
 	"fmt"
+
+	"github.com/goflash/goflash/internal/cuda"
 )
 
 // ShapeError reports a tensor whose shape does not fit the problem: it names
@@ -61,3 +63,7 @@ func (e *UnsupportedError) Error() string {
 // ErrNoGPU is returned (wrapped) when the GPU backend is asked for explicitly
 // and no usable CUDA driver or device is present.
 var ErrNoGPU = errors.New("flashattn: no usable NVIDIA GPU")
+
+// ErrOutOfMemory is wrapped by a GPU call that failed because the device
+// is out of memory: the problem is too large for it, not a fault.
+var ErrOutOfMemory = cuda.ErrNoMemory

@@ -1,7 +1,6 @@
 package flashattn
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -36,9 +35,9 @@ func openDefault(ordinal int) (*Device, error) {
 	return e.dev, e.err
 }
 
-// gpuFor returns the GPU implementation for problem d, or an error saying
+// gpuFor returns the GPU implementation for problem p, or an error saying
 // why the GPU cannot run it (wrapping ErrNoGPU, or an *UnsupportedError).
-func gpuFor(d Dims, o *Options, backward bool) (impl, string, error) {
+func gpuFor(p problem, o *Options, backward bool) (impl, string, error) {
 	ordinal := 0
 	if o != nil {
 		ordinal = o.Device
@@ -54,102 +53,45 @@ func gpuFor(d Dims, o *Options, backward bool) (impl, string, error) {
 		return nil, "", &UnsupportedError{Backend: GPU, Feature: "option", Value: "Trace",
 			Reason: "only the CPUFlash backend records traces"}
 	}
-	causal := o != nil && o.Causal
 	if backward {
-		ks, err := dev.BackwardKernels(d, causal)
+		ks, err := dev.BackwardKernels(p.Dims, p.Causal)
 		if err != nil {
 			return nil, "", err
 		}
-		return gpuImpl{dev}, fmt.Sprintf("%s, kernels %s, %s, %s", dev.info, ks[0].Symbol, ks[1].Symbol, ks[2].Symbol), nil
+		return gpuImpl{dev}, dev.reason(ks...), nil
 	}
-	k, err := dev.Kernel(d, causal)
+	k, err := dev.Kernel(p.Dims, p.Causal)
 	if err != nil {
 		return nil, "", err
 	}
-	return gpuImpl{dev}, fmt.Sprintf("%s, kernel %s", dev.info, k.Symbol), nil
+	return gpuImpl{dev}, dev.reason(k), nil
 }
 
-// gpuImpl runs one host-tensor call on a device: upload (fp16), forward,
-// download, free.
+// reason is the Reason of a GPU result: the device and the kernels that ran.
+func (d *Device) reason(ks ...KernelInfo) string {
+	s := d.info.String() + ", kernel"
+	if len(ks) > 1 {
+		s += "s"
+	}
+	for i, k := range ks {
+		if i > 0 {
+			s += ","
+		}
+		s += " " + k.Symbol
+	}
+	return s
+}
+
+// gpuImpl runs host-tensor calls on a device (Device.ForwardHost and
+// BackwardHost without their checks, which Forward and Backward made).
 type gpuImpl struct{ dev *Device }
 
-func (g gpuImpl) forward(d Dims, q, k, v *Tensor, scale float64, o *Options, out *Tensor, lse []float32) (err error) {
-	dev := g.dev
-	var ts []*DeviceTensor
-	defer func() {
-		for _, t := range ts {
-			err = errors.Join(err, t.Free())
-		}
-	}()
-	for _, t := range []*Tensor{q, k, v} {
-		dt, err := dev.Upload(t)
-		if err != nil {
-			return err
-		}
-		ts = append(ts, dt)
-	}
-	if err := dev.lock(); err != nil {
-		return err
-	}
-	r, err := dev.forward(d, ts[0], ts[1], ts[2], scale, o != nil && o.Causal)
-	dev.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, r.Free()) }()
-	o16, err := r.Out.Download()
-	if err != nil {
-		return err
-	}
-	copy(out.Data, o16.Data)
-	l, err := r.LSE()
-	if err != nil {
-		return err
-	}
-	copy(lse, l)
-	return nil
+func (g gpuImpl) forward(p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
+	_, err := g.dev.forwardHost(p, q, k, v, out, lse)
+	return err
 }
 
-// backward uploads the inputs (fp16) and the forward result, runs the
-// backward kernels and downloads dQ, dK and dV.
-func (g gpuImpl) backward(d Dims, q, k, v, out, dOut *Tensor, lse []float32, scale float64, o *Options, dq, dk, dv *Tensor) (err error) {
-	dev := g.dev
-	var ts []*DeviceTensor
-	defer func() {
-		for _, t := range ts {
-			err = errors.Join(err, t.Free())
-		}
-	}()
-	for _, t := range []*Tensor{q, k, v, dOut} {
-		dt, err := dev.Upload(t)
-		if err != nil {
-			return err
-		}
-		ts = append(ts, dt)
-	}
-	fwd, err := dev.UploadResult(d, out, lse[:d.LSELen()])
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, fwd.Free()) }()
-	if err := dev.lock(); err != nil {
-		return err
-	}
-	gr, err := dev.backward(d, ts[0], ts[1], ts[2], fwd.Out, fwd.lse, ts[3], scale, o != nil && o.Causal)
-	dev.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, gr.Free()) }()
-	for _, c := range []struct {
-		src *DeviceTensor
-		dst *Tensor
-	}{{gr.DQ, dq}, {gr.DK, dk}, {gr.DV, dv}} {
-		h, err := c.src.Download()
-		if err != nil {
-			return err
-		}
-		copy(c.dst.Data, h.Data)
-	}
-	return nil
+func (g gpuImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, _ *Options, dq, dk, dv *Tensor) error {
+	_, err := g.dev.backwardHost(p, q, k, v, out, dOut, lse, dq, dk, dv)
+	return err
 }

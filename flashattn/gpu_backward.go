@@ -3,7 +3,6 @@ package flashattn
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/goflash/goflash/internal/cuda"
 	"github.com/goflash/goflash/internal/kernels"
@@ -40,11 +39,14 @@ func (d *Device) UploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceRes
 	if len(lse) != dims.LSELen() {
 		return nil, &DataError{Arg: "lse", Len: len(lse), Need: dims.LSELen()}
 	}
-	for i, x := range lse {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 1) {
-			return nil, &DataError{Arg: "lse", Reason: fmt.Sprintf("element %d is %v (want finite or -Inf)", i, x)}
-		}
+	if err := dims.checkLSE(lse); err != nil {
+		return nil, err
 	}
+	return d.uploadResult(dims, out, lse)
+}
+
+// uploadResult is UploadResult for a checked out and lse.
+func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
 	o, err := d.Upload(out)
 	if err != nil {
 		return nil, err
@@ -71,24 +73,33 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	ks, err := d.bwdKernels(dims, causal)
+	ks, err := d.loadBwd(dims, causal)
 	if err != nil {
 		return nil, err
 	}
 	return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
 }
 
-// bwdKernels loads the pre, dK/dV and dQ kernels for dims; d.mu is held.
-func (d *Device) bwdKernels(dims Dims, causal bool) ([3]*loadedKernel, error) {
+// loadBwd loads the pre, dK/dV and dQ kernels for dims; d.mu is held.
+func (d *Device) loadBwd(dims Dims, causal bool) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
-	for i, p := range []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ} {
-		k, err := d.passKernel(p, dims, causal)
+	for i, pass := range []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ} {
+		k, err := d.passKernel(pass, dims, causal)
 		if err != nil {
 			return ks, err
 		}
 		ks[i] = k
 	}
 	return ks, nil
+}
+
+// bwdKernels is loadBwd for p, on grids the device can launch; d.mu is held.
+func (d *Device) bwdKernels(p problem) ([3]*loadedKernel, error) {
+	ks, err := d.loadBwd(p.Dims, p.Causal)
+	if err != nil {
+		return ks, err
+	}
+	return ks, d.checkGrid(p.Dims)
 }
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs
@@ -105,119 +116,180 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 	if fwd == nil {
 		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
 	}
-	for _, a := range []struct {
-		name string
-		t    *DeviceTensor
-	}{{"q", q}, {"k", k}, {"v", v}, {"out", fwd.Out}, {"dOut", dOut}} {
-		if err := a.t.usable(a.name, d); err != nil {
-			return nil, err
-		}
+	p, err := d.problemOf(o, q, k, v, fwd.Out, dOut)
+	if err != nil {
+		return nil, err
 	}
 	if fwd.lse == nil || fwd.lse.Freed() {
 		return nil, fmt.Errorf("lse: %w", ErrFreed)
 	}
-	dims, err := dimsOfShapes(q.shape, k.shape, v.shape)
-	if err != nil {
+	if err := expectShape("out", fwd.Out.shape, p.QShape()); err != nil {
 		return nil, err
 	}
-	if err := expectShape("out", fwd.Out.shape, dims.QShape()); err != nil {
+	if err := expectShape("dOut", dOut.shape, p.QShape()); err != nil {
 		return nil, err
 	}
-	if err := expectShape("dOut", dOut.shape, dims.QShape()); err != nil {
-		return nil, err
+	if fwd.Dims != p.Dims || fwd.lse.Size() < 4*p.LSELen() {
+		return nil, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, p.Dims)}
 	}
-	if fwd.Dims != dims || fwd.lse.Size() < 4*dims.LSELen() {
-		return nil, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, dims)}
-	}
-	if err := o.check(dims); err != nil {
-		return nil, err
-	}
-	scale, _ := o.scale(dims.D)
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	return d.backward(dims, q, k, v, fwd.Out, fwd.lse, dOut, scale, o != nil && o.Causal)
+	return d.backward(p, q, k, v, fwd, dOut)
 }
 
-// backward allocates the gradients and Di, poisons the gradients, launches
-// the three kernels and waits; d.mu is held.
-func (d *Device) backward(dims Dims, q, k, v, out *DeviceTensor, lse *cuda.Buffer, dOut *DeviceTensor, scale float64, causal bool) (*DeviceGrads, error) {
-	ks, err := d.bwdKernels(dims, causal)
+// BackwardHost is Backward for host tensors, as flashattn.Backward with the
+// GPU backend runs it, but on this device (with its kernel path, see
+// ForcePath): upload (fp16) the inputs and the forward result, Backward,
+// download. All device memory is freed on return; Grads.Reason names the
+// device and the kernels.
+func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Options) (*Grads, error) {
+	p, err := checkBackward(q, k, v, out, dOut, lse, o)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.checkGrid(dims); err != nil {
-		return nil, err
-	}
-	g := &DeviceGrads{Dims: dims, Kernels: []KernelInfo{ks[0].info, ks[1].info, ks[2].info}}
-	fail := func(err error) (*DeviceGrads, error) {
-		for _, t := range []*DeviceTensor{g.DQ, g.DK, g.DV} {
-			if t != nil {
-				err = errors.Join(err, t.Free())
-			}
-		}
-		return nil, err
-	}
-	for _, x := range []struct {
-		dst **DeviceTensor
-		s   Shape
-	}{{&g.DQ, dims.QShape()}, {&g.DK, dims.KVShape()}, {&g.DV, dims.KVShape()}} {
-		t, err := d.alloc(x.s)
-		if err != nil {
-			return fail(err)
-		}
-		*x.dst = t
-		if err := t.buf.Memset32(nanFP16x2, t.buf.Size()/4); err != nil {
-			return fail(err)
-		}
-	}
-	dsum, err := d.ctx.Alloc(4 * dims.LSELen())
+	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: GPU}
+	ks, err := d.backwardHost(p, q, k, v, out, dOut, lse, g.DQ, g.DK, g.DV)
 	if err != nil {
-		return fail(fmt.Errorf("flashattn: allocating Di on %s: %w", d.info, err))
+		return nil, err
 	}
-	defer func() { _ = dsum.Free() }()
-	if err := dsum.Memset32(nanF32, dims.LSELen()); err != nil {
-		return fail(err)
-	}
-	if err := d.launchBwd(ks, dims, q, k, v, out, lse, dOut, dsum, g, scale); err != nil {
-		return fail(err)
-	}
-	if err := d.stream.Synchronize(); err != nil {
-		return fail(fmt.Errorf("flashattn: backward kernels %s, %s, %s on %s: %w", ks[0].info.Symbol, ks[1].info.Symbol, ks[2].info.Symbol, d.info, err))
-	}
+	g.Reason = d.reason(ks...)
 	return g, nil
 }
 
-// launchBwd fills the backward parameter block and enqueues pre, dK/dV and dQ
-// on the device's stream (the launch contract of internal/kernels); d.mu is held.
-func (d *Device) launchBwd(ks [3]*loadedKernel, dims Dims, q, k, v, out *DeviceTensor, lse *cuda.Buffer, dOut *DeviceTensor,
-	dsum *cuda.Buffer, g *DeviceGrads, scale float64) error {
-	qs, kvs := dims.QShape().ContiguousStrides(), dims.KVShape().ContiguousStrides()
+// backwardHost uploads the inputs and the forward result, runs the backward
+// pass and downloads the gradients into dq, dk and dv.
+func (d *Device) backwardHost(p problem, q, k, v, out, dOut *Tensor, lse []float32, dq, dk, dv *Tensor) (ks []KernelInfo, err error) {
+	in, err := d.uploadAll(q, k, v, dOut)
+	defer func() { err = errors.Join(err, freeAll(in)) }()
+	if err != nil {
+		return nil, err
+	}
+	fwd, err := d.uploadResult(p.Dims, out, lse[:p.LSELen()])
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, fwd.Free()) }()
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	gr, err := d.backward(p, in[0], in[1], in[2], fwd, in[3])
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, gr.Free()) }()
+	for _, c := range []struct {
+		src *DeviceTensor
+		dst *Tensor
+	}{{gr.DQ, dq}, {gr.DK, dk}, {gr.DV, dv}} {
+		h, err := c.src.Download()
+		if err != nil {
+			return nil, err
+		}
+		copy(c.dst.Data, h.Data)
+	}
+	return gr.Kernels, nil
+}
+
+// backward runs one backward call and waits for it; Di is freed on return,
+// the gradients on failure; d.mu is held.
+func (d *Device) backward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor) (*DeviceGrads, error) {
+	op, err := d.newBackward(p, q, k, v, fwd, dOut)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = op.di.Free() }()
+	if err := d.run(op); err != nil {
+		return nil, errors.Join(err, op.free())
+	}
+	return op.g, nil
+}
+
+// bwdOp is one backward call: its kernels (pre, dK/dV, dQ), operands,
+// parameter values, gradients and Di.
+type bwdOp struct {
+	d           *Device
+	ks          [3]*loadedKernel
+	f           launchFields
+	q, k, v, dO *DeviceTensor
+	fwd         *DeviceResult
+	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
+	g           *DeviceGrads
+}
+
+// newBackward finds the kernels, checks the grid and allocates the
+// gradients (poisoned) and Di; d.mu is held.
+func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor) (*bwdOp, error) {
+	ks, err := d.bwdKernels(p)
+	if err != nil {
+		return nil, err
+	}
+	op := &bwdOp{d: d, ks: ks, f: fieldsOf(p), q: q, k: k, v: v, dO: dOut, fwd: fwd,
+		g: &DeviceGrads{Dims: p.Dims, Kernels: []KernelInfo{ks[0].info, ks[1].info, ks[2].info}}}
+	for _, x := range []struct {
+		dst **DeviceTensor
+		s   Shape
+	}{{&op.g.DQ, p.QShape()}, {&op.g.DK, p.KVShape()}, {&op.g.DV, p.KVShape()}} {
+		t, err := d.alloc(x.s)
+		if err != nil {
+			return nil, errors.Join(err, op.free())
+		}
+		*x.dst = t
+		if err := t.buf.Memset32(nanFP16x2, t.buf.Size()/4); err != nil {
+			return nil, errors.Join(err, op.free())
+		}
+	}
+	if op.di, err = d.ctx.Alloc(4 * p.LSELen()); err != nil {
+		return nil, errors.Join(fmt.Errorf("flashattn: allocating Di on %s: %w", d.info, err), op.free())
+	}
+	if err := op.di.Memset32(nanF32, p.LSELen()); err != nil {
+		return nil, errors.Join(err, op.free())
+	}
+	return op, nil
+}
+
+func (op *bwdOp) kernels() []KernelInfo { return op.g.Kernels }
+
+// free releases the gradients and Di.
+func (op *bwdOp) free() error {
+	var err error
+	for _, t := range []*DeviceTensor{op.g.DQ, op.g.DK, op.g.DV} {
+		err = errors.Join(err, t.Free())
+	}
+	if op.di != nil {
+		err = errors.Join(err, op.di.Free())
+	}
+	return err
+}
+
+// enqueue fills the backward parameter block and launches pre, dK/dV and dQ
+// on the device's stream (the launch contract of internal/kernels).
+func (op *bwdOp) enqueue() error {
+	d, f := op.d, op.f
 	p := d.bparams
-	p.Q, p.K, p.V, p.O, p.DO = q.buf.Ptr(), k.buf.Ptr(), v.buf.Ptr(), out.buf.Ptr(), dOut.buf.Ptr()
-	p.LSE, p.DSum = lse.Ptr(), dsum.Ptr()
-	p.DQ, p.DK, p.DV = g.DQ.buf.Ptr(), g.DK.buf.Ptr(), g.DV.buf.Ptr()
-	p.QBatchStride, p.QRowStride, p.QHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
-	p.OBatchStride, p.ORowStride, p.OHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
-	p.DOBatchStride, p.DORowStride, p.DOHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
-	p.DQBatchStride, p.DQRowStride, p.DQHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
-	p.KBatchStride, p.KRowStride, p.KHeadStride = int64(kvs[0]), int64(kvs[1]), int64(kvs[2])
-	p.VBatchStride, p.VRowStride, p.VHeadStride = int64(kvs[0]), int64(kvs[1]), int64(kvs[2])
-	p.DKBatchStride, p.DKRowStride, p.DKHeadStride = int64(kvs[0]), int64(kvs[1]), int64(kvs[2])
-	p.DVBatchStride, p.DVRowStride, p.DVHeadStride = int64(kvs[0]), int64(kvs[1]), int64(kvs[2])
-	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = int32(dims.B), int32(dims.Nq), int32(dims.Nk), int32(dims.Hq), int32(dims.Hkv), int32(dims.D)
-	p.Scale = float32(scale)
-	p.ScaleLog2 = float32(scale * log2e)
-	cdiv := func(a, b int) uint32 { return uint32((a + b - 1) / b) }
-	pre, kv, dq := ks[0].info, ks[1].info, ks[2].info
+	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
+	p.LSE, p.DSum = op.fwd.lse.Ptr(), op.di.Ptr()
+	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
+	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
+	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
+	set3(f.qs, &p.DOBatchStride, &p.DORowStride, &p.DOHeadStride)
+	set3(f.qs, &p.DQBatchStride, &p.DQRowStride, &p.DQHeadStride)
+	set3(f.kvs, &p.KBatchStride, &p.KRowStride, &p.KHeadStride)
+	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
+	set3(f.kvs, &p.DKBatchStride, &p.DKRowStride, &p.DKHeadStride)
+	set3(f.kvs, &p.DVBatchStride, &p.DVRowStride, &p.DVHeadStride)
+	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
+	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
+	pre, kv, dq := op.ks[0].info, op.ks[1].info, op.ks[2].info
 	for _, l := range []struct {
 		k    *loadedKernel
 		grid [3]uint32
 	}{
-		{ks[0], [3]uint32{cdiv(dims.Nq, pre.Br), uint32(dims.B * dims.Hq), 1}},
-		{ks[1], [3]uint32{cdiv(dims.Nk, kv.Bc), uint32(dims.B * dims.Hkv), 1}},
-		{ks[2], [3]uint32{cdiv(dims.Nq, dq.Br), uint32(dims.B * dims.Hq), 1}},
+		{op.ks[0], [3]uint32{cdiv(f.nq, pre.Br), uint32(f.bh), 1}},
+		{op.ks[1], [3]uint32{cdiv(f.nk, kv.Bc), uint32(f.bhkv), 1}},
+		{op.ks[2], [3]uint32{cdiv(f.nq, dq.Br), uint32(f.bh), 1}},
 	} {
 		cfg := cuda.LaunchConfig{Grid: l.grid, Block: [3]uint32{uint32(32 * l.k.info.Warps), 1, 1}, SharedMem: uint32(l.k.info.SmemBytes)}
 		if err := l.k.fn.Launch(cfg, d.stream, d.bargs); err != nil {

@@ -46,7 +46,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 // the Device API.
 func TestGPUConformanceSM75(t *testing.T) {
 	dev := openGPU(t)
-	if err := dev.ForceArch(75); err != nil {
+	if err := dev.ForcePath(75); err != nil {
 		t.Fatal(err)
 	}
 	b := deviceBackend(dev, "gpu-sm75")
@@ -74,87 +74,14 @@ func TestGPUConformanceSM75(t *testing.T) {
 	attntest.Run(t, b)
 }
 
-// deviceBackend runs Forward and Backward on dev through the Device API:
-// upload, Device.Forward or Device.Backward, download.
+// deviceBackend runs Forward and Backward on dev through the Device API
+// (ForwardHost, BackwardHost: upload, Device.Forward or Device.Backward,
+// download).
 func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 	return attntest.Backend{
 		Name:      name,
 		Precision: attntest.FP16,
-		Forward: func(q, k, v *flashattn.Tensor, o *flashattn.Options) (res *flashattn.Result, err error) {
-			d, err := flashattn.DimsOf(q, k, v)
-			if err != nil {
-				return nil, err
-			}
-			var ts []*flashattn.DeviceTensor
-			defer func() {
-				for _, t := range ts {
-					if ferr := t.Free(); err == nil {
-						err = ferr
-					}
-				}
-			}()
-			for _, x := range []*flashattn.Tensor{q, k, v} {
-				dt, err := dev.Upload(x)
-				if err != nil {
-					return nil, err
-				}
-				ts = append(ts, dt)
-			}
-			r, err := dev.Forward(ts[0], ts[1], ts[2], o)
-			if err != nil {
-				return nil, err
-			}
-			defer r.Free()
-			out, err := r.Out.Download()
-			if err != nil {
-				return nil, err
-			}
-			lse, err := r.LSE()
-			if err != nil {
-				return nil, err
-			}
-			return &flashattn.Result{Dims: d, Out: out, LSE: lse, Backend: flashattn.GPU, Reason: r.Kernel.Symbol}, nil
-		},
-		Backward: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (g *flashattn.Grads, err error) {
-			d, err := flashattn.DimsOf(q, k, v)
-			if err != nil {
-				return nil, err
-			}
-			var ts []*flashattn.DeviceTensor
-			defer func() {
-				for _, t := range ts {
-					if ferr := t.Free(); err == nil {
-						err = ferr
-					}
-				}
-			}()
-			for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
-				dt, err := dev.Upload(x)
-				if err != nil {
-					return nil, err
-				}
-				ts = append(ts, dt)
-			}
-			fwd, err := dev.UploadResult(d, out, lse)
-			if err != nil {
-				return nil, err
-			}
-			defer fwd.Free()
-			r, err := dev.Backward(ts[0], ts[1], ts[2], fwd, ts[3], o)
-			if err != nil {
-				return nil, err
-			}
-			defer r.Free()
-			g = &flashattn.Grads{Backend: flashattn.GPU, Reason: r.Kernels[1].Symbol}
-			for _, x := range []struct {
-				src *flashattn.DeviceTensor
-				dst **flashattn.Tensor
-			}{{r.DQ, &g.DQ}, {r.DK, &g.DK}, {r.DV, &g.DV}} {
-				if *x.dst, err = x.src.Download(); err != nil {
-					return nil, err
-				}
-			}
-			return g, nil
-		},
+		Forward:   dev.ForwardHost,
+		Backward:  dev.BackwardHost,
 	}
 }

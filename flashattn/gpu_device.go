@@ -97,7 +97,7 @@ type Device struct {
 	maxGridY int
 
 	// path is the kernel path in use: 75 (Turing code) or 80 (sm_80+ code).
-	// forced is set by ForceArch(75) on a newer GPU: the Turing code then
+	// forced is set by ForcePath(75) on a newer GPU: the Turing code then
 	// comes from its compute_75 PTX through the driver's JIT.
 	path   int
 	forced bool
@@ -152,8 +152,8 @@ func OpenDevice(ordinal int) (*Device, error) {
 
 // defaultPath is the kernel path for a compute capability: Turing's for
 // sm_75..sm_79, the sm_80 code (tensor-core m16n8k16, cp.async) above.
-func defaultPath(arch int) int {
-	if arch >= 80 {
+func defaultPath(cc int) int {
+	if cc >= 80 {
 		return 80
 	}
 	return 75
@@ -187,28 +187,30 @@ func (d *Device) lock() error {
 	return nil
 }
 
-// ForceArch selects the kernel path: 75 runs the Turing (sm_75) kernels,
+// ForcePath selects the kernel path: 75 runs the Turing (sm_75) kernels,
 // compiled from their compute_75 PTX by the driver, so that the Turing code
 // can be tested on a newer GPU; 0 returns to the device's own path. 80 is
-// accepted on sm_80+ devices (it is their default).
-func (d *Device) ForceArch(arch int) error {
+// accepted on sm_80+ devices (it is their default). A path is the code a
+// kernel is written for (KernelInfo.Path), not the compute capability of
+// the device it runs on (DeviceInfo.Arch).
+func (d *Device) ForcePath(path int) error {
 	if err := d.lock(); err != nil {
 		return err
 	}
 	defer d.mu.Unlock()
 	own := defaultPath(d.info.Arch())
-	var path int
+	var use int
 	var forced bool
 	switch {
-	case arch == 0 || arch == own:
-		path = own
-	case arch == 75:
-		path, forced = 75, true
+	case path == 0 || path == own:
+		use = own
+	case path == 75:
+		use, forced = 75, true
 	default:
-		return &UnsupportedError{Backend: GPU, Feature: "kernel arch", Value: fmt.Sprint(arch),
-			Reason: fmt.Sprintf("%s can run arch 75 (forced Turing PTX) or %d", d.info, own)}
+		return &UnsupportedError{Backend: GPU, Feature: "kernel path", Value: fmt.Sprint(path),
+			Reason: fmt.Sprintf("%s can run path 75 (forced Turing PTX) or %d", d.info, own)}
 	}
-	if path == d.path && forced == d.forced {
+	if use == d.path && forced == d.forced {
 		return nil
 	}
 	if d.mod != nil {
@@ -217,9 +219,14 @@ func (d *Device) ForceArch(arch int) error {
 		}
 	}
 	d.mod, d.funcs = nil, map[string]*loadedKernel{}
-	d.path, d.forced = path, forced
+	d.path, d.forced = use, forced
 	return nil
 }
+
+// ForceArch is ForcePath under its first name, kept for existing callers.
+//
+// Deprecated: use ForcePath; "arch" names a compute capability elsewhere.
+func (d *Device) ForceArch(path int) error { return d.ForcePath(path) }
 
 // HeadDims lists the head dims the kernel path in use has forward kernels for.
 func (d *Device) HeadDims() []int {

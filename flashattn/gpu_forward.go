@@ -14,86 +14,223 @@ import (
 // Causal and Scale; the call costs one extra device buffer, the LSE (B*Hq*Nq
 // float32).
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
-	for _, a := range []struct {
-		name string
-		t    *DeviceTensor
-	}{{"q", q}, {"k", k}, {"v", v}} {
-		if err := a.t.usable(a.name, d); err != nil {
-			return nil, err
-		}
-	}
-	dims, err := dimsOfShapes(q.shape, k.shape, v.shape)
+	p, err := d.problemOf(o, q, k, v)
 	if err != nil {
 		return nil, err
 	}
-	if err := o.check(dims); err != nil {
-		return nil, err
-	}
-	scale, _ := o.scale(dims.D)
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	return d.forward(dims, q, k, v, scale, o != nil && o.Causal)
+	return d.forward(p, q, k, v)
 }
 
-// dimsOfShapes is DimsOf for shapes alone.
-func dimsOfShapes(q, k, v Shape) (Dims, error) {
-	for _, a := range []struct {
-		name string
-		s    Shape
-	}{{"q", q}, {"k", k}, {"v", v}} {
-		if err := checkShape(a.name, a.s); err != nil {
-			return Dims{}, err
+// problemOf checks that q, k, v (and for Backward out and dOut, in that
+// order) are usable on d and returns the problem q, k and v describe, with
+// o resolved.
+func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
+	for i, t := range ts {
+		if err := t.usable([...]string{"q", "k", "v", "out", "dOut"}[i], d); err != nil {
+			return problem{}, err
 		}
 	}
-	d := Dims{B: q.B, Nq: q.N, Nk: k.N, Hq: q.H, Hkv: k.H, D: q.D}
-	if err := d.Validate(); err != nil {
-		return Dims{}, err
+	dims, err := dimsOf(ts[0].shape, ts[1].shape, ts[2].shape)
+	if err != nil {
+		return problem{}, err
 	}
-	if err := expectShape("k", k, d.KVShape()); err != nil {
-		return Dims{}, err
-	}
-	if err := expectShape("v", v, d.KVShape()); err != nil {
-		return Dims{}, err
-	}
-	return d, nil
+	return o.resolve(dims)
 }
 
-// forward allocates O and the LSE, poisons them, launches and waits; d.mu
-// is held.
-func (d *Device) forward(dims Dims, q, k, v *DeviceTensor, scale float64, causal bool) (*DeviceResult, error) {
-	kern, err := d.kernel(dims, causal)
+// ForwardHost is Forward for host tensors, as flashattn.Forward with the
+// GPU backend runs it, but on this device (with its kernel path, see
+// ForcePath): upload (fp16), Forward, download. All device memory is freed
+// on return; Result.Reason names the device and the kernel.
+func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
+	p, err := checkForward(q, k, v, o)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.checkGrid(dims); err != nil {
-		return nil, err
-	}
-	out, err := d.alloc(dims.QShape())
+	out, lse := newOutput(p.QShape()), newBuffer(p.LSELen())
+	kern, err := d.forwardHost(p, q, k, v, out, lse)
 	if err != nil {
 		return nil, err
 	}
-	lse, err := d.ctx.Alloc(4 * dims.LSELen())
+	return &Result{Dims: p.Dims, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(kern)}, nil
+}
+
+// forwardHost uploads q, k and v, runs the forward pass and downloads O and
+// the LSE into out and lse.
+func (d *Device) forwardHost(p problem, q, k, v, out *Tensor, lse []float32) (kern KernelInfo, err error) {
+	in, err := d.uploadAll(q, k, v)
+	defer func() { err = errors.Join(err, freeAll(in)) }()
+	if err != nil {
+		return KernelInfo{}, err
+	}
+	if err := d.lock(); err != nil {
+		return KernelInfo{}, err
+	}
+	r, err := d.forward(p, in[0], in[1], in[2])
+	d.mu.Unlock()
+	if err != nil {
+		return KernelInfo{}, err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	o16, err := r.Out.Download()
+	if err != nil {
+		return KernelInfo{}, err
+	}
+	copy(out.Data, o16.Data)
+	l, err := r.LSE()
+	if err != nil {
+		return KernelInfo{}, err
+	}
+	copy(lse, l)
+	return r.Kernel, nil
+}
+
+// forward runs one forward call and waits for it; d.mu is held.
+func (d *Device) forward(p problem, q, k, v *DeviceTensor) (*DeviceResult, error) {
+	op, err := d.newForward(p, q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.run(op); err != nil {
+		return nil, errors.Join(err, op.free())
+	}
+	return op.res, nil
+}
+
+// deviceOp is one call prepared on a device, its outputs allocated:
+// enqueue launches its kernels on the device's stream (Forward and Backward
+// once, the benchmarks many times); d.mu is held for every method.
+type deviceOp interface {
+	enqueue() error
+	kernels() []KernelInfo // in launch order
+	free() error           // the outputs and scratch the op allocated
+}
+
+// run enqueues op and waits for it, so that a kernel fault is reported here;
+// d.mu is held.
+func (d *Device) run(op deviceOp) error {
+	if err := op.enqueue(); err != nil {
+		return err
+	}
+	if err := d.stream.Synchronize(); err != nil {
+		return fmt.Errorf("flashattn: %s on %s: %w", opName(op), d.info, err)
+	}
+	return nil
+}
+
+// opName names an op's kernels in errors.
+func opName(op deviceOp) string {
+	ks := op.kernels()
+	if len(ks) == 1 {
+		return "kernel " + ks[0].Symbol
+	}
+	s := "backward kernels "
+	for i, k := range ks {
+		if i > 0 {
+			s += ", "
+		}
+		s += k.Symbol
+	}
+	return s
+}
+
+// fwdOp is one forward call: its kernel, operands and parameter values.
+type fwdOp struct {
+	d       *Device
+	kern    *loadedKernel
+	f       launchFields
+	q, k, v *DeviceTensor
+	res     *DeviceResult
+}
+
+// newForward finds the kernel, checks the grid and allocates O and the LSE,
+// poisoned; d.mu is held.
+func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
+	kern, err := d.fwdKernel(p)
+	if err != nil {
+		return nil, err
+	}
+	out, err := d.alloc(p.QShape())
+	if err != nil {
+		return nil, err
+	}
+	lse, err := d.ctx.Alloc(4 * p.LSELen())
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
 	}
-	r := &DeviceResult{Dims: dims, Out: out, Kernel: kern.info, lse: lse}
-	fail := func(err error) (*DeviceResult, error) { return nil, errors.Join(err, r.Free()) }
+	op := &fwdOp{d: d, kern: kern, f: fieldsOf(p), q: q, k: k, v: v,
+		res: &DeviceResult{Dims: p.Dims, Out: out, Kernel: kern.info, lse: lse}}
 	if err := out.buf.Memset32(nanFP16x2, out.buf.Size()/4); err != nil {
-		return fail(err)
+		return nil, errors.Join(err, op.free())
 	}
-	if err := lse.Memset32(nanF32, dims.LSELen()); err != nil {
-		return fail(err)
+	if err := lse.Memset32(nanF32, p.LSELen()); err != nil {
+		return nil, errors.Join(err, op.free())
 	}
-	if err := d.launch(kern, dims, q, k, v, out.buf, lse, scale); err != nil {
-		return fail(err)
-	}
-	if err := d.stream.Synchronize(); err != nil {
-		return fail(fmt.Errorf("flashattn: kernel %s on %s: %w", kern.info.Symbol, d.info, err))
-	}
-	return r, nil
+	return op, nil
 }
+
+// fwdKernel is the forward kernel for p, on a grid the device can launch;
+// d.mu is held.
+func (d *Device) fwdKernel(p problem) (*loadedKernel, error) {
+	kern, err := d.kernel(p.Dims, p.Causal)
+	if err != nil {
+		return nil, err
+	}
+	return kern, d.checkGrid(p.Dims)
+}
+
+func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }
+func (op *fwdOp) free() error           { return op.res.Free() }
+
+// enqueue fills the pinned parameter block and launches the kernel on the
+// device's stream (the launch contract of internal/kernels).
+func (op *fwdOp) enqueue() error {
+	d, f, ki := op.d, op.f, op.kern.info
+	p := d.params
+	p.Q, p.K, p.V, p.O, p.LSE = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.res.Out.buf.Ptr(), op.res.lse.Ptr()
+	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
+	set3(f.kvs, &p.KBatchStride, &p.KRowStride, &p.KHeadStride)
+	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
+	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
+	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
+	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
+	cfg := cuda.LaunchConfig{
+		Grid:      [3]uint32{cdiv(f.nq, ki.Br), uint32(f.bh), 1},
+		Block:     [3]uint32{uint32(32 * ki.Warps), 1, 1},
+		SharedMem: uint32(ki.SmemBytes),
+	}
+	return op.kern.fn.Launch(cfg, d.stream, d.args)
+}
+
+// launchFields are what both parameter blocks take from the problem,
+// computed once per call: the strides of the dense q-shaped (q, O, dO, dQ)
+// and kv-shaped (k, v, dK, dV) operands, the sizes and the scale.
+type launchFields struct {
+	qs, kvs          [3]int64 // batch, row and head strides, in elements
+	dims             [6]int32 // B, Nq, Nk, Hq, Hkv, D
+	scale, scaleLog2 float32  // the kernels use exp2: scale * log2(e)
+	nq, nk, bh, bhkv int      // grid extents: rows, keys, B*Hq, B*Hkv
+}
+
+func fieldsOf(p problem) launchFields {
+	qs, kvs := p.QShape().ContiguousStrides(), p.KVShape().ContiguousStrides()
+	return launchFields{
+		qs:    [3]int64{int64(qs[0]), int64(qs[1]), int64(qs[2])},
+		kvs:   [3]int64{int64(kvs[0]), int64(kvs[1]), int64(kvs[2])},
+		dims:  [6]int32{int32(p.B), int32(p.Nq), int32(p.Nk), int32(p.Hq), int32(p.Hkv), int32(p.D)},
+		scale: float32(p.Scale), scaleLog2: float32(p.Scale * log2e),
+		nq: p.Nq, nk: p.Nk, bh: p.B * p.Hq, bhkv: p.B * p.Hkv,
+	}
+}
+
+// set3 writes batch, row and head strides s into one operand's fields.
+func set3(s [3]int64, batch, row, head *int64) { *batch, *row, *head = s[0], s[1], s[2] }
+
+// cdiv is the number of blocks of b that cover a.
+func cdiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 
 // checkGrid rejects problems whose launch grid the device cannot express.
 func (d *Device) checkGrid(dims Dims) error {
@@ -106,26 +243,4 @@ func (d *Device) checkGrid(dims Dims) error {
 			Reason: "the kernels index rows with int32"}
 	}
 	return nil
-}
-
-// launch fills the pinned parameter block and enqueues the kernel on the
-// device's stream (the launch contract of internal/kernels); d.mu is held.
-func (d *Device) launch(kern *loadedKernel, dims Dims, q, k, v *DeviceTensor, o, lse *cuda.Buffer, scale float64) error {
-	qs, kvs := dims.QShape().ContiguousStrides(), dims.KVShape().ContiguousStrides()
-	p := d.params
-	p.Q, p.K, p.V, p.O, p.LSE = q.buf.Ptr(), k.buf.Ptr(), v.buf.Ptr(), o.Ptr(), lse.Ptr()
-	p.QBatchStride, p.QRowStride, p.QHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
-	p.KBatchStride, p.KRowStride, p.KHeadStride = int64(kvs[0]), int64(kvs[1]), int64(kvs[2])
-	p.VBatchStride, p.VRowStride, p.VHeadStride = int64(kvs[0]), int64(kvs[1]), int64(kvs[2])
-	p.OBatchStride, p.ORowStride, p.OHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
-	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = int32(dims.B), int32(dims.Nq), int32(dims.Nk), int32(dims.Hq), int32(dims.Hkv), int32(dims.D)
-	p.Scale = float32(scale)
-	p.ScaleLog2 = float32(scale * log2e)
-	ki := kern.info
-	cfg := cuda.LaunchConfig{
-		Grid:      [3]uint32{uint32((dims.Nq + ki.Br - 1) / ki.Br), uint32(dims.B * dims.Hq), 1},
-		Block:     [3]uint32{uint32(32 * ki.Warps), 1, 1},
-		SharedMem: uint32(ki.SmemBytes),
-	}
-	return kern.fn.Launch(cfg, d.stream, d.args)
 }

@@ -1,6 +1,7 @@
 package flashattn
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -54,20 +55,27 @@ func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 	return t, nil
 }
 
-// checkShape validates a shape on its own (no data).
-func checkShape(arg string, s Shape) error {
-	dims := [4]int{s.B, s.N, s.H, s.D}
-	n := 1.0
-	for i, name := range [4]string{"B", "N", "H", "D"} {
-		if dims[i] < 1 {
-			return &ShapeError{Arg: arg, Dim: name, Got: dims[i], Want: ">= 1"}
+// uploadAll uploads ts in order; on failure the tensors uploaded so far
+// are returned with the error, for the caller's freeAll.
+func (d *Device) uploadAll(ts ...*Tensor) ([]*DeviceTensor, error) {
+	var out []*DeviceTensor
+	for _, t := range ts {
+		dt, err := d.Upload(t)
+		if err != nil {
+			return out, err
 		}
-		n *= float64(dims[i])
+		out = append(out, dt)
 	}
-	if n >= maxElements {
-		return &DataError{Arg: arg, Reason: fmt.Sprintf("shape %v is too large", s)}
+	return out, nil
+}
+
+// freeAll frees every tensor of ts.
+func freeAll(ts []*DeviceTensor) error {
+	var err error
+	for _, t := range ts {
+		err = errors.Join(err, t.Free())
 	}
-	return nil
+	return err
 }
 
 // alloc allocates an uninitialised fp16 tensor; d.mu is held.

@@ -128,8 +128,8 @@ func TestGPUDeviceErrors(t *testing.T) {
 	} else if ue := (*flashattn.UnsupportedError)(nil); !errors.As(err, &ue) || ue.Feature != "head dim" {
 		t.Fatalf("Kernel for D=40: %v, want *UnsupportedError for the head dim", err)
 	}
-	if err := dev.ForceArch(61); err == nil {
-		t.Fatal("ForceArch(61) succeeded")
+	if err := dev.ForcePath(61); err == nil {
+		t.Fatal("ForcePath(61) succeeded")
 	}
 	q, err := dev.Upload(flashattn.Random(flashattn.Shape{B: 1, N: 16, H: 2, D: 64}, 1))
 	if err != nil {
@@ -312,11 +312,11 @@ func BenchmarkGPUBackwardPaperSM75(b *testing.B) {
 	benchPaperPass(b, 75, true)
 }
 
-func benchPaper(b *testing.B, arch int) { benchPaperPass(b, arch, false) }
+func benchPaper(b *testing.B, path int) { benchPaperPass(b, path, false) }
 
-func benchPaperPass(b *testing.B, arch int, backward bool) {
+func benchPaperPass(b *testing.B, path int, backward bool) {
 	dev := openGPU(b)
-	if err := dev.ForceArch(arch); err != nil {
+	if err := dev.ForcePath(path); err != nil {
 		b.Fatal(err)
 	}
 	for _, s := range flashattn.PaperShapes() {
@@ -494,4 +494,17 @@ func TestGPUBenchBackward(t *testing.T) {
 	if _, err := dev.BenchBackward(d, nil, 0, 0); err == nil {
 		t.Error("reps 0 accepted")
 	}
+}
+
+// TestGPUOutOfMemory: a problem beyond the device's memory fails with an
+// error wrapping ErrOutOfMemory (q alone is 2^37 - 2^30 fp16 values, 254
+// GiB), before anything is copied from the host.
+func TestGPUOutOfMemory(t *testing.T) {
+	dev := openGPU(t)
+	d := flashattn.Dims{B: 127, Nq: 1 << 20, Nk: 1 << 20, Hq: 16, Hkv: 16, D: 64}
+	_, err := dev.BenchForward(d, nil, 0, 1)
+	if !errors.Is(err, flashattn.ErrOutOfMemory) {
+		t.Fatalf("BenchForward(%+v): %v, want an error wrapping ErrOutOfMemory", d, err)
+	}
+	t.Logf("%v", err)
 }

@@ -90,27 +90,44 @@ func (o *Options) scale(d int) (float64, error) {
 	return o.Scale, nil
 }
 
-func (o *Options) check(d Dims) error {
-	if _, err := o.scale(d.D); err != nil {
-		return err
+// problem is one call after its options are resolved: every entry point
+// (Forward, Backward, the Device methods, the benchmarks) validates its
+// Options once, with resolve, and passes this on.
+type problem struct {
+	Dims
+	Scale  float64 // the softmax scale, 1/sqrt(D) unless Options.Scale
+	Causal bool
+}
+
+// mask is the causal mask of the problem (everything visible when not causal).
+func (p problem) mask() causalMask { return causalMask{causal: p.Causal, off: p.CausalOffset()} }
+
+// resolve validates o for problem d and returns the problem with its scale
+// and mask, or an *OptionError.
+func (o *Options) resolve(d Dims) (problem, error) {
+	scale, err := o.scale(d.D)
+	if err != nil {
+		return problem{}, err
 	}
+	p := problem{Dims: d, Scale: scale}
 	if o == nil {
-		return nil
+		return p, nil
 	}
+	p.Causal = o.Causal
 	if o.BlockQ < 0 || o.BlockK < 0 {
-		return &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
+		return problem{}, &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
 	}
 	if o.Workers < 0 {
-		return &OptionError{Option: "Workers", Value: fmt.Sprint(o.Workers), Reason: "must be >= 0"}
+		return problem{}, &OptionError{Option: "Workers", Value: fmt.Sprint(o.Workers), Reason: "must be >= 0"}
 	}
 	if o.Backend < Auto || o.Backend > GPU {
-		return &OptionError{Option: "Backend", Value: o.Backend.String(), Reason: "unknown backend"}
+		return problem{}, &OptionError{Option: "Backend", Value: o.Backend.String(), Reason: "unknown backend"}
 	}
 	if t := o.Trace; t != nil {
 		if t.Batch < 0 || t.Batch >= d.B || t.Head < 0 || t.Head >= d.Hq || t.Row < 0 || t.Row >= d.Nq {
-			return &OptionError{Option: "Trace", Value: fmt.Sprintf("batch %d head %d row %d", t.Batch, t.Head, t.Row),
+			return problem{}, &OptionError{Option: "Trace", Value: fmt.Sprintf("batch %d head %d row %d", t.Batch, t.Head, t.Row),
 				Reason: fmt.Sprintf("outside B=%d Hq=%d Nq=%d", d.B, d.Hq, d.Nq)}
 		}
 	}
-	return nil
+	return p, nil
 }

@@ -134,32 +134,44 @@ func (t *Tensor) Fill(x float32) {
 // size computation overflows int.
 const maxElements = float64(1 << 37)
 
+// checkShape validates a shape on its own: every dimension positive, and
+// few enough elements that no size computation overflows.
+func checkShape(arg string, s Shape) error {
+	dims := [4]int{s.B, s.N, s.H, s.D}
+	n := 1.0 // in float64, so absurd shapes cannot overflow (Numel itself could)
+	for i, name := range [4]string{"B", "N", "H", "D"} {
+		if dims[i] < 1 {
+			return &ShapeError{Arg: arg, Dim: name, Got: dims[i], Want: ">= 1"}
+		}
+		n *= float64(dims[i])
+	}
+	if n >= maxElements {
+		return &DataError{Arg: arg, Reason: fmt.Sprintf("shape %v is too large", s)}
+	}
+	return nil
+}
+
 // check validates shape, strides and data length without panicking.
 func (t *Tensor) check(arg string) error {
 	if t == nil {
 		return &DataError{Arg: arg, Reason: "tensor is nil"}
 	}
 	s := t.Shape
-	dims := [4]int{s.B, s.N, s.H, s.D}
-	names := [4]string{"B", "N", "H", "D"}
-	for i, name := range names {
-		if dims[i] < 1 {
-			return &ShapeError{Arg: arg, Dim: name, Got: dims[i], Want: ">= 1"}
-		}
+	if err := checkShape(arg, s); err != nil {
+		return err
 	}
-	for i, name := range names { // after the shape: strides derived from a bad shape are bad too
+	dims := [4]int{s.B, s.N, s.H, s.D}
+	for i, name := range [4]string{"B", "N", "H", "D"} { // after the shape: strides derived from a bad shape are bad too
 		if t.Strides[i] < 0 {
 			return &DataError{Arg: arg, Reason: fmt.Sprintf("stride of %s is %d, want >= 0", name, t.Strides[i])}
 		}
 	}
-	// The largest offset and the element count must fit in int; compute them
-	// in float64 first so absurd shapes cannot overflow (Numel itself could).
-	far, numel := 0.0, 1.0
+	// The largest offset must fit in int: computed in float64 first.
+	far := 0.0
 	for i := range dims {
 		far += float64(dims[i]-1) * float64(t.Strides[i])
-		numel *= float64(dims[i])
 	}
-	if far >= maxElements || numel >= maxElements {
+	if far >= maxElements {
 		return &DataError{Arg: arg, Reason: fmt.Sprintf("shape %v is too large", s)}
 	}
 	need := t.Offset(s.B-1, s.N-1, s.H-1, s.D-1) + 1

@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/internal/stats"
 )
 
 const benchSynopsis = `Time GoFlash's attention over a sweep of shapes and write JSON, CSV, Markdown
@@ -322,7 +322,7 @@ func benchCPU(c Case, dir string, be flashattn.Backend, deterministic bool, work
 		Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal}
 	row.FLOPs = d.FLOPs(c.Causal)
 	if dir == dirBwd {
-		row.FLOPs *= 2.5
+		row.FLOPs = d.BackwardFLOPs(c.Causal)
 	}
 	q := flashattn.Random(d.QShape(), seed)
 	k := flashattn.Random(d.KVShape(), seed+1)
@@ -376,19 +376,7 @@ func timeCalls(call func() error, warmup, reps int) (float64, int64, error) {
 		}
 		times = append(times, float64(el)/float64(time.Millisecond))
 	}
-	return median(times), extra, nil
-}
-
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	s := slices.Clone(x)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return stats.Median(times), extra, nil
 }
 
 func failed(row Row, err error) Row {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -88,6 +89,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "goflash: unknown command %q (want demo, bench, check or help)\n", name)
 	return exitUsage
+}
+
+// printJSON writes v as a command's --json output.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(v)
 }
 
 func isHelp(s string) bool { return s == "-h" || s == "-help" || s == "--help" }

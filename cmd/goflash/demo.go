@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -140,9 +139,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(sum); err != nil {
+		if err := printJSON(stdout, sum); err != nil {
 			return err
 		}
 	} else {
@@ -386,87 +383,145 @@ func demoTrace(r *demoRun, sum *DemoSummary, _ io.Writer) (func(*viz.Report) err
 	}, nil
 }
 
+// randomProblem is one random problem of the demo.
+type randomProblem struct {
+	c    Case
+	seed uint64
+}
+
+// planRandom lists the random problems, one per --sizes entry.
+func planRandom(o demoOpts) []randomProblem {
+	var ps []randomProblem
+	for i, n := range o.sizes {
+		d := flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: o.heads, Hkv: o.heads, D: o.headDim}
+		ps = append(ps, randomProblem{c: Case{Dims: d, Causal: o.causal}, seed: o.seed + uint64(10*i)})
+	}
+	return ps
+}
+
+// demoRandom runs the random problems (the library's choice of backend
+// checked against float64, then CPU flash and naive timed, the GPU kernel
+// timed where it ran, the memory of one head measured) and reports them.
 func demoRandom(r *demoRun, sum *DemoSummary, stderr io.Writer) (func(*viz.Report) error, error) {
-	o := r.o
-	var gpu gpuDevice // set once the library runs a problem on the GPU
-	pb := newProgress(stderr, len(o.sizes))
+	ps := planRandom(r.o)
+	pb := newProgress(stderr, len(ps))
 	defer pb.end()
 	var speed []viz.SpeedPoint
 	var mem []viz.MemPoint
-	for i, n := range o.sizes {
-		pb.begin(fmt.Sprintf("random N=%d", n))
-		d := flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: o.heads, Hkv: o.heads, D: o.headDim}
-		c := Case{Dims: d, Causal: o.causal}
-		seed := o.seed + uint64(10*i)
-		q := flashattn.Random(d.QShape(), seed)
-		k := flashattn.Random(d.KVShape(), seed+1)
-		v := flashattn.Random(d.KVShape(), seed+2)
-		// The library's choice of backend; its result checked against float64.
-		res, err := r.forward(q, k, v, o.causal)
+	for i, p := range ps {
+		pb.begin(fmt.Sprintf("random N=%d", p.c.Dims.Nq))
+		rr, err := r.checkRandom(p)
 		if err != nil {
-			return nil, fmt.Errorf("random N=%d: %w", n, err)
+			return nil, err
 		}
-		rr := RandomRun{B: d.B, N: n, H: d.Hq, D: d.D, Causal: o.causal, Backend: res.Backend.String()}
 		if i == 0 {
-			sum.Backend, sum.Reason = res.Backend.String(), res.Reason
+			sum.Backend, sum.Reason = rr.Backend, rr.reason
 			if r.want == flashattn.CPUFlash {
 				sum.Reason = "--backend cpu"
 			}
 		}
-		rr.Accuracy = checkForward(precisionOf(res.Backend), q, k, v, o.causal, res)
-		if res.Backend == flashattn.GPU {
-			if gpu, err = r.device(); err != nil {
-				return nil, err
-			}
-		} else {
-			gpu = nil
+		sp, gpuExtra, err := r.timeRandom(p, &rr)
+		if err != nil {
+			return nil, err
 		}
-
-		// CPU flash and naive, timed.
-		for _, cb := range []flashattn.Backend{flashattn.CPUFlash, flashattn.CPUNaive} {
-			row := benchCPU(c, dirFwd, cb, false, o.workers, 0, o.reps, seed)
-			if row.Status != statusOK {
-				return nil, fmt.Errorf("random N=%d on %s: %s", n, cb, row.Reason)
-			}
-			name := viz.CPUFlash
-			if cb == flashattn.CPUNaive {
-				name, rr.NaiveMS = viz.CPUNaive, row.MS
-			} else {
-				rr.FlashMS = row.MS
-			}
-			speed = append(speed, viz.SpeedPoint{Backend: name, B: d.B, N: n, H: d.Hq, D: d.D, Causal: o.causal, Millis: row.MS})
+		mr, mp, err := r.memoryRandom(p)
+		if err != nil {
+			return nil, err
 		}
-		rr.MS = rr.FlashMS
-		mr := MemoryRun{N: n, D: d.D}
-		if gpu != nil {
-			row := gpu.Bench(c, dirFwd, 0, false, 1, o.reps)
-			if row.Status != statusOK {
-				return nil, fmt.Errorf("random N=%d on the GPU: %s", n, row.Reason)
-			}
-			rr.MS, mr.GPUExtraBytes = row.MS, row.ExtraBytes
-			speed = append(speed, viz.SpeedPoint{Backend: viz.GPUFlash, B: d.B, N: n, H: d.Hq, D: d.D, Causal: o.causal, Millis: row.MS})
-		}
-		sum.Random = append(sum.Random, rr)
-
-		// Memory of one (batch, head): what one call allocates.
-		one := Case{Dims: flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: 1, Hkv: 1, D: d.D}, Causal: o.causal}
-		for _, cb := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
-			row := benchCPU(one, dirFwd, cb, false, o.workers, 0, 1, seed)
-			if row.Status != statusOK {
-				return nil, fmt.Errorf("memory N=%d on %s: %s", n, cb, row.Reason)
-			}
-			if cb == flashattn.CPUNaive {
-				mr.NaiveBytes = row.ExtraBytes
-				mem = append(mem, viz.MemPoint{Backend: viz.CPUNaive, N: n, Bytes: float64(row.ExtraBytes)})
-			} else {
-				mr.FlashBytes = row.ExtraBytes
-				mem = append(mem, viz.MemPoint{Backend: viz.CPUFlash, N: n, Bytes: float64(row.ExtraBytes)})
-			}
-		}
-		sum.Memory = append(sum.Memory, mr)
+		mr.GPUExtraBytes = gpuExtra
+		sum.Random, sum.Memory = append(sum.Random, rr.RandomRun), append(sum.Memory, mr)
+		speed, mem = append(speed, sp...), append(mem, mp...)
 		pb.next()
 	}
+	return randomReport(r, sum, speed, mem)
+}
 
+// checkedRun is a random problem after the library ran it: the summary
+// row, and why the library chose its backend.
+type checkedRun struct {
+	RandomRun
+	reason string
+	onGPU  bool
+}
+
+// checkRandom runs p with the library's choice of backend and checks the
+// result against float64.
+func (r *demoRun) checkRandom(p randomProblem) (checkedRun, error) {
+	d := p.c.Dims
+	q := flashattn.Random(d.QShape(), p.seed)
+	k := flashattn.Random(d.KVShape(), p.seed+1)
+	v := flashattn.Random(d.KVShape(), p.seed+2)
+	res, err := r.forward(q, k, v, p.c.Causal)
+	if err != nil {
+		return checkedRun{}, fmt.Errorf("random N=%d: %w", d.Nq, err)
+	}
+	rr := RandomRun{B: d.B, N: d.Nq, H: d.Hq, D: d.D, Causal: p.c.Causal, Backend: res.Backend.String()}
+	rr.Accuracy = checkForward(precisionOf(res.Backend), q, k, v, p.c.Causal, res)
+	return checkedRun{RandomRun: rr, reason: res.Reason, onGPU: res.Backend == flashattn.GPU}, nil
+}
+
+// timeRandom times CPU flash and naive on p and, when the library ran p on
+// the GPU, the GPU kernel; it fills rr's times and returns the speed points
+// and the GPU call's extra device bytes.
+func (r *demoRun) timeRandom(p randomProblem, rr *checkedRun) ([]viz.SpeedPoint, int64, error) {
+	o, d, n := r.o, p.c.Dims, p.c.Dims.Nq
+	var speed []viz.SpeedPoint
+	for _, cb := range []flashattn.Backend{flashattn.CPUFlash, flashattn.CPUNaive} {
+		row := benchCPU(p.c, dirFwd, cb, false, o.workers, 0, o.reps, p.seed)
+		if row.Status != statusOK {
+			return nil, 0, fmt.Errorf("random N=%d on %s: %s", n, cb, row.Reason)
+		}
+		name := viz.CPUFlash
+		if cb == flashattn.CPUNaive {
+			name, rr.NaiveMS = viz.CPUNaive, row.MS
+		} else {
+			rr.FlashMS = row.MS
+		}
+		speed = append(speed, viz.SpeedPoint{Backend: name, B: d.B, N: n, H: d.Hq, D: d.D, Causal: p.c.Causal, Millis: row.MS})
+	}
+	rr.MS = rr.FlashMS
+	if !rr.onGPU {
+		return speed, 0, nil
+	}
+	gpu, err := r.device()
+	if err != nil {
+		return nil, 0, err
+	}
+	row := gpu.Bench(p.c, dirFwd, 0, false, 1, o.reps)
+	if row.Status != statusOK {
+		return nil, 0, fmt.Errorf("random N=%d on the GPU: %s", n, row.Reason)
+	}
+	rr.MS = row.MS
+	speed = append(speed, viz.SpeedPoint{Backend: viz.GPUFlash, B: d.B, N: n, H: d.Hq, D: d.D, Causal: p.c.Causal, Millis: row.MS})
+	return speed, row.ExtraBytes, nil
+}
+
+// memoryRandom measures what one forward call of one (batch, head) of p
+// allocates on the CPU, naive and flash.
+func (r *demoRun) memoryRandom(p randomProblem) (MemoryRun, []viz.MemPoint, error) {
+	n := p.c.Dims.Nq
+	mr := MemoryRun{N: n, D: p.c.Dims.D}
+	var mem []viz.MemPoint
+	one := Case{Dims: flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: 1, Hkv: 1, D: p.c.Dims.D}, Causal: p.c.Causal}
+	for _, cb := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
+		row := benchCPU(one, dirFwd, cb, false, r.o.workers, 0, 1, p.seed)
+		if row.Status != statusOK {
+			return MemoryRun{}, nil, fmt.Errorf("memory N=%d on %s: %s", n, cb, row.Reason)
+		}
+		if cb == flashattn.CPUNaive {
+			mr.NaiveBytes = row.ExtraBytes
+			mem = append(mem, viz.MemPoint{Backend: viz.CPUNaive, N: n, Bytes: float64(row.ExtraBytes)})
+		} else {
+			mr.FlashBytes = row.ExtraBytes
+			mem = append(mem, viz.MemPoint{Backend: viz.CPUFlash, N: n, Bytes: float64(row.ExtraBytes)})
+		}
+	}
+	return mr, mem, nil
+}
+
+// randomReport draws the random problems' accuracy, memory and speed.
+func randomReport(r *demoRun, sum *DemoSummary, speed []viz.SpeedPoint, mem []viz.MemPoint) (func(*viz.Report) error, error) {
+	o := r.o
 	ranGPU := r.gpu != nil
 	mc, err := viz.Memory(mem, viz.MemoryOptions{B: 1, H: 1, D: o.headDim, ElemBytes: 4, ScoreHeads: 1, WithoutInputs: true,
 		CapacityBytes: 16e9, CapacityLabel: "T4: 16 GB"})

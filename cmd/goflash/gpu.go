@@ -6,20 +6,23 @@ import "github.com/goflash/goflash/flashattn"
 // flashattn device API behind the CLI's own types.
 type gpuDevice interface {
 	Meta() DeviceMeta
-	// Bench times one case in one direction with the kernels of arch (0:
+	// Bench times one case in one direction with the kernels of path (0:
 	// the device's own, 75: the Turing path forced); failures are reported
 	// in the row, not returned.
-	Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row
+	Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row
 	// Use selects the kernel path: 0 the device's own, 75 the Turing path
 	// (forced through its PTX on a newer GPU).
-	Use(arch int) error
+	Use(path int) error
 	// HasBackward says whether the GPU backward pass exists, and if not why.
 	HasBackward() (bool, string)
-	// Kernels lists the kernel variant per head dim for arch (0 or 75).
-	Kernels(arch int) ([]KernelRow, error)
-	// Forward runs one problem on the GPU with the kernels of arch and
+	// Kernels lists the kernel variant per head dim for path (0 or 75).
+	Kernels(path int) ([]KernelRow, error)
+	// Forward runs one problem on the GPU with the kernels of path and
 	// returns the result on the host.
-	Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (*flashattn.Result, error)
+	Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error)
+	// Backward runs the backward pass of one problem on the GPU with the
+	// kernels of path, from a forward result on the host.
+	Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error)
 	Close()
 }
 

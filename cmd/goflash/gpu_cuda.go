@@ -12,7 +12,7 @@ import (
 // cudaGPU is a gpuDevice on flashattn's CUDA device API.
 type cudaGPU struct {
 	dev  *flashattn.Device
-	arch int // kernel path forced with ForceArch (0: the device's own)
+	path int // kernel path forced with ForcePath (0: the device's own)
 }
 
 // openGPU and listGPUs reach the GPUs; tests replace them with a fake
@@ -81,15 +81,15 @@ func (g *cudaGPU) Meta() DeviceMeta { return deviceMeta(g.dev.Info()) }
 func (g *cudaGPU) Close()           { g.dev.Close() }
 
 // Use switches the kernel path; switching reloads the kernel module, so
-// callers group their work by arch.
-func (g *cudaGPU) Use(arch int) error {
-	if arch == g.arch {
+// callers group their work by path.
+func (g *cudaGPU) Use(path int) error {
+	if path == g.path {
 		return nil
 	}
-	if err := g.dev.ForceArch(arch); err != nil {
+	if err := g.dev.ForcePath(path); err != nil {
 		return err
 	}
-	g.arch = arch
+	g.path = path
 	return nil
 }
 
@@ -100,19 +100,19 @@ func (g *cudaGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (g *cudaGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row {
+func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row {
 	d := c.Dims
 	impl := implGPU
-	if arch == 75 {
+	if path == 75 {
 		impl = implGPUSM75
 	}
 	row := Row{Impl: impl, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
-	if err := g.Use(arch); err != nil {
+	if err := g.Use(path); err != nil {
 		return gpuFailed(row, err)
 	}
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
 	if dir != dirFwd {
-		row.FLOPs *= 2.5
+		row.FLOPs = d.BackwardFLOPs(c.Causal)
 		bench = g.dev.BenchBackward
 	}
 	r, err := bench(d, opts, warmup, reps)
@@ -133,14 +133,14 @@ func (g *cudaGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup
 // out-of-memory are statuses of their own.
 func gpuFailed(row Row, err error) Row {
 	row = failed(row, err)
-	if strings.Contains(err.Error(), "OUT_OF_MEMORY") || strings.Contains(strings.ToLower(err.Error()), "out of memory") {
+	if errors.Is(err, flashattn.ErrOutOfMemory) {
 		row.Status = statusOOM
 	}
 	return row
 }
 
-func (g *cudaGPU) Kernels(arch int) ([]KernelRow, error) {
-	if err := g.Use(arch); err != nil {
+func (g *cudaGPU) Kernels(path int) ([]KernelRow, error) {
+	if err := g.Use(path); err != nil {
 		return nil, err
 	}
 	var out []KernelRow
@@ -160,35 +160,16 @@ func (g *cudaGPU) Kernels(arch int) ([]KernelRow, error) {
 	return out, nil
 }
 
-func (g *cudaGPU) Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (res *flashattn.Result, err error) {
-	if err := g.Use(arch); err != nil {
+func (g *cudaGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error) {
+	if err := g.Use(path); err != nil {
 		return nil, err
 	}
-	var ts []*flashattn.DeviceTensor
-	defer func() {
-		for _, t := range ts {
-			err = errors.Join(err, t.Free())
-		}
-	}()
-	for _, t := range []*flashattn.Tensor{q, k, v} {
-		dt, err := g.dev.Upload(t)
-		if err != nil {
-			return nil, err
-		}
-		ts = append(ts, dt)
-	}
-	r, err := g.dev.Forward(ts[0], ts[1], ts[2], &flashattn.Options{Causal: causal})
-	if err != nil {
+	return g.dev.ForwardHost(q, k, v, &flashattn.Options{Causal: causal})
+}
+
+func (g *cudaGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error) {
+	if err := g.Use(path); err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, r.Free()) }()
-	out, err := r.Out.Download()
-	if err != nil {
-		return nil, err
-	}
-	lse, err := r.LSE()
-	if err != nil {
-		return nil, err
-	}
-	return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU, Reason: r.Kernel.Symbol}, nil
+	return g.dev.BackwardHost(q, k, v, out, dOut, lse, &flashattn.Options{Causal: causal})
 }

@@ -15,10 +15,10 @@ import (
 // fakeGPU stands in for a CUDA device so that the GPU code paths of bench
 // and check run on any machine: its "kernels" are the CPU flash backend, its
 // timings fixed rates (forward 100 TFLOP/s on its own path, 40 on the forced
-// sm_75 path; backward half that). broken[arch] corrupts the outputs of that
+// sm_75 path; backward half that). broken[path] corrupts the outputs of that
 // path; noBackward plays a device without backward kernels.
 type fakeGPU struct {
-	arch       int
+	path       int
 	uses       []int
 	broken     map[int]bool
 	closed     bool
@@ -29,13 +29,13 @@ func (f *fakeGPU) Meta() DeviceMeta {
 	return DeviceMeta{Kind: "gpu", Name: "Fake GPU", Arch: 90, Capability: "9.0", Memory: 80 << 30, Driver: "000.00 (CUDA 13.0)"}
 }
 
-func (f *fakeGPU) Use(arch int) error {
-	if arch != 0 && arch != 75 && arch != 80 {
-		return &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "kernel arch", Value: fmt.Sprint(arch), Reason: "fake"}
+func (f *fakeGPU) Use(path int) error {
+	if path != 0 && path != 75 && path != 80 {
+		return &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "kernel path", Value: fmt.Sprint(path), Reason: "fake"}
 	}
-	if arch != f.arch {
-		f.arch = arch
-		f.uses = append(f.uses, arch)
+	if path != f.path {
+		f.path = path
+		f.uses = append(f.uses, path)
 	}
 	return nil
 }
@@ -47,22 +47,22 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup, reps int) Row {
+func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row {
 	d := c.Dims
 	row := Row{Impl: implGPU, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
-	if arch == 75 {
+	if path == 75 {
 		row.Impl = implGPUSM75
 	}
-	rate := map[int]float64{0: 100, 75: 40}[arch]
+	rate := map[int]float64{0: 100, 75: 40}[path]
 	if dir != dirFwd {
-		row.FLOPs *= 2.5
+		row.FLOPs = d.BackwardFLOPs(c.Causal)
 		rate /= 2
 		if ok, why := f.HasBackward(); !ok || d.D == 256 {
 			row.Status, row.Reason = statusUnsupported, orDefault(why, "fake: no D=256 backward kernel")
 			return row
 		}
 	}
-	if err := f.Use(arch); err != nil {
+	if err := f.Use(path); err != nil {
 		return failed(row, err)
 	}
 	row.Status, row.TFLOPs, row.MS = statusOK, rate, row.FLOPs/(rate*1e12)*1e3
@@ -70,28 +70,43 @@ func (f *fakeGPU) Bench(c Case, dir string, arch int, deterministic bool, warmup
 	return row
 }
 
-func (f *fakeGPU) Kernels(arch int) ([]KernelRow, error) {
-	if err := f.Use(arch); err != nil {
+func (f *fakeGPU) Kernels(path int) ([]KernelRow, error) {
+	if err := f.Use(path); err != nil {
 		return nil, err
 	}
 	var out []KernelRow
 	for _, d := range []int{32, 64} {
 		for _, causal := range []bool{false, true} {
-			out = append(out, KernelRow{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, arch), Path: max(arch, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: arch == 75})
+			out = append(out, KernelRow{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, path), Path: max(path, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: path == 75})
 		}
 	}
 	return out, nil
 }
 
-func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, arch int) (*flashattn.Result, error) {
-	if err := f.Use(arch); err != nil {
+func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error) {
+	if err := f.Use(path); err != nil {
 		return nil, err
 	}
 	res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
-	if err == nil && f.broken[arch] {
+	if err == nil && f.broken[path] {
 		res.Out.Data[len(res.Out.Data)/2] += 0.5
 	}
 	return res, err
+}
+
+// Backward is the CPU flash backward; a broken path corrupts dQ.
+func (f *fakeGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error) {
+	if err := f.Use(path); err != nil {
+		return nil, err
+	}
+	if ok, why := f.HasBackward(); !ok {
+		return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "backward", Value: "", Reason: why}
+	}
+	g, err := flashattn.Backward(q, k, v, out, dOut, lse, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
+	if err == nil && f.broken[path] {
+		g.DQ.Data[len(g.DQ.Data)/2] += 0.5
+	}
+	return g, err
 }
 
 func (f *fakeGPU) Close() { f.closed = true }
@@ -229,17 +244,18 @@ func TestCheckOnGPU(t *testing.T) {
 	}
 	targets := map[string]int{}
 	for _, r := range res.Tests {
-		targets[r.Target]++
+		targets[r.Target+" "+r.Direction]++
 		if r.Precision != "fp16" {
 			t.Errorf("GPU test held to %s: %+v", r.Precision, r)
 		}
 	}
-	// 2 head dims x 5 cases on each path, and no CPU tests when a GPU was checked.
-	if targets["gpu0"] != 10 || targets["gpu0-sm75"] != 10 || len(targets) != 2 {
-		t.Errorf("tests per target %v", targets)
+	// 2 head dims x 5 cases on each path, forward and backward, and no CPU
+	// tests when a GPU was checked.
+	if targets["gpu0 fwd"] != 10 || targets["gpu0 bwd"] != 10 || targets["gpu0-sm75 fwd"] != 10 || targets["gpu0-sm75 bwd"] != 10 || len(targets) != 4 {
+		t.Errorf("tests per target and direction %v", targets)
 	}
 	_, text, _ := runCLI(t, "check")
-	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "20 passed, 0 failed"} {
+	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "40 passed, 0 failed"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("check output lacks %q:\n%s", want, text)
 		}
@@ -249,7 +265,8 @@ func TestCheckOnGPU(t *testing.T) {
 func TestCheckFailsOnWrongGPUResults(t *testing.T) {
 	withFakeGPU(t, &fakeGPU{broken: map[int]bool{75: true}})
 	code, stdout, stderr := runCLI(t, "check")
-	if code != exitFailure || !strings.Contains(stderr, "10 of 20 self-tests failed") {
+	// The broken sm_75 path fails its 10 forward and 10 backward tests.
+	if code != exitFailure || !strings.Contains(stderr, "20 of 40 self-tests failed") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	if !strings.Contains(stdout, "gpu0-sm75") || !strings.Contains(stdout, "FAIL") {
@@ -285,5 +302,23 @@ func TestCheckPreTuringGPU(t *testing.T) {
 	}
 	if len(res.GPUs) != 1 || !res.GPUs[0].Unsupported || res.Failed != 0 || res.Passed == 0 {
 		t.Errorf("gpus %+v passed %d failed %d", res.GPUs, res.Passed, res.Failed)
+	}
+}
+
+// TestGPUFailedOOM: out-of-memory is told by the error's type
+// (flashattn.ErrOutOfMemory, from the driver's CUDA_ERROR_OUT_OF_MEMORY),
+// not by its words.
+func TestGPUFailedOOM(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("flashattn: allocating the LSE on GPU 0: %w", flashattn.ErrOutOfMemory), statusOOM},
+		{fmt.Errorf("kernel says: out of memory"), statusError},
+		{&flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: "96", Reason: "none"}, statusUnsupported},
+	} {
+		if got := gpuFailed(Row{}, c.err); got.Status != c.want {
+			t.Errorf("gpuFailed(%v): status %q, want %q", c.err, got.Status, c.want)
+		}
 	}
 }

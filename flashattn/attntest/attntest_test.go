@@ -119,16 +119,7 @@ func TestChecksCatchBugs(t *testing.T) {
 	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
 	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
 	run := func(causal bool, k *flashattn.Tensor) (*flashattn.Result, *flashattn.Grads) {
-		o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
-		res, err := flashattn.Forward(q, k, v, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res, g
+		return cpuFlash(t, q, k, v, dO, causal)
 	}
 	res, g := run(true, k)
 	visible := d.LSEIndex(0, 1, 15)      // a row that sees keys
@@ -265,4 +256,48 @@ func TestHalfAgreesWithFlashattn(t *testing.T) {
 			t.Fatalf("float32 %g: attntest %#04x, flashattn %#04x", f, x, y)
 		}
 	}
+}
+
+// TestCompareIsPure: CompareForward and CompareBackward return what the
+// Check functions report, with the 2x-rule numbers per quantity, and need
+// no testing.T.
+func TestCompareIsPure(t *testing.T) {
+	c := Case{Name: "pure", B: 1, Nq: 33, Nk: 33, Hq: 2, Hkv: 1, D: 16, Causal: true, Seed: 3}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+	base := Baseline(FP32, q, k, v, dO, c.Causal, c.EffectiveScale())
+	res, g := cpuFlash(t, q, k, v, dO, c.Causal)
+	fc, bc := CompareForward(FP32, truth, base, res), CompareBackward(FP32, truth, base, g)
+	if !fc.Pass() || !bc.Pass() || len(fc.Quantities) != 2 || len(bc.Quantities) != 3 {
+		t.Fatalf("correct result: forward %+v, backward %+v", fc, bc)
+	}
+	if e, b := fc.MaxErr("Out"); !(e > 0 && b > 0 && e <= 2*b+fc.Quantities[0].Floor) {
+		t.Errorf("Out: MaxErr %v, baseline %v", e, b)
+	}
+	res.Out.Data[40] += 1e-3
+	fc = CompareForward(FP32, truth, base, res)
+	if fc.Pass() || len(fc.Mismatches) == 0 || fc.Quantities[0].Pass || !strings.Contains(fc.Mismatches[0], "Out") {
+		t.Errorf("broken output: %+v", fc)
+	}
+	if e, _ := fc.MaxErr("Out"); e < 1e-3*0.99 {
+		t.Errorf("broken output: MaxErr %v, want about 1e-3", e)
+	}
+}
+
+// cpuFlash runs the CPU flash backend forward and backward.
+func cpuFlash(t *testing.T, q, k, v, dO *flashattn.Tensor, causal bool) (*flashattn.Result, *flashattn.Grads) {
+	t.Helper()
+	o := &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash}
+	res, err := flashattn.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, g
 }

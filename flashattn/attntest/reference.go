@@ -121,8 +121,8 @@ func Reference(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref
 	return r
 }
 
-// backward64: P = exp(S - LSE), dV = P^T dO, dP = dO V^T, D = rowsum(dO*O),
-// dS = P*(dP - D), dQ = scale dS K, dK = scale dS^T Q; dK and dV summed over
+// backward64: P = exp(S - LSE), dV = P^T dO, dP = dO V^T, Di = rowsum(dO*O),
+// dS = P*(dP - Di), dQ = scale dS K, dK = scale dS^T Q; dK and dV summed over
 // the query heads of each GQA group.
 func (p *problem) backward64(r *Ref) {
 	d := p.d
@@ -196,13 +196,13 @@ type order int
 
 const (
 	sequential order = iota // every sum in index order
-	reversed                // every sum in reverse order, except D = dO.O
-	pairwise                // dot products by halving (a GPU's tree reduction); D sequential
+	reversed                // every sum in reverse order, except Di = dO.O
+	pairwise                // dot products by halving (a GPU's tree reduction); Di sequential
 )
 
 var orders = []order{sequential, reversed, pairwise}
 
-// dot sums a score or dP = dO.v in the order's way; D = dO.O is always
+// dot sums a score or dP = dO.v in the order's way; Di = dO.O is always
 // sequential, as a separate kernel (FA2's preprocessing) may compute it.
 func (o order) dot(a, b []float64) float32 {
 	switch o {

@@ -13,13 +13,10 @@ type DeviceAttr int32
 
 // Device attributes used by GoFlash.
 const (
-	AttrMaxGridDimX          DeviceAttr = 5
 	AttrMaxGridDimY          DeviceAttr = 6
-	AttrClockRateKHz         DeviceAttr = 13
 	AttrMultiprocessorCount  DeviceAttr = 16
 	AttrComputeCapMajor      DeviceAttr = 75
 	AttrComputeCapMinor      DeviceAttr = 76
-	AttrMaxSharedPerSM       DeviceAttr = 81
 	AttrMaxSharedPerBlockOpt DeviceAttr = 97
 )
 

@@ -33,16 +33,16 @@ func TestLoadLibraryWithoutSymbols(t *testing.T) {
 
 func TestErrorMatchesSentinels(t *testing.T) {
 	for _, c := range []struct {
-		code           Result
-		driver, device bool
+		code                   Result
+		driver, device, memory bool
 	}{
-		{ErrNoDeviceCode, false, true}, {ErrInvalidDevice, false, true}, {ErrInsufficientDrv, true, false},
-		{ErrStubLibrary, true, false}, {ErrOutOfMemory, false, false},
+		{ErrNoDeviceCode, false, true, false}, {ErrInvalidDevice, false, true, false}, {ErrInsufficientDrv, true, false, false},
+		{ErrStubLibrary, true, false, false}, {ErrOutOfMemory, false, false, true},
 	} {
 		e := error(&Error{Func: "cuX", Code: c.code})
-		if errors.Is(e, ErrNoDriver) != c.driver || errors.Is(e, ErrNoDevice) != c.device {
-			t.Errorf("code %d: Is(ErrNoDriver)=%v Is(ErrNoDevice)=%v, want %v %v",
-				c.code, errors.Is(e, ErrNoDriver), errors.Is(e, ErrNoDevice), c.driver, c.device)
+		if errors.Is(e, ErrNoDriver) != c.driver || errors.Is(e, ErrNoDevice) != c.device || errors.Is(e, ErrNoMemory) != c.memory {
+			t.Errorf("code %d: Is(ErrNoDriver)=%v Is(ErrNoDevice)=%v Is(ErrNoMemory)=%v, want %v %v %v",
+				c.code, errors.Is(e, ErrNoDriver), errors.Is(e, ErrNoDevice), errors.Is(e, ErrNoMemory), c.driver, c.device, c.memory)
 		}
 	}
 }
@@ -269,7 +269,7 @@ func TestGPUErrors(t *testing.T) {
 		t.Fatalf("invalid PTX: %v, want a CUDA error", err)
 	}
 	t.Logf("invalid PTX: %v", err)
-	if _, err := c.Alloc(1 << 62); !errors.As(err, &ce) || ce.Code != ErrOutOfMemory {
+	if _, err := c.Alloc(1 << 62); !errors.As(err, &ce) || ce.Code != ErrOutOfMemory || !errors.Is(err, ErrNoMemory) {
 		t.Fatalf("huge Alloc: %v, want CUDA_ERROR_OUT_OF_MEMORY", err)
 	}
 	b, err := c.Alloc(16)

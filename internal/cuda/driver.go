@@ -19,7 +19,7 @@ type driver struct {
 	cuCtxSetCurrent, cuCtxSynchronize                           uintptr
 	cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH           uintptr
 	cuMemsetD32, cuMemGetInfo                                   uintptr
-	cuModuleLoadData, cuModuleLoadDataEx, cuModuleUnload        uintptr
+	cuModuleLoadDataEx, cuModuleUnload                          uintptr
 	cuModuleGetFunction, cuFuncSetAttribute, cuFuncGetAttribute uintptr
 	cuLaunchKernel                                              uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize        uintptr
@@ -57,7 +57,6 @@ func (d *driver) symbols() []symbol {
 		s(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 		s(&d.cuMemsetD32, "cuMemsetD32_v2"),
 		s(&d.cuMemGetInfo, "cuMemGetInfo_v2"),
-		s(&d.cuModuleLoadData, "cuModuleLoadData"),
 		s(&d.cuModuleLoadDataEx, "cuModuleLoadDataEx"),
 		s(&d.cuModuleUnload, "cuModuleUnload"),
 		s(&d.cuModuleGetFunction, "cuModuleGetFunction"),

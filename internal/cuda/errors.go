@@ -13,6 +13,11 @@ var ErrNoDriver = errors.New("cuda: no usable CUDA driver")
 // no device with the ordinal asked for.
 var ErrNoDevice = errors.New("cuda: no CUDA device")
 
+// ErrNoMemory is wrapped by errors that say the device is out of memory
+// (CUDA_ERROR_OUT_OF_MEMORY), so callers can tell a problem too large for
+// the device from a fault.
+var ErrNoMemory = errors.New("cuda: out of device memory")
+
 // ErrClosed is returned by methods called on a closed Context, or on a
 // buffer, module, stream or event that was already released.
 var ErrClosed = errors.New("cuda: use of a released context or object")
@@ -50,9 +55,11 @@ func (e *Error) Error() string {
 
 // Is lets errors.Is match the sentinels: results that mean "no working
 // driver" match ErrNoDriver, results that mean "no such device" match
-// ErrNoDevice.
+// ErrNoDevice, CUDA_ERROR_OUT_OF_MEMORY matches ErrNoMemory.
 func (e *Error) Is(target error) bool {
 	switch target {
+	case ErrNoMemory:
+		return e.Code == ErrOutOfMemory
 	case ErrNoDriver:
 		switch e.Code {
 		case ErrNotInitialized, ErrStubLibrary, ErrInsufficientDrv, ErrSysNotReady, ErrSysDrvMismatch, ErrCompatNotSupp:

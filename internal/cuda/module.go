@@ -14,11 +14,8 @@ type FuncAttr int32
 
 // Function attributes used by GoFlash.
 const (
-	FuncMaxThreadsPerBlock  FuncAttr = 0
-	FuncSharedSizeBytes     FuncAttr = 1 // static shared memory
 	FuncLocalSizeBytes      FuncAttr = 3 // local memory per thread (spills, stack)
 	FuncNumRegs             FuncAttr = 4
-	FuncPTXVersion          FuncAttr = 5
 	FuncBinaryVersion       FuncAttr = 6 // SASS architecture the function runs as, e.g. 90
 	FuncMaxDynamicSharedMem FuncAttr = 8
 )

@@ -1,0 +1,109 @@
+package attntest
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// Run runs the whole suite against b: the error cases, every case of
+// Cases() forward and backward, and the determinism check.
+func Run(t *testing.T, b Backend) {
+	t.Run("errors", func(t *testing.T) { RunErrors(t, b) })
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) { RunCase(t, b, c) })
+	}
+	t.Run("deterministic", func(t *testing.T) { runDeterministic(t, b) })
+}
+
+// RunCase runs one case against b, forward and (when b has one) backward.
+func RunCase(t *testing.T, b Backend, c Case) {
+	t.Helper()
+	if b.MaxN > 0 && max(c.Nq, c.Nk) > b.MaxN {
+		t.Skipf("%s: N above the backend's cap %d", c, b.MaxN)
+	}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(q, k, v, dO)
+	o := c.Options()
+	if !b.supports(c.D) {
+		_, err := b.Forward(q, k, v, o)
+		expectUnsupported(t, "Forward", c, err)
+		if b.Backward != nil {
+			d := c.Dims()
+			_, err := b.Backward(q, k, v, flashattn.New(d.QShape()), dO, make([]float32, d.LSELen()), o)
+			expectUnsupported(t, "Backward", c, err)
+		}
+		return
+	}
+	res, err := b.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatalf("%s: Forward(%v): %v", b.Name, c, err)
+	}
+	truth, base := refs(c, b.Precision, q, k, v, dO)
+	CheckForward(t, b.Precision, truth, base, res)
+	if b.Backward == nil {
+		t.Logf("%s has no Backward: forward checked only", b.Name)
+	} else {
+		g, err := b.Backward(q, k, v, res.Out, dO, res.LSE, o)
+		if err != nil {
+			t.Fatalf("%s: Backward(%v): %v", b.Name, c, err)
+		}
+		CheckBackward(t, b.Precision, truth, base, g)
+	}
+	if after := snapshot(q, k, v, dO); !slices.Equal(before, after) {
+		t.Errorf("%s: the backend modified its inputs", b.Name)
+	}
+}
+
+func expectUnsupported(t *testing.T, call string, c Case, err error) {
+	t.Helper()
+	var ue *flashattn.UnsupportedError
+	if !errors.As(err, &ue) {
+		t.Errorf("%s(%v) with an unsupported head dim: got error %v, want *flashattn.UnsupportedError", call, c, err)
+	}
+}
+
+// snapshot copies the bits of the tensors' data (NaN padding included).
+func snapshot(ts ...*flashattn.Tensor) []uint32 {
+	var s []uint32
+	for _, t := range ts {
+		for _, x := range t.Data {
+			s = append(s, math.Float32bits(x))
+		}
+	}
+	return s
+}
+
+// refs returns the truth and the baseline of a case, cached: every backend
+// of a test binary runs the same cases.
+func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor) (truth, base *Ref) {
+	refMu.Lock()
+	defer refMu.Unlock()
+	truthKey := refKey{c, -1}
+	if truth = refCache[truthKey]; truth == nil {
+		truth = Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+		refCache[truthKey] = truth
+	}
+	if base = refCache[refKey{c, p}]; base == nil {
+		base = Baseline(p, q, k, v, dO, c.Causal, c.EffectiveScale())
+		refCache[refKey{c, p}] = base
+	}
+	return truth, base
+}
+
+type refKey struct {
+	c Case
+	p Precision // -1: the float64 truth
+}
+
+var (
+	refMu    sync.Mutex
+	refCache = map[refKey]*Ref{}
+)
