@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 )
 
@@ -32,7 +33,8 @@ Examples:
   goflash bench                                  # default sweep, table on stdout
   goflash bench --compare-torch --out results/   # side by side with PyTorch
   goflash bench --seqlens 1024,4096 --headdims 128 --causal true --direction both
-  goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU`
+  goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
+  goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU`
 
 // benchOpts are the parsed flags of goflash bench.
 type benchOpts struct {
@@ -49,6 +51,7 @@ type benchOpts struct {
 	json          bool
 	compareTorch  bool
 	python, sdpa  string
+	torchEmulate  string
 	noReport      bool
 	seed          uint64
 }
@@ -78,6 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of the table")
 	fs.BoolVar(&o.compareTorch, "compare-torch", false, "also time PyTorch SDPA (flash, efficient, math) on the same shapes via bench/sdpa.py")
 	fs.StringVar(&o.python, "python", "python3", "Python interpreter for --compare-torch")
+	fs.StringVar(&o.torchEmulate, "torch-emulate", "", "with --compare-torch: have bench/sdpa.py answer as PyTorch does on another GPU; sm75: flash unsupported as on a T4 (a rehearsal: the other backends still time this GPU)")
 	fs.StringVar(&o.sdpa, "sdpa", "", "path of bench/sdpa.py (default: found from the working directory or the executable)")
 	fs.BoolVar(&o.noReport, "no-report", false, "do not write the HTML report")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random inputs")
@@ -86,15 +90,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := bench(ctx, o, stderr)
+	res, err := sweep(ctx, o, stderr)
 	if err != nil {
 		return err
 	}
 	return reportBench(o, res, stdout, stderr)
 }
 
-// bench runs the sweep and returns the results, not yet written anywhere.
-func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, error) {
+// sweep runs the sweep and returns the results, not yet written anywhere.
+func sweep(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, error) {
 	if !slices.Contains([]string{"fwd", "bwd", "both"}, o.direction) {
 		return nil, usagef("--direction %q: want fwd, bwd or both", o.direction)
 	}
@@ -106,6 +110,9 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 	}
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)
+	}
+	if o.torchEmulate != "" && (!o.compareTorch || !slices.Contains(bench.Emulations, o.torchEmulate)) {
+		return nil, usagef("--torch-emulate %q: want one of %q, with --compare-torch", o.torchEmulate, bench.Emulations)
 	}
 	res := &BenchResult{Schema: benchSchema, Meta: newMeta()}
 
@@ -273,19 +280,21 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 			res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
 		} else {
 			fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA flash, efficient, math)...\n", o.python, shortPath(script), len(cases))
-			tm, rows, err := runTorch(ctx, o.python, script, cases, torchDirections(o.direction), reps, warmup, o.device, stderr)
-			if err != nil {
-				return nil, err
-			}
+			tm, rows := runTorch(ctx, o.python, script, cases, torchDirections(o.direction), reps, warmup, o.device, o.torchEmulate, stderr)
 			res.Torch = &tm
 			res.Rows = append(res.Rows, rows...)
 		}
 		if res.Torch.Status != statusOK {
 			res.Notes = append(res.Notes, "PyTorch comparison "+res.Torch.Status+": "+res.Torch.Reason)
+		} else if b, ok := bench.ChooseBaseline(res.Rows); ok {
+			res.Notes = append(res.Notes, "speedups are over "+b.Label)
+		}
+		if e := res.Torch.Emulate; e != "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("REHEARSAL: PyTorch answered as on %s (--torch-emulate %s): its flash backend is reported unsupported as PyTorch does there; every timing is of %s, not of such a GPU", e, e, res.Device.Name))
 		}
 	}
-	sortRows(res.Rows)
-	res.Table = buildTable(res.Rows)
+	bench.SortRows(res.Rows)
+	res.Table = bench.BuildTable(res.Rows)
 	return res, nil
 }
 
@@ -405,7 +414,7 @@ func failed(row Row, err error) Row {
 func derivedFwdBwd(rows []Row) []Row {
 	idx := map[string]Row{}
 	for _, r := range rows {
-		idx[r.Impl+"|"+r.key()] = r
+		idx[r.Impl+"|"+r.Key()] = r
 	}
 	var out []Row
 	for _, f := range rows {
@@ -414,7 +423,7 @@ func derivedFwdBwd(rows []Row) []Row {
 		}
 		b := f
 		b.Direction = dirBwd
-		bw, ok := idx[f.Impl+"|"+b.key()]
+		bw, ok := idx[f.Impl+"|"+b.Key()]
 		if !ok {
 			continue
 		}
@@ -460,10 +469,10 @@ func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error 
 		case r.Status != statusError:
 		case strings.HasPrefix(r.Impl, implTorchPref):
 			// PyTorch's failures are reported, not ours to fail on.
-			fmt.Fprintf(stderr, "warning: %s %s %s: %s\n", r.Impl, r.Direction, r.caseOf(), r.Reason)
+			fmt.Fprintf(stderr, "warning: %s %s %s: %s\n", r.Impl, r.Direction, caseOf(r), r.Reason)
 		default:
 			bad++
-			fmt.Fprintf(stderr, "error: %s %s %s: %s\n", r.Impl, r.Direction, r.caseOf(), r.Reason)
+			fmt.Fprintf(stderr, "error: %s %s %s: %s\n", r.Impl, r.Direction, caseOf(r), r.Reason)
 		}
 	}
 	if o.json {
@@ -484,7 +493,7 @@ func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error 
 func printBenchText(stdout io.Writer, res *BenchResult, paths []string) {
 	fmt.Fprintf(stdout, "goflash bench on %s; commit %s; %s\n", res.Device.Name, res.Meta.Commit, res.Meta.Date)
 	if t := res.Torch; t != nil && t.Status == statusOK {
-		fmt.Fprintf(stdout, "PyTorch %s (CUDA %s) on %s\n", t.Version, t.CUDA, t.Device)
+		fmt.Fprintf(stdout, "%s (CUDA %s)\n", t.Label(), t.CUDA)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)
