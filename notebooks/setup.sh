@@ -22,7 +22,7 @@ GONB_PIN=v0.11.5 # the notebooks are executed with this GoNB in CI
 if [ -n "${GONB_TMP_DIR:-}" ]; then
 	root=""
 	for d in "${GONB_DIR:-.}" "${GOFLASH_DIR:-}" /content/goflash /kaggle/working/goflash; do
-		[ -n "$d" ] && [ -d "$d" ] || continue
+		if [ -z "$d" ] || [ ! -d "$d" ]; then continue; fi
 		if [ "$(cd "$d" && go list -m 2>/dev/null)" = "$MOD" ]; then
 			root=$(cd "$d" && go list -m -f '{{.Dir}}')
 			break
@@ -65,7 +65,9 @@ elif [ -f "$repo/go.mod" ]; then
 else
 	url=${GOFLASH_SRC%@*} ref=${GOFLASH_SRC##*@}
 	if ! log=$(git clone --quiet --depth 1 --branch "$ref" "$url" "$repo" 2>&1); then
-		echo "setup: cannot clone $url at $ref ($(echo "$log" | tail -n 1)): set GOFLASH_SRC=URL@ref at the top of the first cell, or upload a checkout to $repo" >&2
+		hint=""
+		if [ "$base" = /kaggle/working ]; then hint=" On Kaggle: Settings → Internet → on (needs a phone-verified account)."; fi
+		echo "setup: cannot clone $url at $ref ($(echo "$log" | tail -n 1)): set GOFLASH_SRC=URL@ref at the top of the first cell, or upload a checkout to $repo.$hint" >&2
 		exit 1
 	fi
 	echo "setup: cloned $url at $ref into $repo"
@@ -81,7 +83,7 @@ fallback="choose the Go kernel by hand: Runtime → Change runtime type → Go (
 replaced=0
 for m in colab_kernel_launcher ipykernel_launcher; do
 	f=$(python3 -c "import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); print(s.origin if s and s.origin else '')" "$m" 2>/dev/null) || continue
-	[ -n "$f" ] && [ -w "$f" ] || continue
+	if [ -z "$f" ] || [ ! -w "$f" ]; then continue; fi
 	cat >"$f" <<EOF
 # Replaced by GoFlash's notebooks/setup.sh: this runtime's kernel is GoNB.
 import os, sys
