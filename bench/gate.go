@@ -53,6 +53,6 @@ func Gate(gpuErr error, getenv func(string) string) (proceed bool, msg string) {
 		b.WriteString(CPUOptIn + "=1: going on with the CPU run (GPU cells say they are skipped).")
 		return true, b.String()
 	}
-	fmt.Fprintf(&b, "Stopped here on purpose, before the long work. To run on the CPU anyway, set %s=1 in the next cell's first line (os.Setenv) or the environment, and run again.", CPUOptIn)
+	fmt.Fprintf(&b, "Stopped here on purpose, before the long work. To run on the CPU anyway, set %s=1 (in a notebook: remove the // before %%env %s 1 at the top of this cell) and run again.", CPUOptIn, CPUOptIn)
 	return false, b.String()
 }
