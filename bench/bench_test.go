@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,5 +158,51 @@ func TestFindScript(t *testing.T) {
 	}
 	if _, err := bench.FindScript(filepath.Join(t.TempDir(), "none.py")); err == nil {
 		t.Error("a missing path accepted")
+	}
+}
+
+// The real bench/sdpa.py, where python3 exists: its spec checks, its T4
+// emulation's wording (which benchtest's T4 answer copies), and the reason
+// it keeps from PyTorch's warnings.
+func TestRealScript(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	script, err := bench.FindScript("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := spec("")
+	s.Directions = []string{"sideways"}
+	if meta, _ := (bench.SDPA{Python: py, Script: script}).Run(t.Context(), s); meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "bad spec: unknown direction") {
+		t.Errorf("bad spec: %+v", meta)
+	}
+	probe := `import sys; sys.path.insert(0, sys.argv[1]); import sdpa
+print(sdpa.SM75_FLASH_ERROR + " (" + sdpa.refusal_reason([sdpa.SM75_FLASH_WARNING]) + ")")
+print(sdpa.refusal_reason([
+    "Memory efficient kernel not used because: (Triggered internally at a.cpp:1.)",
+    "Memory Efficient attention has been runtime disabled. (Triggered internally at b.h:2.)",
+    "Flash attention kernel not used because: (Triggered internally at a.cpp:3.)",
+    "Flash attention only supports gpu architectures in the range [sm80, sm90]. Attempting to run on a sm 7.5 gpu. (Triggered internally at c.cpp:4.)",
+    "cuDNN attention kernel not used because: (Triggered internally at a.cpp:5.)"]))`
+	cmd := exec.Command(py, "-B", "-c", probe, filepath.Dir(script))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || lines[0] != benchtest.FlashSM75Reason {
+		t.Errorf("sdpa.py's emulated flash reason %q, benchtest's %q", lines[0], benchtest.FlashSM75Reason)
+	}
+	if want := "Flash attention only supports gpu architectures in the range [sm80, sm90]. Attempting to run on a sm 7.5 gpu."; len(lines) == 2 && lines[1] != want {
+		t.Errorf("reason from warnings %q, want %q", lines[1], want)
+	}
+	if exec.Command(py, "-c", "import torch").Run() == nil {
+		t.Skip("torch is installed: the answer without torch cannot be checked here")
+	}
+	meta, rows := bench.SDPA{Python: py, Script: script}.Run(t.Context(), spec(bench.EmulateSM75))
+	if meta.Status != bench.StatusSkipped || rows != nil || meta.Emulate != bench.EmulateSM75 || !strings.Contains(meta.Reason, "torch") {
+		t.Errorf("without torch: %+v", meta)
 	}
 }

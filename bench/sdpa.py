@@ -52,6 +52,7 @@ missing) or "outcome": "error" (a bad spec) and exits with status 2.
 
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -137,6 +138,20 @@ def check_spec(spec):
         s["causal"] = bool(s.get("causal", False))
         if s["hkv"] < 1 or s["nk"] < 1 or s["hq"] % s["hkv"] != 0:
             raise ValueError("shape %d: need nk >= 1 and hq a multiple of hkv" % i)
+
+
+def refusal_reason(messages):
+    """The warnings that say why PyTorch refused a forced backend, without
+    its section headers ("... kernel not used because:"), the notes on the
+    backends that the forcing itself disabled, and the "(Triggered
+    internally at ...)" source locations."""
+    out = []
+    for m in messages:
+        m = m.splitlines()[0] if m else ""
+        m = re.sub(r"\s*\(Triggered internally at [^)]*\)\.?$", "", m).strip()
+        if m and not m.endswith("not used because:") and "has been runtime disabled" not in m and m not in out:
+            out.append(m)
+    return "; ".join(out)
 
 
 def flops(s, direction):
@@ -304,9 +319,9 @@ def main(argv):
         except RuntimeError as e:
             msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
             status = "unsupported" if "no available kernel" in msg.lower() else "error"
-            why = [str(w.message).splitlines()[0] for w in caught if str(w.message)]
+            why = refusal_reason([str(w.message) for w in caught])
             if status == "unsupported" and why:
-                msg += " (%s)" % why[0][:300]
+                msg += " (%s)" % why[:300]
             r = dict(s, backend=be, direction=di, flops=flops(s, di), status=status, reason=msg)
         except Exception as e:  # keep going: one bad case must not lose the others
             r = dict(s, backend=be, direction=di, flops=flops(s, di), status="error",
