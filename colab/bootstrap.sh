@@ -52,11 +52,11 @@ cd "$repo" || exit 1
 status=0
 step() { printf '\n== %s ==\n' "$*"; }
 record() { # record NAME: run the rest of the line, keep its output in $out/NAME.txt
-	local name=$1
+	local name=$1 t0=$SECONDS
 	shift
 	"$@" 2>&1 | tee "$out/$name.txt"
 	local rc=${PIPESTATUS[0]}
-	echo "$name: exit status $rc" >>"$out/summary.txt"
+	echo "$name: exit status $rc, $((SECONDS - t0)) s" >>"$out/summary.txt"
 	[ "$rc" -eq 0 ] || status=1
 }
 : >"$out/summary.txt"
