@@ -3,7 +3,8 @@
 # with PyTorch but no Go, from the binaries colab/build-rehearsal.sh left in
 # .build/rehearsal/. Run from the repository root:
 #
-#   OUT=/some/dir colab/rehearse.sh
+#   OUT=/some/dir colab/rehearse.sh                 # every step
+#   OUT=/some/dir colab/rehearse.sh bench nb07      # some: check bench gpu_tests nb06 nb07
 #
 # What runs, all logged:
 #   goflash check
@@ -31,9 +32,11 @@ mkdir -p "$work/rehearsal" "$out"
 w=$work/rehearsal
 status=0
 : >"$w/summary.txt"
-record() { # record NAME CMD...: run CMD, its output in NAME.log, its status in the summary
+steps=" ${*:-check bench gpu_tests nb06 nb07} "
+record() { # record NAME CMD...: run CMD (if NAME is a step asked for), its output in NAME.log, its status in the summary
 	local name=$1
 	shift
+	case "$steps" in *" $name "*) ;; *) return 0 ;; esac
 	printf '\n== %s: %s ==\n' "$name" "$*"
 	local t0=$SECONDS
 	"$@" >"$w/$name.log" 2>&1
