@@ -8,9 +8,10 @@ also be run by hand:
     python3 bench/sdpa.py spec.json        # spec from a file
     echo '{...}' | python3 bench/sdpa.py -  # spec from stdin
     python3 bench/sdpa.py --paper          # the FA2 paper's shapes, forward
+    python3 bench/sdpa.py --emulate-sm75 spec.json   # answer as on a T4 (below)
 
 Spec (every field optional except shapes):
-    {"reps": 20, "warmup": 5, "device": 0, "seed": 0,
+    {"reps": 20, "warmup": 5, "device": 0, "seed": 0, "emulate": "",
      "backends": ["flash", "efficient", "math"],
      "directions": ["fwd"],                 # any of fwd, bwd, fwdbwd
      "shapes": [{"b": 8, "hq": 16, "hkv": 16, "nq": 2048, "nk": 2048,
@@ -35,16 +36,28 @@ Method, chosen to match GoFlash's own benchmark:
   * math is skipped when its N^2 score matrices would not fit in free memory,
     and any backend that runs out of memory is reported, not fatal.
 
-Output: one JSON object on stdout (progress goes to stderr). When torch or
-CUDA is missing it prints {"error": "..."} and exits with status 2.
+T4 rehearsal: "emulate": "sm75" in the spec (or --emulate-sm75) answers as
+PyTorch 2.x does on a Turing GPU such as a T4, on whatever GPU this is: the
+flash backend is reported "unsupported" with PyTorch's own words (its sm_75
+check refuses it), and efficient and math run and are timed for real, on this
+GPU. The output says "emulate": "sm75"; its timings are not a T4's.
+
+A backend PyTorch refuses is "unsupported", with the error and the warning
+that says why (e.g. the GPU architecture), as PyTorch printed them.
+
+Output: one JSON object on stdout (progress goes to stderr). When nothing can
+be timed it prints {"error": "...", "outcome": "skipped"} (torch or CUDA
+missing) or "outcome": "error" (a bad spec) and exits with status 2.
 """
 
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
 import time
+import warnings
 
 SCHEMA = "goflash-sdpa/1"
 BACKENDS = ("flash", "efficient", "math")
@@ -53,10 +66,17 @@ DIRECTIONS = ("fwd", "bwd", "fwdbwd")
 # keeps alive, estimated from the H200 anchors (37.5 GB at B=2, H=32,
 # N=8192: about 8.7 bytes per score in the forward pass) with a margin.
 MATH_BYTES_PER_SCORE = {"fwd": 10, "bwd": 20, "fwdbwd": 20}
+EMULATIONS = ("sm75",)
+# What a forced flash call raises on sm_75 in PyTorch 2.x, and the warning
+# its architecture check prints (sdp_utils.cpp; the upper end of the range
+# grows with releases).
+SM75_FLASH_ERROR = "No available kernel. Aborting execution."
+SM75_FLASH_WARNING = ("Flash attention only supports gpu architectures in the range [sm80, sm121]. "
+                      "Attempting to run on a sm 7.5 gpu.")
 
 
-def fail(msg):
-    print(json.dumps({"schema": SCHEMA, "error": msg}))
+def fail(msg, outcome="skipped", emulate=""):
+    print(json.dumps({"schema": SCHEMA, "error": msg, "outcome": outcome, "emulate": emulate}))
     sys.exit(2)
 
 
@@ -76,6 +96,17 @@ def paper_shapes():
 
 
 def read_spec(argv):
+    emulate = ""
+    if "--emulate-sm75" in argv:
+        argv = [a for a in argv if a != "--emulate-sm75"]
+        emulate = "sm75"
+    spec = read_spec_file(argv)
+    if emulate and isinstance(spec, dict):
+        spec["emulate"] = emulate
+    return spec
+
+
+def read_spec_file(argv):
     if len(argv) > 1 and argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0)
@@ -90,6 +121,8 @@ def read_spec(argv):
 def check_spec(spec):
     if not isinstance(spec, dict) or not isinstance(spec.get("shapes"), list):
         raise ValueError("spec must be an object with a list 'shapes'")
+    if spec.get("emulate", "") not in ("",) + EMULATIONS:
+        raise ValueError("emulate %r: want one of %s" % (spec["emulate"], ", ".join(EMULATIONS)))
     for b in spec.get("backends", BACKENDS):
         if b not in BACKENDS:
             raise ValueError("unknown backend %r (want one of %s)" % (b, ", ".join(BACKENDS)))
@@ -105,6 +138,20 @@ def check_spec(spec):
         s["causal"] = bool(s.get("causal", False))
         if s["hkv"] < 1 or s["nk"] < 1 or s["hq"] % s["hkv"] != 0:
             raise ValueError("shape %d: need nk >= 1 and hq a multiple of hkv" % i)
+
+
+def refusal_reason(messages):
+    """The warnings that say why PyTorch refused a forced backend, without
+    its section headers ("... kernel not used because:"), the notes on the
+    backends that the forcing itself disabled, and the "(Triggered
+    internally at ...)" source locations."""
+    out = []
+    for m in messages:
+        m = m.splitlines()[0] if m else ""
+        m = re.sub(r"\s*\(Triggered internally at [^)]*\)\.?$", "", m).strip()
+        if m and not m.endswith("not used because:") and "has been runtime disabled" not in m and m not in out:
+            out.append(m)
+    return "; ".join(out)
 
 
 def flops(s, direction):
@@ -128,16 +175,17 @@ def main(argv):
         spec = read_spec(argv)
         check_spec(spec)
     except (OSError, ValueError) as e:
-        fail("bad spec: %s" % e)
+        fail("bad spec: %s" % e, outcome="error")
+    emulate = spec.get("emulate", "")
 
     try:
         import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except Exception as e:  # ImportError, or a broken install
-        fail("PyTorch is not importable (%s: %s)" % (type(e).__name__, e))
+        fail("PyTorch is not importable (%s: %s)" % (type(e).__name__, e), emulate=emulate)
     if not torch.cuda.is_available():
-        fail("torch %s sees no CUDA device (torch.cuda.is_available() is False)" % torch.__version__)
+        fail("torch %s sees no CUDA device (torch.cuda.is_available() is False)" % torch.__version__, emulate=emulate)
     try:
         from torch.nn.attention.bias import causal_lower_right
     except Exception:
@@ -213,6 +261,8 @@ def main(argv):
         def fwd():
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
 
+        if emulate == "sm75" and backend == "flash":
+            raise RuntimeError(SM75_FLASH_ERROR)
         with sdpa_kernel([kernel_of[backend]]):
             try:
                 out = fwd()
@@ -254,14 +304,24 @@ def main(argv):
     cases = [(s, be, di) for s in spec["shapes"] for di in directions for be in backends]
     t0 = time.time()
     for i, (s, be, di) in enumerate(cases):
+        caught = []
         try:
-            r = run_case(s, be, di)
+            # PyTorch says why it refuses a backend in a warning, before the
+            # error; keep it with the error.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if emulate == "sm75" and be == "flash":
+                    warnings.warn(SM75_FLASH_WARNING)
+                r = run_case(s, be, di)
         except torch.cuda.OutOfMemoryError as e:
             r = dict(s, backend=be, direction=di, flops=flops(s, di), status="oom",
                      reason=str(e).splitlines()[0][:200])
         except RuntimeError as e:
             msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
             status = "unsupported" if "no available kernel" in msg.lower() else "error"
+            why = refusal_reason([str(w.message) for w in caught])
+            if status == "unsupported" and why:
+                msg += " (%s)" % why[:300]
             r = dict(s, backend=be, direction=di, flops=flops(s, di), status=status, reason=msg)
         except Exception as e:  # keep going: one bad case must not lose the others
             r = dict(s, backend=be, direction=di, flops=flops(s, di), status="error",
@@ -275,6 +335,7 @@ def main(argv):
 
     print(json.dumps({
         "schema": SCHEMA,
+        "emulate": emulate,
         "torch": torch.__version__,
         "cuda": torch.version.cuda or "",
         "device": torch.cuda.get_device_name(dev),

@@ -11,6 +11,14 @@
 # environment.txt, check.txt, bench/ (bench.json, .csv, .md, .html),
 # notebooks/ (executed notebooks and their HTML pages), and a summary.
 # Nothing here states a speed: the numbers are the ones measured on your GPU.
+#
+# Environment:
+#   GOFLASH_DEVICES="0 1"   bench these GPUs one after the other (Kaggle's
+#                           GPU T4 x2; "all": every GPU); default 0. GPU N > 0
+#                           writes bench-gpuN/.
+#   GOFLASH_CPU_OK=1        go on without a GPU (the CPU paths); otherwise a
+#                           machine without one stops here, saying how to
+#                           attach one.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,18 +26,37 @@ out=${GOFLASH_RESULTS:-$PWD/goflash-results}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
+gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr -d ' ')
+if [ -z "$gpus" ] && [ "${GOFLASH_CPU_OK:-}" != 1 ]; then
+	echo "No NVIDIA GPU in this runtime. Colab: Runtime → Change runtime type → T4 GPU; Kaggle: Settings →"
+	echo "Accelerator → GPU T4 x2. Then run again. (GOFLASH_CPU_OK=1 runs everything on the CPU instead.)"
+	exit 2
+fi
+devices=${GOFLASH_DEVICES:-0}
+if [ "$devices" = all ]; then
+	devices=${gpus:-0}
+fi
+for d in $devices; do
+	case "$d" in '' | *[!0-9]*)
+		echo "GOFLASH_DEVICES: $d is not a GPU index (want e.g. \"0 1\" or all)" >&2
+		exit 2
+		;;
+	esac
+done
+
 bash "$repo/colab/install.sh" || exit 1
-export PATH=/usr/local/go/bin:$(go env GOPATH)/bin:$PATH
-cd "$repo"
+gopath=$(go env GOPATH)
+export PATH=/usr/local/go/bin:$gopath/bin:$PATH
+cd "$repo" || exit 1
 
 status=0
 step() { printf '\n== %s ==\n' "$*"; }
 record() { # record NAME: run the rest of the line, keep its output in $out/NAME.txt
-	local name=$1
+	local name=$1 t0=$SECONDS
 	shift
 	"$@" 2>&1 | tee "$out/$name.txt"
 	local rc=${PIPESTATUS[0]}
-	echo "$name: exit status $rc" >>"$out/summary.txt"
+	echo "$name: exit status $rc, $((SECONDS - t0)) s" >>"$out/summary.txt"
 	[ "$rc" -eq 0 ] || status=1
 }
 : >"$out/summary.txt"
@@ -44,11 +71,18 @@ step "environment"
 		echo "torch: not importable"
 } | tee "$out/environment.txt"
 
-step "goflash check"
-record check go run ./cmd/goflash check
 
-step "goflash bench --compare-torch"
-record bench go run ./cmd/goflash bench --compare-torch --out "$out/bench"
+# One build, so every step reports the same commit.
+go build -o "$out/.goflash" -ldflags "-X main.commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)" ./cmd/goflash || exit 1
+step "goflash check"
+record check "$out/.goflash" check
+
+for d in $devices; do
+	name=bench
+	[ "$d" = 0 ] || name=bench-gpu$d
+	step "goflash bench --compare-torch --device $d"
+	record "$name" "$out/.goflash" bench --compare-torch --device "$d" --out "$out/$name"
+done
 
 step "notebooks"
 # The checker needs nbformat: the hosted runtimes' python3 has it; elsewhere the
@@ -60,6 +94,7 @@ done
 record notebooks env PYTHON="$py" GOFLASH_NB_OUT="$out/notebooks" GOFLASH_NB_HTML=1 \
 	GOFLASH_NB_BROWSER=0 GOFLASH_NB_LIMIT="${GOFLASH_NB_LIMIT:-300}" notebooks/run.sh
 
+rm -f "$out/.goflash"
 step "summary"
 cat "$out/summary.txt"
 echo "results in $out"

@@ -15,7 +15,13 @@ if [ "$(go version 2>/dev/null | cut -d' ' -f3)" != "go$GO_VERSION" ]; then
 	echo "installing Go $GO_VERSION"
 	arch=$(uname -m)
 	case "$arch" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
-	curl -fsSL "https://go.dev/dl/go$GO_VERSION.linux-$arch.tar.gz" -o /tmp/go.tar.gz
+	if ! curl -fsSL "https://go.dev/dl/go$GO_VERSION.linux-$arch.tar.gz" -o /tmp/go.tar.gz; then
+		echo "install: cannot download Go from go.dev: no Internet access?" >&2
+		if [ -d /kaggle ]; then
+			echo "install: on Kaggle, turn on Settings → Internet (it needs a phone-verified account), then run again" >&2
+		fi
+		exit 1
+	fi
 	rm -rf /usr/local/go
 	tar -C /usr/local -xzf /tmp/go.tar.gz
 	rm /tmp/go.tar.gz

@@ -10,6 +10,10 @@
 #   GOFLASH_NB_OUT=/tmp/nb notebooks/run.sh
 #   GOFLASH_NB_HTML=1 notebooks/run.sh   # also write an HTML page of each executed notebook
 #   GOFLASH_NB_BROWSER=0 notebooks/run.sh   # do not load the charts in headless Chromium
+#   GOFLASH_NB_FAKE_SDPA=t4 notebooks/run.sh 07   # PyTorch's part answered by bench/benchtest, as on a T4 (CI)
+#
+# A headless run opts into the CPU path of the notebooks that ask for a GPU
+# (GOFLASH_CPU_OK=1, see bench.Gate) unless GOFLASH_CPU_OK is set otherwise.
 #
 # Exit status: 0 when every notebook ran and passed its checks. Each
 # notebook must finish within GOFLASH_NB_LIMIT seconds (default 120: the
@@ -23,6 +27,13 @@ limit=${GOFLASH_NB_LIMIT:-120}
 jupyter=${JUPYTER:-jupyter}
 python=${PYTHON:-/usr/bin/python3} # Debian's: it has nbformat (a pyenv python3 may not)
 mkdir -p "$out"
+export GOFLASH_CPU_OK=${GOFLASH_CPU_OK:-1}
+if [ -n "${GOFLASH_NB_FAKE_SDPA:-}" ]; then
+	# No PyTorch here: notebook 07 runs bench/sdpa.py's stand-in instead
+	# (fixed rates, labelled fake), and check.py expects its kind of answer.
+	(cd "$root" && CGO_ENABLED=0 go build -o "$out/fakesdpa" ./bench/benchtest/fakesdpa) || exit 1
+	export GOFLASH_PYTHON=$out/fakesdpa GOFLASH_FAKE_SDPA=$GOFLASH_NB_FAKE_SDPA
+fi
 
 nbs=()
 for nb in "$here"/[0-9][0-9]_*.ipynb; do

@@ -7,18 +7,22 @@
 # with -replace alone GoNB's automatic `go get` asks the proxy for the module.
 #
 # Under a Python kernel (a notebook opened from an "Open in Colab" link starts
-# as Python) it installs Go, GoNB and goimports at the pinned versions, clones
-# the repository, makes the next kernel start be GoNB, and restarts the
-# kernel. After the restart, run the notebook again from the top.
+# as Python) it installs Go, GoNB and goimports at the pinned versions, uses
+# the checkout it belongs to or the one in /content/goflash or
+# /kaggle/working/goflash (uploaded, or on a mounted Drive), else clones
+# $GOFLASH_SRC (URL@ref, set at the top of the notebook's first cell), makes
+# the next kernel start be GoNB, and restarts the kernel, which ends Run all
+# on purpose. After the restart, run the notebook again from the top.
 set -euo pipefail
 
+GOFLASH_SRC=${GOFLASH_SRC:-https://github.com/goflash/goflash@main} # URL@ref
 MOD=github.com/goflash/goflash
 GONB_PIN=v0.11.5 # the notebooks are executed with this GoNB in CI
 
 if [ -n "${GONB_TMP_DIR:-}" ]; then
 	root=""
 	for d in "${GONB_DIR:-.}" "${GOFLASH_DIR:-}" /content/goflash /kaggle/working/goflash; do
-		[ -n "$d" ] && [ -d "$d" ] || continue
+		if [ -z "$d" ] || [ ! -d "$d" ]; then continue; fi
 		if [ "$(cd "$d" && go list -m 2>/dev/null)" = "$MOD" ]; then
 			root=$(cd "$d" && go list -m -f '{{.Dir}}')
 			break
@@ -51,9 +55,22 @@ else
 	echo "       open the notebook with the 'Go (gonb)' kernel." >&2
 	exit 1
 fi
+here=$(cd "$(dirname "$0")/.." && pwd)
 repo="$base/goflash"
-if [ ! -f "$repo/go.mod" ]; then
-	git clone --depth 1 "${GOFLASH_REPO_URL:-https://github.com/goflash/goflash}" "$repo"
+if [ -f "$here/go.mod" ] && [ -f "$here/colab/install.sh" ]; then
+	repo=$here
+	echo "setup: using the checkout at $repo (not cloning $GOFLASH_SRC)"
+elif [ -f "$repo/go.mod" ]; then
+	echo "setup: using the checkout already at $repo (uploaded or mounted; not cloning $GOFLASH_SRC)"
+else
+	url=${GOFLASH_SRC%@*} ref=${GOFLASH_SRC##*@}
+	if ! log=$(git clone --quiet --depth 1 --branch "$ref" "$url" "$repo" 2>&1); then
+		hint=""
+		if [ "$base" = /kaggle/working ]; then hint=" On Kaggle: Settings → Internet → on (needs a phone-verified account)."; fi
+		echo "setup: cannot clone $url at $ref ($(echo "$log" | tail -n 1)): set GOFLASH_SRC=URL@ref at the top of the first cell, or upload a checkout to $repo.$hint" >&2
+		exit 1
+	fi
+	echo "setup: cloned $url at $ref into $repo"
 fi
 bash "$repo/colab/install.sh"
 
@@ -61,9 +78,12 @@ bash "$repo/colab/install.sh"
 # (Colab) or `python3 -m ipykernel_launcher` (Kaggle, Jupyter): make whichever
 # of these exists start GoNB instead, with the checkout's location in its
 # environment. This changes this runtime only (it is thrown away at its end).
+# find_spec locates a module without running it.
+fallback="choose the Go kernel by hand: Runtime → Change runtime type → Go (gonb) (GoNB is installed), then run the notebook from the top"
 replaced=0
 for m in colab_kernel_launcher ipykernel_launcher; do
-	f=$(python3 -c "import $m; print($m.__file__)" 2>/dev/null) || continue
+	f=$(python3 -c "import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); print(s.origin if s and s.origin else '')" "$m" 2>/dev/null) || continue
+	if [ -z "$f" ] || [ ! -w "$f" ]; then continue; fi
 	cat >"$f" <<EOF
 # Replaced by GoFlash's notebooks/setup.sh: this runtime's kernel is GoNB.
 import os, sys
@@ -75,12 +95,14 @@ EOF
 	replaced=1
 done
 if [ "$replaced" = 0 ]; then
-	echo "setup: found no kernel launcher to replace; choose the 'Go (gonb)' runtime by hand" >&2
+	echo "setup: found no kernel launcher to replace; $fallback" >&2
 	exit 1
 fi
 echo
 echo "Go and GoNB are installed and the next kernel start will be GoNB."
-echo "The kernel now restarts. When it is back, run the notebook again from the top."
+echo "The kernel now restarts, which stops Run all here on purpose (the cells below are Go)."
+echo "When the runtime is back (a few seconds), run the notebook again from the top."
+echo "If it does not come back as Go, $fallback."
 # Kill the Python kernel that runs this cell; the host starts a new one.
 p=$$
 while [ "$p" -gt 1 ]; do
@@ -90,4 +112,4 @@ while [ "$p" -gt 1 ]; do
 	fi
 	p=$(awk '/^PPid:/{print $2}' "/proc/$p/status")
 done
-echo "Could not find the kernel process: use Runtime > Restart session." >&2
+echo "Could not find the kernel process: use Runtime → Restart session, or $fallback." >&2

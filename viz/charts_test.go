@@ -560,3 +560,35 @@ func TestVizDoesNotImportGoNB(t *testing.T) {
 		t.Fatal("package viz depends on GoNB")
 	}
 }
+
+// A T4 answer: PyTorch has no flash backend there, so a speedup over
+// SDPAFlash falls back to SDPAEfficient and says so.
+func TestSpeedupFallsBackToTheBaselineThatRan(t *testing.T) {
+	pts := []viz.SpeedPoint{
+		{Backend: viz.GPUFlash, B: 1, H: 1, N: 1024, D: 64, Millis: 1},
+		{Backend: viz.SDPAEfficient, B: 1, H: 1, N: 1024, D: 64, Millis: 2},
+		{Backend: viz.SDPAMath, B: 1, H: 1, N: 1024, D: 64, Millis: 8},
+	}
+	if _, err := viz.Speedup(pts, viz.SDPAFlash, viz.SpeedOptions{}); err == nil || !strings.Contains(err.Error(), `"sdpa-flash" has no points`) {
+		t.Fatalf("no fallback: err %v", err)
+	}
+	up, err := viz.Speedup(pts, viz.SDPAFlash, viz.SpeedOptions{Subtitle: "T4", Fallbacks: []string{viz.SDPAEfficient}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := series(t, up)
+	if len(s) != 3 || s[0]["name"] != viz.GPUFlash || s[2]["name"] != "sdpa-efficient (= 1)" {
+		t.Fatalf("series %v", s)
+	}
+	if p := points(t, s[0]); !near(num(p[0][1]), 2) {
+		t.Errorf("gpu-flash over efficient %v, want 2", p)
+	}
+	if p := points(t, s[1]); !near(num(p[0][1]), 0.25) {
+		t.Errorf("math over efficient %v, want 0.25", p)
+	}
+	title := up.JSON()["title"]
+	b, _ := json.Marshal(title)
+	if !strings.Contains(string(b), `T4\nbaseline sdpa-efficient: sdpa-flash has no points`) || !strings.Contains(string(b), "Speedup over sdpa-efficient") {
+		t.Errorf("title does not say which baseline: %s", b)
+	}
+}

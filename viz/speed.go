@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -182,6 +183,10 @@ type SpeedOptions struct {
 	// LinearY forces a linear y axis; by default it is logarithmic when the
 	// values spread over more than a factor 30 (CPU and GPU together).
 	LinearY bool
+	// Fallbacks are Speedup's baselines, in order, for when its baseline has
+	// no points (PyTorch has no flash backend on a T4: SDPAEfficient); the
+	// subtitle then says which baseline was drawn and why.
+	Fallbacks []string
 }
 
 func newSpeedChart(kind, title, sub, yName string, logY bool) *charts.Line {
@@ -249,13 +254,23 @@ func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line
 		causal     bool
 	}
 	base := map[key]SpeedPoint{}
-	for _, p := range points {
-		if p.Backend == baseline {
-			base[key{p.B, p.N, p.H, p.D, p.Causal}] = p
+	sub := o.Subtitle
+	for i, cand := range append([]string{baseline}, o.Fallbacks...) {
+		for _, p := range points {
+			if p.Backend == cand {
+				base[key{p.B, p.N, p.H, p.D, p.Causal}] = p
+			}
+		}
+		if len(base) > 0 {
+			if i > 0 {
+				sub = strings.TrimPrefix(sub+"\n", "\n") + fmt.Sprintf("baseline %s: %s has no points", clean(cand), clean(baseline))
+				baseline = cand
+			}
+			break
 		}
 	}
 	if len(base) == 0 {
-		return nil, &InputError{Func: fn, Arg: "baseline", Reason: fmt.Sprintf("%q has no points", baseline)}
+		return nil, &InputError{Func: fn, Arg: "baseline", Reason: fmt.Sprintf("%q has no points (nor fallbacks %q)", baseline, o.Fallbacks)}
 	}
 	var others []SpeedPoint
 	var vals []float64
@@ -274,7 +289,7 @@ func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line
 	if title == "" {
 		title = "Speedup over " + baseline
 	}
-	c := newSpeedChart("speedup", title, o.Subtitle, "speedup (x)", !o.LinearY && logAxisFor(append(vals, 1)))
+	c := newSpeedChart("speedup", title, sub, "speedup (x)", !o.LinearY && logAxisFor(append(vals, 1)))
 	lo, hi := math.MaxInt, 0
 	for i, s := range groupSpeed(others) {
 		data := make([]opts.LineData, len(s.points))

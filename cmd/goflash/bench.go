@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/internal/stats"
 )
@@ -32,7 +33,8 @@ Examples:
   goflash bench                                  # default sweep, table on stdout
   goflash bench --compare-torch --out results/   # side by side with PyTorch
   goflash bench --seqlens 1024,4096 --headdims 128 --causal true --direction both
-  goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU`
+  goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
+  goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU`
 
 // benchOpts are the parsed flags of goflash bench.
 type benchOpts struct {
@@ -49,6 +51,7 @@ type benchOpts struct {
 	json          bool
 	compareTorch  bool
 	python, sdpa  string
+	torchEmulate  string
 	noReport      bool
 	seed          uint64
 }
@@ -78,6 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of the table")
 	fs.BoolVar(&o.compareTorch, "compare-torch", false, "also time PyTorch SDPA (flash, efficient, math) on the same shapes via bench/sdpa.py")
 	fs.StringVar(&o.python, "python", "python3", "Python interpreter for --compare-torch")
+	fs.StringVar(&o.torchEmulate, "torch-emulate", "", "with --compare-torch: have bench/sdpa.py answer as PyTorch does on another GPU; sm75: flash unsupported as on a T4 (a rehearsal: the other backends still time this GPU)")
 	fs.StringVar(&o.sdpa, "sdpa", "", "path of bench/sdpa.py (default: found from the working directory or the executable)")
 	fs.BoolVar(&o.noReport, "no-report", false, "do not write the HTML report")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random inputs")
@@ -86,15 +90,55 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := bench(ctx, o, stderr)
+	res, err := sweep(ctx, o, stderr)
 	if err != nil {
 		return err
 	}
 	return reportBench(o, res, stdout, stderr)
 }
 
-// bench runs the sweep and returns the results, not yet written anywhere.
-func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, error) {
+// sweep runs the sweep and returns the results, not yet written anywhere:
+// plan (where, what, how often), run (time GoFlash), compare (PyTorch).
+func sweep(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, error) {
+	p, err := planBench(o)
+	if err != nil {
+		return nil, err
+	}
+	err = p.run(ctx, stderr)
+	if p.gpu != nil {
+		p.gpu.Close() // before PyTorch runs: its memory is the GPU's again
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.compareTorch {
+		compareTorch(ctx, o, p, stderr)
+	}
+	bench.SortRows(p.res.Rows)
+	p.res.Table = bench.BuildTable(p.res.Rows)
+	return p.res, nil
+}
+
+// benchImpl is one implementation to time.
+type benchImpl struct {
+	name string
+	run  func(c Case, dir string) Row
+}
+
+// benchPlan is what a sweep will run.
+type benchPlan struct {
+	res          *BenchResult // metadata, settings and notes so far
+	gpu          gpuDevice    // nil on the CPU
+	cases        []Case
+	dirs         []string
+	impls        []benchImpl
+	reps, warmup int
+}
+
+// planBench checks the options and decides where to run (the GPU when
+// usable or required, else the CPU), the cases, the implementations and the
+// repetitions. With a GPU, the caller closes p.gpu.
+func planBench(o benchOpts) (p *benchPlan, err error) {
 	if !slices.Contains([]string{"fwd", "bwd", "both"}, o.direction) {
 		return nil, usagef("--direction %q: want fwd, bwd or both", o.direction)
 	}
@@ -107,21 +151,28 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)
 	}
+	if o.torchEmulate != "" && (!o.compareTorch || !slices.Contains(bench.Emulations, o.torchEmulate)) {
+		return nil, usagef("--torch-emulate %q: want one of %q, with --compare-torch", o.torchEmulate, bench.Emulations)
+	}
 	res := &BenchResult{Schema: benchSchema, Meta: newMeta()}
 
 	// Choose where to run: the GPU when usable (or required), else the CPU.
 	var gpu gpuDevice
 	var gpuWhy string
 	if o.backend == "auto" || o.backend == "gpu" {
-		g, err := openGPU(o.device)
+		g, gerr := openGPU(o.device)
 		switch {
-		case err == nil:
+		case gerr == nil:
 			gpu = g
-			defer g.Close()
+			defer func() {
+				if err != nil { // a refused plan does not keep the GPU open
+					g.Close()
+				}
+			}()
 		case o.backend == "gpu":
-			return nil, fmt.Errorf("--backend gpu: %w", err)
+			return nil, fmt.Errorf("--backend gpu: %w", gerr)
 		default:
-			gpuWhy = err.Error()
+			gpuWhy = gerr.Error()
 		}
 	}
 	if (o.forceArch != 0 || o.withSM75) && gpu == nil {
@@ -135,6 +186,82 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 	if warmup < 0 {
 		warmup = map[bool]int{true: 5, false: 1}[onGPU]
 	}
+	sf, note := sweepShapes(o, onGPU, gpuWhy)
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	cases, err := sf.cases()
+	if err != nil {
+		return nil, err
+	}
+	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, Workers: o.workers}
+
+	impls, err := sweepImpls(o, res, gpu, cases, reps, warmup)
+	if err != nil {
+		return nil, err
+	}
+	dirs := []string{dirFwd}
+	switch o.direction {
+	case "bwd":
+		dirs = []string{dirBwd}
+	case "both":
+		dirs = []string{dirFwd, dirBwd}
+	}
+	return &benchPlan{res: res, gpu: gpu, cases: cases, dirs: dirs, impls: impls, reps: reps, warmup: warmup}, nil
+}
+
+// run times every implementation on every case and direction into p.res.Rows.
+func (p *benchPlan) run(ctx context.Context, stderr io.Writer) error {
+	pb := newProgress(stderr, len(p.cases)*len(p.dirs)*len(p.impls))
+	// Implementation outermost: switching the GPU's kernel path reloads its
+	// kernels, so each path runs all its cases in one go.
+	for _, im := range p.impls {
+		for _, c := range p.cases {
+			for _, dir := range p.dirs {
+				if err := ctx.Err(); err != nil {
+					pb.end()
+					return errors.New("interrupted")
+				}
+				pb.begin(fmt.Sprintf("%s %s %s", im.name, dir, c))
+				p.res.Rows = append(p.res.Rows, im.run(c, dir))
+				pb.next()
+			}
+		}
+	}
+	pb.end()
+	if p.res.Settings.Direction == "both" {
+		p.res.Rows = append(p.res.Rows, derivedFwdBwd(p.res.Rows)...)
+	}
+	return nil
+}
+
+// compareTorch runs bench/sdpa.py on the plan's cases and adds its rows to
+// p.res, with a note saying what the speedups are over, or why PyTorch did
+// not run.
+func compareTorch(ctx context.Context, o benchOpts, p *benchPlan, stderr io.Writer) {
+	res := p.res
+	script, err := findSDPA(o.sdpa)
+	if err != nil {
+		res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
+	} else {
+		fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA flash, efficient, math)...\n", o.python, shortPath(script), len(p.cases))
+		tm, rows := runTorch(ctx, o.python, script, p.cases, torchDirections(o.direction), p.reps, p.warmup, o.device, o.torchEmulate, stderr)
+		res.Torch = &tm
+		res.Rows = append(res.Rows, rows...)
+	}
+	if res.Torch.Status != statusOK {
+		res.Notes = append(res.Notes, "PyTorch comparison "+res.Torch.Status+": "+res.Torch.Reason)
+	} else if b, ok := bench.ChooseBaseline(res.Rows); ok {
+		res.Notes = append(res.Notes, "speedups are over "+b.Label)
+	}
+	if e := res.Torch.Emulate; e != "" {
+		res.Notes = append(res.Notes, fmt.Sprintf("REHEARSAL: PyTorch answered as on %s (--torch-emulate %s): its flash backend is reported unsupported as PyTorch does there; every timing is of %s, not of such a GPU", e, e, res.Device.Name))
+	}
+}
+
+// sweepShapes fills the shapes the flags leave open: the FA2 paper's sweep
+// on a GPU; on the CPU small defaults, with a note saying which and why.
+func sweepShapes(o benchOpts, onGPU bool, gpuWhy string) (shapeFlags, string) {
 	sf := o.shapes
 	if len(sf.causal) == 0 {
 		sf.causal = causalFlag{false, true}
@@ -174,20 +301,16 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		if len(changed) > 0 {
 			note += " with CPU-sized defaults (" + strings.Join(changed, ", ") + ") instead of the FA2 paper's sweep"
 		}
-		res.Notes = append(res.Notes, note)
+		return sf, note
 	}
-	cases, err := sf.cases()
-	if err != nil {
-		return nil, err
-	}
-	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, Workers: o.workers}
+	return sf, ""
+}
 
-	// The implementations to time.
-	type impl struct {
-		name string
-		run  func(c Case, dir string) Row
-	}
-	var impls []impl
+// sweepImpls are the implementations to time: the GPU's kernels (and the
+// forced sm_75 path) or the CPU backends. It fills res.Device and adds notes.
+func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps, warmup int) ([]benchImpl, error) {
+	var impls []benchImpl
+	onGPU := gpu != nil
 	if onGPU {
 		res.Device = gpu.Meta()
 		if o.forceArch != 0 {
@@ -212,9 +335,9 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 			res.Notes = append(res.Notes, fmt.Sprintf("--with-sm75 ignored: sm_%d runs the Turing kernels as its own", res.Device.Arch))
 		}
 		arch := o.forceArch
-		impls = append(impls, impl{name, func(c Case, dir string) Row { return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps) }})
+		impls = append(impls, benchImpl{name, func(c Case, dir string) Row { return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps) }})
 		if o.withSM75 && o.forceArch != 75 {
-			impls = append(impls, impl{implGPUSM75, func(c Case, dir string) Row { return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps) }})
+			impls = append(impls, benchImpl{implGPUSM75, func(c Case, dir string) Row { return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps) }})
 		}
 		if o.direction != "fwd" {
 			if ok, why := gpu.HasBackward(); !ok {
@@ -230,63 +353,13 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 					return nil, err
 				}
 			}
-			impls = append(impls, impl{name, func(c Case, dir string) Row {
+			impls = append(impls, benchImpl{name, func(c Case, dir string) Row {
 				return benchCPU(c, dir, be, o.deterministic, o.workers, warmup, reps, o.seed)
 			}})
 		}
 	}
 
-	dirs := []string{dirFwd}
-	switch o.direction {
-	case "bwd":
-		dirs = []string{dirBwd}
-	case "both":
-		dirs = []string{dirFwd, dirBwd}
-	}
-	pb := newProgress(stderr, len(cases)*len(dirs)*len(impls))
-	// Implementation outermost: switching the GPU's kernel path reloads its
-	// kernels, so each path runs all its cases in one go.
-	for _, im := range impls {
-		for _, c := range cases {
-			for _, dir := range dirs {
-				if err := ctx.Err(); err != nil {
-					pb.end()
-					return nil, errors.New("interrupted")
-				}
-				pb.begin(fmt.Sprintf("%s %s %s", im.name, dir, c))
-				res.Rows = append(res.Rows, im.run(c, dir))
-				pb.next()
-			}
-		}
-	}
-	pb.end()
-	if gpu != nil {
-		gpu.Close() // before PyTorch runs: its memory is the GPU's again
-	}
-	if o.direction == "both" {
-		res.Rows = append(res.Rows, derivedFwdBwd(res.Rows)...)
-	}
-
-	if o.compareTorch {
-		script, err := findSDPA(o.sdpa)
-		if err != nil {
-			res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
-		} else {
-			fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA flash, efficient, math)...\n", o.python, shortPath(script), len(cases))
-			tm, rows, err := runTorch(ctx, o.python, script, cases, torchDirections(o.direction), reps, warmup, o.device, stderr)
-			if err != nil {
-				return nil, err
-			}
-			res.Torch = &tm
-			res.Rows = append(res.Rows, rows...)
-		}
-		if res.Torch.Status != statusOK {
-			res.Notes = append(res.Notes, "PyTorch comparison "+res.Torch.Status+": "+res.Torch.Reason)
-		}
-	}
-	sortRows(res.Rows)
-	res.Table = buildTable(res.Rows)
-	return res, nil
+	return impls, nil
 }
 
 func orDefault(s, def string) string {
@@ -393,7 +466,7 @@ func failed(row Row, err error) Row {
 func derivedFwdBwd(rows []Row) []Row {
 	idx := map[string]Row{}
 	for _, r := range rows {
-		idx[r.Impl+"|"+r.key()] = r
+		idx[r.Impl+"|"+r.Key()] = r
 	}
 	var out []Row
 	for _, f := range rows {
@@ -402,7 +475,7 @@ func derivedFwdBwd(rows []Row) []Row {
 		}
 		b := f
 		b.Direction = dirBwd
-		bw, ok := idx[f.Impl+"|"+b.key()]
+		bw, ok := idx[f.Impl+"|"+b.Key()]
 		if !ok {
 			continue
 		}
@@ -448,10 +521,10 @@ func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error 
 		case r.Status != statusError:
 		case strings.HasPrefix(r.Impl, implTorchPref):
 			// PyTorch's failures are reported, not ours to fail on.
-			fmt.Fprintf(stderr, "warning: %s %s %s: %s\n", r.Impl, r.Direction, r.caseOf(), r.Reason)
+			fmt.Fprintf(stderr, "warning: %s %s %s: %s\n", r.Impl, r.Direction, caseOf(r), r.Reason)
 		default:
 			bad++
-			fmt.Fprintf(stderr, "error: %s %s %s: %s\n", r.Impl, r.Direction, r.caseOf(), r.Reason)
+			fmt.Fprintf(stderr, "error: %s %s %s: %s\n", r.Impl, r.Direction, caseOf(r), r.Reason)
 		}
 	}
 	if o.json {
@@ -472,7 +545,7 @@ func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error 
 func printBenchText(stdout io.Writer, res *BenchResult, paths []string) {
 	fmt.Fprintf(stdout, "goflash bench on %s; commit %s; %s\n", res.Device.Name, res.Meta.Commit, res.Meta.Date)
 	if t := res.Torch; t != nil && t.Status == statusOK {
-		fmt.Fprintf(stdout, "PyTorch %s (CUDA %s) on %s\n", t.Version, t.CUDA, t.Device)
+		fmt.Fprintf(stdout, "%s (CUDA %s)\n", t.Label(), t.CUDA)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)

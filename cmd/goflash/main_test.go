@@ -12,68 +12,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goflash/goflash/bench"
+	"github.com/goflash/goflash/bench/benchtest"
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/flashattn/attntest"
 )
 
 // With GOFLASH_FAKE_SDPA set, the test binary stands in for
-// "python3 bench/sdpa.py": it reads sdpa.py's JSON spec on stdin and answers
-// in sdpa.py's output format, so the --compare-torch merge is tested
-// without PyTorch. "ok" answers with timings, "notorch" as sdpa.py does
-// when torch cannot be imported.
+// "python3 bench/sdpa.py" and answers as benchtest does (benchtest.OK: flash
+// 2e-3 and efficient 1e-3 TFLOP/s, math skipped; T4; NoTorch), so the
+// --compare-torch merge is tested without PyTorch.
 func TestMain(m *testing.M) {
-	switch os.Getenv("GOFLASH_FAKE_SDPA") {
-	case "":
-		os.Exit(m.Run())
-	case "notorch":
-		os.Stdout.WriteString(`{"schema": "goflash-sdpa/1", "error": "PyTorch is not importable (ModuleNotFoundError: No module named 'torch')"}` + "\n")
-		os.Exit(2)
-	case "ok":
-		os.Exit(fakeSDPA(os.Stdin, os.Stdout))
+	if kind := os.Getenv("GOFLASH_FAKE_SDPA"); kind != "" {
+		os.Exit(benchtest.Serve(kind, os.Stdin, os.Stdout))
 	}
-}
-
-// fakeSDPA answers every (shape, direction, backend) with a time that
-// makes flash 2x and efficient 1x a fixed rate, and math "skipped".
-func fakeSDPA(r io.Reader, w io.Writer) int {
-	var spec sdpaSpec
-	if err := json.NewDecoder(r).Decode(&spec); err != nil {
-		return 3
-	}
-	type res struct {
-		sdpaShape
-		Backend   string  `json:"backend"`
-		Direction string  `json:"direction"`
-		Status    string  `json:"status"`
-		Reason    string  `json:"reason,omitempty"`
-		MS        float64 `json:"ms,omitempty"`
-		FLOPs     float64 `json:"flops"`
-		TFLOPs    float64 `json:"tflops,omitempty"`
-	}
-	var out []res
-	for _, s := range spec.Shapes {
-		for _, d := range spec.Directions {
-			for _, b := range spec.Backends {
-				fl := flashattn.Dims{B: s.B, Nq: s.Nq, Nk: s.Nk, Hq: s.Hq, Hkv: s.Hkv, D: s.D}.FLOPs(s.Causal) * map[string]float64{"fwd": 1, "bwd": 2.5, "fwdbwd": 3.5}[d]
-				r := res{sdpaShape: s, Backend: b, Direction: d, FLOPs: fl, Status: "ok"}
-				switch b {
-				case "flash":
-					r.TFLOPs = 2e-3
-				case "efficient":
-					r.TFLOPs = 1e-3
-				default:
-					r.Status, r.Reason = "skipped", "math needs too much memory (fake)"
-				}
-				if r.Status == "ok" {
-					r.MS = fl / (r.TFLOPs * 1e12) * 1e3
-				}
-				out = append(out, r)
-			}
-		}
-	}
-	json.NewEncoder(w).Encode(map[string]any{"schema": "goflash-sdpa/1", "torch": "9.9-fake", "cuda": "0.0",
-		"device": "Fake GPU", "capability": "9.0", "driver": "000", "results": out})
-	return 0
+	os.Exit(m.Run())
 }
 
 // runCLI runs the program in-process.
@@ -283,9 +236,9 @@ func TestBenchCPUWritesJSONAndCSV(t *testing.T) {
 		if r.Status != statusOK || r.MS <= 0 || r.TFLOPs <= 0 || r.Hkv != 1 || r.Hq != 2 || r.D != 8 {
 			t.Errorf("row %+v", r)
 		}
-		want := dimsOf(r).FLOPs(r.Causal) * map[string]float64{dirFwd: 1, dirBwd: 2.5, dirFwdBwd: 3.5}[r.Direction]
+		want := r.Dims().FLOPs(r.Causal) * map[string]float64{dirFwd: 1, dirBwd: 2.5, dirFwdBwd: 3.5}[r.Direction]
 		if r.FLOPs != want {
-			t.Errorf("%s %s %v: FLOPs %g, want %g", r.Impl, r.Direction, r.caseOf(), r.FLOPs, want)
+			t.Errorf("%s %s %v: FLOPs %g, want %g", r.Impl, r.Direction, caseOf(r), r.FLOPs, want)
 		}
 	}
 	for _, k := range []string{"goflash-cpu-flash fwd", "goflash-cpu-naive bwd", "goflash-cpu-flash fwdbwd"} {
@@ -325,7 +278,7 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	for _, want := range []string{"PyTorch 9.9-fake", "sdpa flash", "sdpa efficient", "vs flash", "skipped"} {
+	for _, want := range []string{"PyTorch " + benchtest.Torch, "sdpa flash", "sdpa efficient", "vs flash", "skipped"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -338,7 +291,7 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Torch == nil || res.Torch.Status != statusOK || res.Torch.Device != "Fake GPU" || len(res.Table) != 2 {
+	if res.Torch == nil || res.Torch.Status != statusOK || res.Torch.Device != benchtest.Device || len(res.Table) != 2 {
 		t.Fatalf("torch %+v, %d table lines", res.Torch, len(res.Table))
 	}
 	for _, l := range res.Table {
@@ -393,9 +346,14 @@ func TestRealSDPAScriptContract(t *testing.T) {
 		t.Skip("torch is installed: the contract without torch cannot be checked here")
 	}
 	c := []Case{{Dims: flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 8}}}
-	meta, rows, err := runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, io.Discard)
-	if err != nil || meta.Status != statusSkipped || rows != nil || !strings.Contains(meta.Reason, "torch") {
-		t.Errorf("meta %+v, rows %v, err %v", meta, rows, err)
+	meta, rows := runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, "", io.Discard)
+	if meta.Status != statusSkipped || rows != nil || !strings.Contains(meta.Reason, "torch") {
+		t.Errorf("meta %+v, rows %v", meta, rows)
+	}
+	// Emulation is still PyTorch's answer: without torch, still a skip.
+	meta, _ = runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, bench.EmulateSM75, io.Discard)
+	if meta.Status != statusSkipped || meta.Emulate != bench.EmulateSM75 {
+		t.Errorf("emulated: meta %+v", meta)
 	}
 }
 
@@ -492,5 +450,57 @@ func TestBinaryEndToEnd(t *testing.T) {
 	}
 	if s := stderr.String(); strings.Count(s, "\n") != 1 || strings.Contains(s, "goroutine") {
 		t.Errorf("stderr %q, want one line", s)
+	}
+}
+
+// A T4's answer (flash unsupported), rehearsed with --torch-emulate sm75: the
+// table says unsupported, every output names the memory-efficient baseline
+// and labels the run a rehearsal.
+func TestBenchCompareTorchT4Answer(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sdpa.py")
+	os.WriteFile(script, []byte("# fake\n"), 0o644)
+	t.Setenv("GOFLASH_FAKE_SDPA", benchtest.T4)
+	code, stdout, stderr := runCLI(t, "bench", "--backend", "cpu-flash", "--seqlens", "16,32", "--headdims", "8", "--heads", "2",
+		"--causal", "true", "--reps", "1", "--warmup", "0", "--out", dir, "--compare-torch", "--torch-emulate", "sm75",
+		"--python", os.Args[0], "--sdpa", script)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"EMULATING sm75", "note: speedups are over PyTorch SDPA memory-efficient (flash unsupported: No available kernel",
+		"note: REHEARSAL: PyTorch answered as on sm75", "unsupported"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	var res BenchResult
+	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Torch == nil || res.Torch.Emulate != "sm75" || len(res.Table) != 2 {
+		t.Fatalf("torch %+v, %d lines", res.Torch, len(res.Table))
+	}
+	for _, l := range res.Table {
+		if l.Torch[0].Status != statusUnsupported || l.VsFlash != 0 || !near(l.VsEff, l.Ours.TFLOPs/1e-3) {
+			t.Errorf("line %+v", l)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "bench.md"))
+	html, _ := os.ReadFile(filepath.Join(dir, "bench.html"))
+	if !strings.Contains(string(md), "EMULATING sm75") || !strings.Contains(string(md), "speedups are over PyTorch SDPA memory-efficient") {
+		t.Errorf("bench.md does not say emulated and which baseline:\n%s", md)
+	}
+	if !strings.Contains(string(html), "Speedup over PyTorch SDPA memory-efficient") || !strings.Contains(string(html), "REHEARSAL") {
+		t.Error("bench.html has no speedup chart over the efficient backend, or no rehearsal label")
+	}
+}
+
+func TestBenchTorchEmulateFlag(t *testing.T) {
+	for _, args := range [][]string{{"--torch-emulate", "sm75"}, {"--compare-torch", "--torch-emulate", "sm70"}} {
+		code, _, stderr := runCLI(t, append([]string{"bench", "--backend", "cpu-flash", "--seqlens", "16", "--headdims", "8"}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "--torch-emulate") {
+			t.Errorf("%q: exit %d, stderr %s", args, code, stderr)
+		}
 	}
 }

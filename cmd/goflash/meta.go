@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goflash/goflash/bench"
 )
 
 // commit can be set at build time:
@@ -18,15 +20,7 @@ import (
 var commit string
 
 // Meta describes where and when a result was produced.
-type Meta struct {
-	Date      string `json:"date"`   // UTC, RFC 3339
-	Commit    string `json:"commit"` // source revision, "+dirty" when built from a modified tree
-	GoVersion string `json:"go"`
-	OS        string `json:"os"`
-	Arch      string `json:"arch"`
-	CPUs      int    `json:"cpus"`
-	CPUModel  string `json:"cpu_model,omitempty"`
-}
+type Meta = bench.Meta
 
 func newMeta() Meta {
 	return Meta{

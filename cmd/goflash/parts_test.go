@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 )
 
@@ -86,7 +87,7 @@ func TestDerivedFwdBwdAndTable(t *testing.T) {
 	te.Impl, te.Status, te.TFLOPs = implTorchPref+"efficient", statusOOM, 0
 	cpu := f
 	cpu.Impl, cpu.TFLOPs = implCPUFlash, 1e-5
-	lines := buildTable([]Row{cpu, tf, f, te})
+	lines := bench.BuildTable([]Row{cpu, tf, f, te})
 	if len(lines) != 1 || lines[0].Ours.Impl != implGPU || !near(lines[0].VsFlash, 2) || lines[0].VsEff != 0 || lines[0].Torch[2].Status != "absent" {
 		t.Fatalf("table %+v", lines)
 	}

@@ -5,34 +5,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/viz"
 )
 
-// vizName maps a row's implementation to the series names (and colours)
-// that viz uses everywhere.
-func vizName(impl string) string {
-	switch impl {
-	case implGPU:
-		return viz.GPUFlash
-	case implGPUSM75:
-		return viz.GPUFlash + " (sm_75 path)"
-	case implCPUFlash:
-		return viz.CPUFlash
-	case implCPUNaive:
-		return viz.CPUNaive
-	case implTorchPref + "flash":
-		return viz.SDPAFlash
-	case implTorchPref + "efficient":
-		return viz.SDPAEfficient
-	case implTorchPref + "math":
-		return viz.SDPAMath
-	}
-	return impl
-}
-
 // benchReport builds the HTML report of a run: what ran where, the table,
 // and per (direction, head dim, mask) a throughput chart and, with PyTorch,
-// a speedup chart over SDPA's flash backend.
+// a speedup chart over SDPA's flash backend, or its memory-efficient one
+// where flash did not run (a T4), named in the chart's title.
 func benchReport(res *BenchResult) (*viz.Report, error) {
 	rep := viz.NewReport("GoFlash benchmark")
 	var b strings.Builder
@@ -51,7 +31,7 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 	}
 	b.WriteString(". TFLOP/s by the FA2 paper's convention: forward 4·B·H·Nq·Nk·D, halved when causal; backward 2.5x, forward+backward 3.5x.")
 	if t := res.Torch; t != nil && t.Status == statusOK {
-		fmt.Fprintf(&b, "\n\nPyTorch %s (CUDA %s) scaled_dot_product_attention on %s, fp16, each backend forced with sdpa_kernel, timed the same way by bench/sdpa.py.", t.Version, t.CUDA, t.Device)
+		fmt.Fprintf(&b, "\n\n%s (CUDA %s): scaled_dot_product_attention, fp16, each backend forced with sdpa_kernel, timed the same way by bench/sdpa.py.", t.Label(), t.CUDA)
 	}
 	for _, n := range res.Notes {
 		b.WriteString("\n\nNote: " + n)
@@ -69,26 +49,28 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 		causal bool
 	}
 	var order []group
-	points := map[group][]viz.SpeedPoint{}
+	rows := map[group][]Row{}
 	for _, r := range res.Rows {
-		if r.Status != statusOK || r.TFLOPs <= 0 {
-			continue
-		}
 		g := group{r.Direction, r.D, r.Causal}
-		if _, ok := points[g]; !ok {
+		if _, ok := rows[g]; !ok {
 			order = append(order, g)
 		}
-		points[g] = append(points[g], viz.SpeedPoint{Backend: vizName(r.Impl), B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal,
-			Millis: r.MS, TFLOPs: r.TFLOPs})
+		rows[g] = append(rows[g], r)
 	}
-	sort.SliceStable(order, func(i, j int) bool { return dirOrder(order[i].dir) < dirOrder(order[j].dir) })
+	sort.SliceStable(order, func(i, j int) bool { return bench.DirOrder(order[i].dir) < bench.DirOrder(order[j].dir) })
 	dirName := map[string]string{dirFwd: "forward", dirBwd: "backward", dirFwdBwd: "forward + backward"}
 	sub := res.Device.Name
-	if res.Torch != nil && res.Torch.Status == statusOK {
-		sub += " vs PyTorch " + res.Torch.Version
+	if t := res.Torch; t != nil && t.Status == statusOK {
+		sub += " vs PyTorch " + t.Version
+		if t.Emulate != "" {
+			sub += " (REHEARSAL: PyTorch answering as on " + t.Emulate + ")"
+		}
 	}
 	for _, g := range order {
-		ps := points[g]
+		ps := bench.SpeedPoints(rows[g], nil)
+		if len(ps) == 0 {
+			continue
+		}
 		mask := "not causal"
 		if g.causal {
 			mask = "causal"
@@ -100,8 +82,8 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 			return nil, err
 		}
 		rep.AddChart(c)
-		if hasBackend(ps, viz.SDPAFlash) && len(ps) > 1 {
-			c, err := viz.Speedup(ps, viz.SDPAFlash, viz.SpeedOptions{Title: "Speedup over PyTorch SDPA flash: " + title, Subtitle: sub})
+		if base, ok := bench.ChooseBaseline(rows[g]); ok && len(ps) > 1 {
+			c, err := viz.Speedup(ps, base.Series, viz.SpeedOptions{Title: "Speedup over " + base.Label + ": " + title, Subtitle: sub})
 			if err == nil {
 				rep.AddChart(c)
 			}
@@ -118,7 +100,7 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 		if _, ok := mem[r.D]; !ok {
 			dims = append(dims, r.D)
 		}
-		mem[r.D] = append(mem[r.D], viz.MemPoint{Backend: vizName(r.Impl), N: r.Nq, Bytes: float64(r.ExtraBytes)})
+		mem[r.D] = append(mem[r.D], viz.MemPoint{Backend: bench.SeriesName(r.Impl), N: r.Nq, Bytes: float64(r.ExtraBytes)})
 	}
 	for _, d := range dims {
 		what := "device bytes beyond inputs and outputs (GoFlash: the LSE; PyTorch: peak allocation during the call minus outputs)"
@@ -134,15 +116,6 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 		rep.AddChart(c)
 	}
 	return rep, nil
-}
-
-func hasBackend(ps []viz.SpeedPoint, name string) bool {
-	for _, p := range ps {
-		if p.Backend == name {
-			return true
-		}
-	}
-	return false
 }
 
 func writeBenchHTML(path string, res *BenchResult) error {

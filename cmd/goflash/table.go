@@ -7,124 +7,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/bench"
 )
-
-// TableLine is one line of the side-by-side table: one problem and
-// direction, GoFlash's figure and PyTorch's backends' figures.
-type TableLine struct {
-	Direction string  `json:"direction"`
-	B         int     `json:"b"`
-	Hq        int     `json:"hq"`
-	Hkv       int     `json:"hkv"`
-	Nq        int     `json:"nq"`
-	Nk        int     `json:"nk"`
-	D         int     `json:"d"`
-	Causal    bool    `json:"causal"`
-	Ours      Cell    `json:"ours"`               // the primary GoFlash implementation of the run
-	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 path, CPU naive)
-	Torch     []Cell  `json:"torch,omitempty"`    // flash, efficient, math
-	VsFlash   float64 `json:"vs_flash,omitempty"` // ours / torch flash TFLOP/s
-	VsEff     float64 `json:"vs_efficient,omitempty"`
-	VsMath    float64 `json:"vs_math,omitempty"`
-	OursExtra int64   `json:"ours_extra_bytes,omitempty"`
-}
-
-// Cell is one implementation's figure in the table.
-type Cell struct {
-	Impl   string  `json:"impl"`
-	Status string  `json:"status"`
-	TFLOPs float64 `json:"tflops,omitempty"`
-	MS     float64 `json:"ms,omitempty"`
-	Extra  int64   `json:"extra_bytes,omitempty"`
-}
-
-var torchBackends = []string{"flash", "efficient", "math"}
-
-// otherImpls are shown beside the primary implementation, in this order.
-var otherImpls = []string{implGPUSM75, implCPUFlash, implCPUNaive}
-
-// buildTable joins the rows of one run: one line per (problem, direction),
-// with GoFlash's primary implementation (GPU if it ran, else CPU flash) and
-// every torch backend found.
-func buildTable(rows []Row) []TableLine {
-	byKey := map[string]map[string]Row{}
-	var order []string
-	for _, r := range rows {
-		k := r.key()
-		if byKey[k] == nil {
-			byKey[k] = map[string]Row{}
-			order = append(order, k)
-		}
-		byKey[k][r.Impl] = r
-	}
-	primary := implCPUFlash
-	for _, r := range rows {
-		if r.Impl == implGPU {
-			primary = implGPU
-			break
-		}
-		if r.Impl == implGPUSM75 {
-			primary = implGPUSM75
-		}
-	}
-	cell := func(r Row, ok bool, impl string) Cell {
-		if !ok {
-			return Cell{Impl: impl, Status: "absent"}
-		}
-		return Cell{Impl: impl, Status: r.Status, TFLOPs: r.TFLOPs, MS: r.MS, Extra: r.ExtraBytes}
-	}
-	var out []TableLine
-	for _, k := range order {
-		m := byKey[k]
-		var any Row
-		for _, r := range m {
-			any = r
-			break
-		}
-		ours, ok := m[primary]
-		if !ok {
-			continue // a torch-only problem (GoFlash did not run it)
-		}
-		l := TableLine{Direction: any.Direction, B: any.B, Hq: any.Hq, Hkv: any.Hkv, Nq: any.Nq, Nk: any.Nk, D: any.D, Causal: any.Causal,
-			Ours: cell(ours, true, primary), OursExtra: ours.ExtraBytes}
-		for _, impl := range otherImpls {
-			if r, ok := m[impl]; ok && impl != primary {
-				l.Others = append(l.Others, cell(r, true, impl))
-			}
-		}
-		hasTorch := false
-		for _, be := range torchBackends {
-			if _, ok := m[implTorchPref+be]; ok {
-				hasTorch = true
-			}
-		}
-		if hasTorch {
-			for _, be := range torchBackends {
-				r, ok := m[implTorchPref+be]
-				l.Torch = append(l.Torch, cell(r, ok, implTorchPref+be))
-			}
-			l.VsFlash = ratio(l.Ours, l.Torch[0])
-			l.VsEff = ratio(l.Ours, l.Torch[1])
-			l.VsMath = ratio(l.Ours, l.Torch[2])
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-func ratio(a, b Cell) float64 {
-	if a.Status != statusOK || b.Status != statusOK || b.TFLOPs == 0 {
-		return 0
-	}
-	return a.TFLOPs / b.TFLOPs
-}
 
 // fmtTF prints a throughput: TFLOP/s with 3 significant digits, or the
 // status of a cell that has no figure.
 func fmtTF(c Cell) string {
 	if c.Status != statusOK {
-		if c.Status == "absent" {
+		if c.Status == bench.StatusAbsent {
 			return "-"
 		}
 		return c.Status
@@ -167,7 +57,7 @@ func tableColumns(lines []TableLine) ([]string, [][]string) {
 			}
 		}
 	}
-	for _, impl := range otherImpls {
+	for _, impl := range bench.OtherImpls {
 		if seen[impl] {
 			others = append(others, impl)
 		}
@@ -246,7 +136,7 @@ func writeMarkdown(w io.Writer, res *BenchResult) error {
 	fmt.Fprintf(w, "\n- commit: %s; %s %s/%s\n", res.Meta.Commit, res.Meta.GoVersion, res.Meta.OS, res.Meta.Arch)
 	if t := res.Torch; t != nil {
 		if t.Status == statusOK {
-			fmt.Fprintf(w, "- PyTorch %s (CUDA %s) on %s, driver %s, via bench/sdpa.py\n", t.Version, t.CUDA, t.Device, t.Driver)
+			fmt.Fprintf(w, "- %s (CUDA %s), driver %s, via bench/sdpa.py\n", t.Label(), t.CUDA, t.Driver)
 		} else {
 			fmt.Fprintf(w, "- PyTorch comparison %s: %s\n", t.Status, t.Reason)
 		}
@@ -273,12 +163,8 @@ func writeMarkdown(w io.Writer, res *BenchResult) error {
 	if len(bad) > 0 {
 		fmt.Fprintf(w, "\nNot run:\n\n")
 		for _, r := range bad {
-			fmt.Fprintf(w, "- %s %s %s: %s %s\n", r.Impl, r.Direction, r.caseOf(), r.Status, r.Reason)
+			fmt.Fprintf(w, "- %s %s %s: %s %s\n", r.Impl, r.Direction, caseOf(r), r.Status, r.Reason)
 		}
 	}
 	return nil
-}
-
-func dimsOf(r Row) flashattn.Dims {
-	return flashattn.Dims{B: r.B, Nq: r.Nq, Nk: r.Nk, Hq: r.Hq, Hkv: r.Hkv, D: r.D}
 }

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/viz"
 	"github.com/goflash/goflash/viz/internal/browser"
 	"github.com/goflash/goflash/viz/internal/gallery"
@@ -43,45 +44,6 @@ func main() {
 	}
 }
 
-// sdpaFile is the part of bench/sdpa.py's output drawn here.
-type sdpaFile struct {
-	Schema  string `json:"schema"`
-	Torch   string `json:"torch"`
-	Device  string `json:"device"`
-	Date    string `json:"date"`
-	Results []struct {
-		B, Hq, Hkv, Nq, Nk, D int
-		Causal                bool
-		Backend, Direction    string
-		Status                string
-		Ms                    float64 `json:"ms"`
-		TFLOPs                float64 `json:"tflops"`
-		ExtraBytes            float64 `json:"extra_bytes"`
-	} `json:"results"`
-}
-
-// benchFile is the part of goflash bench's bench.json drawn here.
-type benchFile struct {
-	Schema string `json:"schema"`
-	Meta   struct {
-		Date   string `json:"date"`
-		Commit string `json:"commit"`
-	} `json:"meta"`
-	Device struct {
-		Name string `json:"name"`
-	} `json:"device"`
-	Torch struct {
-		Torch string `json:"torch"`
-	} `json:"torch"`
-	Rows []struct {
-		Impl, Direction, Status string
-		B, Hq, Hkv, Nq, Nk, D   int
-		Causal                  bool
-		Ms                      float64 `json:"ms"`
-		TFLOPs                  float64 `json:"tflops"`
-	} `json:"rows"`
-}
-
 // benchPoints returns the forward rows of a goflash bench.json, GoFlash's GPU
 // kernels and PyTorch's SDPA backends timed in one run, at the shapes (B, N,
 // H, D, causal) of the SDPA file's speed points.
@@ -90,9 +52,12 @@ func benchPoints(path, device string, sdpa []viz.SpeedPoint) ([]viz.SpeedPoint, 
 	if err != nil {
 		return nil, "", err
 	}
-	var f benchFile
+	var f bench.Result
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, "", fmt.Errorf("%s: %v", path, err)
+	}
+	if f.Schema != bench.Schema {
+		return nil, "", fmt.Errorf("%s: schema %q, want %s", path, f.Schema, bench.Schema)
 	}
 	if f.Device.Name != device {
 		return nil, "", fmt.Errorf("%s ran on %q, the SDPA file on %q: draw runs of one GPU only", path, f.Device.Name, device)
@@ -101,15 +66,10 @@ func benchPoints(path, device string, sdpa []viz.SpeedPoint) ([]viz.SpeedPoint, 
 	for _, p := range sdpa {
 		want[fmt.Sprint(p.B, p.N, p.H, p.D, p.Causal)] = true
 	}
-	var pts []viz.SpeedPoint
-	for _, r := range f.Rows {
-		be, ok := map[string]string{"goflash-gpu": viz.GPUFlash, "torch-flash": viz.SDPAFlash, "torch-efficient": viz.SDPAEfficient, "torch-math": viz.SDPAMath}[r.Impl]
-		if !ok || r.Direction != "fwd" || r.Status != "ok" || r.Nq != r.Nk || r.Hq != r.Hkv ||
-			!want[fmt.Sprint(r.B, r.Nq, r.Hq, r.D, r.Causal)] {
-			continue
-		}
-		pts = append(pts, viz.SpeedPoint{Backend: be, B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.Ms, TFLOPs: r.TFLOPs})
-	}
+	pts := bench.SpeedPoints(f.Rows, func(r bench.Row) bool {
+		return (r.Impl == bench.ImplGPU || strings.HasPrefix(r.Impl, bench.ImplTorchPref)) && r.Direction == bench.DirFwd &&
+			r.Nq == r.Nk && r.Hq == r.Hkv && want[fmt.Sprint(r.B, r.Nq, r.Hq, r.D, r.Causal)]
+	})
 	if len(pts) == 0 {
 		return nil, "", fmt.Errorf("%s: no forward rows at the SDPA file's shapes", path)
 	}
@@ -117,7 +77,10 @@ func benchPoints(path, device string, sdpa []viz.SpeedPoint) ([]viz.SpeedPoint, 
 	if len(commit) > 7 {
 		commit = commit[:7]
 	}
-	torch, _, _ := strings.Cut(f.Torch.Torch, "+")
+	torch := ""
+	if f.Torch != nil {
+		torch, _, _ = strings.Cut(f.Torch.Version, "+")
+	}
 	return pts, fmt.Sprintf("GoFlash %s vs PyTorch %s SDPA, one run, %s, %s", commit, torch, f.Device.Name, strings.SplitN(f.Meta.Date, "T", 2)[0]), nil
 }
 
@@ -146,12 +109,9 @@ func run(out, sdpaPath, benchPath string, peak viz.GPUPeak, capacity float64, ca
 		if err != nil {
 			return err
 		}
-		var f sdpaFile
-		if err := json.Unmarshal(b, &f); err != nil {
+		f, err := bench.ParseOutput(b)
+		if err != nil {
 			return fmt.Errorf("%s: %v", sdpaPath, err)
-		}
-		if f.Schema != "goflash-sdpa/1" {
-			return fmt.Errorf("%s: schema %q, want goflash-sdpa/1", sdpaPath, f.Schema)
 		}
 		src := fmt.Sprintf("PyTorch %s SDPA on %s, %s", f.Torch, f.Device, strings.SplitN(f.Date, "T", 2)[0])
 		if peak.Name == "" {
@@ -163,18 +123,18 @@ func run(out, sdpaPath, benchPath string, peak viz.GPUPeak, capacity float64, ca
 		// shape in both is timed twice; the first run counts.
 		memB, memH, memD := 0, 0, 0
 		seen := map[string]bool{}
-		for _, r := range f.Results {
-			if r.Status != "ok" || r.Direction != "fwd" || r.Nq != r.Nk || r.Hq != r.Hkv {
+		for _, r := range f.Rows() {
+			if r.Status != bench.StatusOK || r.Direction != bench.DirFwd || r.Nq != r.Nk || r.Hq != r.Hkv {
 				continue
 			}
-			be := "sdpa-" + r.Backend
+			be := bench.SeriesName(r.Impl)
 			if k := fmt.Sprint(be, r.B, r.Nq, r.Hq, r.D, r.Causal); !seen[k] {
 				seen[k] = true
 				if r.B*r.Nq == 16384 {
-					d.Speed = append(d.Speed, viz.SpeedPoint{Backend: be, B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.Ms, TFLOPs: r.TFLOPs})
+					d.Speed = append(d.Speed, bench.SpeedPoint(r))
 				}
 				if r.B == 1 {
-					d.Mem = append(d.Mem, viz.MemPoint{Backend: be, N: r.Nq, Bytes: r.ExtraBytes})
+					d.Mem = append(d.Mem, viz.MemPoint{Backend: be, N: r.Nq, Bytes: float64(r.ExtraBytes)})
 					memB, memH, memD = r.B, r.Hq, r.D
 				}
 			}

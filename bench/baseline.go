@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/goflash/goflash/viz"
+)
+
+// SeriesName maps a row's implementation to the series name (and colour)
+// that viz uses everywhere.
+func SeriesName(impl string) string {
+	switch impl {
+	case ImplGPU:
+		return viz.GPUFlash
+	case ImplGPUSM75:
+		return viz.GPUFlash + " (sm_75 path)"
+	case ImplCPUFlash:
+		return viz.CPUFlash
+	case ImplCPUNaive:
+		return viz.CPUNaive
+	case ImplTorchPref + "flash":
+		return viz.SDPAFlash
+	case ImplTorchPref + "efficient":
+		return viz.SDPAEfficient
+	case ImplTorchPref + "math":
+		return viz.SDPAMath
+	}
+	return impl
+}
+
+// SpeedPoint is the chart point of a row that ran (Status ok).
+func SpeedPoint(r Row) viz.SpeedPoint {
+	return viz.SpeedPoint{Backend: SeriesName(r.Impl), B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.MS, TFLOPs: r.TFLOPs}
+}
+
+// SpeedPoints are the chart points of the rows that ran and keep accepts
+// (nil keeps all).
+func SpeedPoints(rows []Row, keep func(Row) bool) []viz.SpeedPoint {
+	var out []viz.SpeedPoint
+	for _, r := range rows {
+		if r.Status == StatusOK && r.TFLOPs > 0 && (keep == nil || keep(r)) {
+			out = append(out, SpeedPoint(r))
+		}
+	}
+	return out
+}
+
+// BaselineOrder is the preference of PyTorch backends as the baseline of a
+// speedup: flash where PyTorch runs it (sm_80 and newer), else
+// memory-efficient, which is what PyTorch runs on a T4 (sm_75).
+var BaselineOrder = []string{"flash", "efficient"}
+
+// Baseline is the PyTorch backend that speedups are measured against.
+type Baseline struct {
+	Impl   string // "torch-flash" or "torch-efficient"
+	Series string // its viz series name
+	// Label names it for a title or a table note, and says why when it is
+	// not flash ("PyTorch SDPA memory-efficient (flash unsupported: ...)").
+	Label string
+}
+
+// ChooseBaseline picks the first backend of BaselineOrder with a row that
+// ran among rows; ok is false when none did.
+func ChooseBaseline(rows []Row) (b Baseline, ok bool) {
+	why := ""
+	for _, be := range BaselineOrder {
+		impl := ImplTorchPref + be
+		ran, reason := false, ""
+		for _, r := range rows {
+			if r.Impl != impl {
+				continue
+			}
+			if r.Status == StatusOK && r.TFLOPs > 0 {
+				ran = true
+				break
+			}
+			if reason == "" {
+				reason = r.Status
+				if r.Reason != "" {
+					reason += ": " + r.Reason
+				}
+			}
+		}
+		if ran {
+			label := "PyTorch SDPA " + map[string]string{"flash": "flash", "efficient": "memory-efficient"}[be]
+			if why != "" {
+				label += " (" + why + ")"
+			}
+			return Baseline{Impl: impl, Series: SeriesName(impl), Label: label}, true
+		}
+		if why == "" {
+			if reason == "" {
+				reason = "not run"
+			}
+			why = fmt.Sprintf("%s %s", be, reason)
+		}
+	}
+	return Baseline{}, false
+}
+
+// TorchSummary says, per PyTorch backend in rows, how many of its rows ran
+// and, when some did not, the first reason: one line each, for a notebook
+// or a log.
+func TorchSummary(rows []Row) []string {
+	var out []string
+	for _, be := range TorchBackends {
+		impl := ImplTorchPref + be
+		n, ran, why := 0, 0, ""
+		for _, r := range rows {
+			if r.Impl != impl {
+				continue
+			}
+			n++
+			if r.Status == StatusOK {
+				ran++
+			} else if why == "" {
+				why = r.Status
+				if r.Reason != "" {
+					why += ": " + r.Reason
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		line := fmt.Sprintf("%s: %d of %d ran", SeriesName(impl), ran, n)
+		if why != "" {
+			line += "; " + why
+		}
+		out = append(out, line)
+	}
+	return out
+}

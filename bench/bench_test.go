@@ -1,0 +1,208 @@
+package bench_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goflash/goflash/bench"
+	"github.com/goflash/goflash/bench/benchtest"
+	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/viz"
+)
+
+// With GOFLASH_FAKE_SDPA set, the test binary is the "python" that runs
+// sdpa.py: it answers as benchtest does.
+func TestMain(m *testing.M) {
+	if kind := os.Getenv("GOFLASH_FAKE_SDPA"); kind != "" {
+		os.Exit(benchtest.Serve(kind, os.Stdin, os.Stdout))
+	}
+	os.Exit(m.Run())
+}
+
+var dims = []flashattn.Dims{
+	{B: 2, Nq: 64, Nk: 64, Hq: 4, Hkv: 4, D: 32},
+	{B: 1, Nq: 128, Nk: 128, Hq: 4, Hkv: 4, D: 32},
+}
+
+func spec(emulate string) bench.Spec {
+	s := bench.Spec{Reps: 1, Emulate: emulate, Backends: bench.TorchBackends, Directions: []string{bench.DirFwd}}
+	for _, d := range dims {
+		s.Shapes = append(s.Shapes, bench.ShapeOf(d, true))
+	}
+	return s
+}
+
+func runFake(t *testing.T, kind string, s bench.Spec) (bench.TorchMeta, []bench.Row) {
+	t.Helper()
+	t.Setenv("GOFLASH_FAKE_SDPA", kind)
+	return bench.SDPA{Python: os.Args[0], Script: "sdpa.py"}.Run(t.Context(), s)
+}
+
+// ours is a GoFlash GPU row at every shape, at 3e-3 TFLOP/s.
+func ours() []bench.Row {
+	var rows []bench.Row
+	for _, d := range dims {
+		rows = append(rows, bench.Row{Impl: bench.ImplGPU, Direction: bench.DirFwd, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D,
+			Causal: true, Status: bench.StatusOK, TFLOPs: 3e-3, MS: d.FLOPs(true) / 3e9})
+	}
+	return rows
+}
+
+// What PyTorch answers on a T4: no flash. Every consumer must fall back to
+// the memory-efficient backend and say so.
+func TestT4AnswerFallsBackToEfficient(t *testing.T) {
+	meta, rows := runFake(t, benchtest.T4, spec(bench.EmulateSM75))
+	if meta.Status != bench.StatusOK || meta.Device != benchtest.Device || meta.Emulate != bench.EmulateSM75 {
+		t.Fatalf("meta %+v", meta)
+	}
+	if !strings.Contains(meta.Label(), "EMULATING sm75") {
+		t.Errorf("label %q does not say it is emulated", meta.Label())
+	}
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 2 shapes x 3 backends", len(rows))
+	}
+	base, ok := bench.ChooseBaseline(rows)
+	if !ok || base.Impl != "torch-efficient" || base.Series != viz.SDPAEfficient ||
+		!strings.Contains(base.Label, "memory-efficient (flash unsupported: No available kernel") {
+		t.Fatalf("baseline %+v, %v", base, ok)
+	}
+	sum := strings.Join(bench.TorchSummary(rows), "\n")
+	for _, want := range []string{"sdpa-flash: 0 of 2 ran; unsupported: No available kernel", "sdpa-efficient: 2 of 2 ran", "sdpa-math: 2 of 2 ran"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+	all := append(ours(), rows...)
+	bench.SortRows(all)
+	table := bench.BuildTable(all)
+	if len(table) != 2 {
+		t.Fatalf("%d table lines", len(table))
+	}
+	for _, l := range table {
+		if l.Torch[0].Status != bench.StatusUnsupported || l.VsFlash != 0 || l.VsEff != 3 || l.VsMath != 12 {
+			t.Errorf("line %+v: want flash unsupported, 3x efficient, 12x math", l)
+		}
+	}
+	pts := bench.SpeedPoints(all, nil)
+	if len(pts) != 6 {
+		t.Fatalf("%d points, want ours, efficient and math at 2 shapes", len(pts))
+	}
+	c, err := viz.Speedup(pts, base.Series, viz.SpeedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Title.Title != "Speedup over sdpa-efficient" {
+		t.Errorf("title %q", c.Title.Title)
+	}
+}
+
+// Where flash ran, it is the baseline.
+func TestFlashIsTheBaselineWhereItRan(t *testing.T) {
+	meta, rows := runFake(t, benchtest.OK, spec(""))
+	if meta.Status != bench.StatusOK || meta.Emulate != "" || strings.Contains(meta.Label(), "EMULAT") {
+		t.Fatalf("meta %+v", meta)
+	}
+	base, ok := bench.ChooseBaseline(rows)
+	if !ok || base.Impl != "torch-flash" || base.Label != "PyTorch SDPA flash" {
+		t.Fatalf("baseline %+v", base)
+	}
+	if _, ok := bench.ChooseBaseline(ours()); ok {
+		t.Error("a baseline chosen without PyTorch rows")
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	meta, rows := runFake(t, benchtest.NoTorch, spec(""))
+	if meta.Status != bench.StatusSkipped || rows != nil || !strings.Contains(meta.Reason, "PyTorch is not importable") {
+		t.Errorf("no torch: %+v %v", meta, rows)
+	}
+	meta, _ = bench.SDPA{Python: filepath.Join(t.TempDir(), "no-python"), Script: "sdpa.py"}.Run(t.Context(), spec(""))
+	if meta.Status != bench.StatusSkipped || !strings.Contains(meta.Reason, "not found") {
+		t.Errorf("no python: %+v", meta)
+	}
+	meta, _ = runFake(t, "bogus", spec(""))
+	if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, `unknown kind "bogus"`) {
+		t.Errorf("script error: %+v", meta)
+	}
+	// A child that prints nothing and fails: an error with its exit status.
+	t.Setenv("GOFLASH_FAKE_SDPA", "")
+	meta, _ = bench.SDPA{Python: "false", Script: "sdpa.py"}.Run(t.Context(), spec(""))
+	if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "exit status 1") {
+		t.Errorf("silent failure: %+v", meta)
+	}
+	for _, bad := range []bench.Spec{{}, spec("sm70"), {Shapes: spec("").Shapes, Backends: []string{"cudnn"}}, {Shapes: spec("").Shapes, Reps: -1}} {
+		meta, _ := bench.SDPA{Python: "false"}.Run(t.Context(), bad)
+		if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "bad SDPA spec") {
+			t.Errorf("spec %+v accepted: %+v", bad, meta)
+		}
+	}
+}
+
+func TestParseOutputChecksSchema(t *testing.T) {
+	if _, err := bench.ParseOutput([]byte(`{"schema": "other/1"}`)); err == nil {
+		t.Error("wrong schema accepted")
+	}
+	o, err := bench.ParseOutput([]byte(`{"schema": "goflash-sdpa/1", "error": "bad spec: x", "outcome": "error"}`))
+	if err != nil || o.Meta().Status != bench.StatusError {
+		t.Errorf("%+v %v", o, err)
+	}
+}
+
+func TestFindScript(t *testing.T) {
+	p, err := bench.FindScript("")
+	if err != nil || !strings.HasSuffix(p, filepath.FromSlash(bench.ScriptPath)) {
+		t.Fatalf("%q %v", p, err)
+	}
+	if _, err := bench.FindScript(filepath.Join(t.TempDir(), "none.py")); err == nil {
+		t.Error("a missing path accepted")
+	}
+}
+
+// The real bench/sdpa.py, where python3 exists: its spec checks, its T4
+// emulation's wording (which benchtest's T4 answer copies), and the reason
+// it keeps from PyTorch's warnings.
+func TestRealScript(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	script, err := bench.FindScript("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := spec("")
+	s.Directions = []string{"sideways"}
+	if meta, _ := (bench.SDPA{Python: py, Script: script}).Run(t.Context(), s); meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "bad spec: unknown direction") {
+		t.Errorf("bad spec: %+v", meta)
+	}
+	probe := `import sys; sys.path.insert(0, sys.argv[1]); import sdpa
+print(sdpa.SM75_FLASH_ERROR + " (" + sdpa.refusal_reason([sdpa.SM75_FLASH_WARNING]) + ")")
+print(sdpa.refusal_reason([
+    "Memory efficient kernel not used because: (Triggered internally at a.cpp:1.)",
+    "Memory Efficient attention has been runtime disabled. (Triggered internally at b.h:2.)",
+    "Flash attention kernel not used because: (Triggered internally at a.cpp:3.)",
+    "Flash attention only supports gpu architectures in the range [sm80, sm90]. Attempting to run on a sm 7.5 gpu. (Triggered internally at c.cpp:4.)",
+    "cuDNN attention kernel not used because: (Triggered internally at a.cpp:5.)"]))`
+	cmd := exec.Command(py, "-B", "-c", probe, filepath.Dir(script))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || lines[0] != benchtest.FlashSM75Reason {
+		t.Errorf("sdpa.py's emulated flash reason %q, benchtest's %q", lines[0], benchtest.FlashSM75Reason)
+	}
+	if want := "Flash attention only supports gpu architectures in the range [sm80, sm90]. Attempting to run on a sm 7.5 gpu."; len(lines) == 2 && lines[1] != want {
+		t.Errorf("reason from warnings %q, want %q", lines[1], want)
+	}
+	if exec.Command(py, "-c", "import torch").Run() == nil {
+		t.Skip("torch is installed: the answer without torch cannot be checked here")
+	}
+	meta, rows := bench.SDPA{Python: py, Script: script}.Run(t.Context(), spec(bench.EmulateSM75))
+	if meta.Status != bench.StatusSkipped || rows != nil || meta.Emulate != bench.EmulateSM75 || !strings.Contains(meta.Reason, "torch") {
+		t.Errorf("without torch: %+v", meta)
+	}
+}

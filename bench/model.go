@@ -1,0 +1,197 @@
+// Package bench is the model of a GoFlash benchmark run and the PyTorch side
+// of a comparison: the result rows that `goflash bench` writes (bench.json),
+// the side-by-side table built from them, the JSON exchange with
+// bench/sdpa.py (run as a child process, with typed outcomes), and the choice
+// of the PyTorch baseline that speedups are measured against.
+//
+// It is public so that the CLI, the chart generator and the notebooks (whose
+// GoNB scratch module cannot import internal packages) share one model.
+package bench
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// Schema names the format of a Result as written to bench.json.
+const Schema = "goflash-bench/1"
+
+// Implementation names used in result rows.
+const (
+	ImplGPU       = "goflash-gpu"
+	ImplGPUSM75   = "goflash-gpu-sm75" // the Turing variant forced on a newer GPU
+	ImplCPUFlash  = "goflash-cpu-flash"
+	ImplCPUNaive  = "goflash-cpu-naive"
+	ImplTorchPref = "torch-" // + a TorchBackends name
+)
+
+// TorchBackends are PyTorch SDPA's backends that bench/sdpa.py times, in
+// table order.
+var TorchBackends = []string{"flash", "efficient", "math"}
+
+// Directions.
+const (
+	DirFwd    = "fwd"
+	DirBwd    = "bwd"
+	DirFwdBwd = "fwdbwd" // forward then backward; for GoFlash the sum of the two medians
+)
+
+// Status of a row, and of the PyTorch side as a whole (ok, skipped, error).
+const (
+	StatusOK          = "ok"
+	StatusSkipped     = "skipped"
+	StatusUnsupported = "unsupported"
+	StatusOOM         = "oom"
+	StatusError       = "error"
+)
+
+// Row is one timed (implementation, direction, problem).
+type Row struct {
+	Impl      string `json:"impl"`
+	Direction string `json:"direction"`
+	B         int    `json:"b"`
+	Hq        int    `json:"hq"`
+	Hkv       int    `json:"hkv"`
+	Nq        int    `json:"nq"`
+	Nk        int    `json:"nk"`
+	D         int    `json:"d"`
+	Causal    bool   `json:"causal"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	// MS is the median time of one call in milliseconds (CUDA events on the
+	// GPU, wall clock on the CPU).
+	MS     float64 `json:"ms,omitempty"`
+	FLOPs  float64 `json:"flops"`
+	TFLOPs float64 `json:"tflops,omitempty"`
+	// ExtraBytes is memory of one call. GPU (GoFlash and PyTorch): device
+	// bytes beyond the inputs and outputs (LSE, workspace, score matrices).
+	// CPU: Go heap bytes the call allocates, outputs included.
+	ExtraBytes int64 `json:"extra_bytes,omitempty"`
+	// HostOverheadUS is host wall time minus kernel time per call (GPU only).
+	HostOverheadUS float64 `json:"host_overhead_us,omitempty"`
+	// Derived marks a row computed from other rows (GoFlash fwdbwd = fwd + bwd).
+	Derived bool `json:"derived,omitempty"`
+	// GQA says how torch ran a GQA case: "native" (enable_gqa) or "expanded".
+	GQA string `json:"gqa,omitempty"`
+	// Kernel is the GPU kernel variant that ran.
+	Kernel string `json:"kernel,omitempty"`
+}
+
+// Dims is the problem of the row.
+func (r Row) Dims() flashattn.Dims {
+	return flashattn.Dims{B: r.B, Nq: r.Nq, Nk: r.Nk, Hq: r.Hq, Hkv: r.Hkv, D: r.D}
+}
+
+// Key identifies the problem and direction of a row, across implementations.
+func (r Row) Key() string {
+	return fmt.Sprintf("%s|%d|%d|%d|%d|%d|%d|%t", r.Direction, r.B, r.Hq, r.Hkv, r.Nq, r.Nk, r.D, r.Causal)
+}
+
+// Meta describes where and when a result was produced.
+type Meta struct {
+	Date      string `json:"date"`   // UTC, RFC 3339
+	Commit    string `json:"commit"` // source revision, "+dirty" when built from a modified tree
+	GoVersion string `json:"go"`
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"`
+}
+
+// DeviceMeta describes the device GoFlash ran on.
+type DeviceMeta struct {
+	Kind       string `json:"kind"` // "gpu" or "cpu"
+	Ordinal    int    `json:"ordinal"`
+	Name       string `json:"name"`
+	Arch       int    `json:"arch,omitempty"` // compute capability as one number: 75, 90
+	SMs        int    `json:"sms,omitempty"`
+	Capability string `json:"capability,omitempty"`
+	Memory     int64  `json:"memory_bytes,omitempty"`
+	Driver     string `json:"driver,omitempty"`
+	ForcedArch int    `json:"forced_arch,omitempty"`
+}
+
+// TorchMeta describes the PyTorch side of a comparison.
+type TorchMeta struct {
+	Version    string `json:"torch"`
+	CUDA       string `json:"cuda"`
+	Device     string `json:"device"`
+	Capability string `json:"capability"`
+	Driver     string `json:"driver"`
+	Status     string `json:"status"` // StatusOK, StatusSkipped or StatusError
+	Reason     string `json:"reason,omitempty"`
+	// Emulate is set when sdpa.py answered as PyTorch does on another GPU
+	// ("sm75": flash reported unsupported, as on a T4); the timings of the
+	// other backends are still this device's.
+	Emulate string `json:"emulate,omitempty"`
+}
+
+// Label names the PyTorch side for a table or chart: version, device and,
+// when emulated, which GPU's answer was emulated.
+func (t TorchMeta) Label() string {
+	s := fmt.Sprintf("PyTorch %s on %s", t.Version, t.Device)
+	if t.Emulate != "" {
+		s += fmt.Sprintf(" (EMULATING %s: flash reported unsupported as on that GPU; other backends timed on %s)", t.Emulate, t.Device)
+	}
+	return s
+}
+
+// Settings are the knobs of a benchmark run.
+type Settings struct {
+	Reps          int    `json:"reps"`
+	Warmup        int    `json:"warmup"`
+	Deterministic bool   `json:"deterministic"`
+	Backend       string `json:"backend"`
+	Direction     string `json:"direction"`
+	Workers       int    `json:"cpu_workers,omitempty"`
+}
+
+// Result is a whole benchmark run, as written to bench.json.
+type Result struct {
+	Schema   string      `json:"schema"`
+	Meta     Meta        `json:"meta"`
+	Device   DeviceMeta  `json:"device"`
+	Torch    *TorchMeta  `json:"torch,omitempty"`
+	Settings Settings    `json:"settings"`
+	Notes    []string    `json:"notes,omitempty"`
+	Rows     []Row       `json:"rows"`
+	Table    []TableLine `json:"table,omitempty"`
+}
+
+// SortRows orders rows by head dim, causal, direction, sequence length,
+// implementation: the order of the FA2 paper's tables.
+func SortRows(rows []Row) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		switch {
+		case a.D != b.D:
+			return a.D < b.D
+		case a.Causal != b.Causal:
+			return !a.Causal
+		case a.Direction != b.Direction:
+			return DirOrder(a.Direction) < DirOrder(b.Direction)
+		case a.Nq != b.Nq:
+			return a.Nq < b.Nq
+		case a.Nk != b.Nk:
+			return a.Nk < b.Nk
+		case a.B != b.B:
+			return a.B < b.B
+		case a.Hq != b.Hq:
+			return a.Hq < b.Hq
+		}
+		return a.Hkv < b.Hkv
+	})
+}
+
+// DirOrder is the rank of a direction in tables: fwd, bwd, fwdbwd.
+func DirOrder(d string) int {
+	switch d {
+	case DirFwd:
+		return 0
+	case DirBwd:
+		return 1
+	}
+	return 2
+}

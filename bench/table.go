@@ -1,0 +1,108 @@
+package bench
+
+// TableLine is one line of the side-by-side table: one problem and
+// direction, GoFlash's figure and PyTorch's backends' figures.
+type TableLine struct {
+	Direction string  `json:"direction"`
+	B         int     `json:"b"`
+	Hq        int     `json:"hq"`
+	Hkv       int     `json:"hkv"`
+	Nq        int     `json:"nq"`
+	Nk        int     `json:"nk"`
+	D         int     `json:"d"`
+	Causal    bool    `json:"causal"`
+	Ours      Cell    `json:"ours"`               // the primary GoFlash implementation of the run
+	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 path, CPU naive)
+	Torch     []Cell  `json:"torch,omitempty"`    // one per TorchBackends, in that order
+	VsFlash   float64 `json:"vs_flash,omitempty"` // ours / torch flash TFLOP/s
+	VsEff     float64 `json:"vs_efficient,omitempty"`
+	VsMath    float64 `json:"vs_math,omitempty"`
+	OursExtra int64   `json:"ours_extra_bytes,omitempty"`
+}
+
+// Cell is one implementation's figure in the table.
+type Cell struct {
+	Impl   string  `json:"impl"`
+	Status string  `json:"status"`
+	TFLOPs float64 `json:"tflops,omitempty"`
+	MS     float64 `json:"ms,omitempty"`
+	Extra  int64   `json:"extra_bytes,omitempty"`
+}
+
+// StatusAbsent marks a table cell of an implementation that has no row.
+const StatusAbsent = "absent"
+
+// OtherImpls are shown beside the primary implementation, in this order.
+var OtherImpls = []string{ImplGPUSM75, ImplCPUFlash, ImplCPUNaive}
+
+// BuildTable joins the rows of one run: one line per (problem, direction),
+// with GoFlash's primary implementation (GPU if it ran, else the forced
+// sm_75 path, else CPU flash) and every torch backend found.
+func BuildTable(rows []Row) []TableLine {
+	byKey := map[string]map[string]Row{}
+	var order []string
+	for _, r := range rows {
+		k := r.Key()
+		if byKey[k] == nil {
+			byKey[k] = map[string]Row{}
+			order = append(order, k)
+		}
+		byKey[k][r.Impl] = r
+	}
+	primary := ImplCPUFlash
+	for _, r := range rows {
+		if r.Impl == ImplGPU {
+			primary = ImplGPU
+			break
+		}
+		if r.Impl == ImplGPUSM75 {
+			primary = ImplGPUSM75
+		}
+	}
+	cell := func(r Row, ok bool, impl string) Cell {
+		if !ok {
+			return Cell{Impl: impl, Status: StatusAbsent}
+		}
+		return Cell{Impl: impl, Status: r.Status, TFLOPs: r.TFLOPs, MS: r.MS, Extra: r.ExtraBytes}
+	}
+	var out []TableLine
+	for _, k := range order {
+		m := byKey[k]
+		ours, ok := m[primary]
+		if !ok {
+			continue // a torch-only problem (GoFlash did not run it)
+		}
+		l := TableLine{Direction: ours.Direction, B: ours.B, Hq: ours.Hq, Hkv: ours.Hkv, Nq: ours.Nq, Nk: ours.Nk, D: ours.D, Causal: ours.Causal,
+			Ours: cell(ours, true, primary), OursExtra: ours.ExtraBytes}
+		for _, impl := range OtherImpls {
+			if r, ok := m[impl]; ok && impl != primary {
+				l.Others = append(l.Others, cell(r, true, impl))
+			}
+		}
+		hasTorch := false
+		for _, be := range TorchBackends {
+			if _, ok := m[ImplTorchPref+be]; ok {
+				hasTorch = true
+			}
+		}
+		if hasTorch {
+			for _, be := range TorchBackends {
+				r, ok := m[ImplTorchPref+be]
+				l.Torch = append(l.Torch, cell(r, ok, ImplTorchPref+be))
+			}
+			l.VsFlash = Ratio(l.Ours, l.Torch[0])
+			l.VsEff = Ratio(l.Ours, l.Torch[1])
+			l.VsMath = Ratio(l.Ours, l.Torch[2])
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// Ratio is a's TFLOP/s over b's, or 0 when either did not run.
+func Ratio(a, b Cell) float64 {
+	if a.Status != StatusOK || b.Status != StatusOK || b.TFLOPs == 0 {
+		return 0
+	}
+	return a.TFLOPs / b.TFLOPs
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Build, on a machine with Go, what colab/rehearse.sh runs on a GPU machine
+# that has no Go: the goflash command, the GPU tests of flashattn, and
+# notebooks 06 and 07 as programs (notebooks/internal/nbprog), into
+# .build/rehearsal/ (git-ignored; carry it to the GPU machine).
+#
+#   colab/build-rehearsal.sh && ls .build/rehearsal
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=.build/rehearsal
+rm -rf "$out"
+mkdir -p "$out/src"
+export CGO_ENABLED=0
+rev=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain)" ]; then rev=$rev+dirty; fi
+# -s -w: no symbol tables, so that the four binaries fit what is carried to the GPU machine (64 MiB).
+go build -o "$out/goflash" -ldflags "-s -w -X main.commit=$rev" ./cmd/goflash
+go test -c -o "$out/flashattn.test" -ldflags "-s -w" ./flashattn
+for nb in 06_cuda_from_go 07_benchmarks; do
+	go run ./notebooks/internal/nbprog -o "$out/src/$nb/main.go" "notebooks/$nb.ipynb"
+	go build -o "$out/nb$nb" -ldflags "-s -w" "$out/src/$nb/main.go"
+done
+echo "$rev" >"$out/commit"
+du -sh "$out"
+ls -l "$out"
