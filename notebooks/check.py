@@ -80,6 +80,8 @@ class Charts:
 SETUP = [Text(r"^packages of github\.com/goflash/goflash imported from "), Text(r"GoNB v0\.11\.5 ")]
 EXPECT = {
     "01_qkv": SETUP + [
+        Text(r"^exercise 1: correct$"),
+        Text(r"^exercise 2: correct$"),
         Num(r"^S\[bank\]\[river\] = " + NUM + r", S\[river\]\[bank\] = 0$", 3, 3),
         Num(r"^S\[collapsed\]\[bank\] = " + NUM + r", S\[bank\]\[collapsed\] = 0$", 3, 3),
         Text(r"^S is symmetric: false$"),
@@ -92,14 +94,20 @@ EXPECT = {
         Charts(2),
     ],
     "02_naive_memory": SETUP + [
+        Num(r"^  B=1  H=32 D=128: T4 runs out at N = +"+NUM, 11054, 11054),
+        Num(r"^  B=8  H=32 D=128: T4 runs out at N = +"+NUM, 3827, 3827),
+        Text(r"^exercise: correct$"),
         Num(r"^N = +\d+: naive +[\d.]+ MiB \(formula +[\d.]+, ratio " + NUM, 0.95, 1.1, count=4),
         Num(r"max \|flash - naive\| = " + NUM, 0, 1e-5, count=4),
         Num(r"^N 1024 -> 2048: naive memory x" + NUM, 3.5, 4.1),
         Num(r", flash memory x" + NUM, 1, 2.5),
-        Num(r"^  B=1  H=32 D=128: T4 runs out at N = +" + NUM, 11000, 11300),
         Charts(2),
     ],
     "03_online_softmax": SETUP + [
+        Text(r"^scores \[10 10 10\] in fp16: plain softmax \[0 0 0\], safe softmax \[0\.3333 0\.3333 0\.3333\]"),
+        Text(r"^scores \[2 7 12\] in fp16: plain softmax \[0 0 NaN\]"),
+        Text(r"^exercise 1: correct$"),
+        Text(r"^exercise 2: online and two-pass agree$"),
         Text(r"^plain softmax of \(80, 90, 100\) in float32 = \[0 NaN NaN\]$"),
         Text(r"^fp16: +exp\(11\) = 59872, exp\(12\) = \+Inf$"),
         Num(r"^max \|safe float32 - float64\| = " + NUM, 0, 1e-7),
@@ -110,6 +118,10 @@ EXPECT = {
         Charts(1),
     ],
     "04_tiling_forward": SETUP + [
+        Text(r"^unguarded: exp\(-Inf - \(-Inf\)\) = NaN$"),
+        Text(r"^Nq = 300, Nk = 100, causal: 200 rows see no key \(LSE -Inf, output exactly 0\)"),
+        Text(r"^exercise 1: correct$"),
+        Text(r"^exercise 2: correct$"),
         Text(r"^independent thread blocks: FA1 16 \(16 of 40 SMs busy\), FA2 512 "),
         Text(r"^tiles: 6 computed, 4 masked, 6 skipped of 16$"),
         Num(r"max \|flash - naive\| = " + NUM, 0, 1e-5, count=6),
@@ -117,6 +129,8 @@ EXPECT = {
         Charts(1),
     ],
     "05_backward": SETUP + [
+        Num(r"^softmax backward vs finite differences over \d+ scores: max error "+NUM, 0, 1e-8),
+        Text(r"^exercise: correct$"),
         Num(r"^max \|exp\(S - L\) - softmax\(S\)\| = " + NUM, 0, 1e-5),
         Num(r"^max over rows \|sum_k P_ik dP_ik - do_i \. o_i\| = " + NUM, 0, 1e-5),
         Num(r"max \|flash - naive\| = " + NUM, 0, 1e-5, count=12),
