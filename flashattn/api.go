@@ -33,12 +33,21 @@ type impl interface {
 
 // Forward computes softmax(scale * Q K^T [+ causal mask]) V and the
 // log-sum-exp of every row. q is (B, Nq, Hq, D); k and v are (B, Nk, Hkv, D).
+//
+// Only a row the causal mask hides every key from has output 0 and LSE
+// -Inf. On the CPU, a NaN or Inf among the inputs, or a score scale*q.k
+// beyond float32, makes the rows it reaches NaN, output and LSE (Backward
+// refuses a NaN LSE). The GPU takes only values fp16 can hold, finite and
+// below 65520 in magnitude, and scales at which its float32 scores cannot
+// overflow: with Backend GPU other inputs are a *DataError naming the
+// element (an *UnsupportedError for the scale), and Auto runs them on the
+// CPU and says why.
 func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
 	p, err := checkForward(q, k, v, opts)
 	if err != nil {
 		return nil, err
 	}
-	be, reason, im, err := pick(p, opts, false)
+	be, reason, im, err := pick(p, opts, false, q, k, v)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +76,7 @@ func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads,
 	if err != nil {
 		return nil, err
 	}
-	be, reason, im, err := pick(p, opts, true)
+	be, reason, im, err := pick(p, opts, true, q, k, v, out, dOut)
 	if err != nil {
 		return nil, err
 	}
@@ -95,10 +104,11 @@ func checkBackward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (pr
 			return problem{}, err
 		}
 	}
-	if err := d.checkLSE(lse); err != nil {
+	p, err := opts.resolve(d)
+	if err != nil {
 		return problem{}, err
 	}
-	return opts.resolve(d)
+	return p, p.checkLSE(lse)
 }
 
 // poisonOutputs makes Forward and Backward fill the buffers they allocate
@@ -123,9 +133,10 @@ func newOutput(s Shape) *Tensor {
 	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: newBuffer(s.Numel())}
 }
 
-// pick resolves the backend for one call. Auto falls back to CPUFlash for
-// any reason the GPU cannot run the problem, and says which.
-func pick(p problem, o *Options, backward bool) (Backend, string, impl, error) {
+// pick resolves the backend for one call on inputs ins (q, k, v, and for
+// the backward out and dOut). Auto falls back to CPUFlash for any reason
+// the GPU cannot run the problem, and says which.
+func pick(p problem, o *Options, backward bool, ins ...*Tensor) (Backend, string, impl, error) {
 	want := Auto
 	if o != nil {
 		want = o.Backend
@@ -139,13 +150,13 @@ func pick(p problem, o *Options, backward bool) (Backend, string, impl, error) {
 	case CPUFlash:
 		return CPUFlash, "requested", flashImpl{}, nil
 	case GPU:
-		im, reason, err := gpuFor(p, o, backward)
+		im, reason, err := gpuFor(p, o, backward, ins...)
 		if err != nil {
 			return GPU, "", nil, err
 		}
 		return GPU, reason, im, nil
 	}
-	im, reason, err := gpuFor(p, o, backward)
+	im, reason, err := gpuFor(p, o, backward, ins...)
 	if err == nil {
 		return GPU, reason, im, nil
 	}

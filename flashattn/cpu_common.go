@@ -19,6 +19,9 @@ type causalMask struct {
 
 func (m causalMask) visible(i, j int) bool { return !m.causal || j <= i+m.off }
 
+// seesAny reports whether row i sees at least one key (key 0).
+func (m causalMask) seesAny(i int) bool { return m.visible(i, 0) }
+
 // gather copies head h of batch b of t into a dense N x D matrix.
 func gather(t *Tensor, b, h int) []float32 {
 	n, dd := t.Shape.N, t.Shape.D

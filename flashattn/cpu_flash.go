@@ -31,9 +31,13 @@ func tilingOf(p problem, o *Options) tiling {
 	if o != nil && o.BlockK > 0 {
 		t.Bc = o.BlockK
 	}
-	t.Tr, t.Tc = (d.Nq+t.Br-1)/t.Br, (d.Nk+t.Bc-1)/t.Bc
+	t.Tr, t.Tc = ceilDiv(d.Nq, t.Br), ceilDiv(d.Nk, t.Bc)
 	return t
 }
+
+// ceilDiv is ceil(n/b) for n, b >= 1, without the overflow of (n+b-1)/b
+// when b is near MaxInt.
+func ceilDiv(n, b int) int { return (n-1)/b + 1 }
 
 // rows and cols are the row ranges of Q block i and K block j; the last block
 // of each is ragged when Br (Bc) does not divide Nq (Nk).
@@ -185,11 +189,16 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 		}
 		// Normalise once at the end (FA2 defers the division by l out of the
 		// inner loop) and keep one number per row for the backward pass:
-		// LSE = m + log(l). A row that saw no key has l = 0: output 0, LSE -Inf.
+		// LSE = m + log(l). Only a row the mask hides every key from has
+		// output 0 and LSE -Inf; in any other row non-finite scores (NaN
+		// inputs, or scale*q.k beyond float32) give NaN, never that -Inf.
 		for r := 0; r < nr; r++ {
 			or := s.Oi[r*d.D : (r+1)*d.D]
 			L := negInf
-			if s.l[r] > 0 {
+			if t.mask.seesAny(r0 + r) {
+				if s.m[r] == negInf { // every visible score was -Inf: no softmax exists
+					s.l[r] = float32(math.NaN())
+				}
 				inv := 1 / s.l[r]
 				for x := range or {
 					or[x] *= inv

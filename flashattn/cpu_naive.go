@@ -37,10 +37,15 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 				}
 				oi := out.Row(b, i, h)
 				clear(oi)
-				if math.IsInf(float64(rowMax), -1) { // the row sees no key
+				if !mk.seesAny(i) { // the mask hides every key: O = 0, LSE = -Inf
 					clear(Pi)
 					lse[d.LSEIndex(b, h, i)] = float32(math.Inf(-1))
 					return
+				}
+				if rowMax == float32(math.Inf(-1)) {
+					// Every visible score is -Inf (scale*q.k beyond float32):
+					// no softmax exists. NaN, as cpu_flash.go gives.
+					rowMax = float32(math.NaN())
 				}
 				// P_i = softmax(S_i), with the max subtracted so exp cannot overflow.
 				var sum float32

@@ -142,6 +142,7 @@ func FuzzForward(f *testing.F) {
 			if flags&fuzzTraceOutside != 0 {
 				o.Trace.Row, traceOK = d.Nq, false
 			}
+			traceOK = traceOK && o.Backend != flashattn.CPUNaive // only CPUFlash traces
 		}
 
 		valid := qOK && kOK && vOK && flags&fuzzMismatchV == 0 && d.Hkv >= 1 && d.Hq%d.Hkv == 0 &&

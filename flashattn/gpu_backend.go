@@ -1,7 +1,6 @@
 package flashattn
 
 import (
-	"fmt"
 	"sync"
 )
 
@@ -35,36 +34,51 @@ func openDefault(ordinal int) (*Device, error) {
 	return e.dev, e.err
 }
 
-// gpuFor returns the GPU implementation for problem p, or an error saying
-// why the GPU cannot run it (wrapping ErrNoGPU, or an *UnsupportedError).
-func gpuFor(p problem, o *Options, backward bool) (impl, string, error) {
+// gpuFor returns the GPU implementation for problem p on inputs ins (named
+// as argNames), or an error saying why the GPU cannot run it (wrapping
+// ErrNoGPU; an *UnsupportedError; a *DataError for values fp16 cannot
+// hold): every check the run would make is made here, so that Auto falls
+// back to the CPU instead of failing.
+func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string, error) {
 	ordinal := 0
 	if o != nil {
 		ordinal = o.Device
-	}
-	if ordinal < 0 {
-		return nil, "", &OptionError{Option: "Device", Value: fmt.Sprint(ordinal), Reason: "must be >= 0"}
 	}
 	dev, err := openDefault(ordinal)
 	if err != nil {
 		return nil, "", err
 	}
-	if o != nil && o.Trace != nil {
-		return nil, "", &UnsupportedError{Backend: GPU, Feature: "option", Value: "Trace",
-			Reason: "only the CPUFlash backend records traces"}
-	}
-	if backward {
-		ks, err := dev.BackwardKernels(p.Dims, p.Causal)
-		if err != nil {
-			return nil, "", err
-		}
-		return gpuImpl{dev}, dev.reason(ks...), nil
-	}
-	k, err := dev.Kernel(p.Dims, p.Causal)
+	ks, err := dev.kernelsFor(p, backward)
 	if err != nil {
 		return nil, "", err
 	}
-	return gpuImpl{dev}, dev.reason(k), nil
+	for i, t := range ins {
+		if err := checkFP16(argNames[i], t); err != nil {
+			return nil, "", err
+		}
+	}
+	return gpuImpl{dev}, dev.reason(ks...), nil
+}
+
+// kernelsFor loads the kernels of a forward (or backward) call of p and
+// checks that the device can run p.
+func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	if backward {
+		ks, err := d.bwdKernels(p)
+		if err != nil {
+			return nil, err
+		}
+		return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
+	}
+	k, err := d.fwdKernel(p)
+	if err != nil {
+		return nil, err
+	}
+	return []KernelInfo{k.info}, nil
 }
 
 // reason is the Reason of a GPU result: the device and the kernels that ran.
