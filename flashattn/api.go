@@ -1,6 +1,9 @@
 package flashattn
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Result is the output of Forward.
 type Result struct {
@@ -29,6 +32,18 @@ type Grads struct {
 type impl interface {
 	forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error
 	backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error
+	// hostBytes is the host memory a call allocates beyond its outputs.
+	hostBytes(p problem, o *Options, backward bool) float64
+}
+
+// reserveCall refuses a call of im that would allocate more host memory,
+// outputs included, than HostMemoryLimit: before anything is allocated.
+func reserveCall(be Backend, im impl, p problem, o *Options, backward bool) error {
+	what, out := "Forward", floats(p.QShape().Numel(), p.LSELen())
+	if backward {
+		what, out = "Backward", floats(p.QShape().Numel(), 2*p.KVShape().Numel())
+	}
+	return reserve(fmt.Sprintf("%s of %+v on %s", what, p.Dims, be), out+im.hostBytes(p, o, backward))
 }
 
 // Forward computes softmax(scale * Q K^T [+ causal mask]) V and the
@@ -49,6 +64,9 @@ func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
 	}
 	be, reason, im, err := pick(p, opts, false, q, k, v)
 	if err != nil {
+		return nil, err
+	}
+	if err := reserveCall(be, im, p, opts, false); err != nil {
 		return nil, err
 	}
 	out := newOutput(p.QShape())
@@ -78,6 +96,9 @@ func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads,
 	}
 	be, reason, im, err := pick(p, opts, true, q, k, v, out, dOut)
 	if err != nil {
+		return nil, err
+	}
+	if err := reserveCall(be, im, p, opts, true); err != nil {
 		return nil, err
 	}
 	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: be, Reason: reason}

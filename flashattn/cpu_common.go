@@ -22,14 +22,12 @@ func (m causalMask) visible(i, j int) bool { return !m.causal || j <= i+m.off }
 // seesAny reports whether row i sees at least one key (key 0).
 func (m causalMask) seesAny(i int) bool { return m.visible(i, 0) }
 
-// gather copies head h of batch b of t into a dense N x D matrix.
-func gather(t *Tensor, b, h int) []float32 {
+// gather copies head h of batch b of t into m, a dense N x D matrix.
+func gather(m []float32, t *Tensor, b, h int) {
 	n, dd := t.Shape.N, t.Shape.D
-	m := make([]float32, n*dd)
 	for i := 0; i < n; i++ {
 		t.rowInto(m[i*dd:(i+1)*dd], b, i, h)
 	}
-	return m
 }
 
 // setRow writes src into row n of head h of batch b.

@@ -89,6 +89,38 @@ type fwdScratch struct {
 	m, l   []float32 // Br: running max and running sum per row
 }
 
+// scratchTiles are Br and Bc as the scratch holds them: never larger than
+// the problem.
+func (t tiling) scratchTiles(d Dims) (br, bc int) { return min(t.Br, d.Nq), min(t.Bc, d.Nk) }
+
+// fwdScratchLens lists the lengths of fwdScratch's buffers, in field order.
+func fwdScratchLens(br, bc, dd int) []int {
+	return []int{br * dd, br * dd, bc * dd, bc * dd, br * bc, br, br}
+}
+
+// bwdScratchLens lists the lengths of bwdScratch's buffers, in field order.
+func bwdScratchLens(br, bc, dd int) []int {
+	return []int{br * dd, br * dd, br * dd, bc * dd, bc * dd, bc * dd, bc * dd, br * bc, br * bc, br, br}
+}
+
+// hostBytes is what a call allocates beyond its outputs: one scratch per
+// goroutine of each pass, Di for the backward, the trace's steps.
+func (flashImpl) hostBytes(p problem, o *Options, backward bool) float64 {
+	d, t, w := p.Dims, tilingOf(p, o), workers(o)
+	br, bc := t.scratchTiles(d)
+	fwdJobs, kvJobs := d.B*d.Hq*t.Tr, d.B*d.Hkv*t.Tc
+	if !backward {
+		n := float64(min(w, fwdJobs)) * floats(fwdScratchLens(br, bc, d.D)...)
+		if o != nil && o.Trace != nil {
+			n += traceBytes(t.Tr, t.Tc)
+		}
+		return n
+	}
+	per := floats(bwdScratchLens(br, bc, d.D)...)
+	return floats(d.LSELen()) + float64(min(w, d.B*d.Hq))*floats(2*d.D) +
+		float64(min(w, kvJobs))*per + float64(min(w, fwdJobs))*per
+}
+
 func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
 	d, t := p.Dims, tilingOf(p, o)
 	var tr *Trace
@@ -96,13 +128,10 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 		tr = o.Trace
 		tr.reset(t.Br, t.Bc, t.Tr, t.Tc)
 	}
-	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk) // scratch never larger than the problem
+	br, bc := t.scratchTiles(d)
 	newScratch := func() *fwdScratch {
-		return &fwdScratch{
-			Qi: make([]float32, br*d.D), Oi: make([]float32, br*d.D),
-			Kj: make([]float32, bc*d.D), Vj: make([]float32, bc*d.D),
-			S: make([]float32, br*bc), m: make([]float32, br), l: make([]float32, br),
-		}
+		b := slab(fwdScratchLens(br, bc, d.D)...)
+		return &fwdScratch{Qi: b[0], Oi: b[1], Kj: b[2], Vj: b[3], S: b[4], m: b[5], l: b[6]}
 	}
 	sc := float32(p.Scale)
 	negInf := float32(math.Inf(-1))
@@ -240,15 +269,10 @@ type bwdScratch struct {
 // recomputes S and dP (7 tile products instead of FA2's 5).
 func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
 	d, t, w := p.Dims, tilingOf(p, o), workers(o)
-	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk)
+	br, bc := t.scratchTiles(d)
 	newScratch := func() *bwdScratch {
-		return &bwdScratch{
-			Qi: make([]float32, br*d.D), dOi: make([]float32, br*d.D), dQi: make([]float32, br*d.D),
-			Kj: make([]float32, bc*d.D), Vj: make([]float32, bc*d.D),
-			dKj: make([]float32, bc*d.D), dVj: make([]float32, bc*d.D),
-			P: make([]float32, br*bc), dS: make([]float32, br*bc),
-			L: make([]float32, br), Di: make([]float32, br),
-		}
+		b := slab(bwdScratchLens(br, bc, d.D)...)
+		return &bwdScratch{Qi: b[0], dOi: b[1], dQi: b[2], Kj: b[3], Vj: b[4], dKj: b[5], dVj: b[6], P: b[7], dS: b[8], L: b[9], Di: b[10]}
 	}
 	sc := float32(p.Scale)
 

@@ -100,6 +100,17 @@ func (d *Device) reason(ks ...KernelInfo) string {
 // BackwardHost without their checks, which Forward and Backward made).
 type gpuImpl struct{ dev *Device }
 
+// hostBytes is what the host side of a call allocates beyond its outputs:
+// the fp16 copies of the inputs on their way up, of the outputs on their
+// way down.
+func (gpuImpl) hostBytes(p problem, _ *Options, backward bool) float64 {
+	q, kv := float64(p.QShape().Numel()), float64(p.KVShape().Numel())
+	if backward {
+		return 2 * (3*q + 2*kv + q + 2*kv) // q, k, v, out, dOut up; dQ, dK, dV down
+	}
+	return 2 * (q + 2*kv + q) // q, k, v up; O down
+}
+
 func (g gpuImpl) forward(p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
 	_, err := g.dev.forwardHost(p, q, k, v, out, lse)
 	return err

@@ -156,6 +156,9 @@ func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Opti
 	if err != nil {
 		return nil, err
 	}
+	if err := reserveCall(GPU, gpuImpl{d}, p, o, true); err != nil {
+		return nil, err
+	}
 	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: GPU}
 	ks, err := d.backwardHost(p, q, k, v, out, dOut, lse, g.DQ, g.DK, g.DV)
 	if err != nil {
@@ -191,11 +194,9 @@ func (d *Device) backwardHost(p problem, q, k, v, out, dOut *Tensor, lse []float
 		src *DeviceTensor
 		dst *Tensor
 	}{{gr.DQ, dq}, {gr.DK, dk}, {gr.DV, dv}} {
-		h, err := c.src.Download()
-		if err != nil {
+		if err := c.src.downloadInto(c.dst.Data); err != nil {
 			return nil, err
 		}
-		copy(c.dst.Data, h.Data)
 	}
 	return gr.Kernels, nil
 }

@@ -29,6 +29,9 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 // order) are usable on d and returns the problem q, k and v describe, with
 // o resolved.
 func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
+	if d == nil {
+		return problem{}, ErrDeviceClosed
+	}
 	for i, t := range ts {
 		if err := t.usable(argNames[i], d); err != nil {
 			return problem{}, err
@@ -48,6 +51,9 @@ func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
 	p, err := checkForward(q, k, v, o)
 	if err != nil {
+		return nil, err
+	}
+	if err := reserveCall(GPU, gpuImpl{d}, p, o, false); err != nil {
 		return nil, err
 	}
 	out, lse := newOutput(p.QShape()), newBuffer(p.LSELen())
@@ -75,16 +81,12 @@ func (d *Device) forwardHost(p problem, q, k, v, out *Tensor, lse []float32) (ke
 		return KernelInfo{}, err
 	}
 	defer func() { err = errors.Join(err, r.Free()) }()
-	o16, err := r.Out.Download()
-	if err != nil {
+	if err := r.Out.downloadInto(out.Data); err != nil {
 		return KernelInfo{}, err
 	}
-	copy(out.Data, o16.Data)
-	l, err := r.LSE()
-	if err != nil {
+	if err := r.lseInto(lse); err != nil {
 		return KernelInfo{}, err
 	}
-	copy(lse, l)
 	return r.Kernel, nil
 }
 

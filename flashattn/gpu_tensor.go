@@ -152,15 +152,23 @@ func (t *DeviceTensor) DownloadFP16() ([]uint16, error) {
 // Download copies the tensor back as a dense float32 Tensor (exact: every
 // fp16 value is a float32 value).
 func (t *DeviceTensor) Download() (*Tensor, error) {
-	bits, err := t.DownloadFP16()
+	out, err := Make(t.shape)
 	if err != nil {
 		return nil, err
 	}
-	out := New(t.shape)
-	for i, h := range bits {
-		out.Data[i] = FP16ToFloat32(h)
+	return out, t.downloadInto(out.Data)
+}
+
+// downloadInto converts the tensor into dst, dense BSHD.
+func (t *DeviceTensor) downloadInto(dst []float32) error {
+	bits, err := t.DownloadFP16()
+	if err != nil {
+		return err
 	}
-	return out, nil
+	for i, h := range bits {
+		dst[i] = FP16ToFloat32(h)
+	}
+	return nil
 }
 
 // Free releases the device memory; a second Free returns nil.
@@ -196,15 +204,20 @@ func (r *DeviceResult) LSE() ([]float32, error) {
 	if err := r.Out.usable("result", nil); err != nil {
 		return nil, err
 	}
+	out := make([]float32, r.Dims.LSELen())
+	return out, r.lseInto(out)
+}
+
+// lseInto downloads the log-sum-exp into dst.
+func (r *DeviceResult) lseInto(dst []float32) error {
+	if err := r.Out.usable("result", nil); err != nil {
+		return err
+	}
 	if err := r.Out.dev.lock(); err != nil {
-		return nil, err
+		return err
 	}
 	defer r.Out.dev.mu.Unlock()
-	out := make([]float32, r.Dims.LSELen())
-	if err := cuda.CopyFromDevice(out, r.lse); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return cuda.CopyFromDevice(dst, r.lse)
 }
 
 // Free releases O and the LSE buffer.
