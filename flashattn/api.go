@@ -1,6 +1,7 @@
 package flashattn
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
@@ -30,8 +31,10 @@ type Grads struct {
 // called; out, lse and the gradients are dense and sized from p.Dims. o is
 // read only for what is not part of the problem (workers, tiles, trace).
 type impl interface {
-	forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error
-	backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error
+	// forward and backward stop between jobs once ctx is done (the CPU
+	// backends), returning ctx.Err().
+	forward(ctx context.Context, p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error
+	backward(ctx context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error
 	// hostBytes is the host memory a call allocates beyond its outputs.
 	hostBytes(p problem, o *Options, backward bool) float64
 }
@@ -58,6 +61,17 @@ func reserveCall(be Backend, im impl, p problem, o *Options, backward bool) erro
 // element (an *UnsupportedError for the scale), and Auto runs them on the
 // CPU and says why.
 func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
+	return ForwardContext(context.Background(), q, k, v, opts)
+}
+
+// ForwardContext is Forward that stops early once ctx is done, returning
+// ctx.Err() (wrapped): the CPU backends check it between jobs (a Q block of
+// CPUFlash, a row of CPUNaive), so a cancel takes effect within one job;
+// a GPU call, already queued, runs to its end.
+func ForwardContext(ctx context.Context, q, k, v *Tensor, opts *Options) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("flashattn: Forward: %w", err)
+	}
 	p, err := checkForward(q, k, v, opts)
 	if err != nil {
 		return nil, err
@@ -71,7 +85,7 @@ func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
 	}
 	out := newOutput(p.QShape())
 	lse := newBuffer(p.LSELen())
-	if err := im.forward(p, q, k, v, opts, out, lse); err != nil {
+	if err := im.forward(ctx, p, q, k, v, opts, out, lse); err != nil {
 		return nil, err
 	}
 	return &Result{Dims: p.Dims, Out: out, LSE: lse, Backend: be, Reason: reason}, nil
@@ -90,6 +104,15 @@ func checkForward(q, k, v *Tensor, opts *Options) (problem, error) {
 // inputs, the output and the LSE of the forward pass (FA2 recomputes P from
 // the LSE instead of storing it).
 func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads, error) {
+	return BackwardContext(context.Background(), q, k, v, out, dOut, lse, opts)
+}
+
+// BackwardContext is Backward that stops early once ctx is done, as
+// ForwardContext.
+func BackwardContext(ctx context.Context, q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("flashattn: Backward: %w", err)
+	}
 	p, err := checkBackward(q, k, v, out, dOut, lse, opts)
 	if err != nil {
 		return nil, err
@@ -102,7 +125,7 @@ func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads,
 		return nil, err
 	}
 	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: be, Reason: reason}
-	if err := im.backward(p, q, k, v, out, dOut, lse, opts, g.DQ, g.DK, g.DV); err != nil {
+	if err := im.backward(ctx, p, q, k, v, out, dOut, lse, opts, g.DQ, g.DK, g.DV); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -107,11 +107,25 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Scale: math.NaN()}, "Scale"},
 		{Options{Scale: math.Inf(1)}, "Scale"},
 		{Options{Scale: 1e39}, "Scale"}, // beyond float32
+		{Options{Device: -1}, "Device"}, // Auto fell back to the CPU silently
+		{Options{Device: -1, Backend: CPUFlash}, "Device"},
+		{Options{Backend: CPUNaive, Trace: &Trace{}}, "Trace"}, // was left empty silently
+		{Options{Backend: GPU, Trace: &Trace{}}, "Trace"},
+		{Options{Workers: MaxWorkers + 1}, "Workers"},
 	} {
 		var oe *OptionError
 		if _, err := Forward(q, k, v, &c.o); !errors.As(err, &oe) || oe.Option != c.option {
 			t.Errorf("%+v: got %v, want *OptionError for %s", c.o, err, c.option)
 		}
+	}
+	// An lse longer than B*Hq*Nq was accepted.
+	res, err := Forward(q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var de *DataError
+	if _, err := Backward(q, k, v, res.Out, res.Out, append(res.LSE, 0), nil); !errors.As(err, &de) || de.Arg != "lse" {
+		t.Errorf("lse one longer: %v, want *DataError for lse", err)
 	}
 	// A tiny positive scale is valid.
 	if _, err := Forward(q, k, v, &Options{Scale: 1e-30}); err != nil {

@@ -1,6 +1,9 @@
 package flashattn
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // flashImpl is FlashAttention-2 (Dao, 2023) on the CPU, in the paper's
 // notation. Q is cut into Tr = ceil(Nq/Br) blocks of Br rows, K and V into
@@ -121,7 +124,7 @@ func (flashImpl) hostBytes(p problem, o *Options, backward bool) float64 {
 		float64(min(w, kvJobs))*per + float64(min(w, fwdJobs))*per
 }
 
-func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
+func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
 	d, t := p.Dims, tilingOf(p, o)
 	var tr *Trace
 	if o != nil && o.Trace != nil {
@@ -137,7 +140,7 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 	negInf := float32(math.Inf(-1))
 	// One job per (batch, head, Q block): FA2's parallelisation of the forward
 	// pass (a thread block per Q block on the GPU). Jobs write disjoint rows.
-	parallelFor(d.B*d.Hq*t.Tr, workers(o), newScratch, func(s *fwdScratch, job int) {
+	parallelFor(ctx, d.B*d.Hq*t.Tr, workers(o), newScratch, func(s *fwdScratch, job int) {
 		b, h, i := job/(d.Hq*t.Tr), job/t.Tr%d.Hq, job%t.Tr
 		kh := d.KVHead(h)
 		r0, r1 := t.rows(d, i)
@@ -154,6 +157,9 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 		clear(s.Oi[:nr*d.D])
 		kEnd, order := t.kEnd(r1), 0
 		for j := 0; j < t.Tc; j++ {
+			if isDone(ctx) {
+				return // a whole row of blocks can take seconds
+			}
 			c0, c1 := t.cols(d, j)
 			kind := t.kind(r0, r1, c0, c1)
 			if traced {
@@ -244,7 +250,7 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 	if tr != nil {
 		tr.sortSteps()
 	}
-	return nil
+	return stopped(ctx)
 }
 
 // bwdScratch holds one worker's tiles for the backward pass.
@@ -267,7 +273,7 @@ type bwdScratch struct {
 // (batch, kv head, K block) owns dK_j and dV_j and sums over its whole GQA
 // group; one job per (batch, head, Q block) owns dQ_i. The second pass
 // recomputes S and dP (7 tile products instead of FA2's 5).
-func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
+func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
 	d, t, w := p.Dims, tilingOf(p, o), workers(o)
 	br, bc := t.scratchTiles(d)
 	newScratch := func() *bwdScratch {
@@ -278,7 +284,7 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 
 	// Preprocessing: Di = rowsum(dO * O), one float per row like the LSE.
 	Di := make([]float32, d.LSELen())
-	parallelFor(d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
+	parallelFor(ctx, d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
 		b, h := bh/d.Hq, bh%d.Hq
 		for i := 0; i < d.Nq; i++ {
 			out.rowInto(buf[:d.D], b, i, h)
@@ -326,7 +332,7 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 	}
 
 	// Pass 1: dK_j and dV_j; outer loop over K/V blocks, inner over Q blocks.
-	parallelFor(d.B*d.Hkv*t.Tc, w, newScratch, func(s *bwdScratch, job int) {
+	parallelFor(ctx, d.B*d.Hkv*t.Tc, w, newScratch, func(s *bwdScratch, job int) {
 		b, kh, j := job/(d.Hkv*t.Tc), job/t.Tc%d.Hkv, job%t.Tc
 		c0, c1 := loadKV(s, b, kh, j)
 		nc := c1 - c0
@@ -334,6 +340,9 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 		clear(s.dVj[:nc*d.D])
 		for h := kh * d.Groups(); h < (kh+1)*d.Groups(); h++ {
 			for i := t.qStart(c0); i < t.Tr; i++ {
+				if isDone(ctx) {
+					return // a whole row of blocks can take seconds
+				}
 				r0, r1 := loadQ(s, b, h, i)
 				tile(s, r0, r1, c0, c1)
 				for r := 0; r < r1-r0; r++ {
@@ -360,12 +369,15 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 	})
 
 	// Pass 2: dQ_i; outer loop over Q blocks, inner over the K/V blocks they see.
-	parallelFor(d.B*d.Hq*t.Tr, w, newScratch, func(s *bwdScratch, job int) {
+	parallelFor(ctx, d.B*d.Hq*t.Tr, w, newScratch, func(s *bwdScratch, job int) {
 		b, h, i := job/(d.Hq*t.Tr), job/t.Tr%d.Hq, job%t.Tr
 		r0, r1 := loadQ(s, b, h, i)
 		nr := r1 - r0
 		clear(s.dQi[:nr*d.D])
 		for j := 0; j < t.kEnd(r1); j++ {
+			if isDone(ctx) {
+				return // a whole row of blocks can take seconds
+			}
 			c0, c1 := loadKV(s, b, d.KVHead(h), j)
 			tile(s, r0, r1, c0, c1)
 			for r := 0; r < nr; r++ {
@@ -385,5 +397,5 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 			dq.setRow(b, r0+r, h, dqr)
 		}
 	})
-	return nil
+	return stopped(ctx)
 }

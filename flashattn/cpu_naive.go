@@ -1,6 +1,9 @@
 package flashattn
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // naiveImpl is textbook attention, one (batch, head) at a time:
 //
@@ -34,7 +37,7 @@ func (naiveImpl) hostBytes(p problem, o *Options, backward bool) float64 {
 	return floats(naiveFwdLens(p.Dims)...)
 }
 
-func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
+func (naiveImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
 	d, w, mk, sc := p.Dims, workers(o), p.mask(), float32(p.Scale)
 	bufs := slab(naiveFwdLens(d)...)
 	Q, K, V, S, P := bufs[0], bufs[1], bufs[2], bufs[3], bufs[4]
@@ -44,7 +47,7 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 			gather(K, k, b, d.KVHead(h))
 			gather(V, v, b, d.KVHead(h))
 			// Rows are independent: each goroutine owns whole rows of S, P and O.
-			parallelFor(d.Nq, w, noScratch, func(_ struct{}, i int) {
+			parallelFor(ctx, d.Nq, w, noScratch, func(_ struct{}, i int) {
 				qi := Q[i*d.D : (i+1)*d.D]
 				Si, Pi := S[i*d.Nk:(i+1)*d.Nk], P[i*d.Nk:(i+1)*d.Nk]
 				// S_i = scale * q_i K^T; masked keys get -Inf so exp gives 0.
@@ -88,7 +91,7 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 			})
 		}
 	}
-	return nil
+	return stopped(ctx)
 }
 
 // backward materialises P, dP and dS (each Nq x Nk) for one (batch, head):
@@ -100,7 +103,7 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 //
 // Query heads of one GQA group add into the same dK and dV; they are visited
 // in order, so the sums are deterministic.
-func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
+func (naiveImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
 	d, w, mk, sc := p.Dims, workers(o), p.mask(), float32(p.Scale)
 	bufs := slab(naiveBwdLens(d)...)
 	K, V, dK, dV, Q, O, dO, P, dP, dS := bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8], bufs[9]
@@ -118,7 +121,7 @@ func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 				clear(dP)
 				clear(dS)
 				// Row pass: P, dP, dS and dQ of each row i.
-				parallelFor(d.Nq, w, func() []float32 { return make([]float32, d.D) }, func(dqi []float32, i int) {
+				parallelFor(ctx, d.Nq, w, func() []float32 { return make([]float32, d.D) }, func(dqi []float32, i int) {
 					qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
 					L := lse[d.LSEIndex(b, h, i)]
 					Di := dot(doi, O[i*d.D:(i+1)*d.D])
@@ -141,7 +144,7 @@ func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 					dq.setRow(b, i, h, dqi)
 				})
 				// Column pass: key j's dV and dK read column j of P and dS.
-				parallelFor(d.Nk, w, noScratch, func(_ struct{}, j int) {
+				parallelFor(ctx, d.Nk, w, noScratch, func(_ struct{}, j int) {
 					dvj, dkj := dV[j*d.D:(j+1)*d.D], dK[j*d.D:(j+1)*d.D]
 					for i := 0; i < d.Nq; i++ {
 						ij := i*d.Nk + j
@@ -160,5 +163,5 @@ func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 			}
 		}
 	}
-	return nil
+	return stopped(ctx)
 }

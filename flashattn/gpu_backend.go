@@ -1,6 +1,7 @@
 package flashattn
 
 import (
+	"context"
 	"sync"
 )
 
@@ -111,12 +112,12 @@ func (gpuImpl) hostBytes(p problem, _ *Options, backward bool) float64 {
 	return 2 * (q + 2*kv + q) // q, k, v up; O down
 }
 
-func (g gpuImpl) forward(p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
+func (g gpuImpl) forward(_ context.Context, p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
 	_, err := g.dev.forwardHost(p, q, k, v, out, lse)
 	return err
 }
 
-func (g gpuImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, _ *Options, dq, dk, dv *Tensor) error {
+func (g gpuImpl) backward(_ context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, _ *Options, dq, dk, dv *Tensor) error {
 	_, err := g.dev.backwardHost(p, q, k, v, out, dOut, lse, dq, dk, dv)
 	return err
 }
