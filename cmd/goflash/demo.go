@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -122,15 +121,17 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if !o.noReport {
+		if err := checkWritable(o.out); err != nil {
+			return err
+		}
+	}
 	sum, rep, err := demo(o, stderr)
 	if err != nil {
 		return err
 	}
 	if !o.noReport {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return err
-		}
-		if err := rep.WriteFile(o.out); err != nil {
+		if err := writeFileAtomic(o.out, func(w io.Writer) error { _, err := rep.WriteTo(w); return err }); err != nil {
 			return fmt.Errorf("writing the report: %w", err)
 		}
 		if abs, err := filepath.Abs(o.out); err == nil {
