@@ -1,6 +1,10 @@
 package flashattn
 
-import "math"
+import (
+	"context"
+	"fmt"
+	"math"
+)
 
 // Result is the output of Forward.
 type Result struct {
@@ -27,24 +31,61 @@ type Grads struct {
 // called; out, lse and the gradients are dense and sized from p.Dims. o is
 // read only for what is not part of the problem (workers, tiles, trace).
 type impl interface {
-	forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error
-	backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error
+	// forward and backward stop between jobs once ctx is done (the CPU
+	// backends), returning ctx.Err().
+	forward(ctx context.Context, p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error
+	backward(ctx context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error
+	// hostBytes is the host memory a call allocates beyond its outputs.
+	hostBytes(p problem, o *Options, backward bool) float64
+}
+
+// reserveCall refuses a call of im that would allocate more host memory,
+// outputs included, than HostMemoryLimit: before anything is allocated.
+func reserveCall(be Backend, im impl, p problem, o *Options, backward bool) error {
+	what, out := "Forward", floats(p.QShape().Numel(), p.LSELen())
+	if backward {
+		what, out = "Backward", floats(p.QShape().Numel(), 2*p.KVShape().Numel())
+	}
+	return reserve(fmt.Sprintf("%s of %+v on %s", what, p.Dims, be), out+im.hostBytes(p, o, backward))
 }
 
 // Forward computes softmax(scale * Q K^T [+ causal mask]) V and the
 // log-sum-exp of every row. q is (B, Nq, Hq, D); k and v are (B, Nk, Hkv, D).
+//
+// Only a row the causal mask hides every key from has output 0 and LSE
+// -Inf. On the CPU, a NaN or Inf among the inputs, or a score scale*q.k
+// beyond float32, makes the rows it reaches NaN, output and LSE (Backward
+// refuses a NaN LSE). The GPU takes only values fp16 can hold, finite and
+// below 65520 in magnitude, and scales at which its float32 scores cannot
+// overflow: with Backend GPU other inputs are a *DataError naming the
+// element (an *UnsupportedError for the scale), and Auto runs them on the
+// CPU and says why.
 func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
+	return ForwardContext(context.Background(), q, k, v, opts)
+}
+
+// ForwardContext is Forward that stops early once ctx is done, returning
+// ctx.Err() (wrapped): the CPU backends check it between jobs (a Q block of
+// CPUFlash, a row of CPUNaive), so a cancel takes effect within one job;
+// a GPU call, already queued, runs to its end.
+func ForwardContext(ctx context.Context, q, k, v *Tensor, opts *Options) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("flashattn: Forward: %w", err)
+	}
 	p, err := checkForward(q, k, v, opts)
 	if err != nil {
 		return nil, err
 	}
-	be, reason, im, err := pick(p, opts, false)
+	be, reason, im, err := pick(p, opts, false, q, k, v)
 	if err != nil {
+		return nil, err
+	}
+	if err := reserveCall(be, im, p, opts, false); err != nil {
 		return nil, err
 	}
 	out := newOutput(p.QShape())
 	lse := newBuffer(p.LSELen())
-	if err := im.forward(p, q, k, v, opts, out, lse); err != nil {
+	if err := im.forward(ctx, p, q, k, v, opts, out, lse); err != nil {
 		return nil, err
 	}
 	return &Result{Dims: p.Dims, Out: out, LSE: lse, Backend: be, Reason: reason}, nil
@@ -63,16 +104,28 @@ func checkForward(q, k, v *Tensor, opts *Options) (problem, error) {
 // inputs, the output and the LSE of the forward pass (FA2 recomputes P from
 // the LSE instead of storing it).
 func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads, error) {
+	return BackwardContext(context.Background(), q, k, v, out, dOut, lse, opts)
+}
+
+// BackwardContext is Backward that stops early once ctx is done, as
+// ForwardContext.
+func BackwardContext(ctx context.Context, q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("flashattn: Backward: %w", err)
+	}
 	p, err := checkBackward(q, k, v, out, dOut, lse, opts)
 	if err != nil {
 		return nil, err
 	}
-	be, reason, im, err := pick(p, opts, true)
+	be, reason, im, err := pick(p, opts, true, q, k, v, out, dOut)
 	if err != nil {
 		return nil, err
 	}
+	if err := reserveCall(be, im, p, opts, true); err != nil {
+		return nil, err
+	}
 	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: be, Reason: reason}
-	if err := im.backward(p, q, k, v, out, dOut, lse, opts, g.DQ, g.DK, g.DV); err != nil {
+	if err := im.backward(ctx, p, q, k, v, out, dOut, lse, opts, g.DQ, g.DK, g.DV); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -95,10 +148,11 @@ func checkBackward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (pr
 			return problem{}, err
 		}
 	}
-	if err := d.checkLSE(lse); err != nil {
+	p, err := opts.resolve(d)
+	if err != nil {
 		return problem{}, err
 	}
-	return opts.resolve(d)
+	return p, p.checkLSE(lse)
 }
 
 // poisonOutputs makes Forward and Backward fill the buffers they allocate
@@ -123,9 +177,10 @@ func newOutput(s Shape) *Tensor {
 	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: newBuffer(s.Numel())}
 }
 
-// pick resolves the backend for one call. Auto falls back to CPUFlash for
-// any reason the GPU cannot run the problem, and says which.
-func pick(p problem, o *Options, backward bool) (Backend, string, impl, error) {
+// pick resolves the backend for one call on inputs ins (q, k, v, and for
+// the backward out and dOut). Auto falls back to CPUFlash for any reason
+// the GPU cannot run the problem, and says which.
+func pick(p problem, o *Options, backward bool, ins ...*Tensor) (Backend, string, impl, error) {
 	want := Auto
 	if o != nil {
 		want = o.Backend
@@ -139,13 +194,13 @@ func pick(p problem, o *Options, backward bool) (Backend, string, impl, error) {
 	case CPUFlash:
 		return CPUFlash, "requested", flashImpl{}, nil
 	case GPU:
-		im, reason, err := gpuFor(p, o, backward)
+		im, reason, err := gpuFor(p, o, backward, ins...)
 		if err != nil {
 			return GPU, "", nil, err
 		}
 		return GPU, reason, im, nil
 	}
-	im, reason, err := gpuFor(p, o, backward)
+	im, reason, err := gpuFor(p, o, backward, ins...)
 	if err == nil {
 		return GPU, reason, im, nil
 	}

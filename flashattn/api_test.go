@@ -107,11 +107,25 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Scale: math.NaN()}, "Scale"},
 		{Options{Scale: math.Inf(1)}, "Scale"},
 		{Options{Scale: 1e39}, "Scale"}, // beyond float32
+		{Options{Device: -1}, "Device"}, // Auto fell back to the CPU silently
+		{Options{Device: -1, Backend: CPUFlash}, "Device"},
+		{Options{Backend: CPUNaive, Trace: &Trace{}}, "Trace"}, // was left empty silently
+		{Options{Backend: GPU, Trace: &Trace{}}, "Trace"},
+		{Options{Workers: MaxWorkers + 1}, "Workers"},
 	} {
 		var oe *OptionError
 		if _, err := Forward(q, k, v, &c.o); !errors.As(err, &oe) || oe.Option != c.option {
 			t.Errorf("%+v: got %v, want *OptionError for %s", c.o, err, c.option)
 		}
+	}
+	// An lse longer than B*Hq*Nq was accepted.
+	res, err := Forward(q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var de *DataError
+	if _, err := Backward(q, k, v, res.Out, res.Out, append(res.LSE, 0), nil); !errors.As(err, &de) || de.Arg != "lse" {
+		t.Errorf("lse one longer: %v, want *DataError for lse", err)
 	}
 	// A tiny positive scale is valid.
 	if _, err := Forward(q, k, v, &Options{Scale: 1e-30}); err != nil {
@@ -144,17 +158,22 @@ func TestBackendChoice(t *testing.T) {
 }
 
 // TestBackwardMinusInfLSE: an LSE of -Inf says the row saw no key; both
-// backends then treat its P as 0 instead of computing exp(S + Inf).
+// backends then treat its P as 0 instead of computing exp(S + Inf). Only a
+// row the causal mask hides every key from may say so: a -Inf LSE on a row
+// that sees keys would silently zero its gradients, and is refused.
 func TestBackwardMinusInfLSE(t *testing.T) {
-	d := Dims{B: 1, Nq: 5, Nk: 6, Hq: 1, Hkv: 1, D: 8}
+	d := Dims{B: 1, Nq: 5, Nk: 3, Hq: 1, Hkv: 1, D: 8} // causal: rows 0 and 1 see no key
 	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
 	for _, be := range []Backend{CPUNaive, CPUFlash} {
-		res, err := Forward(q, k, v, &Options{Backend: be})
+		o := &Options{Backend: be, Causal: true}
+		res, err := Forward(q, k, v, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.LSE[2] = float32(math.Inf(-1))
-		g, err := Backward(q, k, v, res.Out, dO, res.LSE, &Options{Backend: be})
+		if !math.IsInf(float64(res.LSE[1]), -1) || math.IsInf(float64(res.LSE[2]), 0) {
+			t.Fatalf("%v: LSE %v, want -Inf exactly for rows 0 and 1", be, res.LSE)
+		}
+		g, err := Backward(q, k, v, res.Out, dO, res.LSE, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,9 +183,17 @@ func TestBackwardMinusInfLSE(t *testing.T) {
 			}
 		}
 		for x := 0; x < d.D; x++ {
-			if g.DQ.At(0, 2, 0, x) != 0 {
-				t.Fatalf("%v: dQ of the -Inf row is %v, want 0", be, g.DQ.At(0, 2, 0, x))
+			if g.DQ.At(0, 1, 0, x) != 0 {
+				t.Fatalf("%v: dQ of the row that sees no key is %v, want 0", be, g.DQ.At(0, 1, 0, x))
 			}
+		}
+		res.LSE[2] = float32(math.Inf(-1)) // row 2 sees key 0
+		var de *DataError
+		if _, err := Backward(q, k, v, res.Out, dO, res.LSE, o); !errors.As(err, &de) || de.Arg != "lse" {
+			t.Fatalf("%v: -Inf LSE on a row that sees keys: %v, want *DataError for lse", be, err)
+		}
+		if _, err := Backward(q, k, v, res.Out, dO, res.LSE, &Options{Backend: be}); !errors.As(err, &de) {
+			t.Fatalf("%v: -Inf LSE without a mask: %v, want *DataError", be, err)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package flashattn
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -19,14 +21,15 @@ type causalMask struct {
 
 func (m causalMask) visible(i, j int) bool { return !m.causal || j <= i+m.off }
 
-// gather copies head h of batch b of t into a dense N x D matrix.
-func gather(t *Tensor, b, h int) []float32 {
+// seesAny reports whether row i sees at least one key (key 0).
+func (m causalMask) seesAny(i int) bool { return m.visible(i, 0) }
+
+// gather copies head h of batch b of t into m, a dense N x D matrix.
+func gather(m []float32, t *Tensor, b, h int) {
 	n, dd := t.Shape.N, t.Shape.D
-	m := make([]float32, n*dd)
 	for i := 0; i < n; i++ {
 		t.rowInto(m[i*dd:(i+1)*dd], b, i, h)
 	}
-	return m
 }
 
 // setRow writes src into row n of head h of batch b.
@@ -55,12 +58,13 @@ func noScratch() struct{} { return struct{}{} }
 // parallelFor runs job(s, i) for every i in [0, n) on at most w goroutines.
 // Each goroutine makes its own scratch s once and reuses it. A job's result
 // must depend only on i (never on which goroutine ran it, or when), so the
-// output is the same for every w: the CPU backends are deterministic.
-func parallelFor[S any](n, w int, scratch func() S, job func(s S, i int)) {
+// output is the same for every w: the CPU backends are deterministic. Once
+// ctx is done no further job starts; the caller returns ctx.Err().
+func parallelFor[S any](ctx context.Context, n, w int, scratch func() S, job func(s S, i int)) {
 	w = min(w, n)
 	if w <= 1 {
 		s := scratch()
-		for i := 0; i < n; i++ {
+		for i := 0; i < n && !isDone(ctx); i++ {
 			job(s, i)
 		}
 		return
@@ -72,12 +76,32 @@ func parallelFor[S any](n, w int, scratch func() S, job func(s S, i int)) {
 		go func() {
 			defer wg.Done()
 			s := scratch()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < n && !isDone(ctx); i = int(next.Add(1) - 1) {
 				job(s, i)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// isDone reports whether ctx is done, without blocking; jobs whose rows
+// are long also ask it between K (or Q) blocks.
+func isDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done(): // nil for context.Background: never ready
+		return true
+	default:
+		return false
+	}
+}
+
+// stopped is the error of a CPU call once its jobs are done: nil, or the
+// context's error when it stopped them early.
+func stopped(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("flashattn: stopped: %w", err)
+	}
+	return nil
 }
 
 // dot is the inner product of a and b[:len(a)]. Four partial sums break the

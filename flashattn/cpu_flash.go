@@ -1,6 +1,9 @@
 package flashattn
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // flashImpl is FlashAttention-2 (Dao, 2023) on the CPU, in the paper's
 // notation. Q is cut into Tr = ceil(Nq/Br) blocks of Br rows, K and V into
@@ -31,9 +34,13 @@ func tilingOf(p problem, o *Options) tiling {
 	if o != nil && o.BlockK > 0 {
 		t.Bc = o.BlockK
 	}
-	t.Tr, t.Tc = (d.Nq+t.Br-1)/t.Br, (d.Nk+t.Bc-1)/t.Bc
+	t.Tr, t.Tc = ceilDiv(d.Nq, t.Br), ceilDiv(d.Nk, t.Bc)
 	return t
 }
+
+// ceilDiv is ceil(n/b) for n, b >= 1, without the overflow of (n+b-1)/b
+// when b is near MaxInt.
+func ceilDiv(n, b int) int { return (n-1)/b + 1 }
 
 // rows and cols are the row ranges of Q block i and K block j; the last block
 // of each is ragged when Br (Bc) does not divide Nq (Nk).
@@ -85,26 +92,55 @@ type fwdScratch struct {
 	m, l   []float32 // Br: running max and running sum per row
 }
 
-func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
+// scratchTiles are Br and Bc as the scratch holds them: never larger than
+// the problem.
+func (t tiling) scratchTiles(d Dims) (br, bc int) { return min(t.Br, d.Nq), min(t.Bc, d.Nk) }
+
+// fwdScratchLens lists the lengths of fwdScratch's buffers, in field order.
+func fwdScratchLens(br, bc, dd int) []int {
+	return []int{br * dd, br * dd, bc * dd, bc * dd, br * bc, br, br}
+}
+
+// bwdScratchLens lists the lengths of bwdScratch's buffers, in field order.
+func bwdScratchLens(br, bc, dd int) []int {
+	return []int{br * dd, br * dd, br * dd, bc * dd, bc * dd, bc * dd, bc * dd, br * bc, br * bc, br, br}
+}
+
+// hostBytes is what a call allocates beyond its outputs: one scratch per
+// goroutine of each pass, Di for the backward, the trace's steps.
+func (flashImpl) hostBytes(p problem, o *Options, backward bool) float64 {
+	d, t, w := p.Dims, tilingOf(p, o), workers(o)
+	br, bc := t.scratchTiles(d)
+	fwdJobs, kvJobs := d.B*d.Hq*t.Tr, d.B*d.Hkv*t.Tc
+	if !backward {
+		n := float64(min(w, fwdJobs)) * floats(fwdScratchLens(br, bc, d.D)...)
+		if o != nil && o.Trace != nil {
+			n += traceBytes(t.Tr, t.Tc)
+		}
+		return n
+	}
+	per := floats(bwdScratchLens(br, bc, d.D)...)
+	return floats(d.LSELen()) + float64(min(w, d.B*d.Hq))*floats(2*d.D) +
+		float64(min(w, kvJobs))*per + float64(min(w, fwdJobs))*per
+}
+
+func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
 	d, t := p.Dims, tilingOf(p, o)
 	var tr *Trace
 	if o != nil && o.Trace != nil {
 		tr = o.Trace
 		tr.reset(t.Br, t.Bc, t.Tr, t.Tc)
 	}
-	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk) // scratch never larger than the problem
+	br, bc := t.scratchTiles(d)
 	newScratch := func() *fwdScratch {
-		return &fwdScratch{
-			Qi: make([]float32, br*d.D), Oi: make([]float32, br*d.D),
-			Kj: make([]float32, bc*d.D), Vj: make([]float32, bc*d.D),
-			S: make([]float32, br*bc), m: make([]float32, br), l: make([]float32, br),
-		}
+		b := slab(fwdScratchLens(br, bc, d.D)...)
+		return &fwdScratch{Qi: b[0], Oi: b[1], Kj: b[2], Vj: b[3], S: b[4], m: b[5], l: b[6]}
 	}
 	sc := float32(p.Scale)
 	negInf := float32(math.Inf(-1))
 	// One job per (batch, head, Q block): FA2's parallelisation of the forward
 	// pass (a thread block per Q block on the GPU). Jobs write disjoint rows.
-	parallelFor(d.B*d.Hq*t.Tr, workers(o), newScratch, func(s *fwdScratch, job int) {
+	parallelFor(ctx, d.B*d.Hq*t.Tr, workers(o), newScratch, func(s *fwdScratch, job int) {
 		b, h, i := job/(d.Hq*t.Tr), job/t.Tr%d.Hq, job%t.Tr
 		kh := d.KVHead(h)
 		r0, r1 := t.rows(d, i)
@@ -121,6 +157,9 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 		clear(s.Oi[:nr*d.D])
 		kEnd, order := t.kEnd(r1), 0
 		for j := 0; j < t.Tc; j++ {
+			if isDone(ctx) {
+				return // a whole row of blocks can take seconds
+			}
 			c0, c1 := t.cols(d, j)
 			kind := t.kind(r0, r1, c0, c1)
 			if traced {
@@ -185,11 +224,16 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 		}
 		// Normalise once at the end (FA2 defers the division by l out of the
 		// inner loop) and keep one number per row for the backward pass:
-		// LSE = m + log(l). A row that saw no key has l = 0: output 0, LSE -Inf.
+		// LSE = m + log(l). Only a row the mask hides every key from has
+		// output 0 and LSE -Inf; in any other row non-finite scores (NaN
+		// inputs, or scale*q.k beyond float32) give NaN, never that -Inf.
 		for r := 0; r < nr; r++ {
 			or := s.Oi[r*d.D : (r+1)*d.D]
 			L := negInf
-			if s.l[r] > 0 {
+			if t.mask.seesAny(r0 + r) {
+				if s.m[r] == negInf { // every visible score was -Inf: no softmax exists
+					s.l[r] = float32(math.NaN())
+				}
 				inv := 1 / s.l[r]
 				for x := range or {
 					or[x] *= inv
@@ -206,7 +250,7 @@ func (flashImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 	if tr != nil {
 		tr.sortSteps()
 	}
-	return nil
+	return stopped(ctx)
 }
 
 // bwdScratch holds one worker's tiles for the backward pass.
@@ -229,23 +273,18 @@ type bwdScratch struct {
 // (batch, kv head, K block) owns dK_j and dV_j and sums over its whole GQA
 // group; one job per (batch, head, Q block) owns dQ_i. The second pass
 // recomputes S and dP (7 tile products instead of FA2's 5).
-func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
+func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
 	d, t, w := p.Dims, tilingOf(p, o), workers(o)
-	br, bc := min(t.Br, d.Nq), min(t.Bc, d.Nk)
+	br, bc := t.scratchTiles(d)
 	newScratch := func() *bwdScratch {
-		return &bwdScratch{
-			Qi: make([]float32, br*d.D), dOi: make([]float32, br*d.D), dQi: make([]float32, br*d.D),
-			Kj: make([]float32, bc*d.D), Vj: make([]float32, bc*d.D),
-			dKj: make([]float32, bc*d.D), dVj: make([]float32, bc*d.D),
-			P: make([]float32, br*bc), dS: make([]float32, br*bc),
-			L: make([]float32, br), Di: make([]float32, br),
-		}
+		b := slab(bwdScratchLens(br, bc, d.D)...)
+		return &bwdScratch{Qi: b[0], dOi: b[1], dQi: b[2], Kj: b[3], Vj: b[4], dKj: b[5], dVj: b[6], P: b[7], dS: b[8], L: b[9], Di: b[10]}
 	}
 	sc := float32(p.Scale)
 
 	// Preprocessing: Di = rowsum(dO * O), one float per row like the LSE.
 	Di := make([]float32, d.LSELen())
-	parallelFor(d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
+	parallelFor(ctx, d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
 		b, h := bh/d.Hq, bh%d.Hq
 		for i := 0; i < d.Nq; i++ {
 			out.rowInto(buf[:d.D], b, i, h)
@@ -293,7 +332,7 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 	}
 
 	// Pass 1: dK_j and dV_j; outer loop over K/V blocks, inner over Q blocks.
-	parallelFor(d.B*d.Hkv*t.Tc, w, newScratch, func(s *bwdScratch, job int) {
+	parallelFor(ctx, d.B*d.Hkv*t.Tc, w, newScratch, func(s *bwdScratch, job int) {
 		b, kh, j := job/(d.Hkv*t.Tc), job/t.Tc%d.Hkv, job%t.Tc
 		c0, c1 := loadKV(s, b, kh, j)
 		nc := c1 - c0
@@ -301,6 +340,9 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 		clear(s.dVj[:nc*d.D])
 		for h := kh * d.Groups(); h < (kh+1)*d.Groups(); h++ {
 			for i := t.qStart(c0); i < t.Tr; i++ {
+				if isDone(ctx) {
+					return // a whole row of blocks can take seconds
+				}
 				r0, r1 := loadQ(s, b, h, i)
 				tile(s, r0, r1, c0, c1)
 				for r := 0; r < r1-r0; r++ {
@@ -327,12 +369,15 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 	})
 
 	// Pass 2: dQ_i; outer loop over Q blocks, inner over the K/V blocks they see.
-	parallelFor(d.B*d.Hq*t.Tr, w, newScratch, func(s *bwdScratch, job int) {
+	parallelFor(ctx, d.B*d.Hq*t.Tr, w, newScratch, func(s *bwdScratch, job int) {
 		b, h, i := job/(d.Hq*t.Tr), job/t.Tr%d.Hq, job%t.Tr
 		r0, r1 := loadQ(s, b, h, i)
 		nr := r1 - r0
 		clear(s.dQi[:nr*d.D])
 		for j := 0; j < t.kEnd(r1); j++ {
+			if isDone(ctx) {
+				return // a whole row of blocks can take seconds
+			}
 			c0, c1 := loadKV(s, b, d.KVHead(h), j)
 			tile(s, r0, r1, c0, c1)
 			for r := 0; r < nr; r++ {
@@ -352,5 +397,5 @@ func (flashImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 			dq.setRow(b, r0+r, h, dqr)
 		}
 	})
-	return nil
+	return stopped(ctx)
 }

@@ -1,6 +1,9 @@
 package flashattn
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // naiveImpl is textbook attention, one (batch, head) at a time:
 //
@@ -12,17 +15,39 @@ import "math"
 // FlashAttention removes, and the memory test measures it against cpu_flash.go.
 type naiveImpl struct{}
 
-func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
+// naiveFwdLens lists the buffers of the forward pass, allocated once and
+// reused for every (batch, head): Q, K, V gathered, S and P.
+func naiveFwdLens(d Dims) []int {
+	return []int{d.Nq * d.D, d.Nk * d.D, d.Nk * d.D, d.Nq * d.Nk, d.Nq * d.Nk}
+}
+
+// naiveBwdLens lists the buffers of the backward pass: K, V, dK, dV of one
+// kv head; Q, O, dO, P, dP, dS of one query head.
+func naiveBwdLens(d Dims) []int {
+	kv, qd, nn := d.Nk*d.D, d.Nq*d.D, d.Nq*d.Nk
+	return []int{kv, kv, kv, kv, qd, qd, qd, nn, nn, nn}
+}
+
+// hostBytes is what a call allocates beyond its outputs (the backward's
+// per-goroutine dQ row included).
+func (naiveImpl) hostBytes(p problem, o *Options, backward bool) float64 {
+	if backward {
+		return floats(naiveBwdLens(p.Dims)...) + float64(min(workers(o), p.Nq))*floats(p.D)
+	}
+	return floats(naiveFwdLens(p.Dims)...)
+}
+
+func (naiveImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Options, out *Tensor, lse []float32) error {
 	d, w, mk, sc := p.Dims, workers(o), p.mask(), float32(p.Scale)
+	bufs := slab(naiveFwdLens(d)...)
+	Q, K, V, S, P := bufs[0], bufs[1], bufs[2], bufs[3], bufs[4]
 	for b := 0; b < d.B; b++ {
 		for h := 0; h < d.Hq; h++ {
-			Q := gather(q, b, h)
-			K := gather(k, b, d.KVHead(h))
-			V := gather(v, b, d.KVHead(h))
-			S := make([]float32, d.Nq*d.Nk)
-			P := make([]float32, d.Nq*d.Nk)
+			gather(Q, q, b, h)
+			gather(K, k, b, d.KVHead(h))
+			gather(V, v, b, d.KVHead(h))
 			// Rows are independent: each goroutine owns whole rows of S, P and O.
-			parallelFor(d.Nq, w, noScratch, func(_ struct{}, i int) {
+			parallelFor(ctx, d.Nq, w, noScratch, func(_ struct{}, i int) {
 				qi := Q[i*d.D : (i+1)*d.D]
 				Si, Pi := S[i*d.Nk:(i+1)*d.Nk], P[i*d.Nk:(i+1)*d.Nk]
 				// S_i = scale * q_i K^T; masked keys get -Inf so exp gives 0.
@@ -37,10 +62,15 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 				}
 				oi := out.Row(b, i, h)
 				clear(oi)
-				if math.IsInf(float64(rowMax), -1) { // the row sees no key
+				if !mk.seesAny(i) { // the mask hides every key: O = 0, LSE = -Inf
 					clear(Pi)
 					lse[d.LSEIndex(b, h, i)] = float32(math.Inf(-1))
 					return
+				}
+				if rowMax == float32(math.Inf(-1)) {
+					// Every visible score is -Inf (scale*q.k beyond float32):
+					// no softmax exists. NaN, as cpu_flash.go gives.
+					rowMax = float32(math.NaN())
 				}
 				// P_i = softmax(S_i), with the max subtracted so exp cannot overflow.
 				var sum float32
@@ -61,7 +91,7 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 			})
 		}
 	}
-	return nil
+	return stopped(ctx)
 }
 
 // backward materialises P, dP and dS (each Nq x Nk) for one (batch, head):
@@ -73,24 +103,29 @@ func (naiveImpl) forward(p problem, q, k, v *Tensor, o *Options, out *Tensor, ls
 //
 // Query heads of one GQA group add into the same dK and dV; they are visited
 // in order, so the sums are deterministic.
-func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
+func (naiveImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, o *Options, dq, dk, dv *Tensor) error {
 	d, w, mk, sc := p.Dims, workers(o), p.mask(), float32(p.Scale)
+	bufs := slab(naiveBwdLens(d)...)
+	K, V, dK, dV, Q, O, dO, P, dP, dS := bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8], bufs[9]
 	for b := 0; b < d.B; b++ {
 		for kh := 0; kh < d.Hkv; kh++ {
-			K, V := gather(k, b, kh), gather(v, b, kh)
-			dK := make([]float32, d.Nk*d.D)
-			dV := make([]float32, d.Nk*d.D)
+			gather(K, k, b, kh)
+			gather(V, v, b, kh)
+			clear(dK)
+			clear(dV)
 			for h := kh * d.Groups(); h < (kh+1)*d.Groups(); h++ {
-				Q, O, dO := gather(q, b, h), gather(out, b, h), gather(dOut, b, h)
-				P := make([]float32, d.Nq*d.Nk)
-				dP := make([]float32, d.Nq*d.Nk)
-				dS := make([]float32, d.Nq*d.Nk)
+				gather(Q, q, b, h)
+				gather(O, out, b, h)
+				gather(dO, dOut, b, h)
+				clear(P)
+				clear(dP)
+				clear(dS)
 				// Row pass: P, dP, dS and dQ of each row i.
-				parallelFor(d.Nq, w, noScratch, func(_ struct{}, i int) {
+				parallelFor(ctx, d.Nq, w, func() []float32 { return make([]float32, d.D) }, func(dqi []float32, i int) {
 					qi, doi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D]
 					L := lse[d.LSEIndex(b, h, i)]
 					Di := dot(doi, O[i*d.D:(i+1)*d.D])
-					dqi := make([]float32, d.D)
+					clear(dqi)
 					for j := 0; j < d.Nk; j++ {
 						ij := i*d.Nk + j
 						// A row with LSE -Inf saw no key: P = 0 there.
@@ -109,7 +144,7 @@ func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 					dq.setRow(b, i, h, dqi)
 				})
 				// Column pass: key j's dV and dK read column j of P and dS.
-				parallelFor(d.Nk, w, noScratch, func(_ struct{}, j int) {
+				parallelFor(ctx, d.Nk, w, noScratch, func(_ struct{}, j int) {
 					dvj, dkj := dV[j*d.D:(j+1)*d.D], dK[j*d.D:(j+1)*d.D]
 					for i := 0; i < d.Nq; i++ {
 						ij := i*d.Nk + j
@@ -128,5 +163,5 @@ func (naiveImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, 
 			}
 		}
 	}
-	return nil
+	return stopped(ctx)
 }

@@ -128,18 +128,25 @@ func dimsOf(q, k, v Shape) (Dims, error) {
 	return d, nil
 }
 
-// checkLSE checks a log-sum-exp buffer given to a backward pass: at least
-// LSELen values, each finite or -Inf (a row that sees no key).
-func (d Dims) checkLSE(lse []float32) error {
-	if len(lse) < d.LSELen() {
-		return &DataError{Arg: "lse", Len: len(lse), Need: d.LSELen()}
+// checkLSE checks a log-sum-exp buffer given to a backward pass: exactly
+// LSELen values, each finite or -Inf (a row that sees no key). It returns
+// the largest row index i (over all batches and heads) whose LSE is -Inf,
+// or -1: which rows may be -Inf depends on the mask (problem.checkLSE).
+func (d Dims) checkLSE(lse []float32) (lastNoKey int, err error) {
+	if len(lse) != d.LSELen() {
+		return 0, &DataError{Arg: "lse", Len: len(lse), Need: d.LSELen(),
+			Reason: fmt.Sprintf("has %d values, B*Hq*Nq = %d wanted", len(lse), d.LSELen())}
 	}
-	for i, x := range lse[:d.LSELen()] {
+	lastNoKey = -1
+	for i, x := range lse {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 1) {
-			return &DataError{Arg: "lse", Reason: fmt.Sprintf("element %d is %v (want finite or -Inf)", i, x)}
+			return 0, &DataError{Arg: "lse", Reason: fmt.Sprintf("element %d is %v (want finite or -Inf)", i, x)}
+		}
+		if math.IsInf(float64(x), -1) {
+			lastNoKey = max(lastNoKey, i%d.Nq)
 		}
 	}
-	return nil
+	return lastNoKey, nil
 }
 
 func expectShape(arg string, got, want Shape) error {

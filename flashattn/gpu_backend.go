@@ -1,7 +1,7 @@
 package flashattn
 
 import (
-	"fmt"
+	"context"
 	"sync"
 )
 
@@ -35,36 +35,51 @@ func openDefault(ordinal int) (*Device, error) {
 	return e.dev, e.err
 }
 
-// gpuFor returns the GPU implementation for problem p, or an error saying
-// why the GPU cannot run it (wrapping ErrNoGPU, or an *UnsupportedError).
-func gpuFor(p problem, o *Options, backward bool) (impl, string, error) {
+// gpuFor returns the GPU implementation for problem p on inputs ins (named
+// as argNames), or an error saying why the GPU cannot run it (wrapping
+// ErrNoGPU; an *UnsupportedError; a *DataError for values fp16 cannot
+// hold): every check the run would make is made here, so that Auto falls
+// back to the CPU instead of failing.
+func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string, error) {
 	ordinal := 0
 	if o != nil {
 		ordinal = o.Device
-	}
-	if ordinal < 0 {
-		return nil, "", &OptionError{Option: "Device", Value: fmt.Sprint(ordinal), Reason: "must be >= 0"}
 	}
 	dev, err := openDefault(ordinal)
 	if err != nil {
 		return nil, "", err
 	}
-	if o != nil && o.Trace != nil {
-		return nil, "", &UnsupportedError{Backend: GPU, Feature: "option", Value: "Trace",
-			Reason: "only the CPUFlash backend records traces"}
-	}
-	if backward {
-		ks, err := dev.BackwardKernels(p.Dims, p.Causal)
-		if err != nil {
-			return nil, "", err
-		}
-		return gpuImpl{dev}, dev.reason(ks...), nil
-	}
-	k, err := dev.Kernel(p.Dims, p.Causal)
+	ks, err := dev.kernelsFor(p, backward)
 	if err != nil {
 		return nil, "", err
 	}
-	return gpuImpl{dev}, dev.reason(k), nil
+	for i, t := range ins {
+		if err := checkFP16(argNames[i], t); err != nil {
+			return nil, "", err
+		}
+	}
+	return gpuImpl{dev}, dev.reason(ks...), nil
+}
+
+// kernelsFor loads the kernels of a forward (or backward) call of p and
+// checks that the device can run p.
+func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	if backward {
+		ks, err := d.bwdKernels(p)
+		if err != nil {
+			return nil, err
+		}
+		return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
+	}
+	k, err := d.fwdKernel(p)
+	if err != nil {
+		return nil, err
+	}
+	return []KernelInfo{k.info}, nil
 }
 
 // reason is the Reason of a GPU result: the device and the kernels that ran.
@@ -86,12 +101,23 @@ func (d *Device) reason(ks ...KernelInfo) string {
 // BackwardHost without their checks, which Forward and Backward made).
 type gpuImpl struct{ dev *Device }
 
-func (g gpuImpl) forward(p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
+// hostBytes is what the host side of a call allocates beyond its outputs:
+// the fp16 copies of the inputs on their way up, of the outputs on their
+// way down.
+func (gpuImpl) hostBytes(p problem, _ *Options, backward bool) float64 {
+	q, kv := float64(p.QShape().Numel()), float64(p.KVShape().Numel())
+	if backward {
+		return 2 * (3*q + 2*kv + q + 2*kv) // q, k, v, out, dOut up; dQ, dK, dV down
+	}
+	return 2 * (q + 2*kv + q) // q, k, v up; O down
+}
+
+func (g gpuImpl) forward(_ context.Context, p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
 	_, err := g.dev.forwardHost(p, q, k, v, out, lse)
 	return err
 }
 
-func (g gpuImpl) backward(p problem, q, k, v, out, dOut *Tensor, lse []float32, _ *Options, dq, dk, dv *Tensor) error {
+func (g gpuImpl) backward(_ context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, _ *Options, dq, dk, dv *Tensor) error {
 	_, err := g.dev.backwardHost(p, q, k, v, out, dOut, lse, dq, dk, dv)
 	return err
 }

@@ -36,18 +36,21 @@ func (d *Device) UploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceRes
 	if err := expectShape("out", out.Shape, dims.QShape()); err != nil {
 		return nil, err
 	}
-	if len(lse) != dims.LSELen() {
-		return nil, &DataError{Arg: "lse", Len: len(lse), Need: dims.LSELen()}
-	}
-	if err := dims.checkLSE(lse); err != nil {
+	lastNoKey, err := dims.checkLSE(lse)
+	if err != nil {
 		return nil, err
 	}
-	return d.uploadResult(dims, out, lse)
+	r, err := d.uploadResult(dims, out, lse)
+	if err != nil {
+		return nil, err
+	}
+	r.lastNoKey = lastNoKey
+	return r, nil
 }
 
 // uploadResult is UploadResult for a checked out and lse.
 func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
-	o, err := d.Upload(out)
+	o, err := d.upload("out", out)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +65,7 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceRes
 	if err := cuda.CopyToDevice(buf, lse); err != nil {
 		return nil, errors.Join(err, buf.Free(), o.Free())
 	}
-	return &DeviceResult{Dims: dims, Out: o, lse: buf}, nil
+	return &DeviceResult{Dims: dims, Out: o, lse: buf, lastNoKey: -1}, nil
 }
 
 // BackwardKernels returns the three kernels Backward runs for dims (pre,
@@ -93,13 +96,14 @@ func (d *Device) loadBwd(dims Dims, causal bool) ([3]*loadedKernel, error) {
 	return ks, nil
 }
 
-// bwdKernels is loadBwd for p, on grids the device can launch; d.mu is held.
+// bwdKernels is loadBwd for p, a problem the device can run
+// (checkProblem); d.mu is held.
 func (d *Device) bwdKernels(p problem) ([3]*loadedKernel, error) {
 	ks, err := d.loadBwd(p.Dims, p.Causal)
 	if err != nil {
 		return ks, err
 	}
-	return ks, d.checkGrid(p.Dims)
+	return ks, d.checkProblem(p)
 }
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs
@@ -132,6 +136,9 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 	if fwd.Dims != p.Dims || fwd.lse.Size() < 4*p.LSELen() {
 		return nil, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, p.Dims)}
 	}
+	if err := p.checkNoKeyRows(fwd.lastNoKey); err != nil {
+		return nil, err
+	}
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
@@ -149,6 +156,9 @@ func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Opti
 	if err != nil {
 		return nil, err
 	}
+	if err := reserveCall(GPU, gpuImpl{d}, p, o, true); err != nil {
+		return nil, err
+	}
 	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: GPU}
 	ks, err := d.backwardHost(p, q, k, v, out, dOut, lse, g.DQ, g.DK, g.DV)
 	if err != nil {
@@ -161,12 +171,12 @@ func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Opti
 // backwardHost uploads the inputs and the forward result, runs the backward
 // pass and downloads the gradients into dq, dk and dv.
 func (d *Device) backwardHost(p problem, q, k, v, out, dOut *Tensor, lse []float32, dq, dk, dv *Tensor) (ks []KernelInfo, err error) {
-	in, err := d.uploadAll(q, k, v, dOut)
+	in, err := d.uploadAll([]string{"q", "k", "v", "dOut"}, q, k, v, dOut)
 	defer func() { err = errors.Join(err, freeAll(in)) }()
 	if err != nil {
 		return nil, err
 	}
-	fwd, err := d.uploadResult(p.Dims, out, lse[:p.LSELen()])
+	fwd, err := d.uploadResult(p.Dims, out, lse)
 	if err != nil {
 		return nil, err
 	}
@@ -184,11 +194,9 @@ func (d *Device) backwardHost(p problem, q, k, v, out, dOut *Tensor, lse []float
 		src *DeviceTensor
 		dst *Tensor
 	}{{gr.DQ, dq}, {gr.DK, dk}, {gr.DV, dv}} {
-		h, err := c.src.Download()
-		if err != nil {
+		if err := c.src.downloadInto(c.dst.Data); err != nil {
 			return nil, err
 		}
-		copy(c.dst.Data, h.Data)
 	}
 	return gr.Kernels, nil
 }

@@ -160,12 +160,21 @@ func defaultPath(cc int) int {
 }
 
 // Info describes the device (FreeMem as of OpenDevice).
-func (d *Device) Info() DeviceInfo { return d.info }
+func (d *Device) Info() DeviceInfo {
+	if d == nil {
+		return DeviceInfo{}
+	}
+	return d.info
+}
 
 // Close frees every buffer, kernel module and stream of the device and
 // releases its context. Tensors of a closed device return ErrDeviceClosed
-// or ErrFreed. A second Close returns nil.
+// or ErrFreed. A second Close returns nil. A nil *Device acts as a closed
+// one: Close returns nil, the other methods ErrDeviceClosed.
 func (d *Device) Close() error {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -179,6 +188,9 @@ func (d *Device) Close() error {
 
 // lock takes the device for one call; it fails on a closed device.
 func (d *Device) lock() error {
+	if d == nil {
+		return ErrDeviceClosed
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -230,6 +242,9 @@ func (d *Device) ForceArch(path int) error { return d.ForcePath(path) }
 
 // HeadDims lists the head dims the kernel path in use has forward kernels for.
 func (d *Device) HeadDims() []int {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return kernels.HeadDims(d.path)
@@ -238,6 +253,9 @@ func (d *Device) HeadDims() []int {
 // BackwardHeadDims lists the head dims the kernel path in use has backward
 // kernels for (a subset of HeadDims: no D 256 backward is built).
 func (d *Device) BackwardHeadDims() []int {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return kernels.BwdHeadDims(d.path)

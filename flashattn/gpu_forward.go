@@ -29,8 +29,11 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 // order) are usable on d and returns the problem q, k and v describe, with
 // o resolved.
 func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
+	if d == nil {
+		return problem{}, ErrDeviceClosed
+	}
 	for i, t := range ts {
-		if err := t.usable([...]string{"q", "k", "v", "out", "dOut"}[i], d); err != nil {
+		if err := t.usable(argNames[i], d); err != nil {
 			return problem{}, err
 		}
 	}
@@ -50,6 +53,9 @@ func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := reserveCall(GPU, gpuImpl{d}, p, o, false); err != nil {
+		return nil, err
+	}
 	out, lse := newOutput(p.QShape()), newBuffer(p.LSELen())
 	kern, err := d.forwardHost(p, q, k, v, out, lse)
 	if err != nil {
@@ -61,7 +67,7 @@ func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
 // forwardHost uploads q, k and v, runs the forward pass and downloads O and
 // the LSE into out and lse.
 func (d *Device) forwardHost(p problem, q, k, v, out *Tensor, lse []float32) (kern KernelInfo, err error) {
-	in, err := d.uploadAll(q, k, v)
+	in, err := d.uploadAll(argNames[:3], q, k, v)
 	defer func() { err = errors.Join(err, freeAll(in)) }()
 	if err != nil {
 		return KernelInfo{}, err
@@ -75,16 +81,12 @@ func (d *Device) forwardHost(p problem, q, k, v, out *Tensor, lse []float32) (ke
 		return KernelInfo{}, err
 	}
 	defer func() { err = errors.Join(err, r.Free()) }()
-	o16, err := r.Out.Download()
-	if err != nil {
+	if err := r.Out.downloadInto(out.Data); err != nil {
 		return KernelInfo{}, err
 	}
-	copy(out.Data, o16.Data)
-	l, err := r.LSE()
-	if err != nil {
+	if err := r.lseInto(lse); err != nil {
 		return KernelInfo{}, err
 	}
-	copy(lse, l)
 	return r.Kernel, nil
 }
 
@@ -162,7 +164,7 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 		return nil, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
 	}
 	op := &fwdOp{d: d, kern: kern, f: fieldsOf(p), q: q, k: k, v: v,
-		res: &DeviceResult{Dims: p.Dims, Out: out, Kernel: kern.info, lse: lse}}
+		res: &DeviceResult{Dims: p.Dims, Out: out, Kernel: kern.info, lse: lse, lastNoKey: -1}}
 	if err := out.buf.Memset32(nanFP16x2, out.buf.Size()/4); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
@@ -172,14 +174,14 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	return op, nil
 }
 
-// fwdKernel is the forward kernel for p, on a grid the device can launch;
-// d.mu is held.
+// fwdKernel is the forward kernel for p, a problem the device can run
+// (checkProblem); d.mu is held.
 func (d *Device) fwdKernel(p problem) (*loadedKernel, error) {
 	kern, err := d.kernel(p.Dims, p.Causal)
 	if err != nil {
 		return nil, err
 	}
-	return kern, d.checkGrid(p.Dims)
+	return kern, d.checkProblem(p)
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }
@@ -231,6 +233,23 @@ func set3(s [3]int64, batch, row, head *int64) { *batch, *row, *head = s[0], s[1
 
 // cdiv is the number of blocks of b that cover a.
 func cdiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
+
+// checkProblem rejects problems whose launch grid the device cannot
+// express and scales with which the kernels' float32 scores could overflow.
+func (d *Device) checkProblem(p problem) error {
+	if m := maxGPUScale(p.D); p.Scale > m {
+		return &UnsupportedError{Backend: GPU, Feature: "scale", Value: fmt.Sprint(p.Scale),
+			Reason: fmt.Sprintf("at head dim %d the kernels' scores scale*log2(e)*q.k could exceed float32 for fp16 inputs above %.3g", p.D, m)}
+	}
+	return d.checkGrid(p.Dims)
+}
+
+// maxGPUScale is the largest scale at which no score of fp16 inputs can
+// overflow in the kernels: |q.k| <= D*65504^2, and they multiply it by
+// scale*log2(e) in float32.
+func maxGPUScale(d int) float64 {
+	return math.MaxFloat32 / (float64(d) * fp16Max * fp16Max * log2e)
+}
 
 // checkGrid rejects problems whose launch grid the device cannot express.
 func (d *Device) checkGrid(dims Dims) error {

@@ -1,6 +1,9 @@
 package flashattn
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Float32ToFP16 returns the IEEE 754 binary16 bits nearest to f, rounding
 // ties to even (the GPU's cvt.rn.f16.f32): values from 65520 up become
@@ -66,15 +69,46 @@ func FP16ToFloat32(h uint16) float32 {
 	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
 }
 
-// tensorToFP16 converts t (any strides) to dense BSHD binary16 bits.
-func tensorToFP16(t *Tensor) []uint16 {
+// fp16Max is the largest finite binary16 value. Float32 values from 65520
+// up (half a unit beyond it) round to Inf.
+const fp16Max = 65504
+
+// fp16Finite reports whether x converts to a finite binary16 value: not
+// NaN, not infinite, below 65520 in magnitude.
+func fp16Finite(h uint16) bool { return h&0x7c00 != 0x7c00 }
+
+// fp16RangeError is the *DataError of element (b, n, h, x) = v of arg that
+// binary16 cannot hold: the GPU path takes finite values below 65520 in
+// magnitude, because an Inf or NaN among its inputs gives NaN rows (and
+// -Inf log-sum-exps) where the float32 CPU path answers finitely.
+func fp16RangeError(arg string, s Shape, i int, v any) error {
+	d := i % s.D
+	h := i / s.D % s.H
+	n := i / (s.D * s.H) % s.N
+	b := i / (s.D * s.H * s.N)
+	return &DataError{Arg: arg, Reason: fmt.Sprintf("element (%d, %d, %d, %d) is %v: the GPU takes fp16 values, finite and below 65520 in magnitude", b, n, h, d, v)}
+}
+
+// tensorToFP16 converts t (any strides) to dense BSHD binary16 bits, or
+// fails with fp16RangeError at the first element binary16 cannot hold.
+func tensorToFP16(arg string, t *Tensor) ([]uint16, error) {
 	s := t.Shape
 	out := make([]uint16, s.Numel())
+	conv := func(i int, x float32) error {
+		h := Float32ToFP16(x)
+		if !fp16Finite(h) {
+			return fp16RangeError(arg, s, i, x)
+		}
+		out[i] = h
+		return nil
+	}
 	if t.IsContiguous() {
 		for i, x := range t.Data[:len(out)] {
-			out[i] = Float32ToFP16(x)
+			if err := conv(i, x); err != nil {
+				return nil, err
+			}
 		}
-		return out
+		return out, nil
 	}
 	i := 0
 	row := make([]float32, s.D)
@@ -83,11 +117,35 @@ func tensorToFP16(t *Tensor) []uint16 {
 			for h := 0; h < s.H; h++ {
 				t.rowInto(row, b, n, h)
 				for _, x := range row {
-					out[i] = Float32ToFP16(x)
+					if err := conv(i, x); err != nil {
+						return nil, err
+					}
 					i++
 				}
 			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+// checkFP16 is tensorToFP16's range check without the conversion's
+// buffer: Auto uses it to run such inputs on the CPU instead.
+func checkFP16(arg string, t *Tensor) error {
+	s := t.Shape
+	row := make([]float32, s.D)
+	i := 0
+	for b := 0; b < s.B; b++ {
+		for n := 0; n < s.N; n++ {
+			for h := 0; h < s.H; h++ {
+				t.rowInto(row, b, n, h)
+				for _, x := range row {
+					if !fp16Finite(Float32ToFP16(x)) {
+						return fp16RangeError(arg, s, i, x)
+					}
+					i++
+				}
+			}
+		}
+	}
+	return nil
 }

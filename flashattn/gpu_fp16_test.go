@@ -126,7 +126,10 @@ func TestTensorToFP16Strided(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bits := tensorToFP16(v)
+	bits, err := tensorToFP16("v", v)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dense := v.Contiguous()
 	for i, x := range dense.Data {
 		if bits[i] != Float32ToFP16(x) {

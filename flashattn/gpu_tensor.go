@@ -23,15 +23,28 @@ type DeviceTensor struct {
 func (t *DeviceTensor) Shape() Shape { return t.shape }
 
 // Upload converts t (float32, any strides) to fp16 on the host, rounding to
-// nearest even, and copies it to the device as a dense tensor.
-func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) {
-	if err := t.check("tensor"); err != nil {
+// nearest even, and copies it to the device as a dense tensor. Every GPU
+// entry point takes its data through here or UploadFP16, which refuse
+// values fp16 cannot hold (NaN, Inf, |x| >= 65520) with a *DataError that
+// names the element: in the kernels they would turn whole rows into NaN,
+// where the CPU backends compute in float32. (Forward and Backward with
+// Auto run such inputs on the CPU and say why.)
+func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) { return d.upload("tensor", t) }
+
+// upload is Upload naming the argument in errors.
+func (d *Device) upload(arg string, t *Tensor) (*DeviceTensor, error) {
+	if err := t.check(arg); err != nil {
 		return nil, err
 	}
-	return d.UploadFP16(t.Shape, tensorToFP16(t))
+	bits, err := tensorToFP16(arg, t)
+	if err != nil {
+		return nil, err
+	}
+	return d.uploadFP16(t.Shape, bits)
 }
 
-// UploadFP16 copies dense BSHD binary16 bits of shape s to the device.
+// UploadFP16 copies dense BSHD binary16 bits of shape s to the device; bits
+// that are NaN or Inf are refused, as by Upload.
 func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 	if err := checkShape("tensor", s); err != nil {
 		return nil, err
@@ -40,6 +53,16 @@ func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 		return nil, &DataError{Arg: "bits", Len: len(bits), Need: s.Numel(),
 			Reason: fmt.Sprintf("has %d values, shape %v needs %d", len(bits), s, s.Numel())}
 	}
+	for i, h := range bits {
+		if !fp16Finite(h) {
+			return nil, fp16RangeError("bits", s, i, fmt.Sprintf("%#04x", h))
+		}
+	}
+	return d.uploadFP16(s, bits)
+}
+
+// uploadFP16 is UploadFP16 for checked bits.
+func (d *Device) uploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
@@ -55,12 +78,13 @@ func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 	return t, nil
 }
 
-// uploadAll uploads ts in order; on failure the tensors uploaded so far
-// are returned with the error, for the caller's freeAll.
-func (d *Device) uploadAll(ts ...*Tensor) ([]*DeviceTensor, error) {
+// uploadAll uploads ts in order, naming ts[i] args[i] in errors; on
+// failure the tensors uploaded so far are returned with the error, for the
+// caller's freeAll.
+func (d *Device) uploadAll(args []string, ts ...*Tensor) ([]*DeviceTensor, error) {
 	var out []*DeviceTensor
-	for _, t := range ts {
-		dt, err := d.Upload(t)
+	for i, t := range ts {
+		dt, err := d.upload(args[i], t)
 		if err != nil {
 			return out, err
 		}
@@ -68,6 +92,10 @@ func (d *Device) uploadAll(ts ...*Tensor) ([]*DeviceTensor, error) {
 	}
 	return out, nil
 }
+
+// argNames names the tensor arguments of a call in the order Forward and
+// Backward take them.
+var argNames = []string{"q", "k", "v", "out", "dOut"}
 
 // freeAll frees every tensor of ts.
 func freeAll(ts []*DeviceTensor) error {
@@ -124,15 +152,23 @@ func (t *DeviceTensor) DownloadFP16() ([]uint16, error) {
 // Download copies the tensor back as a dense float32 Tensor (exact: every
 // fp16 value is a float32 value).
 func (t *DeviceTensor) Download() (*Tensor, error) {
-	bits, err := t.DownloadFP16()
+	out, err := Make(t.shape)
 	if err != nil {
 		return nil, err
 	}
-	out := New(t.shape)
-	for i, h := range bits {
-		out.Data[i] = FP16ToFloat32(h)
+	return out, t.downloadInto(out.Data)
+}
+
+// downloadInto converts the tensor into dst, dense BSHD.
+func (t *DeviceTensor) downloadInto(dst []float32) error {
+	bits, err := t.DownloadFP16()
+	if err != nil {
+		return err
 	}
-	return out, nil
+	for i, h := range bits {
+		dst[i] = FP16ToFloat32(h)
+	}
+	return nil
 }
 
 // Free releases the device memory; a second Free returns nil.
@@ -156,6 +192,10 @@ type DeviceResult struct {
 	Out    *DeviceTensor // (B, Nq, Hq, D) fp16
 	Kernel KernelInfo    // the variant that ran
 	lse    *cuda.Buffer  // (B, Hq, Nq) float32
+	// lastNoKey is the largest row index with LSE -Inf in an uploaded
+	// result (-1: none), checked against the mask by Backward; a result of
+	// Forward has -Inf rows only where its mask hides every key.
+	lastNoKey int
 }
 
 // LSE downloads the log-sum-exp (B, Hq, Nq) (natural log; -Inf for a row
@@ -164,15 +204,20 @@ func (r *DeviceResult) LSE() ([]float32, error) {
 	if err := r.Out.usable("result", nil); err != nil {
 		return nil, err
 	}
+	out := make([]float32, r.Dims.LSELen())
+	return out, r.lseInto(out)
+}
+
+// lseInto downloads the log-sum-exp into dst.
+func (r *DeviceResult) lseInto(dst []float32) error {
+	if err := r.Out.usable("result", nil); err != nil {
+		return err
+	}
 	if err := r.Out.dev.lock(); err != nil {
-		return nil, err
+		return err
 	}
 	defer r.Out.dev.mu.Unlock()
-	out := make([]float32, r.Dims.LSELen())
-	if err := cuda.CopyFromDevice(out, r.lse); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return cuda.CopyFromDevice(dst, r.lse)
 }
 
 // Free releases O and the LSE buffer.

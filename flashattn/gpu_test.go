@@ -182,7 +182,7 @@ func TestGPUUploadDownload(t *testing.T) {
 	dev := openGPU(t)
 	s := flashattn.Shape{B: 2, N: 7, H: 3, D: 32}
 	base := flashattn.Random(flashattn.Shape{B: 2, N: 7, H: 4, D: 32}, 5)
-	base.Data[0] = float32(math.Inf(1))
+	base.Data[0] = 65519                                           // rounds to 65504, fp16's largest
 	base.Data[1] = 1e-7                                            // subnormal in fp16
 	view, err := flashattn.FromStrided(s, base.Strides, base.Data) // heads 0..2 of 4
 	if err != nil {

@@ -59,15 +59,21 @@ type Options struct {
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend
-	// BlockQ and BlockK are the CPU flash tile sizes Br and Bc (0: 64).
+	// BlockQ and BlockK are the CPU flash tile sizes Br and Bc (0: 64);
+	// one at least Nq (Nk) makes a single block.
 	BlockQ, BlockK int
-	// Workers bounds the CPU goroutines (0: GOMAXPROCS).
+	// Workers bounds the CPU goroutines (0: GOMAXPROCS, at most MaxWorkers).
 	Workers int
-	// Trace, when non-nil, is filled by the CPUFlash forward pass.
+	// Trace, when non-nil, is filled by the CPUFlash forward pass (Auto then
+	// picks CPUFlash; CPUNaive and GPU refuse it).
 	Trace *Trace
-	// Device is the GPU ordinal used by the GPU backend (default 0).
+	// Device is the GPU ordinal used by the GPU backend (default 0; >= 0).
 	Device int
 }
+
+// MaxWorkers bounds Options.Workers: every CPU goroutine holds its own tiles,
+// and far more goroutines than cores only multiply that memory.
+const MaxWorkers = 1024
 
 // scale returns the softmax scale for head dim d, or an OptionError.
 func (o *Options) scale(d int) (float64, error) {
@@ -102,6 +108,27 @@ type problem struct {
 // mask is the causal mask of the problem (everything visible when not causal).
 func (p problem) mask() causalMask { return causalMask{causal: p.Causal, off: p.CausalOffset()} }
 
+// checkLSE checks a log-sum-exp buffer given to a backward pass (see
+// Dims.checkLSE) and that only rows the mask hides every key from have
+// LSE -Inf: any other row has a positive softmax sum, and a -Inf there
+// would silently zero its gradients.
+func (p problem) checkLSE(lse []float32) error {
+	lastNoKey, err := p.Dims.checkLSE(lse)
+	if err != nil {
+		return err
+	}
+	return p.checkNoKeyRows(lastNoKey)
+}
+
+// checkNoKeyRows checks that row lastNoKey (-1: none) of a -Inf LSE sees no key.
+func (p problem) checkNoKeyRows(lastNoKey int) error {
+	if lastNoKey >= 0 && p.mask().seesAny(lastNoKey) {
+		return &DataError{Arg: "lse", Reason: fmt.Sprintf("row %d is -Inf but sees keys (causal %t, Nq %d, Nk %d): only a row that sees no key has LSE -Inf",
+			lastNoKey, p.Causal, p.Nq, p.Nk)}
+	}
+	return nil
+}
+
 // resolve validates o for problem d and returns the problem with its scale
 // and mask, or an *OptionError.
 func (o *Options) resolve(d Dims) (problem, error) {
@@ -117,11 +144,17 @@ func (o *Options) resolve(d Dims) (problem, error) {
 	if o.BlockQ < 0 || o.BlockK < 0 {
 		return problem{}, &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
 	}
-	if o.Workers < 0 {
-		return problem{}, &OptionError{Option: "Workers", Value: fmt.Sprint(o.Workers), Reason: "must be >= 0"}
+	if o.Workers < 0 || o.Workers > MaxWorkers {
+		return problem{}, &OptionError{Option: "Workers", Value: fmt.Sprint(o.Workers), Reason: fmt.Sprintf("want 0 (GOMAXPROCS) to MaxWorkers (%d)", MaxWorkers)}
 	}
 	if o.Backend < Auto || o.Backend > GPU {
 		return problem{}, &OptionError{Option: "Backend", Value: o.Backend.String(), Reason: "unknown backend"}
+	}
+	if o.Device < 0 {
+		return problem{}, &OptionError{Option: "Device", Value: fmt.Sprint(o.Device), Reason: "must be >= 0"}
+	}
+	if o.Trace != nil && (o.Backend == CPUNaive || o.Backend == GPU) {
+		return problem{}, &OptionError{Option: "Trace", Value: "set", Reason: fmt.Sprintf("backend %s records no trace: only cpu-flash (or auto, which then picks it) does", o.Backend)}
 	}
 	if t := o.Trace; t != nil {
 		if t.Batch < 0 || t.Batch >= d.B || t.Head < 0 || t.Head >= d.Hq || t.Row < 0 || t.Row >= d.Nq {

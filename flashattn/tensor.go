@@ -14,9 +14,29 @@ type Tensor struct {
 	Data    []float32
 }
 
-// New returns a dense zero tensor of shape s.
+// Make returns a dense zero tensor of shape s, or the error that says why
+// there is none: a *ShapeError for a dimension below 1, a *DataError for a
+// shape whose size overflows, a *MemoryError for one beyond HostMemoryLimit.
+func Make(s Shape) (*Tensor, error) {
+	if err := checkShape("tensor", s); err != nil {
+		return nil, err
+	}
+	if err := reserve(fmt.Sprintf("tensor %v", s), floats(s.Numel())); err != nil {
+		return nil, err
+	}
+	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: make([]float32, s.Numel())}, nil
+}
+
+// New returns a dense zero tensor of shape s. For a shape Make refuses it
+// allocates nothing and returns a tensor with nil Data, which every function
+// of the package refuses with a typed error (a *MemoryError for a shape too
+// large for this machine): New never panics. Make says why at once.
 func New(s Shape) *Tensor {
-	return &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: make([]float32, max(s.Numel(), 0))}
+	t, err := Make(s)
+	if err != nil {
+		return &Tensor{Shape: s}
+	}
+	return t
 }
 
 // FromSlice wraps data (not copied) as a dense BSHD tensor of shape s.
@@ -36,7 +56,8 @@ func FromStrided(s Shape, st Strides, data []float32) (*Tensor, error) {
 }
 
 // Random returns a dense tensor of shape s with values drawn from a normal
-// distribution N(0, 1), reproducible from seed.
+// distribution N(0, 1), reproducible from seed; a shape Make refuses gives
+// a tensor with nil Data, as New.
 func Random(s Shape, seed uint64) *Tensor {
 	t := New(s)
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
@@ -176,6 +197,10 @@ func (t *Tensor) check(arg string) error {
 	}
 	need := t.Offset(s.B-1, s.N-1, s.H-1, s.D-1) + 1
 	if t.Data == nil {
+		// What New and Random return for a shape too large for this machine.
+		if err := reserve(fmt.Sprintf("%s %v", arg, s), floats(s.Numel())); err != nil {
+			return err
+		}
 		return &DataError{Arg: arg, Len: 0, Need: need, Reason: "data is nil"}
 	}
 	if len(t.Data) < need {

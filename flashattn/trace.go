@@ -3,6 +3,7 @@ package flashattn
 import (
 	"sort"
 	"sync"
+	"unsafe"
 )
 
 // StepKind classifies one (Q block, K block) step of the tiled forward pass.
@@ -67,11 +68,18 @@ type Trace struct {
 	mu sync.Mutex
 }
 
+// reset prepares the trace of a tr x tc grid, with room for every step
+// (traceBytes counts it).
 func (t *Trace) reset(br, bc, tr, tc int) {
 	t.mu.Lock()
 	t.Br, t.Bc, t.Tr, t.Tc = br, bc, tr, tc
-	t.Steps, t.RowSteps = t.Steps[:0], t.RowSteps[:0]
+	t.Steps, t.RowSteps = make([]TraceStep, 0, tr*tc), make([]RowStep, 0, tc)
 	t.mu.Unlock()
+}
+
+// traceBytes is the memory of the steps of a tr x tc grid's trace.
+func traceBytes(tr, tc int) float64 {
+	return float64(tr)*float64(tc)*float64(unsafe.Sizeof(TraceStep{})) + float64(tc)*float64(unsafe.Sizeof(RowStep{}))
 }
 
 func (t *Trace) step(s TraceStep) {

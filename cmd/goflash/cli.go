@@ -8,13 +8,16 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/goflash/goflash/flashattn"
 )
 
-// Exit statuses.
+// Exit statuses (mainUsage lists them).
 const (
-	exitOK      = 0
-	exitFailure = 1 // the command ran and failed (a check failed, a file could not be written)
-	exitUsage   = 2 // bad flags or impossible shapes
+	exitOK       = 0
+	exitFailure  = 1 // the command ran and failed (a check failed, a file could not be written)
+	exitUsage    = 2 // bad flags or impossible shapes
+	exitTooLarge = 3 // a problem does not fit this machine's memory (host or GPU)
 )
 
 // usageError is an error in what the user asked for; it exits with status 2.
@@ -23,6 +26,29 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// tooLargeError is a problem too large for this machine's memory; it exits
+// with status 3, as the library's *flashattn.MemoryError (host) and
+// flashattn.ErrOutOfMemory (GPU) do.
+type tooLargeError struct{ msg string }
+
+func (e *tooLargeError) Error() string { return e.msg }
+
+func tooLargef(format string, a ...any) error { return &tooLargeError{fmt.Sprintf(format, a...)} }
+
+// exitCode is the exit status of a command's error.
+func exitCode(err error) int {
+	var ue *usageError
+	var tl *tooLargeError
+	var me *flashattn.MemoryError
+	switch {
+	case errors.As(err, &tl) || errors.As(err, &me) || errors.Is(err, flashattn.ErrOutOfMemory):
+		return exitTooLarge
+	case errors.As(err, &ue):
+		return exitUsage
+	}
+	return exitFailure
+}
 
 // command is one subcommand.
 type command struct {
@@ -48,6 +74,10 @@ Usage:
   goflash help [command]    show help
 
 Run 'goflash <command> --help' for a command's flags.
+
+Exit status: 0 done; 1 failed (a check failed, a file could not be written);
+2 bad usage; 3 too large for this machine (host memory beyond
+flashattn.HostMemoryLimit, or the GPU's memory).
 `
 
 // run is the whole program: it parses args, runs a subcommand and returns the
@@ -81,11 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "goflash %s: %s\n", name, oneLine(err.Error()))
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return exitUsage
-		}
-		return exitFailure
+		return exitCode(err)
 	}
 	fmt.Fprintf(stderr, "goflash: unknown command %q (want demo, bench, check or help)\n", name)
 	return exitUsage

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -121,15 +121,17 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if !o.noReport {
+		if err := checkWritable(o.out); err != nil {
+			return err
+		}
+	}
 	sum, rep, err := demo(o, stderr)
 	if err != nil {
 		return err
 	}
 	if !o.noReport {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return err
-		}
-		if err := rep.WriteFile(o.out); err != nil {
+		if err := writeFileAtomic(o.out, func(w io.Writer) error { _, err := rep.WriteTo(w); return err }); err != nil {
 			return fmt.Errorf("writing the report: %w", err)
 		}
 		if abs, err := filepath.Abs(o.out); err == nil {
@@ -168,8 +170,28 @@ func (o demoOpts) validate() error {
 		if n > 8192 || float64(o.heads)*float64(n)*float64(n)*float64(o.headDim) > 4e10 {
 			return usagef("random problem N=%d H=%d D=%d is too large for the demo (it runs a float64 reference); use goflash bench", n, o.heads, o.headDim)
 		}
+		if need, lim := demoBytes(Case{Dims: d}), flashattn.HostMemoryLimit(); need > lim {
+			return tooLargef("random problem N=%d H=%d D=%d needs about %s of host memory; this machine allows %s (see --sizes, --heads, --headdim)",
+				n, o.heads, o.headDim, fmtBytes(need), fmtBytes(lim))
+		}
 	}
 	return nil
+}
+
+// demoBytes estimates the host memory of one random problem of the demo: a
+// CPU naive run (hostBytes) and attntest's float64 reference and baseline
+// of its forward pass (q, k, v and O, each twice, in float64). The library
+// refuses anything beyond its limit too (*flashattn.MemoryError, exit 3);
+// this says so before the demo starts.
+func demoBytes(c Case) int64 {
+	d := c.Dims
+	q := float64(d.B) * float64(d.Nq) * float64(d.Hq) * float64(d.D)
+	kv := float64(d.B) * float64(d.Nk) * float64(d.Hkv) * float64(d.D)
+	n := float64(hostBytes(c, flashattn.CPUNaive, false)) + 2*8*(2*q+2*kv)
+	if n >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(n)
 }
 
 // demoFailures turns failed accuracy checks into an error (exit status 1).

@@ -7,7 +7,8 @@
 //	goflash check [flags]    list GPUs, kernel variants, correctness self-test
 //
 // Every subcommand takes --help. Errors go to stderr as one line and the
-// exit status is non-zero: 2 for bad usage, 1 for a failure while running.
+// exit status is non-zero: 2 for bad usage, 3 for a problem too large for
+// this machine's memory, 1 for any other failure while running.
 package main
 
 import "os"

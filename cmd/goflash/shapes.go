@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/goflash/goflash/flashattn"
@@ -110,24 +111,27 @@ func shapeHint(d flashattn.Dims) string {
 
 // hostBytes estimates the host memory one CPU run of c needs: q, k, v, the
 // output and the gradients as float32, plus the Nq x Nk matrices the naive
-// backend materialises for one (batch, head) at a time (S and P forward;
-// P, dP and dS backward).
+// backend materialises (S and P forward; P, dP and dS backward). In float64,
+// so that absurd shapes cannot overflow; beyond int64 it is MaxInt64.
 func hostBytes(c Case, be flashattn.Backend, backward bool) int64 {
 	d := c.Dims
-	q := int64(d.QShape().Numel())
-	kv := int64(d.KVShape().Numel())
-	n := 3*q + 2*kv + int64(d.LSELen()) // q, out, dOut; k, v
+	q := float64(d.B) * float64(d.Nq) * float64(d.Hq) * float64(d.D)
+	kv := float64(d.B) * float64(d.Nk) * float64(d.Hkv) * float64(d.D)
+	n := 3*q + 2*kv + float64(d.B)*float64(d.Hq)*float64(d.Nq) // q, out, dOut; k, v; the LSE
 	if backward {
 		n += q + 2*kv // dq, dk, dv
 	}
 	if be == flashattn.CPUNaive {
-		mats := int64(2)
+		mats := 2.0
 		if backward {
 			mats = 3
 		}
-		n += mats * int64(d.Nq) * int64(d.Nk)
+		n += mats * float64(d.Nq) * float64(d.Nk)
 	}
-	return 4 * n
+	if 4*n >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(4 * n)
 }
 
 // deviceBytes is the device memory of one GPU forward call: q, k, v and o
@@ -137,12 +141,11 @@ func deviceBytes(d flashattn.Dims) int64 {
 }
 
 // checkHostMemory refuses a CPU run that would not fit in the host's
-// available memory, instead of letting the Go runtime die of it.
+// memory (the library's limit, flashattn.HostMemoryLimit) before anything
+// is allocated, instead of letting the Go runtime die of it.
 func checkHostMemory(c Case, be flashattn.Backend, backward bool) error {
-	avail := availableMemory()
-	need := hostBytes(c, be, backward)
-	if avail > 0 && need > avail*3/4 {
-		return usagef("%s on %s needs about %s of host memory, %s available", c, be, fmtBytes(need), fmtBytes(avail))
+	if need, lim := hostBytes(c, be, backward), flashattn.HostMemoryLimit(); need > lim {
+		return tooLargef("%s on %s needs about %s of host memory; this machine allows %s", c, be, fmtBytes(need), fmtBytes(lim))
 	}
 	return nil
 }
