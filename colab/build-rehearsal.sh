@@ -2,7 +2,10 @@
 # Build, on a machine with Go, what colab/rehearse.sh runs on a GPU machine
 # that has no Go: the goflash command, the GPU tests of flashattn, and
 # notebooks 06 and 07 as programs (notebooks/internal/nbprog), into
-# .build/rehearsal/ (git-ignored; carry it to the GPU machine).
+# .build/rehearsal/, packed as .build/rehearsal.tar.xz (git-ignored; carry the
+# packed file to the GPU machine: the four binaries are about 60 MiB, more than
+# the device tool carries beside the tree, packed about 12 MiB; rehearse.sh
+# unpacks it).
 #
 #   colab/build-rehearsal.sh && ls .build/rehearsal
 set -euo pipefail
@@ -14,7 +17,7 @@ mkdir -p "$out/src"
 export CGO_ENABLED=0
 rev=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain)" ]; then rev=$rev+dirty; fi
-# -s -w: no symbol tables, so that the four binaries fit what is carried to the GPU machine (64 MiB).
+# -s -w: no symbol tables (smaller binaries, a smaller packed file to carry).
 go build -o "$out/goflash" -ldflags "-s -w -X main.commit=$rev" ./cmd/goflash
 go test -c -o "$out/flashattn.test" -ldflags "-s -w" ./flashattn
 for nb in 06_cuda_from_go 07_benchmarks; do
@@ -22,5 +25,6 @@ for nb in 06_cuda_from_go 07_benchmarks; do
 	go build -o "$out/nb$nb" -ldflags "-s -w" "$out/src/$nb/main.go"
 done
 echo "$rev" >"$out/commit"
-du -sh "$out"
+tar -C .build -cJf .build/rehearsal.tar.xz rehearsal
+du -sh "$out" .build/rehearsal.tar.xz
 ls -l "$out"

@@ -23,6 +23,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bin=$root/.build/rehearsal
 out=${OUT:?set OUT to the directory for the results}
+if [ ! -x "$bin/goflash" ] && [ -f "$root/.build/rehearsal.tar.xz" ]; then
+	tar -C "$root/.build" -xJf "$root/.build/rehearsal.tar.xz" # what build-rehearsal.sh packed
+fi
 if [ ! -x "$bin/goflash" ]; then
 	echo "rehearse: no $bin/goflash: run colab/build-rehearsal.sh on a machine with Go first" >&2
 	exit 2
