@@ -196,7 +196,7 @@ func (d *Device) launchBwd(ks [3]*loadedKernel, dims Dims, q, k, v, out *DeviceT
 	qs, kvs := dims.QShape().ContiguousStrides(), dims.KVShape().ContiguousStrides()
 	p := d.bparams
 	p.Q, p.K, p.V, p.O, p.DO = q.buf.Ptr(), k.buf.Ptr(), v.buf.Ptr(), out.buf.Ptr(), dOut.buf.Ptr()
-	p.LSE, p.DSum = lse.Ptr(), dsum.Ptr()
+	p.LSE, p.Di = lse.Ptr(), dsum.Ptr()
 	p.DQ, p.DK, p.DV = g.DQ.buf.Ptr(), g.DK.buf.Ptr(), g.DV.buf.Ptr()
 	p.QBatchStride, p.QRowStride, p.QHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])
 	p.OBatchStride, p.ORowStride, p.OHeadStride = int64(qs[0]), int64(qs[1]), int64(qs[2])

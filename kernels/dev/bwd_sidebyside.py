@@ -25,7 +25,7 @@ from sidebyside import FwdParams, ck, cu, timed  # noqa: E402
 
 
 class BwdParams(ctypes.Structure):  # kernels/params.cuh
-    _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "dsum", "dq", "dk", "dv")] + \
+    _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "di", "dq", "dk", "dv")] + \
                [(f"s{i}", ctypes.c_int64) for i in range(24)] + \
                [(n, ctypes.c_int32) for n in ("b", "nq", "nk", "hq", "hkv", "d")] + \
                [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
@@ -78,8 +78,8 @@ class Module:
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         ck(cu.cuLaunchKernel(f, (n + br - 1) // br, b * h, 1, warps * 32, 1, 1, smem, stream, args, None), "fwd")
 
-    def backward(self, arch, q, k, v, o, do, lse, dsum, dq, dk, dv, causal):
-        """All BSHD fp16 contiguous; lse, dsum (B, H, N) fp32. Returns the call (pre, dkdv, dq)."""
+    def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal):
+        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call (pre, dkdv, dq)."""
         b, n, h, d = q.shape
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
@@ -89,7 +89,7 @@ class Module:
         strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
                    *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
         p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
-                      dsum.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
+                      di.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
                       b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
@@ -125,10 +125,10 @@ def main():
                 q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(4))
                 o = torch.full_like(q, float("nan"))
                 lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
-                dsum = torch.full_like(lse, float("nan"))
+                di = torch.full_like(lse, float("nan"))
                 dq, dk, dv = (torch.full_like(x, float("nan")) for x in (q, k, v))
                 m.forward(arch, q, k, v, o, lse, causal)
-                ours = m.backward(arch, q, k, v, o, do, lse, dsum, dq, dk, dv, causal)
+                ours = m.backward(arch, q, k, v, o, do, lse, di, dq, dk, dv, causal)
                 ours()
                 torch.cuda.synchronize()
                 # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
@@ -167,7 +167,7 @@ def main():
                 print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f}             | "
                       f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {es}" + ("  FAIL" if bad else ""),
                       flush=True)
-                del q, k, v, do, o, lse, dsum, dq, dk, dv, qt, kt, vt, dot, outs, ours
+                del q, k, v, do, o, lse, di, dq, dk, dv, qt, kt, vt, dot, outs, ours
                 torch.cuda.empty_cache()
     print("all shapes within 2x flash's error" if not fails else f"{fails} shapes FAILED")
 
