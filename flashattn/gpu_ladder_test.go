@@ -134,3 +134,17 @@ func TestLadderConformance(t *testing.T) {
 		t.Errorf("UseRung(%d): %v, want an *UnsupportedError", len(steps)+1, err)
 	}
 }
+
+// The kernel ladder of tutorial chapter 6, listed without a GPU. On a
+// Device, UseRung(r) makes Forward and BenchForward run rung r.
+func ExampleLadder() {
+	for _, s := range flashattn.Ladder() {
+		fmt.Printf("%d %s: %s\n", s.Rung, s.Name, s.Source)
+	}
+	// Output:
+	// 1 scalar: kernels/ladder/rung1_scalar.cuh
+	// 2 shared memory: kernels/ladder/rung2_smem.cuh
+	// 3 tensor cores: kernels/ladder/rung3_mma.cuh
+	// 4 ldmatrix + swizzle: kernels/ladder/rung4_ldmatrix.cuh
+	// 5 shipped: kernels/fwd.cuh
+}

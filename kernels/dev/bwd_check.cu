@@ -3,7 +3,7 @@
 // + dQ) on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA,
 // causal rows that see no key), bit-reproducibility, and NaN-poisoned outputs
 // with guard words. Speed is measured side by side with PyTorch in
-// bwd_sidebyside.py, not here.
+// sidebyside.py --bwd, not here.
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
