@@ -182,11 +182,11 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
         load_frags<D, MT>(vf, la, aV, wrow);
       }
     }
-    float l_next = INFINITY, d_next = 0.f;
+    float l_next = INFINITY, di_next = 0.f;
     if constexpr (T::kStages == 2) {
       if (more) {  // the next block's copies overlap this whole step
         issue(s + 1, buf ^ 1);
-        stats(s + 1, l_next, d_next);
+        stats(s + 1, l_next, di_next);
       }
       cp_async_commit();
     }
@@ -194,7 +194,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
     const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk);
     const uint32_t qb = aS + buf * 2 * Br * D * 2, db = qb + Br * D * 2;
     const float* sL = sStat + buf * 2 * Br;
-    const float* sD = sL + Br;
+    const float* sDi = sL + Br;
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Br; c0 += W) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
@@ -205,7 +205,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       for (int j = 0; j < W / 8; ++j) {
         // Lane (g, t) holds query columns c0+8j+2t, +1 of every row.
         const float2 l2 = *reinterpret_cast<const float2*>(sL + c0 + 8 * j + 2 * t);
-        const float2 d2 = *reinterpret_cast<const float2*>(sD + c0 + 8 * j + 2 * t);
+        const float2 di2 = *reinterpret_cast<const float2*>(sDi + c0 + 8 * j + 2 * t);
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -214,8 +214,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
             const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
             st[i][j][2 * hr] = p0;
             st[i][j][2 * hr + 1] = p1;
-            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - d2.x);  // dS^T
-            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - d2.y);
+            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
+            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
           }
       }
       uint32_t pf[MT][W / 16][4];
@@ -225,13 +225,13 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       gemm_pb<A, D, MT, W>(dk, pf, la, qb, c0);  // dK += dS^T Q
     }
     if constexpr (T::kStages == 2) {
-      if (more) put_stats(buf ^ 1, l_next, d_next);  // buffer buf^1 is free since the barrier above
+      if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
     } else {
       if (more) {
         __syncthreads();  // every warp is done with this step's buffer
         issue(s + 1, 0);
-        stats(s + 1, l_next, d_next);
-        put_stats(0, l_next, d_next);
+        stats(s + 1, l_next, di_next);
+        put_stats(0, l_next, di_next);
         cp_async_commit();
       }
     }
@@ -290,11 +290,11 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   };
 
   // L and Di of the lane's rows (g and g+8 of each m16 tile).
-  float lr[MT][2], dr[MT][2];
+  float lr[MT][2], di_r[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], dr[i][hh]);
+    for (int hh = 0; hh < 2; ++hh) row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
 
   float acc[MT][NO][4];
 #pragma unroll
@@ -341,7 +341,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const float pe = exp2_approx(fmaf(st[i][j][e], p.scale_log2, -lr[i][e >> 1]));
-            dp[i][j][e] = pe * (dp[i][j][e] - dr[i][e >> 1]);  // dS
+            dp[i][j][e] = pe * (dp[i][j][e] - di_r[i][e >> 1]);  // dS
           }
       uint32_t pf[MT][W / 16][4];
       pack_a<MT, W>(dp, pf);

@@ -20,6 +20,10 @@
 //     iff j <= i + Nk - Nq;
 //   - ScaleLog2 = Scale * log2(e).
 //
+// The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
+// the same code on both paths) takes the forward contract, with SmemBytes 0
+// (static shared memory only).
+//
 // The backward pass is three kernels of the same arch path and head dim,
 // launched in this order on one stream, each with one BwdParams by value:
 //   - BwdPre: grid (ceil(Nq/Br), B*Hq), block Warps*32, no shared memory;
