@@ -20,7 +20,7 @@ __device__ __forceinline__ void load_frags(uint32_t (&af)[MT][D / 16][4], const 
 
 // c = A B^T over the head dim. A: the warp's MT m16 row tiles (rows arow.. of the
 // tile at smem address abase, or their fragments af when Regs); B: N rows from
-// brow of the tile at bbase, read as the forward reads K (kChunksFirst order).
+// brow of the tile at bbase, read in kChunksFirst order (as K in S = Q K^T).
 template <int A, int D, int MT, int N, bool Regs>
 __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_t (&af)[Regs ? MT : 1][Regs ? D / 16 : 1][4],
                                          const LdAddr<D, kRowsFirst>& la, uint32_t abase, int arow,
@@ -57,7 +57,7 @@ __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_
 }
 
 // c += P B: P (fp16 A fragments over k = N) times the N rows from brow of the
-// tile at bbase, all D columns, read .trans as the forward reads V.
+// tile at bbase, all D columns, read .trans (as V in O += P V).
 template <int A, int D, int MT, int N>
 __device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t (&pf)[MT][N / 16][4],
                                         const LdAddr<D, kRowsFirst>& la, uint32_t bbase, int brow) {
