@@ -278,7 +278,7 @@ func (op *bwdOp) enqueue() error {
 	d, f := op.d, op.f
 	p := d.bparams
 	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
-	p.LSE, p.DSum = op.fwd.lse.Ptr(), op.di.Ptr()
+	p.LSE, p.Di = op.fwd.lse.Ptr(), op.di.Ptr()
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)

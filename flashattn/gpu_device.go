@@ -103,6 +103,7 @@ type Device struct {
 	forced bool
 	mod    *cuda.Module
 	funcs  map[string]*loadedKernel
+	rung   int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
 
 	// One parameter block per launch contract, reused by every launch
 	// (calls are serialised by mu; the driver copies the values at launch).
@@ -247,6 +248,9 @@ func (d *Device) HeadDims() []int {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.rung != 0 {
+		return kernels.RungHeadDims(d.rung)
+	}
 	return kernels.HeadDims(d.path)
 }
 
@@ -259,25 +263,6 @@ func (d *Device) BackwardHeadDims() []int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return kernels.BwdHeadDims(d.path)
-}
-
-// KernelInfo describes the kernel variant that runs for a problem.
-type KernelInfo struct {
-	Symbol     string
-	Pass       string // "fwd", or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
-	HeadDim    int
-	Causal     bool
-	Path       int // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)
-	Br, Bc     int // query rows per CTA, key rows per step (bwd_dkdv: key rows per CTA, query rows per step)
-	Warps      int
-	SmemBytes  int // dynamic shared memory per CTA
-	Registers  int // per thread, as loaded
-	LocalBytes int // local memory per thread (register spills or stack)
-	// BinaryArch is the machine code the function runs as (90 on an H200);
-	// FromPTX says it was compiled by the driver's JIT from PTX (forced
-	// Turing path) rather than taken as SASS from the fatbin.
-	BinaryArch int
-	FromPTX    bool
 }
 
 // Kernel returns the variant that Forward runs for d (causal or not), loading
@@ -297,6 +282,9 @@ func (d *Device) Kernel(dims Dims, causal bool) (KernelInfo, error) {
 
 // kernel finds, loads and prepares the forward variant for dims; d.mu is held.
 func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
+	if d.rung != 0 {
+		return d.rungKernel(dims, causal)
+	}
 	return d.passKernel(kernels.Fwd, dims, causal)
 }
 
@@ -314,6 +302,12 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
 			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
 	}
+	return d.load(v)
+}
+
+// load returns variant v's function, loading the module and preparing the
+// function on first use; d.mu is held.
+func (d *Device) load(v kernels.Variant) (*loadedKernel, error) {
 	if k := d.funcs[v.Symbol]; k != nil {
 		return k, nil
 	}
@@ -338,8 +332,11 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
 		}
 	}
-	k := &loadedKernel{fn: fn, info: KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch, Br: v.Br, Bc: v.Bc, Warps: v.Warps,
-		SmemBytes: v.SmemBytes, FromPTX: d.forced}}
+	k := &loadedKernel{fn: fn, info: kernelInfo(v)}
+	k.info.FromPTX = d.forced
+	if v.Arch == 0 { // a ladder rung: the same code on both paths, from the module of this one
+		k.info.Path = d.path
+	}
 	var errs []error
 	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)
 	errs = append(errs, err)

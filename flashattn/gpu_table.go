@@ -22,8 +22,37 @@ func passTable(arch int, backward bool) []KernelInfo {
 		if v.Arch != path || (v.Pass != kernels.Fwd) != backward {
 			continue
 		}
-		out = append(out, KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
-			Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes})
+		out = append(out, kernelInfo(v))
 	}
 	return out
+}
+
+// KernelInfo describes a kernel variant: its tiles from the table, and once a
+// device has loaded it (Device.Kernel) what the driver made of it.
+type KernelInfo struct {
+	Symbol     string `json:"symbol"`
+	Pass       string `json:"pass"` // "fwd", or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
+	HeadDim    int    `json:"head_dim"`
+	Causal     bool   `json:"causal"`
+	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)
+	Br         int    `json:"br"`   // query rows per CTA (bwd_dkdv: query rows per step)
+	Bc         int    `json:"bc"`   // key rows per step (bwd_dkdv: key rows per CTA)
+	Warps      int    `json:"warps"`
+	SmemBytes  int    `json:"smem_bytes"`  // dynamic shared memory per CTA
+	Registers  int    `json:"registers"`   // per thread, as loaded
+	LocalBytes int    `json:"local_bytes"` // local memory per thread (register spills or stack)
+	// BinaryArch is the machine code the function runs as (90 on an H200);
+	// FromPTX says it was compiled by the driver's JIT from PTX (forced
+	// Turing path) rather than taken as SASS from the fatbin.
+	BinaryArch int  `json:"binary_arch"`
+	FromPTX    bool `json:"from_ptx"`
+	// Rung is the kernel-ladder rung 1-4 (Ladder) of a teaching kernel, 0
+	// for a shipped one.
+	Rung int `json:"rung,omitempty"`
+}
+
+// kernelInfo is the one conversion from the generated table's row.
+func kernelInfo(v kernels.Variant) KernelInfo {
+	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
+		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung}
 }

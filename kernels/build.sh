@@ -4,7 +4,7 @@
 #   fa2_sm75.ptx   compute_75 PTX of the Turing kernels only (Go loads it to force
 #                  the sm_75 path through the driver's JIT on newer GPUs)
 #   resources.md   registers / stack / spills per kernel per arch, and the tile table
-#   table_gen.go   the Go Variant table, from the same traits.cuh
+#   table_gen.go   the Go Variant table, from the same traits.cuh (and ladder/ladder.cuh)
 # Usage: kernels/build.sh [OUTDIR]   (default internal/kernels; `go generate ./internal/kernels`)
 # Deterministic: nvcc 11.8 gives byte-identical output across runs and paths, so
 # kernels/check.sh can rebuild and compare with the committed files.
@@ -16,7 +16,7 @@ out=$(cd "$out" && pwd)
 
 want=11.8
 if ! command -v nvcc >/dev/null || ! nvcc --version | grep -q "release $want"; then
-  # Debian 12 ships CUDA 11.8 in non-free (see shared notes/toolchain.md).
+  # Debian 12 ships CUDA 11.8 in non-free, a component not enabled by default.
   echo "build.sh: installing nvcc $want from Debian non-free" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo tee /etc/apt/sources.list.d/goflash-nonfree.sources >/dev/null <<'SRC'
@@ -65,6 +65,14 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | chunk | regs | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   "$tmp/tiles" bwd
+  echo
+  echo "## Kernel ladder (kernels/ladder/, tutorial chapter 6)"
+  echo
+  echo "Rungs 1-4: the same code on both paths, static shared memory only; rung 5 is the shipped forward kernel."
+  echo
+  echo "| symbol | rung | D | causal | Br | Bc | warps |"
+  echo "|---|---|---|---|---|---|---|"
+  "$tmp/tiles" ladder
   echo
   echo "## Resources per SASS arch (ptxas -v)"
   echo

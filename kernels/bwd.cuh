@@ -21,145 +21,18 @@
 // Query rows past Nq are zero-filled with L = +inf (P = 0); keys past Nk are
 // zero-filled and masked in the dQ kernel, never stored by the dK/dV kernel.
 #pragma once
-#include "fwd.cuh"  // LdAddr, TileMap, cp_tile, RegTile: the tile plumbing both passes share
+#include <cuda_fp16.h>
+#include "params.cuh"
+#include "traits.cuh"
+#include "mma.cuh"
+#include "mask.cuh"
+#include "tile_io.cuh"
+#include "gemm.cuh"
+#include "entry.cuh"
 
 namespace fa2 {
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Rows x D fp16 from global into swizzled smem: cp.async on sm_80 (the caller
-// commits), through registers on Turing. Rows >= valid are zero-filled.
-template <int A, int ROWS, int D, int NT>
-__device__ __forceinline__ void load_tile(__half* s, const __half* g, int64_t ld, int valid, int tid) {
-  if constexpr (A == 80) {
-    cp_tile<ROWS, D, NT>(s, g, ld, valid, tid);
-  } else {
-    RegTile<ROWS, D, NT> r;
-    r.load(g, ld, valid, tid);
-    r.store(s, tid);
-  }
-}
-
-// The warp's A fragments (MT m16 row tiles from row arow, all of D) kept in registers.
-template <int D, int MT>
-__device__ __forceinline__ void load_frags(uint32_t (&af)[MT][D / 16][4], const LdAddr<D, kRowsFirst>& la, uint32_t abase,
-                                           int arow) {
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(af[i][kk], la.at(abase, arow + 16 * i, 2 * kk));
-}
-
-// c = A B^T over the head dim. A: the warp's MT m16 row tiles (rows arow.. of the
-// tile at smem address abase, or their fragments af when Regs); B: N rows from
-// brow of the tile at bbase, read as the forward reads K (kChunksFirst order).
-template <int A, int D, int MT, int N, bool Regs>
-__device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_t (&af)[Regs ? MT : 1][Regs ? D / 16 : 1][4],
-                                         const LdAddr<D, kRowsFirst>& la, uint32_t abase, int arow,
-                                         const LdAddr<D, kChunksFirst>& lk, uint32_t bbase, int brow) {
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < N / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) c[i][j][e] = 0.f;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[MT][4];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      if constexpr (Regs) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a[i][e] = af[i][kk][e];
-      } else {
-        ldmatrix_x4(a[i], la.at(abase, arow + 16 * i, 2 * kk));
-      }
-    }
-#pragma unroll
-    for (int jj = 0; jj < N / 16; ++jj) {
-      uint32_t bk[4];  // b0, b1 of rows brow+16jj+0..7, then of +8..15
-      ldmatrix_x4(bk, lk.at(bbase, brow + 16 * jj, 2 * kk));
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        mma_k16<A>(c[i][2 * jj], a[i], bk[0], bk[1]);
-        mma_k16<A>(c[i][2 * jj + 1], a[i], bk[2], bk[3]);
-      }
-    }
-  }
-}
-
-// c += P B: P (fp16 A fragments over k = N) times the N rows from brow of the
-// tile at bbase, all D columns, read .trans as the forward reads V.
-template <int A, int D, int MT, int N>
-__device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t (&pf)[MT][N / 16][4],
-                                        const LdAddr<D, kRowsFirst>& la, uint32_t bbase, int brow) {
-#pragma unroll
-  for (int kk = 0; kk < N / 16; ++kk) {
-#pragma unroll
-    for (int dd = 0; dd < D / 16; ++dd) {
-      uint32_t bv[4];
-      ldmatrix_x4_trans(bv, la.at(bbase, brow + 16 * kk, 2 * dd));
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        mma_k16<A>(c[i][2 * dd], pf[i][kk], bv[0], bv[1]);
-        mma_k16<A>(c[i][2 * dd + 1], pf[i][kk], bv[2], bv[3]);
-      }
-    }
-  }
-}
-
-// fp32 accumulators (C layout) -> fp16 A fragments: k16 step kk takes n-tiles 2kk, 2kk+1.
-template <int MT, int N>
-__device__ __forceinline__ void pack_a(const float (&s)[MT][N / 8][4], uint32_t (&pf)[MT][N / 16][4]) {
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk) {
-      pf[i][kk][0] = pack_half2(s[i][2 * kk][0], s[i][2 * kk][1]);
-      pf[i][kk][1] = pack_half2(s[i][2 * kk][2], s[i][2 * kk][3]);
-      pf[i][kk][2] = pack_half2(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
-      pf[i][kk][3] = pack_half2(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
-    }
-}
-
-// Epilogue, part 1: the warp's accumulator rows times mul, as fp16, into the
-// swizzled tile at stage (no other warp may still read it).
-template <int D, int MT>
-__device__ __forceinline__ void stage_rows(const float (&c)[MT][D / 8][4], float mul, __half* stage, int wrow, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int row = wrow + 16 * i + g + 8 * hh;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<uint32_t*>(stage + Swizzle<D>::offset(row, n) + 2 * t) =
-            pack_half2(c[i][n][2 * hh] * mul, c[i][n][2 * hh + 1] * mul);
-    }
-}
-
-// Epilogue, part 2 (after a barrier): the first `valid` rows of the staged tile
-// to global memory in 16-byte stores.
-template <int ROWS, int D, int NT>
-__device__ __forceinline__ void store_rows(const __half* stage, __half* g, int64_t ld, int valid, int tid) {
-  constexpr int C = D / 8;
-  static_assert(ROWS * C % NT == 0, "the staged tile must split evenly over the CTA");
-#pragma unroll
-  for (int it = 0; it < ROWS * C / NT; ++it) {
-    const int idx = it * NT + tid, row = idx / C, c = idx % C;
-    if (row < valid)
-      *reinterpret_cast<uint4*>(g + row * ld + c * 8) = *reinterpret_cast<const uint4*>(stage + Swizzle<D>::offset(row, c));
-  }
-}
-
-// Zero rows for a CTA with nothing to add (no visible key or query).
-template <int ROWS, int D, int NT>
-__device__ __forceinline__ void store_zero_rows(__half* g, int64_t ld, int valid, int tid) {
-  constexpr int C = D / 8;
-  for (int idx = tid; idx < min(valid, ROWS) * C; idx += NT)
-    *reinterpret_cast<uint4*>(g + (idx / C) * ld + (idx % C) * 8) = make_uint4(0, 0, 0, 0);
-}
 
 // L in the log2 domain for P = exp2(S*scale*log2e - L), and Di, of query row
 // `row` of (b, h): rows past Nq or that see no key get L = +inf (P = 0), Di = 0.
@@ -170,7 +43,7 @@ __device__ __forceinline__ void row_stats(const BwdParams& p, int b, int h, int 
     const int64_t r = (static_cast<int64_t>(b) * p.hq + h) * p.nq + row;
     const float lse = p.lse[r];
     if (lse != -INFINITY) l = lse * kLog2e;
-    di = p.dsum[r];
+    di = p.di[r];
   }
 }
 
@@ -190,7 +63,7 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   const int m0 = blockIdx.x * kPreRows;
   const __half* gO = static_cast<const __half*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
   const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
-  float* gD = p.dsum + (static_cast<int64_t>(b) * p.hq + h) * p.nq;
+  float* gDi = p.di + (static_cast<int64_t>(b) * p.hq + h) * p.nq;
 #pragma unroll
   for (int k = 0; k < kPreRows / RP; ++k) {
     const int row = m0 + r0 + k * RP;
@@ -208,7 +81,7 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
     }
 #pragma unroll
     for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (c == 0 && row < p.nq) gD[row] = acc;
+    if (c == 0 && row < p.nq) gDi[row] = acc;
   }
 }
 
@@ -309,11 +182,11 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
         load_frags<D, MT>(vf, la, aV, wrow);
       }
     }
-    float l_next = INFINITY, d_next = 0.f;
+    float l_next = INFINITY, di_next = 0.f;
     if constexpr (T::kStages == 2) {
       if (more) {  // the next block's copies overlap this whole step
         issue(s + 1, buf ^ 1);
-        stats(s + 1, l_next, d_next);
+        stats(s + 1, l_next, di_next);
       }
       cp_async_commit();
     }
@@ -321,7 +194,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
     const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk);
     const uint32_t qb = aS + buf * 2 * Br * D * 2, db = qb + Br * D * 2;
     const float* sL = sStat + buf * 2 * Br;
-    const float* sD = sL + Br;
+    const float* sDi = sL + Br;
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Br; c0 += W) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
@@ -332,7 +205,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       for (int j = 0; j < W / 8; ++j) {
         // Lane (g, t) holds query columns c0+8j+2t, +1 of every row.
         const float2 l2 = *reinterpret_cast<const float2*>(sL + c0 + 8 * j + 2 * t);
-        const float2 d2 = *reinterpret_cast<const float2*>(sD + c0 + 8 * j + 2 * t);
+        const float2 di2 = *reinterpret_cast<const float2*>(sDi + c0 + 8 * j + 2 * t);
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -341,8 +214,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
             const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
             st[i][j][2 * hr] = p0;
             st[i][j][2 * hr + 1] = p1;
-            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - d2.x);  // dS^T
-            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - d2.y);
+            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
+            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
           }
       }
       uint32_t pf[MT][W / 16][4];
@@ -352,13 +225,13 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       gemm_pb<A, D, MT, W>(dk, pf, la, qb, c0);  // dK += dS^T Q
     }
     if constexpr (T::kStages == 2) {
-      if (more) put_stats(buf ^ 1, l_next, d_next);  // buffer buf^1 is free since the barrier above
+      if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
     } else {
       if (more) {
         __syncthreads();  // every warp is done with this step's buffer
         issue(s + 1, 0);
-        stats(s + 1, l_next, d_next);
-        put_stats(0, l_next, d_next);
+        stats(s + 1, l_next, di_next);
+        put_stats(0, l_next, di_next);
         cp_async_commit();
       }
     }
@@ -417,11 +290,11 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   };
 
   // L and Di of the lane's rows (g and g+8 of each m16 tile).
-  float lr[MT][2], dr[MT][2];
+  float lr[MT][2], di_r[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], dr[i][hh]);
+    for (int hh = 0; hh < 2; ++hh) row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
 
   float acc[MT][NO][4];
 #pragma unroll
@@ -468,7 +341,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const float pe = exp2_approx(fmaf(st[i][j][e], p.scale_log2, -lr[i][e >> 1]));
-            dp[i][j][e] = pe * (dp[i][j][e] - dr[i][e >> 1]);  // dS
+            dp[i][j][e] = pe * (dp[i][j][e] - di_r[i][e >> 1]);  // dS
           }
       uint32_t pf[MT][W / 16][4];
       pack_a<MT, W>(dp, pf);
@@ -487,31 +360,6 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   stage_rows<D, MT>(acc, p.scale, sQ, wrow, lane);
   __syncthreads();
   store_rows<Br, D, NT>(sQ, gdQ, p.dq_row_stride, rows_q, tid);
-}
-
-// Arch-path guard, as fwd_entry.
-template <class T, bool kCausal>
-__device__ __forceinline__ void bwd_dkdv_entry(const BwdParams& p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  if constexpr (T::kArch >= 80) {
-    __trap();
-  } else
-#endif
-  {
-    bwd_dkdv_kernel<T, kCausal>(p);
-  }
-}
-
-template <class T, bool kCausal>
-__device__ __forceinline__ void bwd_dq_entry(const BwdParams& p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  if constexpr (T::kArch >= 80) {
-    __trap();
-  } else
-#endif
-  {
-    bwd_dq_kernel<T, kCausal>(p);
-  }
 }
 
 }  // namespace fa2

@@ -17,10 +17,11 @@ done
 # Resources rows: | symbol | sm | registers | stack | spill stores | spill loads | static smem |.
 # Tile rows:      | symbol | arch | D | causal | Br | Bc | warps | stages | splits/chunk | in regs | dynamic smem |.
 awk -F' *\\| *' '
-  NF == 9 && $2 ~ /^fa2_/ && !($2 ~ /_sm80_/ && $3 < 80) && ($5 + $6 + $7 > 0) {
+  /^## / { res = /^## Resources/ }
+  res && NF == 9 && $2 ~ /^fa2_/ && !($2 ~ /_sm80_/ && $3 < 80) && ($5 + $6 + $7 > 0) {
     printf "check.sh: %s sm_%s spills (stack %s, stores %s, loads %s bytes)\n", $2, $3, $5, $6, $7; bad = 1 }
-  NF == 9 && $2 ~ /^fa2_[a-z_]*sm75_/ { static[$2] = ($8 > static[$2] ? $8 : static[$2]) }
-  NF == 13 && $2 ~ /^fa2_[a-z_]*sm75_/ { dyn[$2] = $12 }
+  res && NF == 9 && $2 ~ /^fa2_[a-z_]*sm75_/ { static[$2] = ($8 > static[$2] ? $8 : static[$2]) }
+  !res && NF == 13 && $2 ~ /^fa2_[a-z_]*sm75_/ { dyn[$2] = $12 }
   END {
     for (s in dyn) if (dyn[s] + static[s] > 65536) {
       printf "check.sh: %s needs %d bytes of shared memory, Turing allows 65536\n", s, dyn[s] + static[s]; bad = 1 }

@@ -1,6 +1,7 @@
-// params.cuh: the one kernel argument, shared with Go (internal/kernels.FwdParams).
-// Layout is part of the launch contract: the Go struct is passed by value as raw
-// bytes, so every offset below is asserted.
+// params.cuh: the two kernel arguments, shared with Go: FwdParams (every forward
+// kernel) and BwdParams (the three backward kernels), internal/kernels.FwdParams
+// and BwdParams. Layout is part of the launch contract: the Go struct is passed
+// by value as raw bytes, so every offset below is asserted.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -53,8 +54,8 @@ static_assert(offsetof(FwdParams, scale_log2) == 160, "ScaleLog2");
 static_assert(offsetof(FwdParams, scale) == 164, "Scale");
 static_assert(sizeof(FwdParams) == 168, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
 
-// BwdParams: the one argument of the three backward kernels (pre, dK/dV, dQ),
-// shared with Go (internal/kernels.BwdParams). Same conventions as FwdParams.
+// BwdParams: the argument of the three backward kernels (pre, dK/dV, dQ).
+// Same conventions as FwdParams.
 struct BwdParams {
   // Inputs: q, k, v, o (the forward output) and dout fp16 (BSHD); lse fp32
   // (B, Hq, Nq), natural log, -inf for rows that see no key.
@@ -65,7 +66,7 @@ struct BwdParams {
   const void* dout;
   const float* lse;
   // Di = rowsum(dO * O), fp32 (B, Hq, Nq): written by the pre kernel, read by the others.
-  float* dsum;
+  float* di;
   // Outputs, fp16 (BSHD): dq (B, Nq, Hq, D), dk and dv (B, Nk, Hkv, D).
   void* dq;
   void* dk;
@@ -91,7 +92,7 @@ static_assert(offsetof(BwdParams, v) == 16, "V");
 static_assert(offsetof(BwdParams, o) == 24, "O");
 static_assert(offsetof(BwdParams, dout) == 32, "DO");
 static_assert(offsetof(BwdParams, lse) == 40, "LSE");
-static_assert(offsetof(BwdParams, dsum) == 48, "DSum");
+static_assert(offsetof(BwdParams, di) == 48, "Di");
 static_assert(offsetof(BwdParams, dq) == 56, "DQ");
 static_assert(offsetof(BwdParams, dk) == 64, "DK");
 static_assert(offsetof(BwdParams, dv) == 72, "DV");

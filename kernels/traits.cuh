@@ -1,6 +1,7 @@
-// traits.cuh: THE tile table. One row per (arch path, head dim); every size the
-// kernel uses is derived from it here, and internal/kernels/table.go mirrors it
-// (its test reads this file's TILE_ROW lines and compares).
+// traits.cuh: THE tile table. One row per (arch path, head dim) in the lists
+// FA2_FWD_TILES and FA2_BWD_TILES; every size a kernel uses is derived from
+// them here, fa2.cu instantiates exactly them, and tiles.cu turns them into the
+// Go table internal/kernels/table_gen.go (whose test reads the rows back).
 //
 // Notation (FA2 paper): a CTA owns Br query rows (one block of the Tr = ceil(Nq/Br)
 // row blocks) and walks Tc = ceil(Nk/Bc) key/value blocks of Bc rows. Each warp
@@ -66,22 +67,16 @@ struct Tile {
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
 };
 
-// FwdTraits<Arch, D>::type is the configuration that ships. Each line is parsed by
-// internal/kernels' test: keep the TILE_ROW(arch, d, Br, Bc, warps, stages, splits, qregs, minblocks) form.
-template <int Arch, int D> struct FwdTraits;
-#define TILE_ROW(A, D, BR, BC, W, S, SP, QR, MB) \
-  template <> struct FwdTraits<A, D> { using type = Tile<A, D, BR, BC, W, S, SP, QR, MB>; };
-
+// FA2_FWD_TILES(X): THE list of shipped forward kernels, one
+// X(arch, d, Br, Bc, warps, stages, splits, qregs, minblocks) per (arch path,
+// head dim). It expands into FwdTraits below, fa2.cu's extern "C" kernels and
+// tiles.cu's tables; internal/kernels' test parses the X(...) lines.
+//
 // Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM). 8 warps of 16 rows: one CTA
 // of 256 threads may use up to 255 registers, which the next K/V block held in
 // registers (the prefetch; Turing has no cp.async) needs on top of O and S.
 // Q in registers lets Q share the K/V area (smem max(Q, K+V)).
-TILE_ROW(75, 32, 128, 64, 8, 1, 1, true, 1)    // D32: 8 KiB smem (a 128-register cap for 2 CTAs/SM spilled)
-TILE_ROW(75, 64, 128, 64, 8, 1, 1, true, 1)    // D64: 16 KiB smem, ~160 regs
-TILE_ROW(75, 96, 128, 64, 8, 1, 1, true, 1)    // D96: 24 KiB smem, ~210 regs
-TILE_ROW(75, 128, 128, 64, 8, 1, 1, false, 1)  // D128: 128x64, 8 warps (the best Turing FA2 shape); Q in
-                                            // registers would spill, so Q|K|V = 64 KiB exactly
-
+//
 // sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB); <= 99 KiB so
 // one table serves them all. 4 warps x 32 rows (MTiles 2): each K/V fragment read
 // from shared memory feeds two mmas, halving smem traffic against 16-row warps,
@@ -89,12 +84,24 @@ TILE_ROW(75, 128, 128, 64, 8, 1, 1, false, 1)  // D128: 128x64, 8 warps (the bes
 // overlap each other's softmax and barriers. Stages 2: the next block's cp.async
 // runs under a whole step, one barrier per block. Splits keep S in registers at
 // 32 keys while copies and barriers go per Bc. (H200 numbers: kernels/dev/RESULTS.md.)
-TILE_ROW(80, 32, 128, 128, 4, 2, 2, true, 1)   // D32: Q fragments in registers (8), 40 KiB smem
-TILE_ROW(80, 64, 128, 128, 4, 2, 2, true, 1)   // D64: Q fragments in registers (32), 80 KiB smem
-TILE_ROW(80, 96, 128, 64, 4, 2, 1, false, 1)   // D96: 72 KiB smem
-TILE_ROW(80, 128, 128, 64, 4, 2, 2, false, 1)  // D128: O takes 128 regs; unsplit 128x64 spilled (44 B)
-TILE_ROW(80, 256, 64, 64, 4, 1, 1, false, 1)   // D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB
-#undef TILE_ROW
+#define FA2_FWD_TILES(X)                                                                                              \
+  X(75, 32, 128, 64, 8, 1, 1, true, 1)    /* D32: 8 KiB smem (a 128-register cap for 2 CTAs/SM spilled) */           \
+  X(75, 64, 128, 64, 8, 1, 1, true, 1)    /* D64: 16 KiB smem, ~160 regs */                                          \
+  X(75, 96, 128, 64, 8, 1, 1, true, 1)    /* D96: 24 KiB smem, ~210 regs */                                          \
+  X(75, 128, 128, 64, 8, 1, 1, false, 1)  /* D128: 128x64, 8 warps (the best Turing FA2 shape); Q in registers       \
+                                             would spill, so Q|K|V = 64 KiB exactly */                               \
+  X(80, 32, 128, 128, 4, 2, 2, true, 1)   /* D32: Q fragments in registers (8), 40 KiB smem */                       \
+  X(80, 64, 128, 128, 4, 2, 2, true, 1)   /* D64: Q fragments in registers (32), 80 KiB smem */                      \
+  X(80, 96, 128, 64, 4, 2, 1, false, 1)   /* D96: 72 KiB smem */                                                     \
+  X(80, 128, 128, 64, 4, 2, 2, false, 1)  /* D128: O takes 128 regs; unsplit 128x64 spilled (44 B) */                \
+  X(80, 256, 64, 64, 4, 1, 1, false, 1)   /* D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB */
+
+// FwdTraits<Arch, D>::type is the configuration that ships.
+template <int Arch, int D> struct FwdTraits;
+#define FA2_FWD_TRAITS(A, D, BR, BC, W, S, SP, QR, MB) \
+  template <> struct FwdTraits<A, D> { using type = Tile<A, D, BR, BC, W, S, SP, QR, MB>; };
+FA2_FWD_TILES(FA2_FWD_TRAITS)
+#undef FA2_FWD_TRAITS
 
 // ---------------------------------------------------------------------------
 // Backward tiles (bwd.cuh). Two kernels, each owning the rows it accumulates:
@@ -136,43 +143,43 @@ struct BwdTile {
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
 };
 
-// BwdKVTraits<Arch, D>::type and BwdQTraits<Arch, D>::type ship; internal/kernels'
-// test parses these lines: keep the BWD_KV_ROW(arch, d, Bc, Br, warps, stages, chunk,
-// regs, minblocks) and BWD_Q_ROW(arch, d, Br, Bc, warps, stages, chunk, regs,
-// minblocks) forms. Head dims without a row have no backward kernel (D 256: the
-// dK and dV accumulators alone are 2*256 fp32 per 16-row warp tile, 256
-// registers per thread, which spills).
-template <int Arch, int D> struct BwdKVTraits;
-template <int Arch, int D> struct BwdQTraits;
-#define BWD_KV_ROW(A, D, BC, BR, W, S, CH, R, MB) \
-  template <> struct BwdKVTraits<A, D> { using type = BwdTile<A, D, BC, BR, W, S, CH, R, MB, true>; };
-#define BWD_Q_ROW(A, D, BR, BC, W, S, CH, R, MB) \
-  template <> struct BwdQTraits<A, D> { using type = BwdTile<A, D, BR, BC, W, S, CH, R, MB, false>; };
-
+// FA2_BWD_TILES(X): THE list of shipped backward kernels, one
+// X(arch, d, (Bc, Br, warps, stages, chunk, regs, minblocks), (Br, Bc, warps, stages, chunk, regs, minblocks))
+// per (arch path, head dim): the dK/dV tile, then the dQ tile (each pair also
+// ships a pre kernel). Expanded like FA2_FWD_TILES; internal/kernels' test
+// parses the X(...) lines. Head dims without a row have no backward kernel
+// (D 256: the dK and dV accumulators alone are 2*256 fp32 per 16-row warp tile,
+// 256 registers per thread, which spills).
+//
 // Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
 // registers where D <= 64.
-BWD_KV_ROW(75, 32, 128, 64, 8, 1, 32, true, 1)    // 24.5 KiB
-BWD_KV_ROW(75, 64, 128, 64, 8, 1, 32, true, 1)    // 48.5 KiB
-BWD_KV_ROW(75, 96, 128, 32, 8, 1, 32, false, 1)   // 60.25 KiB: K,V 48 KiB leave room for 32 query rows
-BWD_KV_ROW(75, 128, 64, 32, 4, 1, 16, false, 1)   // 48.25 KiB: 128 key rows of K,V alone would be 64 KiB; 32-query chunks spilled
-BWD_Q_ROW(75, 32, 128, 64, 8, 1, 32, true, 1)     // 24 KiB
-BWD_Q_ROW(75, 64, 128, 64, 8, 1, 32, true, 1)     // 48 KiB
-BWD_Q_ROW(75, 96, 128, 32, 8, 1, 32, false, 1)   // 60 KiB
-BWD_Q_ROW(75, 128, 64, 64, 4, 1, 32, false, 1)    // 64 KiB exactly (Q,dO | K,V), like the forward D128
-
+//
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 8 warps x 16 key rows
 // (Bc 128) so each streamed Q/dO block feeds 128 keys. dQ: 4 warps x 32 rows
 // (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
 // two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
 // go 16 keys at a time at D >= 96.
-BWD_KV_ROW(80, 32, 128, 64, 8, 2, 32, true, 1)    // 33 KiB
-BWD_KV_ROW(80, 64, 128, 64, 8, 2, 32, true, 1)    // 65 KiB
-BWD_KV_ROW(80, 96, 128, 64, 8, 2, 32, false, 1)   // 97 KiB
-BWD_KV_ROW(80, 128, 128, 32, 8, 2, 32, false, 1)  // 96.5 KiB: 64 query rows per step would not fit twice
-BWD_Q_ROW(80, 32, 128, 64, 4, 2, 32, true, 1)     // 32 KiB, Q and dO fragments in registers (16)
-BWD_Q_ROW(80, 64, 128, 64, 4, 2, 32, false, 1)    // 64 KiB
-BWD_Q_ROW(80, 96, 128, 64, 4, 2, 16, false, 1)    // 96 KiB
-BWD_Q_ROW(80, 128, 128, 32, 4, 2, 16, false, 1)   // 96 KiB
-#undef BWD_KV_ROW
-#undef BWD_Q_ROW
+#define FA2_BWD_TILES(X)                                                                                              \
+  X(75, 32, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 24.5 KiB | 24 KiB */                  \
+  X(75, 64, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 48.5 KiB | 48 KiB */                  \
+  X(75, 96, (128, 32, 8, 1, 32, false, 1), (128, 32, 8, 1, 32, false, 1))  /* 60.25 KiB: K,V 48 KiB leave room for \
+                                                                              32 query rows | 60 KiB */             \
+  X(75, 128, (64, 32, 4, 1, 16, false, 1), (64, 64, 4, 1, 32, false, 1))   /* 48.25 KiB: 128 key rows of K,V alone  \
+       would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128 */            \
+  X(80, 32, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, true, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
+                                                                              in registers (16) */                  \
+  X(80, 64, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, false, 1))   /* 65 KiB | 64 KiB */                    \
+  X(80, 96, (128, 64, 8, 2, 32, false, 1), (128, 64, 4, 2, 16, false, 1))  /* 97 KiB | 96 KiB */                    \
+  X(80, 128, (128, 32, 8, 2, 32, false, 1), (128, 32, 4, 2, 16, false, 1)) /* 96.5 KiB: 64 query rows per step      \
+                                                                              would not fit twice | 96 KiB */
+
+// BwdKVTraits<Arch, D>::type and BwdQTraits<Arch, D>::type ship.
+template <int Arch, int D> struct BwdKVTraits;
+template <int Arch, int D> struct BwdQTraits;
+#define FA2_ARGS(...) __VA_ARGS__
+#define FA2_BWD_TRAITS(A, D, KV, Q)                                                        \
+  template <> struct BwdKVTraits<A, D> { using type = BwdTile<A, D, FA2_ARGS KV, true>; }; \
+  template <> struct BwdQTraits<A, D> { using type = BwdTile<A, D, FA2_ARGS Q, false>; };
+FA2_BWD_TILES(FA2_BWD_TRAITS)
+#undef FA2_BWD_TRAITS

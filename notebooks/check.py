@@ -146,6 +146,9 @@ EXPECT = {
         Text(r"^backward on (cpu-flash|gpu) "),
         Num(r"^  d[QKV]: max error vs float64 .*, relative " + NUM, 0, 1e-2, count=3),
         Text(r"^(CPU tiles|tiles of \S+): Br = \d+, Bc = \d+ -> \d+ x \d+ steps"),
+        Text(r"^rung 5: shipped \(kernels/fwd\.cuh\)"),
+        Text(r"^(Kernel ladder: not timed, no GPU here|shipped / scalar: \d+x$)"),
+        Text(r"^rung 1 reads 64x the bytes of rung 2 \(= Br = 64\)$"),
         Charts(1),
     ],
     "07_benchmarks": SETUP + [

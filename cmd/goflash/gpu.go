@@ -26,19 +26,8 @@ type gpuDevice interface {
 	Close()
 }
 
-// KernelRow is the kernel variant that runs for one head dim.
+// KernelRow is the kernel variant that runs for one head dim, or why none loads.
 type KernelRow struct {
-	HeadDim    int    `json:"head_dim"`
-	Causal     bool   `json:"causal"`
-	Symbol     string `json:"symbol"`
-	Path       int    `json:"path"` // 75: Turing code, 80: sm_80+ code
-	Br         int    `json:"br"`
-	Bc         int    `json:"bc"`
-	Warps      int    `json:"warps"`
-	SmemBytes  int    `json:"smem_bytes"`
-	Registers  int    `json:"registers"`
-	LocalBytes int    `json:"local_bytes"`
-	BinaryArch int    `json:"binary_arch"`
-	FromPTX    bool   `json:"from_ptx"`
-	Error      string `json:"error,omitempty"`
+	flashattn.KernelInfo
+	Error string `json:"error,omitempty"`
 }

@@ -147,12 +147,9 @@ func (g *cudaGPU) Kernels(path int) ([]KernelRow, error) {
 	for _, hd := range g.dev.HeadDims() {
 		for _, causal := range []bool{false, true} {
 			k, err := g.dev.Kernel(flashattn.Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: hd}, causal)
-			kr := KernelRow{HeadDim: hd, Causal: causal}
+			kr := KernelRow{KernelInfo: k}
 			if err != nil {
-				kr.Error = oneLine(err.Error())
-			} else {
-				kr.Symbol, kr.Path, kr.Br, kr.Bc, kr.Warps = k.Symbol, k.Path, k.Br, k.Bc, k.Warps
-				kr.SmemBytes, kr.Registers, kr.LocalBytes, kr.BinaryArch, kr.FromPTX = k.SmemBytes, k.Registers, k.LocalBytes, k.BinaryArch, k.FromPTX
+				kr = KernelRow{KernelInfo: flashattn.KernelInfo{HeadDim: hd, Causal: causal}, Error: oneLine(err.Error())}
 			}
 			out = append(out, kr)
 		}

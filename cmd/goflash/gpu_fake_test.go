@@ -77,7 +77,7 @@ func (f *fakeGPU) Kernels(path int) ([]KernelRow, error) {
 	var out []KernelRow
 	for _, d := range []int{32, 64} {
 		for _, causal := range []bool{false, true} {
-			out = append(out, KernelRow{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, path), Path: max(path, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: path == 75})
+			out = append(out, KernelRow{KernelInfo: flashattn.KernelInfo{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, path), Path: max(path, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: path == 75}})
 		}
 	}
 	return out, nil

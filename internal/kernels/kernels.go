@@ -20,10 +20,14 @@
 //     iff j <= i + Nk - Nq;
 //   - ScaleLog2 = Scale * log2(e).
 //
+// The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
+// the same code on both paths) takes the forward contract, with SmemBytes 0
+// (static shared memory only).
+//
 // The backward pass is three kernels of the same arch path and head dim,
 // launched in this order on one stream, each with one BwdParams by value:
 //   - BwdPre: grid (ceil(Nq/Br), B*Hq), block Warps*32, no shared memory;
-//     writes DSum = rowsum(dO * O) (B, Hq, Nq) fp32;
+//     writes Di = rowsum(dO * O) (B, Hq, Nq) fp32;
 //   - BwdDKDV: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes dK
 //     (scaled by Scale) and dV, fp16, every row < Nk;
 //   - BwdDQ: grid (ceil(Nq/Br), B*Hq), block Warps*32, SmemBytes; writes dQ
@@ -34,6 +38,8 @@
 // No kernel uses atomics: each output element is summed by one thread in a
 // fixed order, so results are bit-reproducible.
 package kernels
+
+import "sort"
 
 // FwdParams mirrors `struct FwdParams` in kernels/params.cuh, field for field
 // (the CUDA side static_asserts its size and offsets).
@@ -53,7 +59,7 @@ type FwdParams struct {
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of
 // the three backward kernels.
 type BwdParams struct {
-	Q, K, V, O, DO, LSE, DSum, DQ, DK, DV uint64 // device pointers
+	Q, K, V, O, DO, LSE, Di, DQ, DK, DV uint64 // device pointers
 
 	QBatchStride, QRowStride, QHeadStride    int64 // elements
 	KBatchStride, KRowStride, KHeadStride    int64
@@ -106,4 +112,38 @@ type Variant struct {
 	Br, Bc    int
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA
+	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
+	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
+	// paths, so Arch 0; rung 5 is the shipped forward kernel).
+	Rung int
 }
+
+// LadderRungs is the number of ladder rungs with kernels of their own (1-4);
+// rung LadderRungs+1 is the shipped forward kernel.
+const LadderRungs = 4
+
+// LookupRung returns the kernel of ladder rung 1-4 for a head dim and
+// causality; ok is false for head dims the rung has no kernel for.
+func LookupRung(rung, headDim int, causal bool) (v Variant, ok bool) {
+	for _, v := range ladderVariants {
+		if v.Rung == rung && v.HeadDim == headDim && v.Causal == causal {
+			return v, true
+		}
+	}
+	return Variant{}, false
+}
+
+// RungHeadDims lists, ascending, the head dims with kernels of ladder rung 1-4.
+func RungHeadDims(rung int) []int {
+	var ds []int
+	for _, v := range ladderVariants {
+		if v.Rung == rung && !v.Causal {
+			ds = append(ds, v.HeadDim)
+		}
+	}
+	sort.Ints(ds)
+	return ds
+}
+
+// LadderVariants returns a copy of the ladder's kernels (rungs 1-4).
+func LadderVariants() []Variant { return append([]Variant(nil), ladderVariants...) }

@@ -3,6 +3,7 @@ package kernels
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -29,7 +30,7 @@ func TestFatbinImage(t *testing.T) {
 	if len(Fatbin) < 1024 || !bytes.HasPrefix(Fatbin, FatbinMagic) {
 		t.Fatalf("fa2.fatbin: %d bytes, starts % x; want a fatbin (magic % x)", len(Fatbin), Fatbin[:min(4, len(Fatbin))], FatbinMagic)
 	}
-	for _, v := range variants {
+	for _, v := range append(Variants(), ladderVariants...) {
 		if !bytes.Contains(Fatbin, []byte(v.Symbol+"\x00")) {
 			t.Errorf("fa2.fatbin has no symbol %s", v.Symbol)
 		}
@@ -46,15 +47,15 @@ func TestSM75PTX(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e[1])
 	}
-	for _, v := range variants {
-		if v.Arch == 75 {
+	for _, v := range append(Variants(), ladderVariants...) {
+		if v.Arch == 75 || v.Arch == 0 { // Arch 0: a ladder rung, on both paths
 			want = append(want, v.Symbol)
 		}
 	}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("fa2_sm75.ptx entries %v, want exactly the Turing variants %v", got, want)
+		t.Errorf("fa2_sm75.ptx entries %v, want exactly the Turing variants and the ladder %v", got, want)
 	}
 }
 
@@ -89,9 +90,26 @@ func TestParamsLayout(t *testing.T) {
 	}
 }
 
-// The generated table must agree with the TILE_ROW / BWD_*_ROW lines of
-// traits.cuh (the source) and with the tile tables of resources.md (what was
-// compiled).
+// macro returns the body of the multi-line #define of name in src.
+func macro(t *testing.T, src, name string) string {
+	t.Helper()
+	i := strings.Index(src, "#define "+name+"(")
+	if i < 0 {
+		t.Fatalf("no #define %s", name)
+	}
+	var b strings.Builder
+	for l := range strings.Lines(src[i:]) {
+		b.WriteString(l)
+		if !strings.HasSuffix(strings.TrimRight(l, "\n"), "\\") {
+			break
+		}
+	}
+	return b.String()
+}
+
+// The generated table must agree with the X(...) rows of traits.cuh's
+// FA2_FWD_TILES and FA2_BWD_TILES (the source) and with the tile tables of
+// resources.md (what was compiled).
 func TestTableMatchesTraits(t *testing.T) {
 	src := readFile(t, "../../kernels/traits.cuh")
 	count := map[Pass]int{}
@@ -100,16 +118,17 @@ func TestTableMatchesTraits(t *testing.T) {
 	}
 	// row: arch, d, owned rows, streamed rows, warps; want maps them to a variant.
 	type rowKind struct {
-		re   string
-		pass Pass
-		want func(n []int) (br, bc int)
+		list, re string
+		pass     Pass
+		want     func(n []int) (br, bc int)
 	}
+	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+`
 	for _, k := range []rowKind{
-		{`(?m)^TILE_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }},
-		{`(?m)^BWD_KV_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }},
-		{`(?m)^BWD_Q_ROW\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }},
+		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }},
 	} {
-		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(src, -1)
+		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		if len(rows) == 0 || len(rows)*2 != count[k.pass] {
 			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want 2 per row)", len(rows), k.pass, count[k.pass])
 		}
@@ -190,10 +209,11 @@ func resources(t *testing.T) map[string]map[int]resource {
 
 func TestResources(t *testing.T) {
 	res := resources(t)
-	if len(res) != len(variants) {
-		t.Errorf("resources.md lists %d kernels, the table %d", len(res), len(variants))
+	all := append(Variants(), ladderVariants...)
+	if len(res) != len(all) {
+		t.Errorf("resources.md lists %d kernels, the tables %d", len(res), len(all))
 	}
-	for _, v := range variants {
+	for _, v := range all {
 		for _, sm := range sassArchs {
 			r, ok := res[v.Symbol][sm]
 			if !ok {
@@ -210,8 +230,8 @@ func TestResources(t *testing.T) {
 				t.Errorf("%s sm_%d: %d registers x %d threads do not fit an SM", v.Symbol, sm, r.regs, 32*v.Warps)
 			}
 			limit := 99 << 10 // sm_86/89 opt-in maximum, the smallest of the sm_80+ parts
-			if v.Arch == 75 {
-				limit = 64 << 10 // Turing's per-block maximum
+			if v.Arch != 80 {
+				limit = 64 << 10 // Turing's per-block maximum (Arch 0: a ladder rung, on both paths)
 			}
 			if r.smem+v.SmemBytes > limit {
 				t.Errorf("%s sm_%d: %d static + %d dynamic bytes of shared memory > %d", v.Symbol, sm, r.smem, v.SmemBytes, limit)
@@ -303,6 +323,40 @@ func TestLookup(t *testing.T) {
 			if got := PassHeadDims(p, a); !slices.Equal(got, BwdHeadDims(a)) {
 				t.Errorf("PassHeadDims(%v, %d) = %v, want the dK/dV head dims %v", p, a, got, BwdHeadDims(a))
 			}
+		}
+	}
+}
+
+// The ladder table must list FA2_LADDER's rungs (kernels/ladder/ladder.cuh),
+// each with a tile row in resources.md, and stay out of the shipped lookups.
+func TestLadderTable(t *testing.T) {
+	src := readFile(t, "../../kernels/ladder/ladder.cuh")
+	rows := regexp.MustCompile(`X\((\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, src, "FA2_LADDER"), -1)
+	if len(rows) == 0 || len(rows)*2 != len(ladderVariants) {
+		t.Fatalf("FA2_LADDER has %d rows, the table %d variants (want 2 per row)", len(rows), len(ladderVariants))
+	}
+	res := readFile(t, "resources.md")
+	for _, r := range rows {
+		rung, _ := strconv.Atoi(r[1])
+		d, _ := strconv.Atoi(r[2])
+		if rung < 1 || rung > LadderRungs || !slices.Contains(RungHeadDims(rung), d) {
+			t.Errorf("%s: rung %d, head dims %v", r[0], rung, RungHeadDims(rung))
+		}
+		for _, causal := range []bool{false, true} {
+			v, ok := LookupRung(rung, d, causal)
+			c := 0
+			if causal {
+				c = 1
+			}
+			row := fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d |", v.Symbol, rung, d, c, v.Br, v.Bc, v.Warps)
+			if !ok || v.Arch != 0 || v.Pass != Fwd || v.SmemBytes != 0 || !strings.Contains(res, row) {
+				t.Errorf("%s causal=%v: %+v (found %v); resources.md needs %q", r[0], causal, v, ok, row)
+			}
+		}
+	}
+	for _, v := range variants {
+		if v.Rung != 0 {
+			t.Errorf("shipped table holds a ladder kernel: %+v", v)
 		}
 	}
 }

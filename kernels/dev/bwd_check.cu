@@ -3,7 +3,7 @@
 // + dQ) on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA,
 // causal rows that see no key), bit-reproducibility, and NaN-poisoned outputs
 // with guard words. Speed is measured side by side with PyTorch in
-// bwd_sidebyside.py, not here.
+// sidebyside.py --bwd, not here.
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
@@ -23,10 +23,7 @@
 // only where the truth is ~0, e.g. Nk = 1); rows that see no key must give
 // dQ = 0 exactly.
 //
-// Measured 2026-11-30 on the H200 (RESULTS.md, "Backward kernels"): tpl75 72/72, tpl80 72/72,
-// ptx75 72/72; compute-sanitizer memcheck 0 errors, racecheck 0 hazards. Side by side with
-// SDPA's backward (bwd_sidebyside.py): 0.79-0.95x flash at D64/D128 N=2048, 0.70-0.82x at N=8192,
-// 1.52-2.11x efficient.
+// Measured results (machine, date, command): RESULTS.md, "Backward kernels".
 #include <cuda_runtime.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -44,42 +41,7 @@
 #include <vector>
 
 #include "../fa2.cu"
-
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
-
-struct Driver {
-  CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
-  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                           void**, void**) = nullptr;
-  CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
-  bool load() {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!h) return false;
-    ModuleLoadData = (decltype(ModuleLoadData))dlsym(h, "cuModuleLoadData");
-    ModuleGetFunction = (decltype(ModuleGetFunction))dlsym(h, "cuModuleGetFunction");
-    FuncSetAttribute = (decltype(FuncSetAttribute))dlsym(h, "cuFuncSetAttribute");
-    LaunchKernel = (decltype(LaunchKernel))dlsym(h, "cuLaunchKernel");
-    GetErrorString = (decltype(GetErrorString))dlsym(h, "cuGetErrorString");
-    return ModuleLoadData && ModuleGetFunction && FuncSetAttribute && LaunchKernel && GetErrorString;
-  }
-  void check(CUresult r, const char* what) const {
-    if (r == CUDA_SUCCESS) return;
-    const char* s = "?";
-    GetErrorString(r, &s);
-    std::fprintf(stderr, "driver: %s: %s\n", what, s);
-    std::exit(1);
-  }
-};
-static Driver drv;
+#include "dev.h"
 
 // One launchable kernel (runtime-API template or driver-API module function).
 struct Fn {
@@ -132,27 +94,17 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
   return b;
 }
 
-#define SHIPPED_BWD(X) X(75, 32) X(75, 64) X(75, 96) X(75, 128) X(80, 32) X(80, 64) X(80, 96) X(80, 128)
-
 static std::vector<Bwd> shipped_tpl() {
   std::vector<Bwd> v;
-#define ADD(A, D)                                                                                                 \
+#define ADD(A, D, ...)                                                                                               \
   v.push_back(make_bwd<A, D, false>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)fa2_bwd_dkdv_sm##A##_d##D, \
                                     (const void*)fa2_bwd_dq_sm##A##_d##D));                                       \
   v.push_back(make_bwd<A, D, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                        \
                                    (const void*)fa2_bwd_dkdv_sm##A##_d##D##_causal,                             \
                                    (const void*)fa2_bwd_dq_sm##A##_d##D##_causal));
-  SHIPPED_BWD(ADD)
+  FA2_BWD_TILES(ADD)
 #undef ADD
   return v;
-}
-
-static std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // The Turing variants from the compute_75 PTX, JIT-compiled by the driver.
@@ -314,11 +266,11 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   const int d = P.d;
   const size_t nq = P.q.size(), nk = P.k.size(), nl = P.lse.size();
   __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-  float *lse, *dsum;
+  float *lse, *di;
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2));
   CK(cudaMalloc(&o, nq * 2)); CK(cudaMalloc(&dout, nq * 2));
   CK(cudaMalloc(&dq, (nq + kGuard) * 2)); CK(cudaMalloc(&dk, (nk + kGuard) * 2)); CK(cudaMalloc(&dv, (nk + kGuard) * 2));
-  CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&dsum, nl * 4));
+  CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));
   CK(cudaMemcpy(q, P.q.data(), nq * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(k, P.k.data(), nk * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(v, P.v.data(), nk * 2, cudaMemcpyHostToDevice));
@@ -328,9 +280,9 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemset(dq, 0xff, (nq + kGuard) * 2));  // fp16 NaN
   CK(cudaMemset(dk, 0xff, (nk + kGuard) * 2));
   CK(cudaMemset(dv, 0xff, (nk + kGuard) * 2));
-  CK(cudaMemset(dsum, 0xff, nl * 4));
+  CK(cudaMemset(di, 0xff, nl * 4));
   BwdParams p{};
-  p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.dsum = dsum; p.dq = dq; p.dk = dk; p.dv = dv;
+  p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
   const int64_t qb = (int64_t)sh.nq * sh.hq * d, qr = (int64_t)sh.hq * d, kb = (int64_t)sh.nk * sh.hkv * d,
                 kr = (int64_t)sh.hkv * d;
   p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = qb;
@@ -350,7 +302,7 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemcpy(r.dq.data(), dq, r.dq.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(r.dk.data(), dk, r.dk.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(r.dv.data(), dv, r.dv.size() * 2, cudaMemcpyDeviceToHost));
-  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)dsum})
+  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
     CK(cudaFree(x));
   return r;
 }

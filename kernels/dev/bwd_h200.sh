@@ -6,7 +6,7 @@
 # 1. bwd_check: float64 CPU reference on small odd shapes, every variant (tpl75, tpl80, ptx75);
 # 2. the Go GPU tests: conformance forward+backward (default and forced sm_75 paths),
 #    Device API errors, memory, BenchBackward; Go benchmarks on 8 paper shapes;
-# 3. bwd_sidebyside.py: our backward vs PyTorch SDPA flash/efficient backward, one process.
+# 3. sidebyside.py --bwd: our backward vs PyTorch SDPA flash/efficient backward, one process.
 # Logs go to $OUT; the summary is printed last.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -16,7 +16,7 @@ timeout 90 .build/bwd/bwd_check internal/kernels >"$OUT/bwd_check.log" 2>&1; ech
 timeout 150 .build/bwd/flashattn.test -test.run 'TestGPU|KernelTable' -test.v -test.count=1 >"$OUT/gotest.log" 2>&1; echo "go test rc=$?"
 timeout 40 .build/bwd/flashattn.test -test.run '^$' -test.bench 'GPU(Forward|Backward)Paper$/D(64|128)/N(2048|8192)' \
   -test.benchtime=10x >"$OUT/gobench.log" 2>&1; echo "go bench rc=$?"
-PYTHONUNBUFFERED=1 timeout 120 python3 kernels/dev/bwd_sidebyside.py >"$OUT/bwd_sidebyside.log" 2>&1; echo "sidebyside rc=$?"
+PYTHONUNBUFFERED=1 timeout 120 python3 kernels/dev/sidebyside.py --bwd >"$OUT/bwd_sidebyside.log" 2>&1; echo "sidebyside rc=$?"
 echo "== bwd_check"; grep -v "^ok " "$OUT/bwd_check.log" | head -40
 echo "== go test"; grep -E "^(=== RUN|--- FAIL|FAIL|ok|PASS|panic)|_test.go:[0-9]+:" "$OUT/gotest.log" | grep -v "=== RUN" | head -60
 grep -E "^--- (PASS|SKIP): TestGPU" "$OUT/gotest.log"

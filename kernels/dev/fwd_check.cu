@@ -4,7 +4,7 @@
 //
 // Build and run on a GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/fwd_check -ldl
-//   .build/fwd_check all internal/kernels     # check | tune | bench | all
+//   .build/fwd_check all internal/kernels     # check | tune | bench | all | ladder | ladder-check
 // Kernel sources compared in one process: "tpl" = compiled into this binary by
 // the local nvcc; "fatbin" = the committed internal/kernels/fa2.fatbin (nvcc 11.8
 // SASS), loaded with cuModuleLoadData; "ptx75" = internal/kernels/fa2_sm75.ptx,
@@ -15,11 +15,7 @@
 // max error on O and on LSE must be <= 2x the baseline's. Outputs are NaN-poisoned
 // first, with guard words after them; rows that see no key need O = 0, LSE = -inf.
 //
-// Measured 2026-11-30 on the H200 (kernels/dev/RESULTS.md has the full tables): all
-// checks pass (tpl 162/162, fatbin 162/162, ptx75 72/72); shipped fatbin (nvcc 11.8),
-// paper shapes, N=2048: D64 297 / causal 254 TFLOP/s, D128 324 / causal 260; with
-// nvcc 13 SASS ("tpl") 3-12% more (D128 N=8192: 362 vs 340). Against PyTorch SDPA flash
-// in one process (sidebyside.py): 0.94-1.09x for N >= 2048.
+// Measured results (machine, date, command): RESULTS.md.
 #include <cuda_runtime.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -38,43 +34,7 @@
 #include <vector>
 
 #include "../fa2.cu"
-
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-
-// ---- driver API through dlopen (no -lcuda needed at link time) ----
-struct Driver {
-  CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
-  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                           CUstream, void**, void**) = nullptr;
-  CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
-  bool load() {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!h) return false;
-    ModuleLoadData = (decltype(ModuleLoadData))dlsym(h, "cuModuleLoadData");
-    ModuleGetFunction = (decltype(ModuleGetFunction))dlsym(h, "cuModuleGetFunction");
-    FuncSetAttribute = (decltype(FuncSetAttribute))dlsym(h, "cuFuncSetAttribute");
-    LaunchKernel = (decltype(LaunchKernel))dlsym(h, "cuLaunchKernel");
-    GetErrorString = (decltype(GetErrorString))dlsym(h, "cuGetErrorString");
-    return ModuleLoadData && ModuleGetFunction && FuncSetAttribute && LaunchKernel && GetErrorString;
-  }
-  void check(CUresult r, const char* what) const {
-    if (r == CUDA_SUCCESS) return;
-    const char* s = "?";
-    GetErrorString(r, &s);
-    std::fprintf(stderr, "driver: %s: %s\n", what, s);
-    std::exit(1);
-  }
-};
-static Driver drv;
+#include "dev.h"
 
 // ---- kernels ----
 struct Kernel {
@@ -96,7 +56,8 @@ struct Kernel {
   }
   std::string tile() const {
     char b[96];
-    std::snprintf(b, sizeof b, "%dx%d w%d st%d sp%d%s", br, bc, warps, stages, splits, qregs ? " qreg" : "");
+    if (arch == 0) std::snprintf(b, sizeof b, "%dx%d w%d rung%d", br, bc, warps, stages);  // a ladder rung
+    else std::snprintf(b, sizeof b, "%dx%d w%d st%d sp%d%s", br, bc, warps, stages, splits, qregs ? " qreg" : "");
     return b;
   }
 };
@@ -112,29 +73,45 @@ Kernel make_kernel(const std::string& name, const std::string& src, const void* 
   return k;
 }
 
-#define SHIPPED(X) X(75, 32) X(75, 64) X(75, 96) X(75, 128) X(80, 32) X(80, 64) X(80, 96) X(80, 128) X(80, 256)
-
 static std::vector<Kernel> shipped_tpl() {
   std::vector<Kernel> v;
-#define ADD(A, D)                                                                                                  \
+#define ADD(A, D, ...)                                                                                                \
   v.push_back(make_kernel<FwdTraits<A, D>::type, false>("fa2_fwd_sm" #A "_d" #D, "tpl", (const void*)fa2_fwd_sm##A##_d##D)); \
   v.push_back(make_kernel<FwdTraits<A, D>::type, true>("fa2_fwd_sm" #A "_d" #D "_causal", "tpl",                   \
                                                         (const void*)fa2_fwd_sm##A##_d##D##_causal));
-  SHIPPED(ADD)
+  FA2_FWD_TILES(ADD)
 #undef ADD
   return v;
 }
 
-static std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+// The kernel ladder's rungs 1-4 (ladder/ladder.cuh): arch 0, both paths run them.
+template <class R, int D, bool C>
+Kernel make_rung(int rung, const std::string& name, const void* fn) {
+  Kernel k{};
+  k.name = name;
+  k.src = "tpl";
+  k.arch = 0; k.d = D; k.br = R::kBr; k.bc = R::kBc; k.warps = R::kThreads / 32;
+  k.stages = k.splits = rung;  // tile() shows it
+  k.smem = 0; k.causal = C; k.qregs = false;
+  k.fn = fn;
+  return k;
 }
 
-// Same table, functions from a module image (fatbin or PTX) loaded by the driver.
-static std::vector<Kernel> shipped_module(const std::string& path, const std::string& src, int only_arch) {
+static std::vector<Kernel> ladder_tpl() {
+  std::vector<Kernel> v;
+#define ADDL(R, D)                                                                                          \
+  v.push_back(make_rung<fa2::ladder::Rung##R, D, false>(R, "fa2_ladder" #R "_d" #D, (const void*)fa2_ladder##R##_d##D)); \
+  v.push_back(make_rung<fa2::ladder::Rung##R, D, true>(R, "fa2_ladder" #R "_d" #D "_causal",                  \
+                                                      (const void*)fa2_ladder##R##_d##D##_causal));
+  FA2_LADDER(ADDL)
+#undef ADDL
+  return v;
+}
+
+// Same table (the shipped kernels, or with ladder the ladder's), functions from
+// a module image (fatbin or PTX) loaded by the driver.
+static std::vector<Kernel> shipped_module(const std::string& path, const std::string& src, int only_arch,
+                                          bool ladder = false) {
   std::vector<Kernel> out;
   std::string img = read_file(path);
   if (img.empty()) {
@@ -144,8 +121,8 @@ static std::vector<Kernel> shipped_module(const std::string& path, const std::st
   img.push_back('\0');  // PTX must be NUL-terminated
   CUmodule mod;
   drv.check(drv.ModuleLoadData(&mod, img.data()), path.c_str());
-  for (Kernel k : shipped_tpl()) {
-    if (only_arch && k.arch != only_arch) continue;
+  for (Kernel k : ladder ? ladder_tpl() : shipped_tpl()) {
+    if (only_arch && k.arch != 0 && k.arch != only_arch) continue;
     k.src = src;
     k.fn = nullptr;
     drv.check(drv.ModuleGetFunction(&k.cf, mod, k.name.c_str()), k.name.c_str());
@@ -464,10 +441,10 @@ struct Bench {
 
 static const int kBenchN[] = {512, 1024, 2048, 4096, 8192, 16384};
 
-static void bench_set(Bench& bn, const std::vector<Kernel>& ks, const std::vector<int>& ns, FILE* csv) {
+static void bench_set(Bench& bn, const std::vector<Kernel>& ks, const std::vector<int>& ns, FILE* csv, int reps = 20) {
   for (const Kernel& kern : ks) {
     for (int n : ns) {
-      const double ms = bn.time(kern, n);
+      const double ms = bn.time(kern, n, reps);
       const double tf = Bench::tflops(kern.d, n, kern.causal, ms);
       std::printf("bench %-6s %-40s %-20s D%-3d causal=%d N=%-5d %8.3f ms %7.1f TFLOP/s\n", kern.src.c_str(),
                   kern.name.c_str(), kern.tile().c_str(), kern.d, kern.causal, n, ms, tf);
@@ -491,7 +468,7 @@ int main(int argc, char** argv) {
   const bool have_drv = drv.load();
 
   std::vector<Kernel> tpl = shipped_tpl(), fat, ptx;
-  if (have_drv) {
+  if (have_drv && mode != "ladder-check") {  // ladder-check: the rungs alone (compute-sanitizer runs)
     fat = shipped_module(dir + "/fa2.fatbin", "fatbin", 0);
     ptx = shipped_module(dir + "/fa2_sm75.ptx", "ptx75", 75);
   }
@@ -503,6 +480,45 @@ int main(int argc, char** argv) {
 #endif
 
   int failed = 0;
+  if (mode == "ladder" || mode == "ladder-check") {
+    // The kernel ladder (tutorial chapter 6): rungs 1-4 as compiled here, from the
+    // fatbin (what Go runs) and from the sm_75 PTX (the forced Turing path), each
+    // checked on every shape; then timed with rung 5, the shipped kernel of each path.
+    std::vector<Kernel> ltpl = ladder_tpl(), lfat, lptx;
+    if (have_drv && mode == "ladder") {
+      lfat = shipped_module(dir + "/fa2.fatbin", "fatbin", 0, true);
+      lptx = shipped_module(dir + "/fa2_sm75.ptx", "ptx75", 75, true);
+    }
+    for (auto* set : {&ltpl, &lfat, &lptx}) {
+      if (set->empty()) continue;
+      for (Kernel& k : *set) k.prepare();
+      const CheckStats st = run_checks(*set, false);
+      std::printf("check ladder %-6s: %d/%d cases pass\n", (*set)[0].src.c_str(), st.cases - st.failed, st.cases);
+      failed += st.failed;
+    }
+    std::fflush(stdout);
+    if (mode == "ladder") {
+      FILE* csv = outdir ? std::fopen((std::string(outdir) + "/ladder_bench.csv").c_str(), "w") : nullptr;
+      if (csv) std::fprintf(csv, "src,kernel,tile,d,causal,n,ms,tflops\n");
+      Bench bn;
+      bn.init();
+      auto d64 = [](const std::vector<Kernel>& ks, int arch) {
+        std::vector<Kernel> v;
+        for (const Kernel& k : ks)
+          if (k.d == 64 && k.arch == arch) v.push_back(k);
+        return v;
+      };
+      for (int n : {1024, 4096}) {
+        bench_set(bn, lfat, {n}, csv, 5);
+        bench_set(bn, d64(fat, 80), {n}, csv, 5);
+        bench_set(bn, lptx, {n}, csv, 5);
+        bench_set(bn, d64(ptx, 75), {n}, csv, 5);
+      }
+      if (csv) std::fclose(csv);
+    }
+    std::printf("%s\n", failed ? "CHECK FAILED" : "all checks passed");
+    return failed ? 1 : 0;
+  }
   if (mode == "check" || mode == "all") {
     for (auto* set : {&tpl, &fat, &ptx}) {
       if (set->empty()) continue;

@@ -1,18 +1,25 @@
-"""Side-by-side forward benchmark in ONE process on one GPU: PyTorch SDPA (flash,
+"""Side-by-side benchmark in ONE process on one GPU: PyTorch SDPA (flash,
 efficient) and GoFlash's shipped kernels (internal/kernels/fa2.fatbin, launched
 through the driver API with ctypes, as the Go code launches them), interleaved
 call by call on the same tensors, so clock drift hits all three alike.
 
-Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
-FLOPs = 4*B*H*N*N*D, halved when causal. Median of 20 CUDA-event-timed calls
-after 3 warm-ups. Before timing, each shape's output is checked against SDPA's
-math backend in float32.
+Forward (default): Median of 20 CUDA-event-timed calls after 3 warm-ups; before
+timing, each shape's output is checked against SDPA's math backend in float32.
+--bwd: the backward pass (pre + dK/dV + dQ; SDPA: the backward kernels autograd
+runs for each backend), our O and LSE from our forward kernel; each shape's
+gradients (batch 0, heads 0-3) are checked against SDPA's float32 math backend,
+next to flash's error on the same slice.
 
-Usage: python3 kernels/dev/sidebyside.py [--ptx75] [N ...]   (from the repo root)
+Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
+FLOPs = 4*B*H*N*N*D (times 2.5 for the backward, the paper's convention),
+halved when causal.
+
+Usage: python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...]   (from the repo root)
+  default N: 512..16384 forward, 2048 8192 backward; --ptx75: the Turing kernels
+  from internal/kernels/fa2_sm75.ptx through the driver's JIT.
 """
 import ctypes
 import math
-import re
 import sys
 
 import torch
@@ -29,6 +36,16 @@ class FwdParams(ctypes.Structure):  # kernels/params.cuh
 
 assert ctypes.sizeof(FwdParams) == 168
 
+class BwdParams(ctypes.Structure):  # kernels/params.cuh
+    _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "di", "dq", "dk", "dv")] + \
+               [(f"s{i}", ctypes.c_int64) for i in range(24)] + \
+               [(n, ctypes.c_int32) for n in ("b", "nq", "nk", "hq", "hkv", "d")] + \
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
+
+
+assert ctypes.sizeof(BwdParams) == 304
+
+
 cu = ctypes.CDLL("libcuda.so.1")
 
 
@@ -40,22 +57,22 @@ def ck(r, what):
 
 
 def tiles():
-    """symbol -> (Br, warps, smem) from the tile table in the generated resources.md."""
+    """symbol -> (Br, Bc, warps, dynamic smem) from the tile tables of the generated resources.md."""
     t, cols = {}, None
     for line in open("internal/kernels/resources.md"):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells[0] == "symbol":
             cols = cells if "Br" in cells else None
-        elif cols and len(cells) == len(cols) and cells[0].startswith("fa2_fwd_"):
+        elif cols and len(cells) == len(cols) and cells[0].startswith("fa2_"):
             r = dict(zip(cols, cells))
-            t[r["symbol"]] = (int(r["Br"]), int(r["warps"]), int(r["dynamic smem bytes"]))
+            t[r["symbol"]] = (int(r["Br"]), int(r["Bc"]), int(r["warps"]), int(r.get("dynamic smem bytes", 0)))
     return t
 
 
 class Module:
     def __init__(self, path):
         torch.cuda.init()
-        torch.empty(1, device="cuda")  # primary context current
+        torch.empty(1, device="cuda")
         data = open(path, "rb").read() + b"\0"
         self.buf = ctypes.create_string_buffer(data, len(data))
         self.mod = ctypes.c_void_p()
@@ -67,20 +84,21 @@ class Module:
         if sym not in self.fns:
             f = ctypes.c_void_p()
             ck(cu.cuModuleGetFunction(ctypes.byref(f), self.mod, sym.encode()), sym)
-            br, warps, smem = self.tiles[sym]
-            ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            self.fns[sym] = (f, br, warps, smem)
+            br, bc, warps, smem = self.tiles[sym]
+            if smem > 48 * 1024:
+                ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")
+            self.fns[sym] = (f, br, bc, warps, smem)
         return self.fns[sym]
 
-    def launcher(self, sym, q, k, v, o, lse):
+    def forward(self, arch, q, k, v, o, lse, causal):
         """q, k, v, o: (B, N, H, D) fp16 contiguous (BSHD); lse: (B, H, N) fp32.
-        Returns a call with its arguments built once (the timed part is the launch)."""
-        f, br, warps, smem = self.fn(sym)
+        Returns the call with its arguments built once (the timed part is the launch)."""
+        sym = f"fa2_fwd_sm{arch}_d{q.shape[3]}" + ("_causal" if causal else "")
+        f, br, bc, warps, smem = self.fn(sym)
         b, n, h, d = q.shape
-        nk, hkv = k.shape[1], k.shape[2]
         p = FwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                       *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+                      b, n, k.shape[1], h, k.shape[2], d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         grid = ((n + br - 1) // br, b * h, 1, warps * 32, 1, 1, smem)
@@ -88,6 +106,33 @@ class Module:
         def call():
             ck(cu.cuLaunchKernel(f, *grid, stream, args, None), sym)
         call.keep = (p, args)  # the parameter block must outlive every launch
+        return call
+
+    def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal):
+        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call (pre, dkdv, dq)."""
+        b, n, h, d = q.shape
+        nk, hkv = k.shape[1], k.shape[2]
+        sfx = f"_sm{arch}_d{d}"
+        pre = self.fn("fa2_bwd_pre" + sfx)
+        kv = self.fn("fa2_bwd_dkdv" + sfx + ("_causal" if causal else ""))
+        dqk = self.fn("fa2_bwd_dq" + sfx + ("_causal" if causal else ""))
+        strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
+                   *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
+        p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                      di.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
+                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+        args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        launches = [
+            (pre[0], (n + pre[1] - 1) // pre[1], b * h, pre[3], pre[4]),
+            (kv[0], (nk + kv[2] - 1) // kv[2], b * hkv, kv[3], kv[4]),
+            (dqk[0], (n + dqk[1] - 1) // dqk[1], b * h, dqk[3], dqk[4]),
+        ]
+
+        def call():
+            for f, gx, gy, warps, smem in launches:
+                ck(cu.cuLaunchKernel(f, gx, gy, 1, warps * 32, 1, 1, smem, stream, args, None), "bwd")
+        call.keep = (p, args)
         return call
 
 
@@ -106,25 +151,17 @@ def timed(fn, reps=20):
     return ts
 
 
-def main():
-    args = sys.argv[1:]
-    ptx75 = "--ptx75" in args
-    ns = [int(a) for a in args if a.isdigit()] or [512, 1024, 2048, 4096, 8192, 16384]
-    path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
-    arch = 75 if ptx75 else 80
-    m = Module(path)
-    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
+def forward(m, arch, ns):
     print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} TFLOP/s | ours/flash ours/eff | max|err| vs fp32 (flash's)")
     for d in (64, 128):
         for causal in (False, True):
-            sym = f"fa2_fwd_sm{arch}_d{d}" + ("_causal" if causal else "")
             for n in ns:
                 b, h = 16384 // n, 2048 // d
                 q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
                 o = torch.full_like(q, float("nan"))
                 lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
                 qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))  # SDPA's own (B, H, N, D)
-                ours = m.launcher(sym, q, k, v, o, lse)
+                ours = m.forward(arch, q, k, v, o, lse, causal)
                 ours()
                 # Correctness on this shape: first 2 batches against fp32 math.
                 with sdpa_kernel(SDPBackend.MATH):
@@ -148,6 +185,75 @@ def main():
                       f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {err:.2e} ({ferr:.2e})"
                       + ("  FAIL" if not err <= 2 * ferr + 1e-6 else ""), flush=True)
                 del q, k, v, o, lse, qt, kt, vt
+
+
+def backward(m, arch, ns):
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} bwd TFLOP/s | ours/flash ours/eff | "
+          "max|err| vs fp32 math, ours (flash): dQ dK dV")
+    fails = 0
+    for d in (64, 128):
+        for causal in (False, True):
+            for n in ns:
+                b, h = 16384 // n, 2048 // d
+                torch.manual_seed(n + d)
+                q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(4))
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
+                di = torch.full_like(lse, float("nan"))
+                dq, dk, dv = (torch.full_like(x, float("nan")) for x in (q, k, v))
+                m.forward(arch, q, k, v, o, lse, causal)()
+                ours = m.backward(arch, q, k, v, o, do, lse, di, dq, dk, dv, causal)
+                ours()
+                torch.cuda.synchronize()
+                # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
+                qt, kt, vt, dot = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
+                for x in (qt, kt, vt):
+                    x.requires_grad_(True)
+                outs = {}
+                for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                    with sdpa_kernel(be):
+                        outs[name] = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                # Correctness on batch 0, heads 0-3, against float32 math.
+                sl = (slice(0, 1), slice(0, 4))
+                q32, k32, v32 = (x.detach()[sl].float().requires_grad_(True) for x in (qt, kt, vt))
+                with sdpa_kernel(SDPBackend.MATH):
+                    ref = F.scaled_dot_product_attention(q32, k32, v32, is_causal=causal)
+                rq, rk, rv = torch.autograd.grad(ref, (q32, k32, v32), dot[sl].float())
+                fq, fk, fv = torch.autograd.grad(outs["flash"], (qt, kt, vt), dot, retain_graph=True)
+                errs = []
+                for mine, fl, r in ((dq, fq, rq), (dk, fk, rk), (dv, fv, rv)):
+                    e = (mine.transpose(1, 2)[sl].float() - r).abs().max().item()
+                    ef = (fl[sl].float() - r).abs().max().item()
+                    nan = torch.isnan(mine).any().item()
+                    errs.append((e, ef, nan))
+                del q32, k32, v32, ref, rq, rk, rv, fq, fk, fv
+                bad = any(nan or not e <= 2 * ef + 1e-3 for e, ef, nan in errs)
+                fails += bad
+                ts = {"flash": [], "efficient": [], "ours": []}
+                for _ in range(4):
+                    for name in ("flash", "efficient"):
+                        out = outs[name]
+                        ts[name] += timed(lambda: torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True), 5)
+                    ts["ours"] += timed(ours, 5)
+                flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+                tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
+                es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs)
+                print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f}             | "
+                      f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {es}" + ("  FAIL" if bad else ""),
+                      flush=True)
+                del q, k, v, do, o, lse, di, dq, dk, dv, qt, kt, vt, dot, outs, ours
+                torch.cuda.empty_cache()
+    print("all shapes within 2x flash's error" if not fails else f"{fails} shapes FAILED")
+
+
+def main():
+    args = sys.argv[1:]
+    ptx75, bwd = "--ptx75" in args, "--bwd" in args
+    ns = [int(a) for a in args if a.isdigit()] or ([2048, 8192] if bwd else [512, 1024, 2048, 4096, 8192, 16384])
+    path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
+    m = Module(path)
+    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
+    (backward if bwd else forward)(m, 75 if ptx75 else 80, ns)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+// gemm.cuh: the two warp-level products every FA2 pass is made of, on
+// tensor-core fragments read from swizzled shared memory (tile_io.cuh):
+//   gemm_abt  c  = A B^T over the head dim   (S = Q K^T; dP = dO V^T; S^T = K Q^T)
+//   gemm_pb   c += P B over a block of rows  (O += P V; dV += P^T dO; dQ += dS K)
+// and pack_a, which turns fp32 accumulators into the fp16 A fragments of gemm_pb.
+#pragma once
+#include "tile_io.cuh"
+
+namespace fa2 {
+
+// The warp's A fragments (MT m16 row tiles from row arow, all of D) kept in registers.
+template <int D, int MT>
+__device__ __forceinline__ void load_frags(uint32_t (&af)[MT][D / 16][4], const LdAddr<D, kRowsFirst>& la, uint32_t abase,
+                                           int arow) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(af[i][kk], la.at(abase, arow + 16 * i, 2 * kk));
+}
+
+// c = A B^T over the head dim. A: the warp's MT m16 row tiles (rows arow.. of the
+// tile at smem address abase, or their fragments af when Regs); B: N rows from
+// brow of the tile at bbase, read in kChunksFirst order (as K in S = Q K^T).
+template <int A, int D, int MT, int N, bool Regs>
+__device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_t (&af)[Regs ? MT : 1][Regs ? D / 16 : 1][4],
+                                         const LdAddr<D, kRowsFirst>& la, uint32_t abase, int arow,
+                                         const LdAddr<D, kChunksFirst>& lk, uint32_t bbase, int brow) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[i][j][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      if constexpr (Regs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[i][e] = af[i][kk][e];
+      } else {
+        ldmatrix_x4(a[i], la.at(abase, arow + 16 * i, 2 * kk));
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < N / 16; ++jj) {
+      uint32_t bk[4];  // b0, b1 of rows brow+16jj+0..7, then of +8..15
+      ldmatrix_x4(bk, lk.at(bbase, brow + 16 * jj, 2 * kk));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        mma_k16<A>(c[i][2 * jj], a[i], bk[0], bk[1]);
+        mma_k16<A>(c[i][2 * jj + 1], a[i], bk[2], bk[3]);
+      }
+    }
+  }
+}
+
+// c += P B: P (fp16 A fragments over k = N) times the N rows from brow of the
+// tile at bbase, all D columns, read .trans (as V in O += P V).
+template <int A, int D, int MT, int N>
+__device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t (&pf)[MT][N / 16][4],
+                                        const LdAddr<D, kRowsFirst>& la, uint32_t bbase, int brow) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+#pragma unroll
+    for (int dd = 0; dd < D / 16; ++dd) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(bv, la.at(bbase, brow + 16 * kk, 2 * dd));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        mma_k16<A>(c[i][2 * dd], pf[i][kk], bv[0], bv[1]);
+        mma_k16<A>(c[i][2 * dd + 1], pf[i][kk], bv[2], bv[3]);
+      }
+    }
+  }
+}
+
+// fp32 accumulators (C layout) -> fp16 A fragments: k16 step kk takes n-tiles 2kk, 2kk+1.
+template <int MT, int N>
+__device__ __forceinline__ void pack_a(const float (&s)[MT][N / 8][4], uint32_t (&pf)[MT][N / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) {
+      pf[i][kk][0] = pack_half2(s[i][2 * kk][0], s[i][2 * kk][1]);
+      pf[i][kk][1] = pack_half2(s[i][2 * kk][2], s[i][2 * kk][3]);
+      pf[i][kk][2] = pack_half2(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+      pf[i][kk][3] = pack_half2(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+    }
+}
+
+}  // namespace fa2

@@ -1,0 +1,20 @@
+// ladder.cuh: the kernel ladder of tutorial chapter 6, from one thread per
+// query row to the shipped kernel, one idea per rung:
+//   1 rung1_scalar.cuh    scalar FA2 forward, fp32 math, one thread per query row
+//   2 rung2_smem.cuh      + K/V blocks shared by the CTA in shared memory
+//   3 rung3_mma.cuh       + tensor cores (mma.sync m16n8k8) for Q K^T and P V
+//   4 rung4_ldmatrix.cuh  + ldmatrix on XOR-swizzled shared memory
+//   5 ../fwd.cuh          + copies that overlap the math (cp.async double
+//                           buffering on sm_80+, a register prefetch on sm_75)
+//                           and the tuned tiles: the shipped kernel itself
+// FA2_LADDER(X): X(rung, D) per rung-kernel pair (plain and causal) that fa2.cu
+// ships as fa2_ladder<rung>_d<D>[_causal] in the fatbin and the sm_75 PTX;
+// tiles.cu lists them for internal/kernels. They take the shipped kernels'
+// FwdParams and launch contract, with static shared memory only.
+#pragma once
+#include "rung1_scalar.cuh"
+#include "rung2_smem.cuh"
+#include "rung3_mma.cuh"
+#include "rung4_ldmatrix.cuh"
+
+#define FA2_LADDER(X) X(1, 64) X(2, 64) X(3, 64) X(4, 64)
