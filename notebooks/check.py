@@ -140,6 +140,7 @@ EXPECT = {
     ],
     # 06 and 07 pass with or without a GPU: they print which path ran.
     "06_cuda_from_go": SETUP + [
+        Text(r"^(GPU found: |No usable GPU: )"),
         Text(r"^(No NVIDIA GPU on this machine: |GPU \d+: )"),
         Text(r"(CPU path: tiles Br = \d+, Bc = \d+|^  D  causal  symbol)"),
         Num(r"used " + NUM + r"% of it", 0, 100, count=2),
