@@ -9,7 +9,7 @@ import (
 
 // Fatbin holds SASS for sm_75, sm_80, sm_86, sm_89 and sm_90 and PTX for
 // compute_75 and compute_80 (newer GPUs JIT the compute_80 PTX) of every
-// symbol in the Variant table; load it with cuModuleLoadData.
+// symbol in the Variant table; load it with cuModuleLoadDataEx (internal/cuda).
 //
 //go:embed fa2.fatbin
 var Fatbin []byte
@@ -17,7 +17,7 @@ var Fatbin []byte
 // SM75PTX is the compute_75 PTX of the Arch 75 (Turing path) kernels alone.
 // Loading it instead of Fatbin on a newer GPU makes the driver JIT-compile the
 // Turing code for that GPU, so the sm_75 path can be tested anywhere. It is
-// not NUL-terminated (cuModuleLoadData reads PTX as a C string: append one).
+// not NUL-terminated (cuModuleLoadDataEx reads PTX as a C string: append one).
 //
 //go:embed fa2_sm75.ptx
 var SM75PTX []byte
