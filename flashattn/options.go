@@ -54,8 +54,10 @@ type Options struct {
 	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D). It must
 	// be positive and finite.
 	Scale float64
-	// Deterministic asks for bit-reproducible results. The CPU backends
-	// always are; on the GPU it selects a backward pass without atomics.
+	// Deterministic asks for bit-reproducible results. Every backward pass
+	// GoFlash has is deterministic already (the GPU's uses no atomics), so
+	// today it changes nothing; it is kept for a faster GPU backward with
+	// atomic dQ accumulation, which it will turn off.
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend
