@@ -12,9 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goflash/goflash/flashattn"
 )
 
 // asMainEnv makes the test binary run as goflash (TestMain).
@@ -165,5 +168,30 @@ func TestExitInterruptedDocumented(t *testing.T) {
 	}
 	if _, stdout, _ := runCLI(t, "help"); !strings.Contains(stdout, fmt.Sprintf("%d interrupted (Ctrl-C or\nSIGTERM)", exitInterrupted)) {
 		t.Errorf("the usage does not document exit status %d:\n%s", exitInterrupted, stdout)
+	}
+}
+
+// A GPU case is not cancellable once queued: run checks between cases,
+// keeps the case that finished while the signal came, and runs no other.
+func TestBenchRunStopsBetweenCases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	p := &benchPlan{res: &BenchResult{}, dirs: []string{dirFwd}}
+	for _, n := range []int{16, 32, 64} {
+		p.cases = append(p.cases, Case{Dims: flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: 1, Hkv: 1, D: 8}})
+	}
+	p.impls = []benchImpl{{implGPU, func(_ context.Context, c Case, dir string) Row {
+		calls++
+		if calls == 2 {
+			cancel() // Ctrl-C during the second case, which still finishes
+		}
+		return Row{Impl: implGPU, Direction: dir, Nq: c.Dims.Nq, Status: statusOK}
+	}}}
+	var stderr bytes.Buffer
+	p.run(ctx, &stderr)
+	if calls != 2 || len(p.res.Rows) != 2 || !p.res.Meta.Partial ||
+		!slices.Contains(p.res.Notes, "PARTIAL: interrupted after 2 of 3 cases: the rest did not run") {
+		t.Errorf("%d calls, rows %+v, partial %t, notes %q", calls, p.res.Rows, p.res.Meta.Partial, p.res.Notes)
 	}
 }
