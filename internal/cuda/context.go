@@ -119,9 +119,10 @@ func (c *Context) Lost() error {
 
 // Close synchronizes the device, releases every buffer, module, stream and
 // event still alive, then the primary context. It returns the errors joined;
-// a second Close returns nil. After a kernel fault (Lost) it releases the
-// context and resets it (cuDevicePrimaryCtxReset, which frees everything
-// the context held), so that Open of the same device starts afresh: every
+// a second Close returns nil. After a kernel fault (Lost) it resets the
+// primary context instead (cuDevicePrimaryCtxReset, which frees everything
+// the context held) and releases it, so that Open of the same device
+// starts afresh: every
 // other Context of that device in the process shared the faulted primary
 // context and is lost too.
 func (c *Context) Close() error {
@@ -137,10 +138,12 @@ func (c *Context) Close() error {
 	}
 	c.mu.Unlock()
 	if lost != nil {
-		// The driver answers every call on the context with the fault; its
-		// error says nothing new, and the reset is what recovers.
-		_ = c.d.call(c.d.cuDevicePrimaryCtxRelease, uintptr(c.dev))
-		return c.d.check("cuDevicePrimaryCtxReset_v2", c.d.call(c.d.cuDevicePrimaryCtxReset, uintptr(c.dev)))
+		// Nothing is freed one by one on a faulted context: the reset
+		// destroys it all. It does not release; the driver allows the
+		// release after it.
+		return errors.Join(
+			c.d.check("cuDevicePrimaryCtxReset_v2", c.d.call(c.d.cuDevicePrimaryCtxReset, uintptr(c.dev))),
+			c.d.check("cuDevicePrimaryCtxRelease_v2", c.d.call(c.d.cuDevicePrimaryCtxRelease, uintptr(c.dev))))
 	}
 
 	var errs []error
