@@ -110,16 +110,9 @@ func (c *Context) do(name string, fn uintptr, args ...uintptr) error {
 	return err
 }
 
-// Lost is the kernel fault that made the context unusable, or nil.
-func (c *Context) Lost() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lost
-}
-
 // Close synchronizes the device, releases every buffer, module, stream and
 // event still alive, then the primary context. It returns the errors joined;
-// a second Close returns nil. After a kernel fault (Lost) it resets the
+// a second Close returns nil. After a kernel fault (ErrContextLost) it resets the
 // primary context instead (cuDevicePrimaryCtxReset, which frees everything
 // the context held) and releases it, so that Open of the same device
 // starts afresh: every
