@@ -98,6 +98,9 @@ type Meta struct {
 	Arch      string `json:"arch"`
 	CPUs      int    `json:"cpus"`
 	CPUModel  string `json:"cpu_model,omitempty"`
+	// Partial marks a run stopped early (Ctrl-C, SIGTERM): the rows are the
+	// cases finished before it, a note says how many of how many.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // DeviceMeta describes the device GoFlash ran on.

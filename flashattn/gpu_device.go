@@ -14,6 +14,13 @@ import (
 // tensors.
 var ErrDeviceClosed = errors.New("flashattn: device is closed")
 
+// ErrContextLost is wrapped by the error of a GPU call whose kernel faulted
+// (an illegal address, a trap) and by every later call on that Device: the
+// driver keeps such a fault for the life of the context, which every Device
+// of that GPU in the process shares. Close the Device (Close resets the
+// GPU's context) and OpenDevice again.
+var ErrContextLost = cuda.ErrContextLost
+
 // ErrFreed is returned when a freed DeviceTensor or DeviceResult is used.
 var ErrFreed = errors.New("flashattn: device tensor was freed")
 
@@ -169,7 +176,8 @@ func (d *Device) Info() DeviceInfo {
 }
 
 // Close frees every buffer, kernel module and stream of the device and
-// releases its context. Tensors of a closed device return ErrDeviceClosed
+// releases its context; after a kernel fault (ErrContextLost) it resets the
+// context instead, so that OpenDevice of the same ordinal works again. Tensors of a closed device return ErrDeviceClosed
 // or ErrFreed. A second Close returns nil. A nil *Device acts as a closed
 // one: Close returns nil, the other methods ErrDeviceClosed.
 func (d *Device) Close() error {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -28,6 +26,11 @@ the CPU backends run on small shapes instead (the output says so).
 --compare-torch also runs bench/sdpa.py (python3 with PyTorch and CUDA) on
 the same shapes and prints one side-by-side table: ours vs SDPA's flash,
 efficient and math backends.
+
+--out is checked before the sweep starts. Ctrl-C (or SIGTERM) stops the sweep
+within about a second and writes the cases finished before it, marked partial
+in every file, then exits with status 130; a second Ctrl-C quits at once.
+Each file is replaced whole or left as it was, never half written.
 
 Examples:
   goflash bench                                  # default sweep, table on stdout
@@ -88,31 +91,57 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	if o.out == "" {
+		o.out = filepath.Join(".out", "bench-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	ctx, stop := interruptContext(context.Background())
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the first Ctrl-C keeps what was measured; a second one quits at once
+	}()
 	res, err := sweep(ctx, o, stderr)
 	if err != nil {
 		return err
 	}
-	return reportBench(o, res, stdout, stderr)
+	err = reportBench(o, res, stdout, stderr)
+	if res.Meta.Partial {
+		// Interrupted: the files hold the finished cases; failed ones were
+		// reported above.
+		return fmt.Errorf("%w: %s holds the cases finished before it, marked partial", errInterrupted, filepath.Join(o.out, "bench.json"))
+	}
+	return err
 }
 
 // sweep runs the sweep and returns the results, not yet written anywhere:
 // plan (where, what, how often), run (time GoFlash), compare (PyTorch).
+// Once ctx is done it stops and returns what was finished, with
+// res.Meta.Partial set and a note saying so.
 func sweep(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, error) {
 	p, err := planBench(o)
 	if err != nil {
 		return nil, err
 	}
-	err = p.run(ctx, stderr)
+	// After the plan's checks (a refused plan creates no directory), before
+	// the long part.
+	if err := checkWritable(filepath.Join(o.out, "bench.json")); err != nil {
+		if p.gpu != nil {
+			p.gpu.Close()
+		}
+		return nil, err
+	}
+	p.run(ctx, stderr)
 	if p.gpu != nil {
 		p.gpu.Close() // before PyTorch runs: its memory is the GPU's again
 	}
-	if err != nil {
-		return nil, err
+	if p.res.Settings.Direction == "both" {
+		p.res.Rows = append(p.res.Rows, derivedFwdBwd(p.res.Rows)...)
 	}
-	if o.compareTorch {
+	if o.compareTorch && !p.res.Meta.Partial {
 		compareTorch(ctx, o, p, stderr)
+		if ctx.Err() != nil {
+			p.interrupted("interrupted during the PyTorch comparison: its rows are missing or incomplete")
+		}
 	}
 	bench.SortRows(p.res.Rows)
 	p.res.Table = bench.BuildTable(p.res.Rows)
@@ -122,12 +151,14 @@ func sweep(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 // benchImpl is one implementation to time.
 type benchImpl struct {
 	name string
-	run  func(c Case, dir string) Row
+	// run times case c in direction dir; once ctx is done it may stop
+	// early and return a row that is not ok.
+	run func(ctx context.Context, c Case, dir string) Row
 }
 
 // benchPlan is what a sweep will run.
 type benchPlan struct {
-	res          *BenchResult // metadata, settings and notes so far
+	res          *BenchResult // metadata, settings, notes and rows so far
 	gpu          gpuDevice    // nil on the CPU
 	cases        []Case
 	dirs         []string
@@ -210,29 +241,49 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	return &benchPlan{res: res, gpu: gpu, cases: cases, dirs: dirs, impls: impls, reps: reps, warmup: warmup}, nil
 }
 
-// run times every implementation on every case and direction into p.res.Rows.
-func (p *benchPlan) run(ctx context.Context, stderr io.Writer) error {
-	pb := newProgress(stderr, len(p.cases)*len(p.dirs)*len(p.impls))
+// run times every implementation on every case and direction into
+// p.res.Rows. Once ctx is done it stops, keeping the cases finished before
+// (a case cut short is dropped: its row would be a cancellation, not a
+// result), and marks the result partial.
+func (p *benchPlan) run(ctx context.Context, stderr io.Writer) {
+	total := len(p.cases) * len(p.dirs) * len(p.impls)
+	pb := newProgress(stderr, total)
+	defer pb.end()
+	done := 0
+	stopped := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		pb.end()
+		p.interrupted(fmt.Sprintf("interrupted after %d of %d cases: the rest did not run", done, total))
+		fmt.Fprintf(stderr, "interrupted: writing the %d finished case(s); Ctrl-C again quits at once\n", done)
+		return true
+	}
 	// Implementation outermost: switching the GPU's kernel path reloads its
 	// kernels, so each path runs all its cases in one go.
 	for _, im := range p.impls {
 		for _, c := range p.cases {
 			for _, dir := range p.dirs {
-				if err := ctx.Err(); err != nil {
-					pb.end()
-					return errors.New("interrupted")
+				if stopped() {
+					return
 				}
 				pb.begin(fmt.Sprintf("%s %s %s", im.name, dir, c))
-				p.res.Rows = append(p.res.Rows, im.run(c, dir))
+				row := im.run(ctx, c, dir)
+				if row.Status != statusOK && stopped() {
+					return
+				}
+				p.res.Rows = append(p.res.Rows, row)
+				done++
 				pb.next()
 			}
 		}
 	}
-	pb.end()
-	if p.res.Settings.Direction == "both" {
-		p.res.Rows = append(p.res.Rows, derivedFwdBwd(p.res.Rows)...)
-	}
-	return nil
+}
+
+// interrupted marks the result partial, with a note saying what is missing.
+func (p *benchPlan) interrupted(what string) {
+	p.res.Meta.Partial = true
+	p.res.Notes = append(p.res.Notes, "PARTIAL: "+what)
 }
 
 // compareTorch runs bench/sdpa.py on the plan's cases and adds its rows to
@@ -318,7 +369,7 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 		}
 		for _, c := range cases {
 			if need := deviceBytes(c.Dims); res.Device.Memory > 0 && need > res.Device.Memory {
-				return nil, usagef("%s needs %s of device memory for q, k, v, o and the LSE; %s has %s", c, fmtBytes(need), res.Device.Name, fmtBytes(res.Device.Memory))
+				return nil, tooLargef("%s needs %s of device memory for q, k, v, o and the LSE; %s has %s", c, fmtBytes(need), res.Device.Name, fmtBytes(res.Device.Memory))
 			}
 		}
 		if o.forceArch != 0 {
@@ -335,9 +386,15 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 			res.Notes = append(res.Notes, fmt.Sprintf("--with-sm75 ignored: sm_%d runs the Turing kernels as its own", res.Device.Arch))
 		}
 		arch := o.forceArch
-		impls = append(impls, benchImpl{name, func(c Case, dir string) Row { return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps) }})
+		// A GPU case is short and not cancellable once queued: run checks
+		// ctx between cases.
+		impls = append(impls, benchImpl{name, func(_ context.Context, c Case, dir string) Row {
+			return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps)
+		}})
 		if o.withSM75 && o.forceArch != 75 {
-			impls = append(impls, benchImpl{implGPUSM75, func(c Case, dir string) Row { return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps) }})
+			impls = append(impls, benchImpl{implGPUSM75, func(_ context.Context, c Case, dir string) Row {
+				return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps)
+			}})
 		}
 		if o.direction != "fwd" {
 			if ok, why := gpu.HasBackward(); !ok {
@@ -353,8 +410,8 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 					return nil, err
 				}
 			}
-			impls = append(impls, benchImpl{name, func(c Case, dir string) Row {
-				return benchCPU(c, dir, be, o.deterministic, o.workers, warmup, reps, o.seed)
+			impls = append(impls, benchImpl{name, func(ctx context.Context, c Case, dir string) Row {
+				return benchCPU(ctx, c, dir, be, o.deterministic, o.workers, warmup, reps, o.seed)
 			}})
 		}
 	}
@@ -388,8 +445,10 @@ func cpuDeviceMeta(m Meta) DeviceMeta {
 }
 
 // benchCPU times one CPU backend on one case: the median wall time of reps
-// calls after warmup calls, and the bytes one call allocates.
-func benchCPU(c Case, dir string, be flashattn.Backend, deterministic bool, workers, warmup, reps int, seed uint64) Row {
+// calls after warmup calls, and the bytes one call allocates. Once ctx is
+// done the call in flight stops within one job (flashattn.ForwardContext)
+// and the row is an error.
+func benchCPU(ctx context.Context, c Case, dir string, be flashattn.Backend, deterministic bool, workers, warmup, reps int, seed uint64) Row {
 	d := c.Dims
 	row := Row{Impl: map[flashattn.Backend]string{flashattn.CPUFlash: implCPUFlash, flashattn.CPUNaive: implCPUNaive}[be],
 		Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal}
@@ -401,14 +460,17 @@ func benchCPU(c Case, dir string, be flashattn.Backend, deterministic bool, work
 	k := flashattn.Random(d.KVShape(), seed+1)
 	v := flashattn.Random(d.KVShape(), seed+2)
 	opts := &flashattn.Options{Causal: c.Causal, Backend: be, Deterministic: deterministic, Workers: workers}
-	call := func() error { _, err := flashattn.Forward(q, k, v, opts); return err }
+	call := func() error { _, err := flashattn.ForwardContext(ctx, q, k, v, opts); return err }
 	if dir == dirBwd {
-		fwd, err := flashattn.Forward(q, k, v, opts)
+		fwd, err := flashattn.ForwardContext(ctx, q, k, v, opts)
 		if err != nil {
 			return failed(row, err)
 		}
 		dOut := flashattn.Random(d.QShape(), seed+3)
-		call = func() error { _, err := flashattn.Backward(q, k, v, fwd.Out, dOut, fwd.LSE, opts); return err }
+		call = func() error {
+			_, err := flashattn.BackwardContext(ctx, q, k, v, fwd.Out, dOut, fwd.LSE, opts)
+			return err
+		}
 	}
 	ms, extra, err := timeCalls(call, warmup, reps)
 	if err != nil {
@@ -452,11 +514,18 @@ func timeCalls(call func() error, warmup, reps int) (float64, int64, error) {
 	return stats.Median(times), extra, nil
 }
 
+// failed records a failed case. Unsupported problems and out-of-memory
+// (host: *flashattn.MemoryError; GPU: flashattn.ErrOutOfMemory) are statuses
+// of their own, told by the error's type, not its words.
 func failed(row Row, err error) Row {
 	row.Status, row.Reason = statusError, oneLine(err.Error())
 	var ue *flashattn.UnsupportedError
-	if errors.As(err, &ue) {
+	var me *flashattn.MemoryError
+	switch {
+	case errors.As(err, &ue):
 		row.Status = statusUnsupported
+	case errors.As(err, &me) || errors.Is(err, flashattn.ErrOutOfMemory):
+		row.Status = statusOOM
 	}
 	return row
 }
@@ -498,12 +567,10 @@ func derivedFwdBwd(rows []Row) []Row {
 	return out
 }
 
-// reportBench writes the files and prints the table (or the JSON).
+// reportBench writes the files into o.out and prints the table (or the
+// JSON).
 func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error {
 	dir := o.out
-	if dir == "" {
-		dir = filepath.Join(".out", "bench-"+time.Now().UTC().Format("20060102-150405"))
-	}
 	paths, err := writeFiles(dir, res)
 	if err != nil {
 		return err

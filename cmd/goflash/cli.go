@@ -18,7 +18,14 @@ const (
 	exitFailure  = 1 // the command ran and failed (a check failed, a file could not be written)
 	exitUsage    = 2 // bad flags or impossible shapes
 	exitTooLarge = 3 // a problem does not fit this machine's memory (host or GPU)
+	// exitInterrupted is a run stopped by Ctrl-C or SIGTERM after writing
+	// what it finished; 128+SIGINT, as a shell reports a process Ctrl-C ended.
+	exitInterrupted = 130
 )
+
+// errInterrupted is a run stopped early by Ctrl-C or SIGTERM; it exits with
+// status 130.
+var errInterrupted = errors.New("interrupted")
 
 // usageError is an error in what the user asked for; it exits with status 2.
 type usageError struct{ msg string }
@@ -46,6 +53,8 @@ func exitCode(err error) int {
 		return exitTooLarge
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, errInterrupted):
+		return exitInterrupted
 	}
 	return exitFailure
 }
@@ -77,7 +86,9 @@ Run 'goflash <command> --help' for a command's flags.
 
 Exit status: 0 done; 1 failed (a check failed, a file could not be written);
 2 bad usage; 3 too large for this machine (host memory beyond
-flashattn.HostMemoryLimit, or the GPU's memory).
+flashattn.HostMemoryLimit, or the GPU's memory); 130 interrupted (Ctrl-C or
+SIGTERM): bench writes the cases finished before it, marked partial (a
+second Ctrl-C quits at once).
 `
 
 // run is the whole program: it parses args, runs a subcommand and returns the

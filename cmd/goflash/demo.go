@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -489,7 +490,7 @@ func (r *demoRun) timeRandom(p randomProblem, rr *checkedRun) ([]viz.SpeedPoint,
 	o, d, n := r.o, p.c.Dims, p.c.Dims.Nq
 	var speed []viz.SpeedPoint
 	for _, cb := range []flashattn.Backend{flashattn.CPUFlash, flashattn.CPUNaive} {
-		row := benchCPU(p.c, dirFwd, cb, false, o.workers, 0, o.reps, p.seed)
+		row := benchCPU(context.Background(), p.c, dirFwd, cb, false, o.workers, 0, o.reps, p.seed)
 		if row.Status != statusOK {
 			return nil, 0, fmt.Errorf("random N=%d on %s: %s", n, cb, row.Reason)
 		}
@@ -526,7 +527,7 @@ func (r *demoRun) memoryRandom(p randomProblem) (MemoryRun, []viz.MemPoint, erro
 	var mem []viz.MemPoint
 	one := Case{Dims: flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: 1, Hkv: 1, D: p.c.Dims.D}, Causal: p.c.Causal}
 	for _, cb := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
-		row := benchCPU(one, dirFwd, cb, false, r.o.workers, 0, 1, p.seed)
+		row := benchCPU(context.Background(), one, dirFwd, cb, false, r.o.workers, 0, 1, p.seed)
 		if row.Status != statusOK {
 			return MemoryRun{}, nil, fmt.Errorf("memory N=%d on %s: %s", n, cb, row.Reason)
 		}

@@ -108,7 +108,7 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup
 	}
 	row := Row{Impl: impl, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
 	if err := g.Use(path); err != nil {
-		return gpuFailed(row, err)
+		return failed(row, err)
 	}
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
 	if dir != dirFwd {
@@ -122,20 +122,10 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup
 		return row
 	}
 	if err != nil {
-		return gpuFailed(row, err)
+		return failed(row, err)
 	}
 	row.Status, row.MS, row.TFLOPs = statusOK, r.MedianMs, r.TFLOPS
 	row.ExtraBytes, row.HostOverheadUS, row.Kernel = r.ExtraBytes, r.HostOverheadUs, r.Kernel.Symbol
-	return row
-}
-
-// gpuFailed records a failed GPU case: unsupported head dims and
-// out-of-memory are statuses of their own.
-func gpuFailed(row Row, err error) Row {
-	row = failed(row, err)
-	if errors.Is(err, flashattn.ErrOutOfMemory) {
-		row.Status = statusOOM
-	}
 	return row
 }
 

@@ -221,9 +221,10 @@ func TestBenchForceArchOnGPU(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "--force-arch 86") {
 		t.Errorf("--force-arch 86: exit %d, %q", code, stderr)
 	}
-	// A shape beyond the device's memory is refused before anything runs.
+	// A shape beyond the device's memory is refused before anything runs,
+	// as too large for this machine (exit 3).
 	code, _, stderr = runCLI(t, "bench", "--seqlens", "4000000", "--headdims", "128", "--batch", "1", "--heads", "64")
-	if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "of device memory") {
+	if code != exitTooLarge || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "of device memory") {
 		t.Errorf("huge shape on the GPU: exit %d, %q", code, stderr)
 	}
 }
@@ -305,20 +306,21 @@ func TestCheckPreTuringGPU(t *testing.T) {
 	}
 }
 
-// TestGPUFailedOOM: out-of-memory is told by the error's type
-// (flashattn.ErrOutOfMemory, from the driver's CUDA_ERROR_OUT_OF_MEMORY),
-// not by its words.
-func TestGPUFailedOOM(t *testing.T) {
+// TestFailedOOM: out-of-memory is told by the error's type
+// (flashattn.ErrOutOfMemory, from the driver's CUDA_ERROR_OUT_OF_MEMORY;
+// *flashattn.MemoryError, the host's limit), not by its words.
+func TestFailedOOM(t *testing.T) {
 	for _, c := range []struct {
 		err  error
 		want string
 	}{
 		{fmt.Errorf("flashattn: allocating the LSE on GPU 0: %w", flashattn.ErrOutOfMemory), statusOOM},
 		{fmt.Errorf("kernel says: out of memory"), statusError},
+		{fmt.Errorf("case: %w", &flashattn.MemoryError{What: "Forward on cpu-naive", Need: 1 << 40, Limit: 1 << 30}), statusOOM},
 		{&flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: "96", Reason: "none"}, statusUnsupported},
 	} {
-		if got := gpuFailed(Row{}, c.err); got.Status != c.want {
-			t.Errorf("gpuFailed(%v): status %q, want %q", c.err, got.Status, c.want)
+		if got := failed(Row{}, c.err); got.Status != c.want {
+			t.Errorf("failed(%v): status %q, want %q", c.err, got.Status, c.want)
 		}
 	}
 }

@@ -8,7 +8,9 @@
 //
 // Every subcommand takes --help. Errors go to stderr as one line and the
 // exit status is non-zero: 2 for bad usage, 3 for a problem too large for
-// this machine's memory, 1 for any other failure while running.
+// this machine's memory, 130 for a bench run stopped by Ctrl-C (its files
+// hold the finished cases, marked partial), 1 for any other failure while
+// running.
 package main
 
 import "os"

@@ -21,8 +21,12 @@ import (
 // With GOFLASH_FAKE_SDPA set, the test binary stands in for
 // "python3 bench/sdpa.py" and answers as benchtest does (benchtest.OK: flash
 // 2e-3 and efficient 1e-3 TFLOP/s, math skipped; T4; NoTorch), so the
-// --compare-torch merge is tested without PyTorch.
+// --compare-torch merge is tested without PyTorch. With GOFLASH_AS_MAIN=1
+// it is goflash itself (asMain), for tests that signal a child process.
 func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if kind := os.Getenv("GOFLASH_FAKE_SDPA"); kind != "" {
 		os.Exit(benchtest.Serve(kind, os.Stdin, os.Stdout))
 	}

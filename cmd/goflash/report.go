@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -123,5 +124,5 @@ func writeBenchHTML(path string, res *BenchResult) error {
 	if err != nil {
 		return err
 	}
-	return rep.WriteFile(path)
+	return writeFileAtomic(path, func(w io.Writer) error { _, err := rep.WriteTo(w); return err })
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -81,8 +80,9 @@ func writeCSV(w io.Writer, res *BenchResult) error {
 	return cw.Error()
 }
 
-// writeFiles writes bench.json, bench.csv and bench.md into dir and returns
-// their paths.
+// writeFiles writes bench.json, bench.csv and bench.md into dir, each
+// atomically (a failed write leaves the old file whole), and returns their
+// paths.
 func writeFiles(dir string, res *BenchResult) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -90,15 +90,7 @@ func writeFiles(dir string, res *BenchResult) ([]string, error) {
 	var paths []string
 	write := func(name string, fn func(io.Writer) error) error {
 		p := filepath.Join(dir, name)
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return fmt.Errorf("writing %s: %w", p, err)
-		}
-		if err := f.Close(); err != nil {
+		if err := writeFileAtomic(p, fn); err != nil {
 			return err
 		}
 		paths = append(paths, p)

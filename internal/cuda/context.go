@@ -30,6 +30,7 @@ type Context struct {
 
 	mu      sync.Mutex
 	closed  bool
+	lost    error // the kernel fault that made the context unusable, if any
 	buffers map[*Buffer]struct{}
 	modules map[*Module]struct{}
 	streams map[*Stream]struct{}
@@ -69,10 +70,15 @@ func (c *Context) Ordinal() int { return c.ordinal }
 // there; every successful enter is paired with exit.
 func (c *Context) enter() error {
 	c.mu.Lock()
-	closed := c.closed
+	closed, lost := c.closed, c.lost
 	c.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if lost != nil {
+		// Fail at once: the driver would answer the same, and a faulted
+		// context is no place to queue more work.
+		return fmt.Errorf("cuda: device %d: %w; earlier: %v", c.ordinal, ErrContextLost, lost)
 	}
 	runtime.LockOSThread()
 	if err := c.d.check("cuCtxSetCurrent", c.d.call(c.d.cuCtxSetCurrent, c.ctx)); err != nil {
@@ -93,12 +99,25 @@ func (c *Context) do(name string, fn uintptr, args ...uintptr) error {
 	}
 	r := c.d.call(fn, args...)
 	c.exit()
-	return c.d.check(name, r)
+	err := c.d.check(name, r)
+	if errors.Is(err, ErrContextLost) {
+		c.mu.Lock()
+		if c.lost == nil {
+			c.lost = err
+		}
+		c.mu.Unlock()
+	}
+	return err
 }
 
 // Close synchronizes the device, releases every buffer, module, stream and
-// event still alive, then the primary context. It returns the first error;
-// a second Close returns nil.
+// event still alive, then the primary context. It returns the errors joined;
+// a second Close returns nil. After a kernel fault (ErrContextLost) it resets the
+// primary context instead (cuDevicePrimaryCtxReset, which frees everything
+// the context held) and releases it, so that Open of the same device
+// starts afresh: every
+// other Context of that device in the process shared the faulted primary
+// context and is lost too.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -106,7 +125,19 @@ func (c *Context) Close() error {
 		return nil
 	}
 	bufs, mods, strs, evs := keys(c.buffers), keys(c.modules), keys(c.streams), keys(c.events)
+	lost := c.lost
+	if lost != nil {
+		c.closed = true
+	}
 	c.mu.Unlock()
+	if lost != nil {
+		// Nothing is freed one by one on a faulted context: the reset
+		// destroys it all. It does not release; the driver allows the
+		// release after it.
+		return errors.Join(
+			c.d.check("cuDevicePrimaryCtxReset_v2", c.d.call(c.d.cuDevicePrimaryCtxReset, uintptr(c.dev))),
+			c.d.check("cuDevicePrimaryCtxRelease_v2", c.d.call(c.d.cuDevicePrimaryCtxRelease, uintptr(c.dev))))
+	}
 
 	var errs []error
 	errs = append(errs, c.Synchronize())

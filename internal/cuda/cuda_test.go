@@ -33,16 +33,18 @@ func TestLoadLibraryWithoutSymbols(t *testing.T) {
 
 func TestErrorMatchesSentinels(t *testing.T) {
 	for _, c := range []struct {
-		code                   Result
-		driver, device, memory bool
+		code                         Result
+		driver, device, memory, lost bool
 	}{
-		{ErrNoDeviceCode, false, true, false}, {ErrInvalidDevice, false, true, false}, {ErrInsufficientDrv, true, false, false},
-		{ErrStubLibrary, true, false, false}, {ErrOutOfMemory, false, false, true},
+		{ErrNoDeviceCode, false, true, false, false}, {ErrInvalidDevice, false, true, false, false}, {ErrInsufficientDrv, true, false, false, false},
+		{ErrStubLibrary, true, false, false, false}, {ErrOutOfMemory, false, false, true, false},
+		{ErrIllegalAddress, false, false, false, true}, {ErrLaunchFailed, false, false, false, true}, {ErrMisaligned, false, false, false, true},
+		{701, false, false, false, false}, // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: the launch is refused, the context lives
 	} {
 		e := error(&Error{Func: "cuX", Code: c.code})
-		if errors.Is(e, ErrNoDriver) != c.driver || errors.Is(e, ErrNoDevice) != c.device || errors.Is(e, ErrNoMemory) != c.memory {
-			t.Errorf("code %d: Is(ErrNoDriver)=%v Is(ErrNoDevice)=%v Is(ErrNoMemory)=%v, want %v %v %v",
-				c.code, errors.Is(e, ErrNoDriver), errors.Is(e, ErrNoDevice), errors.Is(e, ErrNoMemory), c.driver, c.device, c.memory)
+		if errors.Is(e, ErrNoDriver) != c.driver || errors.Is(e, ErrNoDevice) != c.device || errors.Is(e, ErrNoMemory) != c.memory || errors.Is(e, ErrContextLost) != c.lost {
+			t.Errorf("code %d: Is(ErrNoDriver)=%v Is(ErrNoDevice)=%v Is(ErrNoMemory)=%v Is(ErrContextLost)=%v, want %v %v %v %v",
+				c.code, errors.Is(e, ErrNoDriver), errors.Is(e, ErrNoDevice), errors.Is(e, ErrNoMemory), errors.Is(e, ErrContextLost), c.driver, c.device, c.memory, c.lost)
 		}
 	}
 }

@@ -16,6 +16,7 @@ type driver struct {
 	cuDeviceGetCount, cuDeviceGet, cuDeviceGetName              uintptr
 	cuDeviceGetAttribute, cuDeviceTotalMem                      uintptr
 	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease         uintptr
+	cuDevicePrimaryCtxReset                                     uintptr
 	cuCtxSetCurrent, cuCtxSynchronize                           uintptr
 	cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH           uintptr
 	cuMemsetD32, cuMemGetInfo                                   uintptr
@@ -49,6 +50,7 @@ func (d *driver) symbols() []symbol {
 		s(&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
 		s(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 		s(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+		s(&d.cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2"),
 		s(&d.cuCtxSetCurrent, "cuCtxSetCurrent"),
 		s(&d.cuCtxSynchronize, "cuCtxSynchronize"),
 		s(&d.cuMemAlloc, "cuMemAlloc_v2"),

@@ -18,6 +18,13 @@ var ErrNoDevice = errors.New("cuda: no CUDA device")
 // the device from a fault.
 var ErrNoMemory = errors.New("cuda: out of device memory")
 
+// ErrContextLost is wrapped by the error of a kernel fault (an illegal
+// address or instruction, a trap, a launch failure) and by every later call
+// on that context: the driver keeps such errors for the life of the
+// context. Close, which then resets the device's primary context, and Open
+// again.
+var ErrContextLost = errors.New("cuda: context lost to a kernel fault (close the device and open it again)")
+
 // ErrClosed is returned by methods called on a closed Context, or on a
 // buffer, module, stream or event that was already released.
 var ErrClosed = errors.New("cuda: use of a released context or object")
@@ -35,6 +42,15 @@ const (
 	ErrDevUnavailable  Result = 46
 	ErrNoDeviceCode    Result = 100
 	ErrInvalidDevice   Result = 101
+	ErrIllegalAddress  Result = 700 // the first of the faults that leave a context unusable
+	ErrLaunchTimeout   Result = 702
+	ErrAssert          Result = 710
+	ErrStackError      Result = 714 // hardware stack error
+	ErrIllegalInstr    Result = 715
+	ErrMisaligned      Result = 716
+	ErrAddressSpace    Result = 717
+	ErrInvalidPC       Result = 718
+	ErrLaunchFailed    Result = 719
 	ErrSysNotReady     Result = 802
 	ErrSysDrvMismatch  Result = 803
 	ErrCompatNotSupp   Result = 804
@@ -55,11 +71,18 @@ func (e *Error) Error() string {
 
 // Is lets errors.Is match the sentinels: results that mean "no working
 // driver" match ErrNoDriver, results that mean "no such device" match
-// ErrNoDevice, CUDA_ERROR_OUT_OF_MEMORY matches ErrNoMemory.
+// ErrNoDevice, CUDA_ERROR_OUT_OF_MEMORY matches ErrNoMemory, the kernel
+// faults the driver keeps for the context's life match ErrContextLost.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrNoMemory:
 		return e.Code == ErrOutOfMemory
+	case ErrContextLost:
+		switch e.Code {
+		case ErrIllegalAddress, ErrLaunchTimeout, ErrAssert, ErrStackError, ErrIllegalInstr,
+			ErrMisaligned, ErrAddressSpace, ErrInvalidPC, ErrLaunchFailed:
+			return true
+		}
 	case ErrNoDriver:
 		switch e.Code {
 		case ErrNotInitialized, ErrStubLibrary, ErrInsufficientDrv, ErrSysNotReady, ErrSysDrvMismatch, ErrCompatNotSupp:

@@ -1,0 +1,49 @@
+package flashattn
+
+import (
+	"errors"
+
+	"github.com/goflash/goflash/internal/cuda"
+)
+
+// LaunchFault makes a kernel fault on d, for the recovery test: it launches
+// the forward kernel of dims once as Forward does, then again, one CTA, with
+// Q at an address no allocation has (the null page), and waits, as Forward
+// does, through Device.run. Test builds only.
+func LaunchFault(d *Device, dims Dims) error {
+	p, err := (&Options{}).resolve(dims)
+	if err != nil {
+		return err
+	}
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	var ts []*DeviceTensor
+	for _, s := range []Shape{p.QShape(), p.KVShape(), p.KVShape()} {
+		t, err := d.alloc(s)
+		if err != nil {
+			return err
+		}
+		ts = append(ts, t)
+	}
+	op, err := d.newForward(p, ts[0], ts[1], ts[2])
+	if err != nil {
+		return err
+	}
+	// The frees fail once the context is lost; the fault is the answer.
+	return errors.Join(d.run(faultOp{op}), op.free(), freeAll(ts))
+}
+
+// faultOp is a forward call whose second launch reads Q from address 4096.
+type faultOp struct{ *fwdOp }
+
+func (o faultOp) enqueue() error {
+	if err := o.fwdOp.enqueue(); err != nil { // fills d.params; the driver copied them
+		return err
+	}
+	d, ki := o.d, o.kern.info
+	d.params.Q = 4096
+	cfg := cuda.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{uint32(32 * ki.Warps), 1, 1}, SharedMem: uint32(ki.SmemBytes)}
+	return o.kern.fn.Launch(cfg, d.stream, d.args)
+}

@@ -1,0 +1,115 @@
+package flashattn_test
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/flashattn/attntest"
+)
+
+// faultChildEnv runs TestGPUKernelFault's body in the child process that
+// the test starts.
+const faultChildEnv = "GOFLASH_FAULT_CHILD"
+
+// TestGPUKernelFault: a kernel fault (a launch reading from an address no
+// allocation has) is an error wrapping ErrContextLost; every later call on
+// that Device fails with it at once (no hang, no panic); after Close,
+// OpenDevice of the same GPU works again and computes the same bits as
+// before the fault, within the FP16 tolerance of the float64 truth.
+//
+// The fault poisons the GPU's primary context for the whole process, the
+// devices behind Forward's GPU backend included, so the body runs in a
+// process of its own.
+func TestGPUKernelFault(t *testing.T) {
+	if os.Getenv(faultChildEnv) != "1" {
+		if !hasGPU() {
+			t.Skip("no GPU")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestGPUKernelFault$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), faultChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("child process:\n%s", out)
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestGPUKernelFault")) {
+			t.Fatalf("child process: %v", err)
+		}
+		return
+	}
+	// Each step must answer, not hang on a faulted GPU.
+	within := func(what string, fn func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: no answer after 60 s", what)
+			return nil
+		}
+	}
+	dims := flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}
+	q, k, v := flashattn.Random(dims.QShape(), 1), flashattn.Random(dims.KVShape(), 2), flashattn.Random(dims.KVShape(), 3)
+	dev, err := flashattn.OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := dev.ForwardHost(q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	err = within("the faulting call", func() error { return flashattn.LaunchFault(dev, dims) })
+	t.Logf("fault: %v", err)
+	if !errors.Is(err, flashattn.ErrContextLost) {
+		t.Fatalf("faulting launch: %v, want ErrContextLost", err)
+	}
+	later := map[string]func() error{
+		"ForwardHost": func() error { _, err := dev.ForwardHost(q, k, v, nil); return err },
+		"Upload":      func() error { _, err := dev.Upload(q); return err },
+		"BenchForward": func() error {
+			_, err := dev.BenchForward(dims, nil, 0, 1)
+			return err
+		},
+	}
+	for name, call := range later {
+		if err := within(name, call); !errors.Is(err, flashattn.ErrContextLost) {
+			t.Errorf("%s after the fault: %v, want ErrContextLost", name, err)
+		}
+	}
+	if err := within("Close", dev.Close); err != nil {
+		t.Errorf("Close after the fault: %v", err)
+	}
+
+	again, err := flashattn.OpenDevice(0)
+	if err != nil {
+		t.Fatalf("OpenDevice after the fault: %v", err)
+	}
+	defer again.Close()
+	after, err := again.ForwardHost(q, k, v, nil)
+	if err != nil {
+		t.Fatalf("Forward on the reopened device: %v", err)
+	}
+	if !slices.Equal(bits(after.Out.Data), bits(before.Out.Data)) || !slices.Equal(bits(after.LSE), bits(before.LSE)) {
+		t.Error("the reopened device computes other bits than before the fault")
+	}
+	scale := 1 / math.Sqrt(float64(dims.D))
+	dO := flashattn.Random(dims.QShape(), 4)
+	attntest.CheckForward(t, attntest.FP16, attntest.Reference(q, k, v, dO, false, scale),
+		attntest.Baseline(attntest.FP16, q, k, v, dO, false, scale), after)
+}
+
+// bits compares floats bit for bit (NaN included).
+func bits(xs []float32) []uint32 {
+	out := make([]uint32, len(xs))
+	for i, x := range xs {
+		out[i] = math.Float32bits(x)
+	}
+	return out
+}
