@@ -2,6 +2,7 @@ package flashattn
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -32,7 +33,40 @@ func openDefault(ordinal int) (*Device, error) {
 	}
 	defaultDevices.mu.Unlock()
 	e.once.Do(func() { e.dev, e.err = OpenDevice(ordinal) })
+	if errors.Is(e.err, ErrContextLost) {
+		// Opened on a context another Device's kernel fault poisoned: that is
+		// not the GPU's state for good, so it is not kept.
+		forgetDefault(ordinal, e)
+	}
 	return e.dev, e.err
+}
+
+// forgetDefault drops entry e of ordinal, so that the next call opens the
+// device afresh.
+func forgetDefault(ordinal int, e *defaultDevice) {
+	defaultDevices.mu.Lock()
+	if defaultDevices.m[ordinal] == e {
+		delete(defaultDevices.m, ordinal)
+	}
+	defaultDevices.mu.Unlock()
+}
+
+// lostDefault handles the error of a call on a default device: after a
+// kernel fault (ErrContextLost) the device is forgotten and closed, which
+// resets its context, so the next Auto or GPU call opens it again instead of
+// failing on it for the rest of the process.
+func lostDefault(dev *Device, err error) error {
+	if !errors.Is(err, ErrContextLost) {
+		return err
+	}
+	defaultDevices.mu.Lock()
+	for o, e := range defaultDevices.m {
+		if e.dev == dev {
+			delete(defaultDevices.m, o)
+		}
+	}
+	defaultDevices.mu.Unlock()
+	return errors.Join(err, dev.Close())
 }
 
 // gpuFor returns the GPU implementation for problem p on inputs ins (named
@@ -114,10 +148,10 @@ func (gpuImpl) hostBytes(p problem, _ *Options, backward bool) float64 {
 
 func (g gpuImpl) forward(_ context.Context, p problem, q, k, v *Tensor, _ *Options, out *Tensor, lse []float32) error {
 	_, err := g.dev.forwardHost(p, q, k, v, out, lse)
-	return err
+	return lostDefault(g.dev, err)
 }
 
 func (g gpuImpl) backward(_ context.Context, p problem, q, k, v, out, dOut *Tensor, lse []float32, _ *Options, dq, dk, dv *Tensor) error {
 	_, err := g.dev.backwardHost(p, q, k, v, out, dOut, lse, dq, dk, dv)
-	return err
+	return lostDefault(g.dev, err)
 }

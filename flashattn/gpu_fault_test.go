@@ -22,7 +22,8 @@ const faultChildEnv = "GOFLASH_FAULT_CHILD"
 // allocation has) is an error wrapping ErrContextLost; every later call on
 // that Device fails with it at once (no hang, no panic); after Close,
 // OpenDevice of the same GPU works again and computes the same bits as
-// before the fault, within the FP16 tolerance of the float64 truth.
+// before the fault, within the FP16 tolerance of the float64 truth; the
+// device behind Forward's GPU backend fails once, then is opened afresh.
 //
 // The fault poisons the GPU's primary context for the whole process, the
 // devices behind Forward's GPU backend included, so the body runs in a
@@ -64,6 +65,12 @@ func TestGPUKernelFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The device behind Forward's GPU backend, opened before the fault: it
+	// shares the primary context, so it is lost too.
+	gpu := &flashattn.Options{Backend: flashattn.GPU}
+	if _, err := flashattn.Forward(q, k, v, gpu); err != nil {
+		t.Fatal(err)
+	}
 
 	err = within("the faulting call", func() error { return flashattn.LaunchFault(dev, dims) })
 	t.Logf("fault: %v", err)
@@ -83,8 +90,21 @@ func TestGPUKernelFault(t *testing.T) {
 			t.Errorf("%s after the fault: %v, want ErrContextLost", name, err)
 		}
 	}
+	// Forward's default device fails with it once, and is then forgotten
+	// and closed (which resets the context) ...
+	if err := within("Forward (GPU backend)", func() error { _, err := flashattn.Forward(q, k, v, gpu); return err }); !errors.Is(err, flashattn.ErrContextLost) {
+		t.Errorf("Forward with the GPU backend after the fault: %v, want ErrContextLost", err)
+	}
 	if err := within("Close", dev.Close); err != nil {
 		t.Errorf("Close after the fault: %v", err)
+	}
+	// ... so the next call opens the GPU afresh and gets the same bits.
+	var res *flashattn.Result
+	if err := within("Forward (GPU backend) after Close", func() (err error) { res, err = flashattn.Forward(q, k, v, gpu); return err }); err != nil {
+		t.Fatalf("Forward with the GPU backend after the fault and Close: %v", err)
+	}
+	if !slices.Equal(bits(res.Out.Data), bits(before.Out.Data)) {
+		t.Error("Forward's reopened default device computes other bits than before the fault")
 	}
 
 	again, err := flashattn.OpenDevice(0)
