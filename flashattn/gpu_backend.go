@@ -33,28 +33,14 @@ func openDefault(ordinal int) (*Device, error) {
 	}
 	defaultDevices.mu.Unlock()
 	e.once.Do(func() { e.dev, e.err = OpenDevice(ordinal) })
-	if errors.Is(e.err, ErrContextLost) {
-		// Opened on a context another Device's kernel fault poisoned: that is
-		// not the GPU's state for good, so it is not kept.
-		forgetDefault(ordinal, e)
-	}
 	return e.dev, e.err
 }
 
-// forgetDefault drops entry e of ordinal, so that the next call opens the
-// device afresh.
-func forgetDefault(ordinal int, e *defaultDevice) {
-	defaultDevices.mu.Lock()
-	if defaultDevices.m[ordinal] == e {
-		delete(defaultDevices.m, ordinal)
-	}
-	defaultDevices.mu.Unlock()
-}
-
 // lostDefault handles the error of a call on a default device: after a
-// kernel fault (ErrContextLost) the device is forgotten and closed, which
-// resets its context, so the next Auto or GPU call opens it again instead of
-// failing on it for the rest of the process.
+// kernel fault (ErrContextLost) the device is forgotten and closed, so the
+// next call tries to open it again; the driver refuses (the fault lasts as
+// long as the process), that refusal is kept like any other, and Auto runs
+// on the CPU saying why.
 func lostDefault(dev *Device, err error) error {
 	if !errors.Is(err, ErrContextLost) {
 		return err

@@ -15,10 +15,12 @@ import (
 var ErrDeviceClosed = errors.New("flashattn: device is closed")
 
 // ErrContextLost is wrapped by the error of a GPU call whose kernel faulted
-// (an illegal address, a trap) and by every later call on that Device: the
-// driver keeps such a fault for the life of the context, which every Device
-// of that GPU in the process shares. Close the Device (Close resets the
-// GPU's context) and OpenDevice again.
+// (an illegal address, a trap), by every later call on that Device, and by
+// OpenDevice of that GPU afterwards: the CUDA driver keeps such a fault for
+// the rest of the process (every Device of the GPU shares its context), so
+// only a new process can use that GPU again. Close still frees what the
+// Device holds on the host; Forward and Backward with Auto run on the CPU
+// and say why.
 var ErrContextLost = cuda.ErrContextLost
 
 // ErrFreed is returned when a freed DeviceTensor or DeviceResult is used.
@@ -176,9 +178,9 @@ func (d *Device) Info() DeviceInfo {
 }
 
 // Close frees every buffer, kernel module and stream of the device and
-// releases its context; after a kernel fault (ErrContextLost) it resets the
-// context instead, so that OpenDevice of the same ordinal works again. Tensors of a closed device return ErrDeviceClosed
-// or ErrFreed. A second Close returns nil. A nil *Device acts as a closed
+// releases its context; after a kernel fault (ErrContextLost) it resets and
+// releases the context instead (the GPU stays unusable in this process).
+// Tensors of a closed device return ErrDeviceClosed or ErrFreed. A second Close returns nil. A nil *Device acts as a closed
 // one: Close returns nil, the other methods ErrDeviceClosed.
 func (d *Device) Close() error {
 	if d == nil {

@@ -58,6 +58,9 @@ func Open(ordinal int) (*Context, error) {
 		return nil, err
 	}
 	if err := d.check("cuDevicePrimaryCtxRetain", d.call(d.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&c.ctx)), uintptr(c.dev))); err != nil {
+		if errors.Is(err, ErrContextLost) {
+			return nil, fmt.Errorf("cuda: device %d: %w (an earlier kernel fault in this process); %v", ordinal, ErrContextLost, err)
+		}
 		return nil, err
 	}
 	return c, nil
@@ -112,12 +115,11 @@ func (c *Context) do(name string, fn uintptr, args ...uintptr) error {
 
 // Close synchronizes the device, releases every buffer, module, stream and
 // event still alive, then the primary context. It returns the errors joined;
-// a second Close returns nil. After a kernel fault (ErrContextLost) it resets the
-// primary context instead (cuDevicePrimaryCtxReset, which frees everything
-// the context held) and releases it, so that Open of the same device
-// starts afresh: every
-// other Context of that device in the process shared the faulted primary
-// context and is lost too.
+// a second Close returns nil. After a kernel fault (ErrContextLost) it resets
+// the primary context instead (cuDevicePrimaryCtxReset, which frees what the
+// context held) and releases it; every other Context of that device in the
+// process shared the faulted primary context and is lost too, and the
+// driver refuses a new one until the process ends (see ErrContextLost).
 func (c *Context) Close() error {
 	c.mu.Lock()
 	if c.closed {

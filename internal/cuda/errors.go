@@ -20,10 +20,13 @@ var ErrNoMemory = errors.New("cuda: out of device memory")
 
 // ErrContextLost is wrapped by the error of a kernel fault (an illegal
 // address or instruction, a trap, a launch failure) and by every later call
-// on that context: the driver keeps such errors for the life of the
-// context. Close, which then resets the device's primary context, and Open
-// again.
-var ErrContextLost = errors.New("cuda: context lost to a kernel fault (close the device and open it again)")
+// on that context. The driver keeps such a fault for the rest of the
+// process: on driver 580 (H200, 2026-11-30) cuDevicePrimaryCtxReset and
+// Release succeed, but the next cuDevicePrimaryCtxRetain of that GPU still
+// answers 700, as CUDA's documentation of CUDA_ERROR_ILLEGAL_ADDRESS says
+// ("the process must be terminated and relaunched"). Other GPUs are not
+// affected.
+var ErrContextLost = errors.New("cuda: context lost to a kernel fault (no more work on this GPU in this process: restart the process)")
 
 // ErrClosed is returned by methods called on a closed Context, or on a
 // buffer, module, stream or event that was already released.
