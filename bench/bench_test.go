@@ -45,8 +45,8 @@ func runFake(t *testing.T, kind string, s bench.Spec) (bench.TorchMeta, []bench.
 func ours() []bench.Row {
 	var rows []bench.Row
 	for _, d := range dims {
-		rows = append(rows, bench.Row{Impl: bench.ImplGPU, Direction: bench.DirFwd, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D,
-			Causal: true, Status: bench.StatusOK, TFLOPs: 3e-3, MS: d.FLOPs(true) / 3e9})
+		rows = append(rows, bench.Row{Impl: bench.ImplGPU, Direction: bench.DirFwd, Shape: bench.ShapeOf(d, true),
+			Status: bench.StatusOK, TFLOPs: 3e-3, MS: d.FLOPs(true) / 3e9})
 	}
 	return rows
 }

@@ -11,8 +11,6 @@ package bench
 import (
 	"fmt"
 	"sort"
-
-	"github.com/goflash/goflash/flashattn"
 )
 
 // Schema names the format of a Result as written to bench.json.
@@ -51,13 +49,7 @@ const (
 type Row struct {
 	Impl      string `json:"impl"`
 	Direction string `json:"direction"`
-	B         int    `json:"b"`
-	Hq        int    `json:"hq"`
-	Hkv       int    `json:"hkv"`
-	Nq        int    `json:"nq"`
-	Nk        int    `json:"nk"`
-	D         int    `json:"d"`
-	Causal    bool   `json:"causal"`
+	Shape            // the problem (its fields are the row's JSON fields)
 	Status    string `json:"status"`
 	Reason    string `json:"reason,omitempty"`
 	// MS is the median time of one call in milliseconds (CUDA events on the
@@ -77,11 +69,6 @@ type Row struct {
 	GQA string `json:"gqa,omitempty"`
 	// Kernel is the GPU kernel variant that ran.
 	Kernel string `json:"kernel,omitempty"`
-}
-
-// Dims is the problem of the row.
-func (r Row) Dims() flashattn.Dims {
-	return flashattn.Dims{B: r.B, Nq: r.Nq, Nk: r.Nk, Hq: r.Hq, Hkv: r.Hkv, D: r.D}
 }
 
 // Key identifies the problem and direction of a row, across implementations.

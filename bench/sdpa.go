@@ -61,6 +61,11 @@ func ShapeOf(d flashattn.Dims, causal bool) Shape {
 	return Shape{B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: causal}
 }
 
+// Dims is the problem's dimensions.
+func (s Shape) Dims() flashattn.Dims {
+	return flashattn.Dims{B: s.B, Nq: s.Nq, Nk: s.Nk, Hq: s.Hq, Hkv: s.Hkv, D: s.D}
+}
+
 // Output is the output of bench/sdpa.py.
 type Output struct {
 	Schema string `json:"schema"`
@@ -96,8 +101,7 @@ type OutputRow struct {
 func (o *Output) Rows() []Row {
 	var rows []Row
 	for _, r := range o.Results {
-		rows = append(rows, Row{Impl: ImplTorchPref + r.Backend, Direction: r.Direction,
-			B: r.B, Hq: r.Hq, Hkv: r.Hkv, Nq: r.Nq, Nk: r.Nk, D: r.D, Causal: r.Causal,
+		rows = append(rows, Row{Impl: ImplTorchPref + r.Backend, Direction: r.Direction, Shape: r.Shape,
 			Status: r.Status, Reason: r.Reason, MS: r.MS, FLOPs: r.FLOPs, TFLOPs: r.TFLOPs,
 			ExtraBytes: r.ExtraBytes, GQA: r.GQA})
 	}

@@ -4,13 +4,7 @@ package bench
 // direction, GoFlash's figure and PyTorch's backends' figures.
 type TableLine struct {
 	Direction string  `json:"direction"`
-	B         int     `json:"b"`
-	Hq        int     `json:"hq"`
-	Hkv       int     `json:"hkv"`
-	Nq        int     `json:"nq"`
-	Nk        int     `json:"nk"`
-	D         int     `json:"d"`
-	Causal    bool    `json:"causal"`
+	Shape             // the problem (its fields are the line's JSON fields)
 	Ours      Cell    `json:"ours"`               // the primary GoFlash implementation of the run
 	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 path, CPU naive)
 	Torch     []Cell  `json:"torch,omitempty"`    // one per TorchBackends, in that order
@@ -72,7 +66,7 @@ func BuildTable(rows []Row) []TableLine {
 		if !ok {
 			continue // a torch-only problem (GoFlash did not run it)
 		}
-		l := TableLine{Direction: ours.Direction, B: ours.B, Hq: ours.Hq, Hkv: ours.Hkv, Nq: ours.Nq, Nk: ours.Nk, D: ours.D, Causal: ours.Causal,
+		l := TableLine{Direction: ours.Direction, Shape: ours.Shape,
 			Ours: cell(ours, true, primary), OursExtra: ours.ExtraBytes}
 		for _, impl := range OtherImpls {
 			if r, ok := m[impl]; ok && impl != primary {

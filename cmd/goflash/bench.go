@@ -451,7 +451,7 @@ func cpuDeviceMeta(m Meta) DeviceMeta {
 func benchCPU(ctx context.Context, c Case, dir string, be flashattn.Backend, deterministic bool, workers, warmup, reps int, seed uint64) Row {
 	d := c.Dims
 	row := Row{Impl: map[flashattn.Backend]string{flashattn.CPUFlash: implCPUFlash, flashattn.CPUNaive: implCPUNaive}[be],
-		Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal}
+		Direction: dir, Shape: bench.ShapeOf(d, c.Causal)}
 	row.FLOPs = d.FLOPs(c.Causal)
 	if dir == dirBwd {
 		row.FLOPs = d.BackwardFLOPs(c.Causal)

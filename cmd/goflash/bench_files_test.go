@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 )
 
@@ -186,7 +187,7 @@ func TestBenchRunStopsBetweenCases(t *testing.T) {
 		if calls == 2 {
 			cancel() // Ctrl-C during the second case, which still finishes
 		}
-		return Row{Impl: implGPU, Direction: dir, Nq: c.Dims.Nq, Status: statusOK}
+		return Row{Impl: implGPU, Direction: dir, Shape: bench.Shape{Nq: c.Dims.Nq}, Status: statusOK}
 	}}}
 	var stderr bytes.Buffer
 	p.run(ctx, &stderr)

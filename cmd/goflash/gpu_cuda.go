@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 )
 
@@ -106,7 +107,7 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup
 	if path == 75 {
 		impl = implGPUSM75
 	}
-	row := Row{Impl: impl, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
+	row := Row{Impl: impl, Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
 	if err := g.Use(path); err != nil {
 		return failed(row, err)
 	}

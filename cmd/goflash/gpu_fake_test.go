@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 )
 
@@ -49,7 +50,7 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 
 func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row {
 	d := c.Dims
-	row := Row{Impl: implGPU, Direction: dir, B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: c.Causal, FLOPs: d.FLOPs(c.Causal)}
+	row := Row{Impl: implGPU, Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
 	if path == 75 {
 		row.Impl = implGPUSM75
 	}

@@ -65,7 +65,7 @@ func TestPaperShapes(t *testing.T) {
 }
 
 func TestDerivedFwdBwdAndTable(t *testing.T) {
-	base := Row{Impl: implGPU, B: 2, Hq: 4, Hkv: 4, Nq: 128, Nk: 128, D: 64, Status: statusOK}
+	base := Row{Impl: implGPU, Shape: bench.Shape{B: 2, Hq: 4, Hkv: 4, Nq: 128, Nk: 128, D: 64}, Status: statusOK}
 	f, b := base, base
 	f.Direction, f.MS, f.FLOPs = dirFwd, 1, 1e9
 	b.Direction, b.MS, b.FLOPs = dirBwd, 3, 2.5e9
