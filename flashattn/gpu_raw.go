@@ -258,18 +258,28 @@ type rawPlan struct {
 	probe *cuda.Probe
 }
 
+// checkRawDims checks a raw call's problem and element type as far as
+// they can be checked without a GPU.
+func checkRawDims(dims Dims, dt DType) error {
+	if dt.Size() == 0 {
+		return checkDType(dt, 0)
+	}
+	if err := dims.Validate(); err != nil {
+		return err
+	}
+	if err := checkShape("q", dims.QShape()); err != nil {
+		return err
+	}
+	return checkShape("k", dims.KVShape())
+}
+
 // newRawPlan checks dt and the options for dims; d.mu is held.
 func (d *Device) newRawPlan(dims Dims, dt DType, o *Options) (rawPlan, error) {
 	if err := checkDType(dt, d.path); err != nil {
 		return rawPlan{}, err
 	}
-	if err := dims.Validate(); err != nil {
+	if err := checkRawDims(dims, dt); err != nil {
 		return rawPlan{}, err
-	}
-	for _, s := range [2]Shape{dims.QShape(), dims.KVShape()} {
-		if err := checkShape("q", s); err != nil {
-			return rawPlan{}, err
-		}
 	}
 	p, err := o.resolve(dims)
 	if err != nil {

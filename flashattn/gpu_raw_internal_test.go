@@ -70,7 +70,7 @@ func TestRawFillAllocs(t *testing.T) {
 	f, b := cpuPlans(t, rawDims, 80, true)
 	fa, ba := rawFwdArgs(), rawBwdArgs()
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := f.ops(&fa); err != nil {
+		if _, err := fwdOps(f.p.Dims, f.dt, &fa); err != nil {
 			t.Fatal(err)
 		}
 		f.fill(&fa)
@@ -78,7 +78,7 @@ func TestRawFillAllocs(t *testing.T) {
 		t.Errorf("forward: %v allocations per call, want 0", n)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := b.ops(&ba); err != nil {
+		if _, err := bwdOps(b.p.Dims, b.dt, &ba); err != nil {
 			t.Fatal(err)
 		}
 		b.fill(&ba)
@@ -115,7 +115,6 @@ func TestRawFillAllocs(t *testing.T) {
 // Every refusal a raw call can make without the driver, each typed and
 // naming the operand.
 func TestRawChecks(t *testing.T) {
-	f, b := cpuPlans(t, rawDims, 80, false)
 	data := func(arg string) func(error) bool {
 		return func(err error) bool { var e *DataError; return errors.As(err, &e) && e.Arg == arg }
 	}
@@ -146,25 +145,34 @@ func TestRawChecks(t *testing.T) {
 	} {
 		a := rawFwdArgs()
 		c.edit(&a)
-		err := f.Check(&a)
+		err := CheckRawForward(rawDims, FP16, &a)
 		if c.want == nil && err != nil || c.want != nil && !c.want(err) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
-	if err := f.Check(nil); !data("args")(err) {
+	if err := CheckRawForward(rawDims, FP16, nil); !data("args")(err) {
 		t.Errorf("nil args: %v", err)
 	}
+	fa := rawFwdArgs()
+	var se *ShapeError
+	if err := CheckRawForward(Dims{B: 2, Nq: 97, Nk: 97, Hq: 3, Hkv: 2, D: 64}, FP16, &fa); !errors.As(err, &se) {
+		t.Errorf("Hq not a multiple of Hkv: %v, want a *ShapeError", err)
+	}
+	var oe *OptionError
+	if err := CheckRawForward(rawDims, 0, &fa); !errors.As(err, &oe) {
+		t.Errorf("DType 0: %v, want an *OptionError", err)
+	}
 	a := rawBwdArgs()
-	if err := b.Check(&a); err != nil {
+	if err := CheckRawBackward(rawDims, FP16, &a); err != nil {
 		t.Errorf("backward, packed dQKV: %v", err)
 	}
 	a.Di.Bytes--
-	if err := b.Check(&a); !data("Di")(err) {
+	if err := CheckRawBackward(rawDims, FP16, &a); !data("Di")(err) {
 		t.Errorf("backward, Di one byte short: %v", err)
 	}
 	a = rawBwdArgs()
 	a.DV.Strides[1] = 0
-	if err := b.Check(&a); !data("dV")(err) {
+	if err := CheckRawBackward(rawDims, FP16, &a); !data("dV")(err) {
 		t.Errorf("backward, dV rows aliased: %v", err)
 	}
 }

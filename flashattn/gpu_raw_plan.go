@@ -57,31 +57,36 @@ func (f *RawForward) Dims() Dims { return f.p.Dims }
 // Kernel is the kernel Enqueue launches.
 func (f *RawForward) Kernel() KernelInfo { return f.kern.info }
 
-// Check checks a for the plan as far as it can without the driver: every
-// address set and aligned, strides the kernels honour, and operands within
-// the Bytes given. Enqueue runs it first.
-func (f *RawForward) Check(a *RawForwardArgs) error {
-	_, err := f.ops(a)
+// CheckRawForward checks a raw forward call's operands for problem dims
+// in element type dt as far as it can without a GPU: every address set and
+// aligned, strides the kernels honour, outputs without aliased elements,
+// and operands within the Bytes given (Bytes 0 is left to Enqueue, which
+// asks the driver). Enqueue runs the same checks first.
+func CheckRawForward(dims Dims, dt DType, a *RawForwardArgs) error {
+	if err := checkRawDims(dims, dt); err != nil {
+		return err
+	}
+	_, err := fwdOps(dims, dt, a)
 	return err
 }
 
-// ops lists a's operands, checked as Check says.
-func (f *RawForward) ops(a *RawForwardArgs) ([5]rawOp, error) {
+// fwdOps lists a's operands, checked as CheckRawForward says.
+func fwdOps(d Dims, dt DType, a *RawForwardArgs) ([5]rawOp, error) {
 	var ops [5]rawOp
 	if a == nil {
 		return ops, &DataError{Arg: "args", Reason: "nil"}
 	}
-	qs, kvs := f.p.QShape(), f.p.KVShape()
+	qs, kvs := d.QShape(), d.KVShape()
 	var err error
 	// Names apart from pointers: in one struct, escape analysis would let
 	// the caller's args escape with the names that errors keep.
 	shapes := [4]Shape{qs, kvs, kvs, qs}
 	for i, t := range [4]*RawTensor{&a.Q, &a.K, &a.V, &a.Out} {
-		if ops[i], err = tensorOp(rawFwdNames[i], t, shapes[i], f.dt, i == 3); err != nil {
+		if ops[i], err = tensorOp(rawFwdNames[i], t, shapes[i], dt, i == 3); err != nil {
 			return ops, err
 		}
 	}
-	ops[4] = bufferOp("lse", &a.LSE, f.p.LSEBytes())
+	ops[4] = bufferOp("lse", &a.LSE, d.LSEBytes())
 	return ops, checkOps(ops[:])
 }
 
@@ -95,7 +100,7 @@ func (f *RawForward) fill(a *RawForwardArgs) {
 	setStrides(a.Out.Strides, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 }
 
-// Enqueue checks a (Check, then the driver's answers for operands with
+// Enqueue checks a (CheckRawForward, then the driver's answers for operands with
 // Bytes 0 and for the stream) and enqueues the forward kernel on stream, a
 // CUstream of the device's primary context (Stream.Handle, or a handle
 // from other CUDA code; 0 is the legacy default stream). It returns once
@@ -103,7 +108,7 @@ func (f *RawForward) fill(a *RawForwardArgs) {
 // there, and a kernel fault is reported by a later synchronisation. Every
 // error comes before the launch.
 func (f *RawForward) Enqueue(stream uintptr, a *RawForwardArgs) error {
-	ops, err := f.ops(a)
+	ops, err := fwdOps(f.p.Dims, f.dt, a)
 	if err != nil {
 		return err
 	}
@@ -171,28 +176,31 @@ func (b *RawBackward) Kernels() []KernelInfo {
 	return []KernelInfo{b.ks[0].info, b.ks[1].info, b.ks[2].info}
 }
 
-// Check is RawForward.Check for the backward's operands.
-func (b *RawBackward) Check(a *RawBackwardArgs) error {
-	_, err := b.ops(a)
+// CheckRawBackward is CheckRawForward for the backward's operands.
+func CheckRawBackward(dims Dims, dt DType, a *RawBackwardArgs) error {
+	if err := checkRawDims(dims, dt); err != nil {
+		return err
+	}
+	_, err := bwdOps(dims, dt, a)
 	return err
 }
 
-// ops lists a's operands, checked as Check says.
-func (b *RawBackward) ops(a *RawBackwardArgs) ([10]rawOp, error) {
+// bwdOps lists a's operands, checked as CheckRawBackward says.
+func bwdOps(d Dims, dt DType, a *RawBackwardArgs) ([10]rawOp, error) {
 	var ops [10]rawOp
 	if a == nil {
 		return ops, &DataError{Arg: "args", Reason: "nil"}
 	}
-	qs, kvs := b.p.QShape(), b.p.KVShape()
+	qs, kvs := d.QShape(), d.KVShape()
 	var err error
 	shapes := [8]Shape{qs, kvs, kvs, qs, qs, qs, kvs, kvs}
 	for i, t := range [8]*RawTensor{&a.Q, &a.K, &a.V, &a.Out, &a.DOut, &a.DQ, &a.DK, &a.DV} {
-		if ops[i], err = tensorOp(rawBwdNames[i], t, shapes[i], b.dt, i >= 5); err != nil {
+		if ops[i], err = tensorOp(rawBwdNames[i], t, shapes[i], dt, i >= 5); err != nil {
 			return ops, err
 		}
 	}
-	ops[8] = bufferOp("lse", &a.LSE, b.p.LSEBytes())
-	ops[9] = bufferOp("Di", &a.Di, b.p.DiBytes())
+	ops[8] = bufferOp("lse", &a.LSE, d.LSEBytes())
+	ops[9] = bufferOp("Di", &a.Di, d.DiBytes())
 	return ops, checkOps(ops[:])
 }
 
@@ -217,7 +225,7 @@ func (b *RawBackward) fill(a *RawBackwardArgs) {
 // q, k, v and options (a -Inf LSE row is read as one that sees no key,
 // which the raw call cannot check on the host).
 func (b *RawBackward) Enqueue(stream uintptr, a *RawBackwardArgs) error {
-	ops, err := b.ops(a)
+	ops, err := bwdOps(b.p.Dims, b.dt, a)
 	if err != nil {
 		return err
 	}
