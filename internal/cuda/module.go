@@ -205,9 +205,13 @@ func (f *Function) LaunchOn(cfg LaunchConfig, h uintptr, a *Args) error {
 func (f *Function) LaunchBound(cfg LaunchConfig, h uintptr, a *Args) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var kp uintptr
+	if len(a.ptrs) > 0 {
+		kp = uintptr(unsafe.Pointer(&a.ptrs[0]))
+	}
 	a.argv = [11]uintptr{f.h,
 		uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),
 		uintptr(cfg.Block[0]), uintptr(cfg.Block[1]), uintptr(cfg.Block[2]),
-		uintptr(cfg.SharedMem), h, uintptr(unsafe.Pointer(&a.ptrs[0])), 0}
+		uintptr(cfg.SharedMem), h, kp, 0}
 	return f.m.c.d.check("cuLaunchKernel", f.m.c.d.call(f.m.c.d.cuLaunchKernel, a.argv[:]...))
 }
