@@ -10,8 +10,12 @@ import (
 
 // RawForward is the forward pass of one problem prepared on one device for
 // raw calls: its kernel, launch and parameter block, made once and reused
-// by every Enqueue. A plan is safe for concurrent use (calls on a Device
-// are enqueued one at a time).
+// by every Enqueue, which takes caller-owned device memory and a stream.
+// A Device uses the GPU's primary context, the CUDA runtime's, so
+// addresses and streams that PyTorch, PJRT or other CUDA code of the
+// process made on that GPU are valid as they are. A plan is safe for
+// concurrent use: calls on a Device, raw or not, run one at a time (an
+// Enqueue waits while a synchronous Forward of the same Device runs).
 type RawForward struct {
 	rawPlan
 	kern   *loadedKernel
