@@ -120,9 +120,13 @@ type RawTensor struct {
 	// must not map two elements to one address.
 	Strides Strides
 	// Bytes is how many bytes from Ptr the caller lets the call touch
-	// (Shape.Span times the element size, or the rest of the allocation).
+	// (DType.Size() times Shape.Span, or the rest of the allocation).
 	// 0 asks the driver for the allocation Ptr lies in
-	// (cuPointerGetAttributes: one driver call per operand and call).
+	// (cuPointerGetAttributes: one driver call per operand and call). That
+	// is the allocator's block, which for a pooling allocator (PyTorch's
+	// caching allocator) is larger than the tensor, and for memory mapped
+	// from several cuMemCreate segments (PyTorch's expandable segments)
+	// only the segment holding Ptr: give Bytes for those.
 	Bytes int
 }
 
