@@ -269,7 +269,7 @@ func BenchmarkGPURawForwardOverhead(b *testing.B) {
 			name = "bytes-queried"
 		}
 		b.Run(name, func(b *testing.B) {
-			q, k, v := packedQKV(Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: 64}, qkv.Ptr())
+			q, k, v := packedQKV(dims, qkv.Ptr())
 			a := RawForwardArgs{Q: q, K: k, V: v, Out: RawTensor{Ptr: out.Ptr(), Strides: dims.QShape().ContiguousStrides(), Bytes: out.Size()},
 				LSE: RawBuffer{Ptr: lse.Ptr(), Bytes: lse.Size()}}
 			if query {
