@@ -288,20 +288,11 @@ func (op *bwdOp) enqueue() error {
 	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
 	set3(f.kvs, &p.DKBatchStride, &p.DKRowStride, &p.DKHeadStride)
 	set3(f.kvs, &p.DVBatchStride, &p.DVRowStride, &p.DVHeadStride)
-	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
-	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
-	pre, kv, dq := op.ks[0].info, op.ks[1].info, op.ks[2].info
-	for _, l := range []struct {
-		k    *loadedKernel
-		grid [3]uint32
-	}{
-		{op.ks[0], [3]uint32{cdiv(f.nq, pre.Br), uint32(f.bh), 1}},
-		{op.ks[1], [3]uint32{cdiv(f.nk, kv.Bc), uint32(f.bhkv), 1}},
-		{op.ks[2], [3]uint32{cdiv(f.nq, dq.Br), uint32(f.bh), 1}},
-	} {
-		cfg := cuda.LaunchConfig{Grid: l.grid, Block: [3]uint32{uint32(32 * l.k.info.Warps), 1, 1}, SharedMem: uint32(l.k.info.SmemBytes)}
-		if err := l.k.fn.Launch(cfg, d.stream, d.bargs); err != nil {
-			return fmt.Errorf("flashattn: launching %s on %s: %w", l.k.info.Symbol, d.info, err)
+	f.setBwd(p)
+	cfgs := bwdConfigs(op.ks, f)
+	for i, k := range op.ks {
+		if err := k.fn.Launch(cfgs[i], d.stream, d.bargs); err != nil {
+			return fmt.Errorf("flashattn: launching %s on %s: %w", k.info.Symbol, d.info, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/goflash/goflash/internal/cuda"
+	"github.com/goflash/goflash/internal/kernels"
 )
 
 // Forward runs the FA2 forward kernel on device tensors q (B, Nq, Hq, D) and
@@ -159,7 +160,7 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	lse, err := d.ctx.Alloc(4 * p.LSELen())
+	lse, err := d.ctx.Alloc(p.LSEBytes())
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
 	}
@@ -197,14 +198,43 @@ func (op *fwdOp) enqueue() error {
 	set3(f.kvs, &p.KBatchStride, &p.KRowStride, &p.KHeadStride)
 	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
-	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
-	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
-	cfg := cuda.LaunchConfig{
+	f.setFwd(p)
+	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, d.args)
+}
+
+// fwdConfig is the forward kernel's launch (the contract of internal/kernels).
+func fwdConfig(ki KernelInfo, f launchFields) cuda.LaunchConfig {
+	return cuda.LaunchConfig{
 		Grid:      [3]uint32{cdiv(f.nq, ki.Br), uint32(f.bh), 1},
 		Block:     [3]uint32{uint32(32 * ki.Warps), 1, 1},
 		SharedMem: uint32(ki.SmemBytes),
 	}
-	return op.kern.fn.Launch(cfg, d.stream, d.args)
+}
+
+// bwdConfigs are the launches of pre, dK/dV and dQ (the contract of
+// internal/kernels).
+func bwdConfigs(ks [3]*loadedKernel, f launchFields) [3]cuda.LaunchConfig {
+	grids := [3][3]uint32{
+		{cdiv(f.nq, ks[0].info.Br), uint32(f.bh), 1},
+		{cdiv(f.nk, ks[1].info.Bc), uint32(f.bhkv), 1},
+		{cdiv(f.nq, ks[2].info.Br), uint32(f.bh), 1},
+	}
+	var cfgs [3]cuda.LaunchConfig
+	for i, k := range ks {
+		cfgs[i] = cuda.LaunchConfig{Grid: grids[i], Block: [3]uint32{uint32(32 * k.info.Warps), 1, 1}, SharedMem: uint32(k.info.SmemBytes)}
+	}
+	return cfgs
+}
+
+// setFwd and setBwd write the sizes and the scale into a parameter block.
+func (f launchFields) setFwd(p *kernels.FwdParams) {
+	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
+	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
+}
+
+func (f launchFields) setBwd(p *kernels.BwdParams) {
+	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
+	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
 }
 
 // launchFields are what both parameter blocks take from the problem,

@@ -25,8 +25,9 @@ const (
 type Context struct {
 	d       *driver
 	ordinal int
-	dev     int32   // CUdevice
-	ctx     uintptr // CUcontext
+	dev     int32      // CUdevice
+	ctx     uintptr    // CUcontext
+	current [1]uintptr // cuCtxSetCurrent's argument array, reused: see Args.argv
 
 	mu      sync.Mutex
 	closed  bool
@@ -63,6 +64,7 @@ func Open(ordinal int) (*Context, error) {
 		}
 		return nil, err
 	}
+	c.current[0] = c.ctx
 	return c, nil
 }
 
@@ -84,7 +86,7 @@ func (c *Context) enter() error {
 		return fmt.Errorf("cuda: device %d: %w; earlier: %v", c.ordinal, ErrContextLost, lost)
 	}
 	runtime.LockOSThread()
-	if err := c.d.check("cuCtxSetCurrent", c.d.call(c.d.cuCtxSetCurrent, c.ctx)); err != nil {
+	if err := c.d.check("cuCtxSetCurrent", c.d.call(c.d.cuCtxSetCurrent, c.current[:]...)); err != nil {
 		runtime.UnlockOSThread()
 		return err
 	}

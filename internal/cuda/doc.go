@@ -13,5 +13,8 @@
 //
 // No CUDA handle type leaves this package: device memory is a *Buffer,
 // modules, functions, streams and events are opaque types owned by their
-// Context, and Context.Close releases whatever is still alive.
+// Context, and Context.Close releases whatever is still alive. The one
+// exception is interop with other CUDA code of the process: handles cross
+// as plain integers (Stream.Handle; Function.LaunchOn on a CUstream;
+// OwnsStream and AddressRange about streams and memory others made).
 package cuda

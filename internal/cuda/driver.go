@@ -24,6 +24,7 @@ type driver struct {
 	cuModuleGetFunction, cuFuncSetAttribute, cuFuncGetAttribute uintptr
 	cuLaunchKernel                                              uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize        uintptr
+	cuStreamGetCtx, cuPointerGetAttributes                      uintptr
 	cuEventCreate, cuEventRecord, cuEventSynchronize            uintptr
 	cuEventElapsedTime, cuEventDestroy                          uintptr
 	elapsedName                                                 string
@@ -68,6 +69,8 @@ func (d *driver) symbols() []symbol {
 		s(&d.cuStreamCreate, "cuStreamCreate"),
 		s(&d.cuStreamDestroy, "cuStreamDestroy_v2"),
 		s(&d.cuStreamSynchronize, "cuStreamSynchronize"),
+		s(&d.cuStreamGetCtx, "cuStreamGetCtx"),
+		s(&d.cuPointerGetAttributes, "cuPointerGetAttributes"),
 		s(&d.cuEventCreate, "cuEventCreate"),
 		s(&d.cuEventRecord, "cuEventRecord"),
 		s(&d.cuEventSynchronize, "cuEventSynchronize"),

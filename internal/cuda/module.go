@@ -139,6 +139,12 @@ func (f *Function) SetMaxDynamicSharedMem(bytes int) error {
 // with new values: the driver copies the values at launch time.
 type Args struct {
 	ptrs []unsafe.Pointer
+
+	// argv is the driver call's own argument array, reused by every
+	// launch: purego's variadic arguments escape, so a fresh one would be
+	// an allocation per launch.
+	mu   sync.Mutex
+	argv [11]uintptr
 }
 
 // NewArgs makes a parameter block from pointers to Go values of the kernel
@@ -156,25 +162,56 @@ type LaunchConfig struct {
 
 // Launch enqueues f on stream s (nil: the legacy default stream).
 func (f *Function) Launch(cfg LaunchConfig, s *Stream, a *Args) error {
+	var sh uintptr
+	if s != nil {
+		sh = s.h
+	}
+	return f.LaunchOn(cfg, sh, a)
+}
+
+// LaunchOn enqueues f on the stream whose CUstream handle is h (0: the
+// legacy default stream), which may belong to another user of the context.
+func (f *Function) LaunchOn(cfg LaunchConfig, h uintptr, a *Args) error {
 	// The values and the pointer array are pinned for the call. Pinning
 	// only while the driver reads them (not for the life of Args) means a
 	// forgotten Args cannot trip the runtime's leaked-pin check.
 	var pin runtime.Pinner
 	defer pin.Unpin()
+	if a == nil {
+		a = &Args{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var kp uintptr
-	if a != nil && len(a.ptrs) > 0 {
+	if len(a.ptrs) > 0 {
 		for _, v := range a.ptrs {
 			pin.Pin(v)
 		}
 		pin.Pin(&a.ptrs[0])
 		kp = uintptr(unsafe.Pointer(&a.ptrs[0]))
 	}
-	var sh uintptr
-	if s != nil {
-		sh = s.h
-	}
-	return f.m.c.do("cuLaunchKernel", f.m.c.d.cuLaunchKernel, f.h,
+	a.argv = [11]uintptr{f.h,
 		uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),
 		uintptr(cfg.Block[0]), uintptr(cfg.Block[1]), uintptr(cfg.Block[2]),
-		uintptr(cfg.SharedMem), sh, kp, 0)
+		uintptr(cfg.SharedMem), h, kp, 0}
+	return f.m.c.do("cuLaunchKernel", f.m.c.d.cuLaunchKernel, a.argv[:]...)
+}
+
+// LaunchBound is one cuLaunchKernel and nothing else: no context switch,
+// no pinning (the values of a, from NewArgs, are heap objects and a is
+// kept alive by the caller). The calling goroutine must have made the
+// context current with Bind. Benchmarks use it to time the driver's own
+// cost of a launch against the full path of LaunchOn.
+func (f *Function) LaunchBound(cfg LaunchConfig, h uintptr, a *Args) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var kp uintptr
+	if len(a.ptrs) > 0 {
+		kp = uintptr(unsafe.Pointer(&a.ptrs[0]))
+	}
+	a.argv = [11]uintptr{f.h,
+		uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),
+		uintptr(cfg.Block[0]), uintptr(cfg.Block[1]), uintptr(cfg.Block[2]),
+		uintptr(cfg.SharedMem), h, kp, 0}
+	return f.m.c.d.check("cuLaunchKernel", f.m.c.d.call(f.m.c.d.cuLaunchKernel, a.argv[:]...))
 }

@@ -1,0 +1,367 @@
+package flashattn
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/goflash/goflash/internal/cuda"
+)
+
+// The raw-pointer API: for programs whose tensors already live on the GPU
+// (their own CUDA allocations, a PJRT or PyTorch buffer, another library's
+// output). The caller owns every buffer (q, k, v, O, the LSE, and for the
+// backward dO, dQ, dK, dV and the Di workspace) and the stream; a plan
+// (RawForward, RawBackward) is made once per problem, and its Enqueue only
+// checks the call and enqueues the kernels: no allocation, no
+// synchronisation, no host copy. The result is ready when the caller's
+// stream has run it.
+//
+// Contexts: a Device retains the GPU's primary context, the one the CUDA
+// runtime creates for every library in the process (PyTorch, JAX/PJRT,
+// cuBLAS), so device addresses and streams they made on that GPU are valid
+// here as they are. A stream of another context (one made with cuCtxCreate)
+// is refused.
+
+// DType is the element type of a raw call's q, k, v, O and gradients.
+type DType int
+
+const (
+	// FP16 is IEEE 754 binary16, the kernels' element type (fp32
+	// accumulation).
+	FP16 DType = iota + 1
+	// BF16 is bfloat16. It is declared so that a caller can ask for it, but
+	// no bf16 kernels are built yet: a plan for it is refused with an
+	// *UnsupportedError (as it will stay on sm_75, which has no bf16 tensor
+	// cores). Nothing is ever converted silently.
+	BF16
+)
+
+func (t DType) String() string {
+	switch t {
+	case FP16:
+		return "fp16"
+	case BF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("DType(%d)", int(t))
+}
+
+// Size is the size of one element in bytes (0 for an unknown DType).
+func (t DType) Size() int {
+	if t == FP16 || t == BF16 {
+		return 2
+	}
+	return 0
+}
+
+// checkDType refuses element types without kernels on kernel path path.
+func checkDType(t DType, path int) error {
+	switch t {
+	case FP16:
+		return nil
+	case BF16:
+		reason := "no bf16 kernels are built yet; pass fp16"
+		if path < 80 {
+			reason = fmt.Sprintf("the sm_%d path has no bf16 tensor cores", path)
+		}
+		return &UnsupportedError{Backend: GPU, Feature: "dtype", Value: t.String(), Reason: reason}
+	}
+	return &OptionError{Option: "DType", Value: t.String(), Reason: "want FP16 or BF16"}
+}
+
+// LSEBytes is the size in bytes of the log-sum-exp buffer: LSELen float32,
+// laid out (B, Hq, Nq) contiguously.
+func (d Dims) LSEBytes() int { return 4 * d.LSELen() }
+
+// DiBytes is the size in bytes of the backward's Di workspace,
+// rowsum(dO∘O): float32 (B, Hq, Nq), contiguous.
+func (d Dims) DiBytes() int { return 4 * d.LSELen() }
+
+// Span is the number of elements a tensor of shape s with strides st
+// reaches from its first element (its largest offset plus one): a raw
+// operand needs DType.Size()*Span bytes from its address. Strides must be
+// non-negative; a span beyond int is math.MaxInt.
+func (s Shape) Span(st Strides) int {
+	n, ok := span(s, st)
+	if !ok || n > math.MaxInt {
+		return math.MaxInt
+	}
+	return int(n)
+}
+
+// span is Span with overflow reported (ok false) instead of saturated.
+func span(s Shape, st Strides) (n uint64, ok bool) {
+	ext := [4]int{s.B, s.N, s.H, s.D}
+	n = 1
+	for i, e := range ext {
+		if e < 1 || st[i] < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(uint64(e-1), uint64(st[i]))
+		var c uint64
+		n, c = bits.Add64(n, lo, 0)
+		if hi != 0 || c != 0 {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// RawTensor is one BSHD operand of a raw call in device memory.
+type RawTensor struct {
+	// Ptr is the device address (CUdeviceptr) of element (0, 0, 0, 0),
+	// 16-byte aligned.
+	Ptr uint64
+	// Strides are the element strides of B, N, H and D. The kernels read
+	// and write each row of D elements contiguously in 16-byte vectors:
+	// D's stride must be 1 and the others non-negative multiples of 8.
+	// Packed QKV (B, N, 3, H, D) and BHSD layouts fit; an output's strides
+	// must not map two elements to one address.
+	Strides Strides
+	// Bytes is how many bytes from Ptr the caller lets the call touch
+	// (DType.Size() times Shape.Span, or the rest of the allocation).
+	// 0 asks the driver for the allocation Ptr lies in
+	// (cuPointerGetAttributes: one driver call per operand and call). That
+	// is the allocator's block, which for a pooling allocator (PyTorch's
+	// caching allocator) is larger than the tensor, and for memory mapped
+	// from several cuMemCreate segments (PyTorch's expandable segments)
+	// only the segment holding Ptr: give Bytes for those.
+	Bytes int
+}
+
+// RawBuffer is a float32 buffer of a raw call in device memory: the LSE,
+// or the backward's Di workspace (Dims.LSEBytes, Dims.DiBytes).
+type RawBuffer struct {
+	Ptr   uint64 // device address, 4-byte aligned
+	Bytes int    // as RawTensor.Bytes
+}
+
+// RawForwardArgs are the operands of RawForward.Enqueue.
+type RawForwardArgs struct {
+	Q    RawTensor // (B, Nq, Hq, D), read
+	K, V RawTensor // (B, Nk, Hkv, D), read
+	Out  RawTensor // (B, Nq, Hq, D), written
+	LSE  RawBuffer // written: natural log, -Inf for rows that see no key
+}
+
+// RawBackwardArgs are the operands of RawBackward.Enqueue. Outputs must not
+// overlap inputs or each other (packed dQKV, like packed QKV, interleaves
+// without overlapping).
+type RawBackwardArgs struct {
+	Q, Out, DOut RawTensor // (B, Nq, Hq, D), read: the forward's inputs, output, and dL/dO
+	K, V         RawTensor // (B, Nk, Hkv, D), read
+	LSE          RawBuffer // the forward's, read
+	DQ           RawTensor // (B, Nq, Hq, D), written
+	DK, DV       RawTensor // (B, Nk, Hkv, D), written
+	Di           RawBuffer // workspace (Dims.DiBytes), overwritten
+}
+
+// rawOp is one operand of a call as the checks see it.
+type rawOp struct {
+	arg   string
+	ptr   uint64
+	bytes int    // given by the caller; 0: ask the driver
+	need  uint64 // bytes the kernels may touch from ptr
+	align uint64
+}
+
+// tensorOp checks t's strides against shape s (out: also that no two
+// elements share an address) and returns it as a rawOp.
+func tensorOp(arg string, t *RawTensor, s Shape, dt DType, out bool) (rawOp, error) {
+	st := t.Strides
+	if st[3] != 1 {
+		return rawOp{}, &UnsupportedError{Backend: GPU, Feature: arg + " D stride", Value: fmt.Sprint(st[3]),
+			Reason: "the kernels read each row of D elements contiguously: want 1"}
+	}
+	for i, name := range [3]string{"B", "N", "H"} {
+		if st[i] < 0 || st[i]%8 != 0 {
+			return rawOp{}, &UnsupportedError{Backend: GPU, Feature: arg + " " + name + " stride", Value: fmt.Sprint(st[i]),
+				Reason: "the kernels move rows in 16-byte vectors: want a non-negative multiple of 8 elements"}
+		}
+	}
+	n, ok := span(s, st)
+	if ok {
+		var hi uint64
+		hi, n = bits.Mul64(n, uint64(dt.Size()))
+		ok = hi == 0 && n <= math.MaxInt64
+	}
+	if !ok {
+		return rawOp{}, &DataError{Arg: arg, Reason: fmt.Sprintf("shape %v with strides %v reaches beyond 2^63 bytes", s, st)}
+	}
+	if out && !injective(s, st) {
+		return rawOp{}, &DataError{Arg: arg, Reason: fmt.Sprintf("strides %v map two elements of %v to one address: an output needs each its own", st, s)}
+	}
+	return rawOp{arg: arg, ptr: t.Ptr, bytes: t.Bytes, need: n, align: 16}, nil
+}
+
+// bufferOp is a float32 buffer of need bytes as a rawOp.
+func bufferOp(arg string, b *RawBuffer, need int) rawOp {
+	return rawOp{arg: arg, ptr: b.Ptr, bytes: b.Bytes, need: uint64(need), align: 4}
+}
+
+// injective reports whether distinct elements of shape s with strides st
+// have distinct offsets: sorted by stride, every stride must step past
+// everything the smaller ones reach (dimensions of extent 1 take no part).
+func injective(s Shape, st Strides) bool {
+	type dim struct{ n, st int }
+	var ds [4]dim
+	k := 0
+	for i, e := range [4]int{s.B, s.N, s.H, s.D} {
+		if e > 1 {
+			ds[k] = dim{e, st[i]}
+			k++
+		}
+	}
+	for i := 1; i < k; i++ { // insertion sort, four elements at most
+		for j := i; j > 0 && ds[j].st < ds[j-1].st; j-- {
+			ds[j], ds[j-1] = ds[j-1], ds[j]
+		}
+	}
+	reach := 0 // largest offset of the smaller dimensions
+	for _, d := range ds[:k] {
+		if d.st <= reach {
+			return false
+		}
+		reach += (d.n - 1) * d.st
+	}
+	return true
+}
+
+// checkOps checks what needs no driver: addresses set and aligned, and
+// within the bytes the caller gave.
+func checkOps(ops []rawOp) error {
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case o.ptr == 0:
+			return &DataError{Arg: o.arg, Reason: "device address is 0"}
+		case o.ptr%o.align != 0:
+			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("device address %#x is not %d-byte aligned", o.ptr, o.align)}
+		case o.bytes < 0:
+			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("Bytes is %d, want >= 0 (0: ask the driver)", o.bytes)}
+		case o.bytes > 0 && o.need > uint64(o.bytes):
+			return o.short(uint64(o.bytes), "the caller gives")
+		}
+	}
+	return nil
+}
+
+func (o *rawOp) short(have uint64, whose string) error {
+	return &DataError{Arg: o.arg, Reason: fmt.Sprintf("the call reaches %d bytes from %#x, %s %d", o.need, o.ptr, whose, have)}
+}
+
+// rawPlan is what both plans share: the device, the module their kernels
+// come from, and the probe their queries write to. d.mu is held for every
+// method but check.
+type rawPlan struct {
+	d     *Device
+	p     problem
+	dt    DType
+	mod   *cuda.Module
+	probe *cuda.Probe
+}
+
+// checkRawDims checks a raw call's problem and element type as far as
+// they can be checked without a GPU.
+func checkRawDims(dims Dims, dt DType) error {
+	if dt.Size() == 0 {
+		return checkDType(dt, 0)
+	}
+	if err := dims.Validate(); err != nil {
+		return err
+	}
+	if err := checkShape("q", dims.QShape()); err != nil {
+		return err
+	}
+	return checkShape("k", dims.KVShape())
+}
+
+// newRawPlan checks dt and the options for dims; d.mu is held.
+func (d *Device) newRawPlan(dims Dims, dt DType, o *Options) (rawPlan, error) {
+	if err := checkDType(dt, d.path); err != nil {
+		return rawPlan{}, err
+	}
+	if err := checkRawDims(dims, dt); err != nil {
+		return rawPlan{}, err
+	}
+	p, err := o.resolve(dims)
+	if err != nil {
+		return rawPlan{}, err
+	}
+	return rawPlan{d: d, p: p, dt: dt, probe: cuda.NewProbe()}, nil
+}
+
+// ready checks, with d.mu held, that the plan's kernels are still loaded,
+// that every operand with Bytes 0 lies on this GPU and within its
+// allocation, and that the stream is of this device's context.
+func (r *rawPlan) ready(stream uintptr, ops []rawOp) error {
+	d := r.d
+	if d.mod != r.mod {
+		return &DataError{Arg: "plan", Reason: "the device's kernels were reloaded (ForcePath) after the plan was made: make a new one"}
+	}
+	for i := range ops {
+		o := &ops[i]
+		if o.bytes > 0 {
+			continue
+		}
+		start, size, ord, err := d.ctx.AddressRange(o.ptr, r.probe)
+		if err != nil {
+			return fmt.Errorf("flashattn: %s: asking the driver about %#x: %w", o.arg, o.ptr, err)
+		}
+		if size == 0 {
+			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("%#x lies in no CUDA allocation", o.ptr)}
+		}
+		if ord != d.info.Ordinal {
+			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("%#x is memory of GPU %d, the plan runs on %s", o.ptr, ord, d.info)}
+		}
+		if have := start + size - o.ptr; o.need > have {
+			return o.short(have, "its allocation has")
+		}
+	}
+	own, err := d.ctx.OwnsStream(stream, r.probe)
+	if err != nil {
+		return fmt.Errorf("flashattn: stream %#x: %w", stream, err)
+	}
+	if !own {
+		return &DataError{Arg: "stream", Reason: fmt.Sprintf("%#x belongs to another CUDA context; use one of the primary context of %s (the CUDA runtime's, which PyTorch and PJRT use)", stream, d.info)}
+	}
+	return nil
+}
+
+// Stream is a CUDA stream of a Device, for callers without streams of their
+// own; raw calls take its Handle.
+type Stream struct {
+	d *Device
+	s *cuda.Stream
+}
+
+// NewStream creates a stream on the device. It synchronises with the legacy
+// default stream; Device.Close destroys it.
+func (d *Device) NewStream() (*Stream, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	s, err := d.ctx.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{d: d, s: s}, nil
+}
+
+// Handle is the stream's CUstream, to pass to Enqueue (or to other CUDA
+// code in the process).
+func (s *Stream) Handle() uintptr { return s.s.Handle() }
+
+// Synchronize waits for the work enqueued on the stream. A kernel fault is
+// reported here, wrapping ErrContextLost.
+func (s *Stream) Synchronize() error {
+	if err := s.s.Synchronize(); err != nil {
+		return fmt.Errorf("flashattn: stream of %s: %w", s.d.info, err)
+	}
+	return nil
+}
+
+// Destroy releases the stream; a second Destroy returns nil.
+func (s *Stream) Destroy() error { return s.s.Destroy() }
