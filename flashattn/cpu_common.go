@@ -11,18 +11,57 @@ import (
 
 // The helpers of both CPU backends (cpu_naive.go, cpu_flash.go).
 
-// causalMask says which keys a query row may see. Key j is visible to row i
-// iff j <= i + off, off = Nk - Nq: the diagonal ends in the bottom-right
-// corner of the Nq x Nk score matrix (FA2 >= 2.1).
-type causalMask struct {
-	causal bool
-	off    int
+// scoreMask says which keys a query row may see and what the softmax sees
+// of their scores: the one mask rule of both CPU backends. Key j is visible
+// to row i iff i+off-left <= j <= i+off+right, off = Nk - Nq, a bound of -1
+// leaving that side open: the diagonal ends in the bottom-right corner of
+// the Nq x Nk score matrix (FA2 >= 2.1), and causal is right = 0.
+type scoreMask struct {
+	off, nk     int
+	left, right int
+	softcap     float32   // 0: no cap
+	alibi       []float32 // nil, or one slope per query head
 }
 
-func (m causalMask) visible(i, j int) bool { return !m.causal || j <= i+m.off }
+func (m scoreMask) visible(i, j int) bool {
+	return (m.right < 0 || j <= i+m.off+m.right) && (m.left < 0 || j >= i+m.off-m.left)
+}
 
-// seesAny reports whether row i sees at least one key (key 0).
-func (m causalMask) seesAny(i int) bool { return m.visible(i, 0) }
+// keys is the range [lo, hi] of keys row i sees, empty when lo > hi. Both
+// ends grow with i.
+func (m scoreMask) keys(i int) (lo, hi int) {
+	lo, hi = 0, m.nk-1
+	if m.left >= 0 {
+		lo = max(lo, i+m.off-m.left)
+	}
+	if m.right >= 0 {
+		hi = min(hi, i+m.off+m.right)
+	}
+	return lo, hi
+}
+
+// seesAny reports whether row i sees at least one key.
+func (m scoreMask) seesAny(i int) bool {
+	lo, hi := m.keys(i)
+	return lo <= hi
+}
+
+// score turns x = scale*q_i.k_j of query head h into the score the softmax
+// sees: capped to softcap*tanh(x/softcap), then biased by -slope*|i+off-j|.
+// dx is ds/dx, the factor by which the backward pass turns dS into the
+// gradient of x (ALiBi's bias depends on no input).
+func (m scoreMask) score(h, i, j int, x float32) (s, dx float32) {
+	s, dx = x, 1
+	if m.softcap > 0 {
+		t := float32(math.Tanh(float64(x / m.softcap)))
+		s, dx = m.softcap*t, 1-t*t
+	}
+	if m.alibi != nil {
+		d := i + m.off - j
+		s -= m.alibi[h] * float32(max(d, -d))
+	}
+	return s, dx
+}
 
 // gather copies head h of batch b of t into m, a dense N x D matrix.
 func gather(m []float32, t *Tensor, b, h int) {

@@ -22,7 +22,7 @@ const defaultBlock = 64
 // tiling is the FA2 block grid of one problem.
 type tiling struct {
 	Br, Bc, Tr, Tc int
-	mask           causalMask
+	mask           scoreMask
 }
 
 func tilingOf(p problem, o *Options) tiling {
@@ -47,41 +47,57 @@ func ceilDiv(n, b int) int { return (n-1)/b + 1 }
 func (t tiling) rows(d Dims, i int) (r0, r1 int) { return i * t.Br, min((i+1)*t.Br, d.Nq) }
 func (t tiling) cols(d Dims, j int) (c0, c1 int) { return j * t.Bc, min((j+1)*t.Bc, d.Nk) }
 
-// kind classifies tile (rows [r0,r1), keys [c0,c1)). Visibility j <= i + off
-// grows with i, so the last row decides whether any key is visible and the
-// first row whether all are: only tiles on the diagonal need the element mask.
+// kind classifies tile (rows [r0,r1), keys [c0,c1)). Both ends of a row's
+// visible range grow with the row, so the first and last rows decide whether
+// any key is visible and whether all are: only tiles on a mask edge (the
+// diagonal, a window's edges) need the element mask.
 func (t tiling) kind(r0, r1, c0, c1 int) StepKind {
+	lo0, hi0 := t.mask.keys(r0)
+	lo1, hi1 := t.mask.keys(r1 - 1)
 	switch {
-	case !t.mask.causal:
-		return StepComputed
-	case c0 > r1-1+t.mask.off:
-		return StepSkipped // wholly above the diagonal: never loaded
-	case c1-1 <= r0+t.mask.off:
-		return StepComputed // wholly below it
+	case c0 > hi1 || c1-1 < lo0:
+		return StepSkipped // wholly outside the mask: never loaded
+	case c1-1 <= hi0 && c0 >= lo1:
+		return StepComputed // wholly inside it
 	}
 	return StepMasked
 }
 
-// kEnd is the number of K blocks Q block rows [.., r1) touch: every later
-// block is skipped, so the inner loops stop there.
+// kStart and kEnd bound the K blocks Q block rows [r0, r1) touch: every
+// block before kStart or from kEnd on is skipped, so the loops stop there.
+func (t tiling) kStart(r0 int) int {
+	lo, _ := t.mask.keys(r0) // first key the block's first row sees
+	return min(t.Tc, lo/t.Bc)
+}
+
 func (t tiling) kEnd(r1 int) int {
-	if !t.mask.causal {
-		return t.Tc
+	_, hi := t.mask.keys(r1 - 1) // last key the block's last row sees
+	if hi < 0 {
+		return 0
 	}
-	last := r1 - 1 + t.mask.off // last key the block's last row sees
+	return min(t.Tc, hi/t.Bc+1)
+}
+
+// qStart and qEnd bound the Q blocks with a row that sees a key of
+// [c0, c1): the backward pass's inner loop skips the others.
+func (t tiling) qStart(c0 int) int {
+	m := t.mask
+	if m.right < 0 || c0-m.off-m.right <= 0 {
+		return 0
+	}
+	return min(t.Tr, (c0-m.off-m.right)/t.Br)
+}
+
+func (t tiling) qEnd(c1 int) int {
+	m := t.mask
+	if m.left < 0 {
+		return t.Tr
+	}
+	last := c1 - 1 - m.off + m.left // last row that sees key c1-1
 	if last < 0 {
 		return 0
 	}
-	return min(t.Tc, last/t.Bc+1)
-}
-
-// qStart is the first Q block with a row that sees key c0: earlier Q blocks
-// are skipped by the backward pass's inner loop.
-func (t tiling) qStart(c0 int) int {
-	if !t.mask.causal || c0-t.mask.off <= 0 {
-		return 0
-	}
-	return (c0 - t.mask.off) / t.Br
+	return min(t.Tr, last/t.Br+1)
 }
 
 // fwdScratch is one worker's on-chip memory, in GPU terms.
@@ -155,7 +171,7 @@ func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 			s.m[r], s.l[r] = negInf, 0
 		}
 		clear(s.Oi[:nr*d.D])
-		kEnd, order := t.kEnd(r1), 0
+		kStart, kEnd, order := t.kStart(r0), t.kEnd(r1), 0
 		for j := 0; j < t.Tc; j++ {
 			if isDone(ctx) {
 				return // a whole row of blocks can take seconds
@@ -169,8 +185,8 @@ func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 				}
 				tr.step(TraceStep{QBlock: i, KBlock: j, Kind: kind, Order: ord})
 			}
-			if j >= kEnd {
-				continue // wholly above the diagonal: K_j and V_j are never loaded
+			if j < kStart || j >= kEnd {
+				continue // wholly outside the mask: K_j and V_j are never loaded
 			}
 			nc := c1 - c0
 			// Load K_j and V_j (on a GPU: from HBM into shared memory).
@@ -180,15 +196,15 @@ func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 			}
 			for r := 0; r < nr; r++ {
 				qr, Sr := s.Qi[r*d.D:(r+1)*d.D], s.S[r*bc:r*bc+nc]
-				// S_ij = scale * Q_i K_j^T for this row; the mask is applied
-				// element by element only on diagonal tiles.
+				// S_ij = scale * Q_i K_j^T for this row, capped and biased; the
+				// mask is applied element by element only on tiles at its edges.
 				rowMax := negInf
 				for c := range Sr {
 					if kind == StepMasked && !t.mask.visible(r0+r, c0+c) {
 						Sr[c] = negInf
 						continue
 					}
-					Sr[c] = sc * dot(qr, s.Kj[c*d.D:(c+1)*d.D])
+					Sr[c], _ = t.mask.score(h, r0+r, c0+c, sc*dot(qr, s.Kj[c*d.D:(c+1)*d.D]))
 					rowMax = max(rowMax, Sr[c])
 				}
 				mOld := s.m[r]
@@ -311,9 +327,10 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 		}
 		return c0, c1
 	}
-	// tile recomputes P and dS = P * (dP - Di) of the tile, dP = dO_i V_j^T
-	// being formed one element at a time.
-	tile := func(s *bwdScratch, r0, r1, c0, c1 int) {
+	// tile recomputes P and dS = P * (dP - Di) of the tile for query head h,
+	// dP = dO_i V_j^T being formed one element at a time; dS is taken on to
+	// the gradient of scale*Q_i K_j^T (softcap's derivative).
+	tile := func(s *bwdScratch, h, r0, r1, c0, c1 int) {
 		kind := t.kind(r0, r1, c0, c1)
 		nc := c1 - c0
 		for r := 0; r < r1-r0; r++ {
@@ -325,8 +342,9 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 					P[c], dS[c] = 0, 0
 					continue
 				}
-				P[c] = exp32(sc*dot(qr, s.Kj[c*d.D:(c+1)*d.D]) - s.L[r])
-				dS[c] = P[c] * (dot(dor, s.Vj[c*d.D:(c+1)*d.D]) - s.Di[r])
+				x, dx := t.mask.score(h, r0+r, c0+c, sc*dot(qr, s.Kj[c*d.D:(c+1)*d.D]))
+				P[c] = exp32(x - s.L[r])
+				dS[c] = P[c] * (dot(dor, s.Vj[c*d.D:(c+1)*d.D]) - s.Di[r]) * dx
 			}
 		}
 	}
@@ -339,12 +357,12 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 		clear(s.dKj[:nc*d.D])
 		clear(s.dVj[:nc*d.D])
 		for h := kh * d.Groups(); h < (kh+1)*d.Groups(); h++ {
-			for i := t.qStart(c0); i < t.Tr; i++ {
+			for i := t.qStart(c0); i < t.qEnd(c1); i++ {
 				if isDone(ctx) {
 					return // a whole row of blocks can take seconds
 				}
 				r0, r1 := loadQ(s, b, h, i)
-				tile(s, r0, r1, c0, c1)
+				tile(s, h, r0, r1, c0, c1)
 				for r := 0; r < r1-r0; r++ {
 					qr, dor := s.Qi[r*d.D:(r+1)*d.D], s.dOi[r*d.D:(r+1)*d.D]
 					for c := 0; c < nc; c++ {
@@ -374,12 +392,12 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 		r0, r1 := loadQ(s, b, h, i)
 		nr := r1 - r0
 		clear(s.dQi[:nr*d.D])
-		for j := 0; j < t.kEnd(r1); j++ {
+		for j := t.kStart(r0); j < t.kEnd(r1); j++ {
 			if isDone(ctx) {
 				return // a whole row of blocks can take seconds
 			}
 			c0, c1 := loadKV(s, b, d.KVHead(h), j)
-			tile(s, r0, r1, c0, c1)
+			tile(s, h, r0, r1, c0, c1)
 			for r := 0; r < nr; r++ {
 				dqr := s.dQi[r*d.D : (r+1)*d.D]
 				for c := 0; c < c1-c0; c++ {

@@ -7,7 +7,7 @@ import (
 
 // naiveImpl is textbook attention, one (batch, head) at a time:
 //
-//	S = scale * Q K^T       (Nq x Nk, materialised)
+//	S = scale * Q K^T       (Nq x Nk, materialised; capped and biased by scoreMask.score)
 //	P = softmax(S)          (Nq x Nk, materialised, row by row)
 //	O = P V,  LSE = rowmax(S) + log(rowsum(exp(S - rowmax(S))))
 //
@@ -57,7 +57,7 @@ func (naiveImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 						Si[j] = float32(math.Inf(-1))
 						continue
 					}
-					Si[j] = sc * dot(qi, K[j*d.D:(j+1)*d.D])
+					Si[j], _ = mk.score(h, i, j, sc*dot(qi, K[j*d.D:(j+1)*d.D]))
 					rowMax = max(rowMax, Si[j])
 				}
 				oi := out.Row(b, i, h)
@@ -98,7 +98,7 @@ func (naiveImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 //
 //	P  = exp(S - LSE)           (recomputed from the forward pass's LSE)
 //	dV = P^T dO                 dP = dO V^T
-//	Di = rowsum(dO * O)         dS = P * (dP - Di)
+//	Di = rowsum(dO * O)         dS = P * (dP - Di) * ds/dx (softcap's derivative)
 //	dQ = scale * dS K           dK = scale * dS^T Q
 //
 // Query heads of one GQA group add into the same dK and dV; they are visited
@@ -133,9 +133,10 @@ func (naiveImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 							continue // P, dP, dS stay 0
 						}
 						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
-						P[ij] = exp32(sc*dot(qi, kj) - L)
+						s, dx := mk.score(h, i, j, sc*dot(qi, kj))
+						P[ij] = exp32(s - L)
 						dP[ij] = dot(doi, vj)
-						dS[ij] = P[ij] * (dP[ij] - Di)
+						dS[ij] = P[ij] * (dP[ij] - Di) * dx // the gradient of scale*q.k
 						axpy(dS[ij], kj, dqi)
 					}
 					for x := range dqi {

@@ -3,6 +3,7 @@ package flashattn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -61,6 +62,9 @@ func lostDefault(dev *Device, err error) error {
 // hold): every check the run would make is made here, so that Auto falls
 // back to the CPU instead of failing.
 func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string, error) {
+	if err := p.gpuUnsupported(); err != nil {
+		return nil, "", err // before opening a device: the answer depends on none
+	}
 	ordinal := 0
 	if o != nil {
 		ordinal = o.Device
@@ -79,6 +83,23 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 		}
 	}
 	return gpuImpl{dev}, dev.reason(ks...), nil
+}
+
+// gpuUnsupported is the *UnsupportedError of a problem that uses a feature
+// the kernels lack (every GPU path checks it, through checkProblem), or nil.
+func (p problem) gpuUnsupported() error {
+	var feature, value string
+	switch {
+	case p.Left >= 0 || p.Right > 0:
+		feature, value = "sliding window", fmt.Sprintf("[%d, %d]", p.Left, p.Right)
+	case p.Softcap != 0:
+		feature, value = "softcap", fmt.Sprint(p.Softcap)
+	case p.ALiBi != nil:
+		feature, value = "ALiBi", fmt.Sprintf("%d slopes", len(p.ALiBi))
+	default:
+		return nil
+	}
+	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: "the CUDA kernels have no such path yet; the CPU backends do"}
 }
 
 // kernelsFor loads the kernels of a forward (or backward) call of p and

@@ -267,6 +267,9 @@ func cdiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 // checkProblem rejects problems whose launch grid the device cannot
 // express and scales with which the kernels' float32 scores could overflow.
 func (d *Device) checkProblem(p problem) error {
+	if err := p.gpuUnsupported(); err != nil {
+		return err
+	}
 	if m := maxGPUScale(p.D); p.Scale > m {
 		return &UnsupportedError{Backend: GPU, Feature: "scale", Value: fmt.Sprint(p.Scale),
 			Reason: fmt.Sprintf("at head dim %d the kernels' scores scale*log2(e)*q.k could exceed float32 for fp16 inputs above %.3g", p.D, m)}

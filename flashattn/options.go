@@ -49,8 +49,18 @@ func ParseBackend(s string) (Backend, error) {
 type Options struct {
 	// Causal masks key j for query row i unless j <= i + Nk - Nq (the mask is
 	// aligned to the bottom-right corner of the score matrix, as in
-	// FlashAttention-2 since 2.1).
+	// FlashAttention-2 since 2.1). With a Window it is Window.Right = 0.
 	Causal bool
+	// Window, when non-nil, is a sliding window (local attention): row i
+	// sees key j only if i+Nk-Nq-Left <= j <= i+Nk-Nq+Right, bottom-right
+	// aligned like Causal; -1 leaves a side unbounded.
+	Window *Window
+	// Softcap, when > 0, caps every scaled score s to Softcap*tanh(s/Softcap)
+	// before the bias and the softmax (Gemma 2's logit soft-capping).
+	Softcap float64
+	// ALiBi, when non-nil, holds one slope per query head (Hq of them): the
+	// score of row i and key j gains the bias -slope*|i + Nk - Nq - j|.
+	ALiBi []float64
 	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D). It must
 	// be positive and finite.
 	Scale float64
@@ -72,6 +82,10 @@ type Options struct {
 	// Device is the GPU ordinal used by the GPU backend (default 0; >= 0).
 	Device int
 }
+
+// Window is a sliding window's reach: keys up to Left before and Right after
+// a row's diagonal key i+Nk-Nq (-1: unbounded on that side).
+type Window struct{ Left, Right int }
 
 // MaxWorkers bounds Options.Workers: every CPU goroutine holds its own tiles,
 // and far more goroutines than cores only multiply that memory.
@@ -104,11 +118,32 @@ func (o *Options) scale(d int) (float64, error) {
 type problem struct {
 	Dims
 	Scale  float64 // the softmax scale, 1/sqrt(D) unless Options.Scale
-	Causal bool
+	Causal bool // Right == 0: every key after the diagonal is hidden
+	// Left and Right are the window's reach around the diagonal, -1 for
+	// unbounded; Options.Causal is folded into Right = 0.
+	Left, Right int
+	Softcap     float64   // 0: no cap
+	ALiBi       []float64 // nil, or one slope per query head
 }
 
-// mask is the causal mask of the problem (everything visible when not causal).
-func (p problem) mask() causalMask { return causalMask{causal: p.Causal, off: p.CausalOffset()} }
+// plain reports whether p is attention with at most a causal mask: none of
+// the window, softcap or ALiBi.
+func (p problem) plain() bool {
+	return p.Left == -1 && p.Softcap == 0 && p.ALiBi == nil
+}
+
+// mask is the problem's mask and score modifiers (everything visible and
+// unmodified when plain).
+func (p problem) mask() scoreMask {
+	m := scoreMask{off: p.CausalOffset(), nk: p.Nk, left: p.Left, right: p.Right, softcap: float32(p.Softcap)}
+	if p.ALiBi != nil {
+		m.alibi = make([]float32, len(p.ALiBi))
+		for h, s := range p.ALiBi {
+			m.alibi[h] = float32(s)
+		}
+	}
+	return m
+}
 
 // checkLSE checks a log-sum-exp buffer given to a backward pass (see
 // Dims.checkLSE) and that only rows the mask hides every key from have
@@ -124,9 +159,11 @@ func (p problem) checkLSE(lse []float32) error {
 
 // checkNoKeyRows checks that row lastNoKey (-1: none) of a -Inf LSE sees no key.
 func (p problem) checkNoKeyRows(lastNoKey int) error {
+	// The rows that see no key are a prefix (only a bounded Right hides
+	// every key, from rows i < Nq-Nk-Right), so checking the last -Inf row suffices.
 	if lastNoKey >= 0 && p.mask().seesAny(lastNoKey) {
-		return &DataError{Arg: "lse", Reason: fmt.Sprintf("row %d is -Inf but sees keys (causal %t, Nq %d, Nk %d): only a row that sees no key has LSE -Inf",
-			lastNoKey, p.Causal, p.Nq, p.Nk)}
+		return &DataError{Arg: "lse", Reason: fmt.Sprintf("row %d is -Inf but sees keys (causal %t, window [%d, %d], Nq %d, Nk %d): only a row that sees no key has LSE -Inf",
+			lastNoKey, p.Causal, p.Left, p.Right, p.Nq, p.Nk)}
 	}
 	return nil
 }
@@ -138,11 +175,13 @@ func (o *Options) resolve(d Dims) (problem, error) {
 	if err != nil {
 		return problem{}, err
 	}
-	p := problem{Dims: d, Scale: scale}
+	p := problem{Dims: d, Scale: scale, Left: -1, Right: -1}
 	if o == nil {
 		return p, nil
 	}
-	p.Causal = o.Causal
+	if err := o.resolveScores(&p); err != nil {
+		return problem{}, err
+	}
 	if o.BlockQ < 0 || o.BlockK < 0 {
 		return problem{}, &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
 	}
@@ -165,4 +204,40 @@ func (o *Options) resolve(d Dims) (problem, error) {
 		}
 	}
 	return p, nil
+}
+
+// resolveScores sets p's window, softcap and ALiBi slopes from o.
+func (o *Options) resolveScores(p *problem) error {
+	if w := o.Window; w != nil {
+		if w.Left < -1 || w.Right < -1 {
+			return &OptionError{Option: "Window", Value: fmt.Sprintf("%+v", *w), Reason: "Left and Right must be >= 0, or -1 for unbounded"}
+		}
+		if o.Causal && w.Right > 0 {
+			return &OptionError{Option: "Window", Value: fmt.Sprintf("%+v", *w), Reason: "Causal hides every key after the diagonal: Right must be 0 or -1"}
+		}
+		p.Left, p.Right = w.Left, w.Right
+	}
+	if o.Causal {
+		p.Right = 0
+	}
+	p.Causal = p.Right == 0 // Window{-1, 0} is the causal mask, as in FA2
+	if c := o.Softcap; c != 0 {
+		if math.IsNaN(c) || c < 0 || c > math.MaxFloat32 {
+			return &OptionError{Option: "Softcap", Value: fmt.Sprint(c), Reason: "must be 0 (off) or positive and within float32"}
+		}
+		p.Softcap = c
+	}
+	if o.ALiBi != nil {
+		if len(o.ALiBi) != p.Hq {
+			return &OptionError{Option: "ALiBi", Value: fmt.Sprintf("%d slopes", len(o.ALiBi)), Reason: fmt.Sprintf("want one per query head (Hq = %d)", p.Hq)}
+		}
+		for h, s := range o.ALiBi {
+			// A slope times a distance must stay a float32 score.
+			if math.IsNaN(s) || math.Abs(s)*float64(max(p.Nq, p.Nk)) > math.MaxFloat32 {
+				return &OptionError{Option: "ALiBi", Value: fmt.Sprint(s), Reason: fmt.Sprintf("slope of head %d must be finite and its largest bias within float32", h)}
+			}
+		}
+		p.ALiBi = o.ALiBi
+	}
+	return nil
 }
