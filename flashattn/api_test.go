@@ -112,6 +112,19 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Backend: CPUNaive, Trace: &Trace{}}, "Trace"}, // was left empty silently
 		{Options{Backend: GPU, Trace: &Trace{}}, "Trace"},
 		{Options{Workers: MaxWorkers + 1}, "Workers"},
+		{Options{Window: &Window{Left: -2, Right: 0}}, "Window"},
+		{Options{Window: &Window{Left: 3, Right: -5}}, "Window"},
+		{Options{Window: &Window{Left: 3, Right: 1}, Causal: true}, "Window"}, // causal hides what Right shows
+		{Options{Softcap: -1}, "Softcap"},
+		{Options{Softcap: math.NaN()}, "Softcap"},
+		{Options{Softcap: math.Inf(1)}, "Softcap"},
+		{Options{Softcap: 1e39}, "Softcap"},       // beyond float32
+		{Options{ALiBi: []float64{0.5}}, "ALiBi"}, // Hq = 2 slopes wanted
+		{Options{ALiBi: []float64{0.5, 0.25, 0.125}}, "ALiBi"},
+		{Options{ALiBi: []float64{}}, "ALiBi"},
+		{Options{ALiBi: []float64{0.5, math.NaN()}}, "ALiBi"},
+		{Options{ALiBi: []float64{math.Inf(-1), 1}}, "ALiBi"},
+		{Options{ALiBi: []float64{1e38, 1}}, "ALiBi"}, // times a distance of 3: beyond float32
 	} {
 		var oe *OptionError
 		if _, err := Forward(q, k, v, &c.o); !errors.As(err, &oe) || oe.Option != c.option {
@@ -126,6 +139,15 @@ func TestOptionErrors(t *testing.T) {
 	var de *DataError
 	if _, err := Backward(q, k, v, res.Out, res.Out, append(res.LSE, 0), nil); !errors.As(err, &de) || de.Arg != "lse" {
 		t.Errorf("lse one longer: %v, want *DataError for lse", err)
+	}
+	// Window bounds of -1 and 0, Causal with Right -1 or 0, negative slopes
+	// are valid.
+	for _, o := range []Options{{Window: &Window{Left: -1, Right: -1}}, {Window: &Window{Left: 0, Right: 0}},
+		{Window: &Window{Left: 2, Right: -1}, Causal: true}, {Window: &Window{Left: -1, Right: 0}, Causal: true},
+		{ALiBi: []float64{-0.5, 0}, Softcap: 1e-3}} {
+		if _, err := Forward(q, k, v, &o); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
 	}
 	// A tiny positive scale is valid.
 	if _, err := Forward(q, k, v, &Options{Scale: 1e-30}); err != nil {
@@ -154,6 +176,45 @@ func TestBackendChoice(t *testing.T) {
 	res, err = Forward(q, k, v, &Options{Backend: CPUNaive})
 	if err != nil || res.Backend != CPUNaive || res.Reason != "requested" {
 		t.Errorf("CPUNaive: %+v, %v", res, err)
+	}
+}
+
+// TestGPURefusesScoreMods: the kernels have no window, softcap or ALiBi, so
+// the GPU backend refuses each with an *UnsupportedError naming it (with or
+// without a GPU: the check comes first), and Auto runs them on the CPU
+// saying why. A window that is just the causal mask stays the GPU's.
+func TestGPURefusesScoreMods(t *testing.T) {
+	d := Dims{B: 1, Nq: 6, Nk: 9, Hq: 2, Hkv: 1, D: 64}
+	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
+	for _, c := range []struct {
+		o       Options
+		feature string
+	}{
+		{Options{Window: &Window{Left: 2, Right: -1}}, "sliding window"},
+		{Options{Window: &Window{Left: -1, Right: 3}}, "sliding window"},
+		{Options{Window: &Window{Left: 4, Right: 0}, Causal: true}, "sliding window"},
+		{Options{Softcap: 20}, "softcap"},
+		{Options{ALiBi: []float64{0.5, 0.25}, Causal: true}, "ALiBi"},
+	} {
+		o := c.o
+		o.Backend = GPU
+		var ue *UnsupportedError
+		if _, err := Forward(q, k, v, &o); !errors.As(err, &ue) || ue.Feature != c.feature {
+			t.Errorf("GPU forward %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
+		}
+		lse := make([]float32, d.LSELen())
+		if _, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o); !errors.As(err, &ue) || ue.Feature != c.feature {
+			t.Errorf("GPU backward %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
+		}
+		o.Backend = Auto
+		res, err := Forward(q, k, v, &o)
+		if err != nil || res.Backend != CPUFlash || !strings.Contains(res.Reason, "GPU not used") || !strings.Contains(res.Reason, c.feature) {
+			t.Errorf("Auto %+v: %v (%v), want cpu-flash saying the GPU lacks %s", c.o, res, err, c.feature)
+		}
+	}
+	p, err := (&Options{Window: &Window{Left: -1, Right: 0}}).resolve(d)
+	if err != nil || !p.Causal || p.gpuUnsupported() != nil {
+		t.Errorf("Window{-1, 0}: %+v, %v; want the causal problem, which the GPU runs", p, err)
 	}
 }
 

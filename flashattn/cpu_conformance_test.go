@@ -18,10 +18,13 @@ func TestConformanceCPUFlash(t *testing.T) {
 
 // TestCPUFlashTiles runs the flash path with tile sizes other than 64 on the
 // cases whose lengths make every tile ragged or many tiles straddle the
-// diagonal: the block bookkeeping must not depend on Br = Bc = 64.
+// diagonal or a window's edges: the block bookkeeping must not depend on
+// Br = Bc = 64.
 func TestCPUFlashTiles(t *testing.T) {
 	want := map[string]bool{"N17-causal": true, "Nq97-Nk17-causal-gqa8": true, "Nq17-Nk97-causal": true,
-		"head-major-Nq65-Nk40": true, "odd-D7": true, "Nq17-Nk1-causal": true}
+		"head-major-Nq65-Nk40": true, "odd-D7": true, "Nq17-Nk1-causal": true,
+		"window-l16-r8-N97": true, "window-r3-Nq97-Nk17": true, "window-l5-r0-Nq300-Nk130-gqa2": true,
+		"window-l0-causal-N33": true, "all-window-softcap-alibi-causal-gqa2": true}
 	for _, tile := range [][2]int{{1, 1}, {16, 32}, {7, 13}, {128, 5}} {
 		b := attntest.ForBackend(flashattn.CPUFlash)
 		fwd, bwd := b.Forward, b.Backward

@@ -83,5 +83,6 @@ func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 		Precision: attntest.FP16,
 		Forward:   dev.ForwardHost,
 		Backward:  dev.BackwardHost,
+		Plain:     true, // the kernels have no window, softcap or ALiBi yet
 	}
 }

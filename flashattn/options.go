@@ -118,7 +118,7 @@ func (o *Options) scale(d int) (float64, error) {
 type problem struct {
 	Dims
 	Scale  float64 // the softmax scale, 1/sqrt(D) unless Options.Scale
-	Causal bool // Right == 0: every key after the diagonal is hidden
+	Causal bool    // Right == 0: every key after the diagonal is hidden
 	// Left and Right are the window's reach around the diagonal, -1 for
 	// unbounded; Options.Causal is folded into Right = 0.
 	Left, Right int

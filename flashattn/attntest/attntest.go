@@ -97,14 +97,20 @@ type Backend struct {
 	HeadDims []int
 	// MaxN, when > 0, skips cases with Nq or Nk above it (for slow backends).
 	MaxN int
+	// Plain backends run no score modifier (Case.Mods): for those cases
+	// Forward and Backward must return a *flashattn.UnsupportedError.
+	Plain bool
 }
 
 func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Contains(b.HeadDims, d) }
 
+// supportsCase reports whether b runs case c (else it must refuse it).
+func (b Backend) supportsCase(c Case) bool { return b.supports(c.D) && !(b.Plain && c.Mods()) }
+
 // ForBackend runs a library backend through the public API
 // (flashattn.Forward and Backward with Options.Backend = be), and fails a
-// call whose Result says another backend ran. GPU is held to FP16, the CPU
-// backends to FP32; set HeadDims and MaxN on the result as needed.
+// call whose Result says another backend ran. GPU is held to FP16 and is
+// Plain, the CPU backends to FP32; set HeadDims and MaxN on the result as needed.
 func ForBackend(be flashattn.Backend) Backend {
 	with := func(o *flashattn.Options) *flashattn.Options {
 		var c flashattn.Options
@@ -135,5 +141,6 @@ func ForBackend(be flashattn.Backend) Backend {
 			return g, err
 		},
 		Precision: p,
+		Plain:     be == flashattn.GPU, // the kernels have no window, softcap or ALiBi yet
 	}
 }

@@ -43,6 +43,14 @@ import "math"
 //	ddK_jx = |scale| (sum ddS_ij |q_ix| + gamma_(M+1) sum |dS_ij q_ix|) + u |dK_jx|
 //	ddV_jx = sum P_ij eQ_ij |dO_ix| + gamma_M sum P_ij |dO_ix|
 //
+// With a softcap or ALiBi the score s is c*tanh(x/c) - bias of the scaled
+// product x; both steps shrink x's error (|ds/dx| <= 1) and add roundings,
+// so es_ij gains u |x_ij| + 4u (|s_ij| + |bias_ij|) (x in its gamma_D and 2u
+// terms). The softcap's derivative 1 - t^2 has an absolute error of at most
+// ed_ij = 2 es_ij / c + 4u, so the gradient of x, dS_ij (1 - t^2), has
+// ddS_ij (1 - t^2) + P_ij |dP_ij - D_i| ed_ij + u |dS_ij (1 - t^2)|, which takes
+// the place of ddS_ij and dS_ij in ddQ and ddK.
+//
 // Terms whose P is below 2^-100 may underflow in float32 (exp(s - m) flushes
 // to 0 below about 2^-149) and count in full; every bound gets an absolute
 // 2^-120 for subnormal arithmetic. Second-order terms (products of two
@@ -66,6 +74,7 @@ func (p *problem) bounds(r *Ref) {
 	// First pass: forward bounds, and M_j (rows seeing each key, per kv head).
 	M := make([]int, d.B*d.Hkv*d.Nk)
 	s, A, P := make([]float64, d.Nk), make([]float64, d.Nk), make([]float64, d.Nk)
+	E, DX := make([]float64, d.Nk), make([]float64, d.Nk) // es_ij and ds/dx
 	as := math.Abs(p.scale)
 	rowBound := func(b, h, i int) (n int, m, R float64) {
 		Q, K := p.q[p.qh(b, h)], p.k[p.kvh(b, h)]
@@ -76,7 +85,14 @@ func (p *problem) bounds(r *Ref) {
 				continue
 			}
 			qi, kj := Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]
-			s[j], A[j] = p.scale*dot64(qi, kj), as*absDot(qi, kj)
+			x := p.scale * dot64(qi, kj)
+			var bias float64
+			s[j], DX[j], bias = p.score(h, i, j, x)
+			A[j] = as * absDot(qi, kj)
+			E[j] = gamma(d.D)*A[j] + 2*u32*math.Abs(x)
+			if p.mods() {
+				E[j] += u32*math.Abs(x) + 4*u32*(math.Abs(s[j])+math.Abs(bias))
+			}
 			m, lo = math.Max(m, s[j]), math.Min(lo, s[j])
 			n++
 		}
@@ -101,7 +117,7 @@ func (p *problem) bounds(r *Ref) {
 					if P[j] < tiny {
 						return 1 // the whole term may be lost
 					}
-					return gamma(d.D)*A[j] + 2*u32*math.Abs(s[j]) + u32*(math.Abs(s[j]-m)+1) + u32*(2*float64(n)+R)
+					return E[j] + u32*(math.Abs(s[j]-m)+1) + u32*(2*float64(n)+R)
 				}
 				el, sumPe := gamma(n), 0.0
 				for j := 0; j < d.Nk; j++ {
@@ -156,13 +172,18 @@ func (p *problem) bounds(r *Ref) {
 						}
 						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
 						g := dot64(doi, vj) - Di
-						eQ := gamma(d.D)*A[j] + 2*u32*math.Abs(s[j]) + r.bLSE[row] + u32*(math.Abs(s[j]-r.LSE[row])+1)
+						eQ := E[j] + r.bLSE[row] + u32*(math.Abs(s[j]-r.LSE[row])+1)
 						dg := gamma(d.D)*absDot(doi, vj) + dD + u32*math.Abs(g)
 						if P[j] < tiny {
 							eQ = 1 // the whole term may be lost
 						}
 						ddS := P[j] * (eQ*math.Abs(g) + dg + u32*math.Abs(g))
 						dS := P[j] * g
+						if p.softcap > 0 { // on to the gradient of x
+							ed := 2*E[j]/p.softcap + 4*u32
+							dS *= DX[j]
+							ddS = ddS*DX[j] + P[j]*math.Abs(g)*ed + u32*math.Abs(dS)
+						}
 						Mj := M[(b*d.Hkv+kv)*d.Nk+j]
 						kvo := ((b*d.Nk+j)*d.Hkv + kv) * d.D
 						bk, bv := r.bDK[kvo:][:d.D], r.bDV[kvo:][:d.D]

@@ -37,6 +37,24 @@ type Case struct {
 	Scale                 float64 // 0: 1/sqrt(D)
 	Layout                Layout
 	Seed                  uint64
+	// Window, Softcap and ALiBi (slopes from ALiBiSlopes) modify the scores.
+	Window  *flashattn.Window
+	Softcap float64
+	ALiBi   bool
+}
+
+// Mods reports whether the case modifies its scores beyond the causal
+// mask (a window, softcap or ALiBi): what a Backend with Plain refuses.
+func (c Case) Mods() bool { return c.Window != nil || c.Softcap != 0 || c.ALiBi }
+
+// ALiBiSlopes are the slopes of ALiBi (Press et al., 2022) for hq heads:
+// the geometric sequence 2^(-8(h+1)/hq).
+func ALiBiSlopes(hq int) []float64 {
+	s := make([]float64, hq)
+	for h := range s {
+		s[h] = math.Exp2(-8 * float64(h+1) / float64(hq))
+	}
+	return s
 }
 
 // Cases is the suite's covering list. Not the full cross product: every
@@ -46,7 +64,11 @@ type Case struct {
 // causal with Nq > Nk (rows that see no key), N = 1025 (16 full 64-blocks and
 // a ragged one) causal at a moderate D, sharp softmax (a scale that would
 // overflow exp without the max subtracted), strided views, and an odd head
-// dim (7) that only backends supporting every D accept.
+// dim (7) that only backends supporting every D accept. Then the score
+// modifiers: sliding windows (each side alone, both, with causal, with
+// Nq != Nk, with rows that see no key, a window of one key, windows narrower
+// than a block so that whole blocks are skipped on both sides), softcap
+// (with scores far beyond the cap), ALiBi, and all of them at once.
 func Cases() []Case {
 	cs := []Case{
 		{Name: "N1", B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: 16},
@@ -67,6 +89,18 @@ func Cases() []Case {
 		{Name: "head-major-Nq65-Nk40", B: 2, Nq: 65, Nk: 40, Hq: 2, Hkv: 2, D: 32, Causal: true, Layout: HeadMajor},
 		{Name: "strided-d-scale-0.3", B: 1, Nq: 20, Nk: 70, Hq: 2, Hkv: 1, D: 64, Scale: 0.3, Layout: StridedD},
 		{Name: "odd-D7", B: 2, Nq: 33, Nk: 30, Hq: 3, Hkv: 1, D: 7, Causal: true},
+		{Name: "window-l16-r8-N97", B: 1, Nq: 97, Nk: 97, Hq: 2, Hkv: 1, D: 32, Window: &flashattn.Window{Left: 16, Right: 8}},
+		{Name: "window-l20-causal-gqa4-Nq65-Nk300", B: 2, Nq: 65, Nk: 300, Hq: 4, Hkv: 1, D: 64, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}},
+		{Name: "window-r3-Nq97-Nk17", B: 1, Nq: 97, Nk: 17, Hq: 2, Hkv: 2, D: 16, Window: &flashattn.Window{Left: -1, Right: 3}},
+		{Name: "window-l5-r0-Nq300-Nk130-gqa2", B: 1, Nq: 300, Nk: 130, Hq: 4, Hkv: 2, D: 32, Window: &flashattn.Window{Left: 5, Right: 0}},
+		{Name: "window-l0-causal-N33", B: 1, Nq: 33, Nk: 33, Hq: 1, Hkv: 1, D: 16, Causal: true, Window: &flashattn.Window{Left: 0, Right: -1}},
+		{Name: "window-l130-Nq17-Nk200-odd-D7", B: 2, Nq: 17, Nk: 200, Hq: 3, Hkv: 3, D: 7, Window: &flashattn.Window{Left: 130, Right: 2}, Layout: StridedD},
+		{Name: "softcap5-scale1-Nq97-Nk70", B: 1, Nq: 97, Nk: 70, Hq: 2, Hkv: 2, D: 64, Scale: 1, Softcap: 5},
+		{Name: "softcap30-causal-gqa2-Nq17-Nk97", B: 2, Nq: 17, Nk: 97, Hq: 4, Hkv: 2, D: 80, Causal: true, Softcap: 30},
+		{Name: "alibi-N97-gqa4", B: 1, Nq: 97, Nk: 97, Hq: 8, Hkv: 2, D: 32, ALiBi: true},
+		{Name: "alibi-causal-Nq97-Nk33", B: 1, Nq: 97, Nk: 33, Hq: 2, Hkv: 1, D: 64, Causal: true, ALiBi: true, Layout: HeadMajor},
+		{Name: "all-window-softcap-alibi-causal-gqa2", B: 2, Nq: 130, Nk: 150, Hq: 4, Hkv: 2, D: 32, Causal: true,
+			Window: &flashattn.Window{Left: 40, Right: -1}, Softcap: 8, Scale: 0.5, ALiBi: true},
 	}
 	for i := range cs {
 		cs[i].Seed = uint64(1000 * (i + 1))
@@ -75,8 +109,18 @@ func Cases() []Case {
 }
 
 func (c Case) String() string {
-	return fmt.Sprintf("%s B=%d Nq=%d Nk=%d Hq=%d Hkv=%d D=%d causal=%v scale=%g %v",
+	s := fmt.Sprintf("%s B=%d Nq=%d Nk=%d Hq=%d Hkv=%d D=%d causal=%v scale=%g %v",
 		c.Name, c.B, c.Nq, c.Nk, c.Hq, c.Hkv, c.D, c.Causal, c.Scale, c.Layout)
+	if c.Window != nil {
+		s += fmt.Sprintf(" window=[%d,%d]", c.Window.Left, c.Window.Right)
+	}
+	if c.Softcap != 0 {
+		s += fmt.Sprintf(" softcap=%g", c.Softcap)
+	}
+	if c.ALiBi {
+		s += " alibi"
+	}
+	return s
 }
 
 // Dims is the case's problem size.
@@ -87,7 +131,15 @@ func (c Case) Dims() flashattn.Dims {
 // Options are the options the case passes (the Backend field is the
 // backend's to set).
 func (c Case) Options() *flashattn.Options {
-	return &flashattn.Options{Causal: c.Causal, Scale: c.Scale}
+	o := &flashattn.Options{Causal: c.Causal, Scale: c.Scale, Softcap: c.Softcap}
+	if c.Window != nil {
+		w := *c.Window
+		o.Window = &w
+	}
+	if c.ALiBi {
+		o.ALiBi = ALiBiSlopes(c.Hq)
+	}
+	return o
 }
 
 // EffectiveScale is the softmax scale the case asks for: Scale, or 1/sqrt(D).

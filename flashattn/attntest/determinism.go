@@ -12,7 +12,7 @@ import (
 func runDeterministic(t *testing.T, b Backend) {
 	var c Case
 	for _, cc := range Cases() {
-		if cc.Causal && cc.Hq > cc.Hkv && cc.Nq > 64 && b.supports(cc.D) && (b.MaxN == 0 || max(cc.Nq, cc.Nk) <= b.MaxN) {
+		if cc.Causal && cc.Hq > cc.Hkv && cc.Nq > 64 && b.supportsCase(cc) && (b.MaxN == 0 || max(cc.Nq, cc.Nk) <= b.MaxN) {
 			c = cc
 			break
 		}

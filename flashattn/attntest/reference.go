@@ -28,19 +28,45 @@ type Ref struct {
 }
 
 // problem holds one problem's inputs as dense float64 per (batch, head),
-// read through Tensor.At so that any strides work, and the mask rule written
-// out again here, independent of the backends' code.
+// read through Tensor.At so that any strides work, and the mask and score
+// rules written out again here, independent of the backends' code.
 type problem struct {
 	d                  flashattn.Dims
 	q, k, v, dO        [][]float64 // [b*H+h][n*D+x]
 	causal             bool
 	scale              float64
 	groups, causalDiag int
+	left, right        int       // the window around the diagonal key, -1: open
+	softcap            float64   // 0: none
+	alibi              []float64 // nil, or a slope per query head
 }
 
-func newProblem(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, round func(float64) float64) *problem {
+// Scores are the score modifiers of flashattn.Options beyond the causal
+// mask: a sliding window, softcap, ALiBi slopes (zero value: none).
+type Scores struct {
+	Window  *flashattn.Window
+	Softcap float64
+	ALiBi   []float64
+}
+
+// ScoresOf returns the score modifiers of o.
+func ScoresOf(o *flashattn.Options) Scores {
+	if o == nil {
+		return Scores{}
+	}
+	return Scores{Window: o.Window, Softcap: o.Softcap, ALiBi: o.ALiBi}
+}
+
+func newProblem(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, mods Scores, round func(float64) float64) *problem {
 	d := flashattn.Dims{B: q.Shape.B, Nq: q.Shape.N, Nk: k.Shape.N, Hq: q.Shape.H, Hkv: k.Shape.H, D: q.Shape.D}
-	p := &problem{d: d, causal: causal, scale: scale, groups: d.Hq / d.Hkv, causalDiag: d.Nk - d.Nq}
+	p := &problem{d: d, causal: causal, scale: scale, groups: d.Hq / d.Hkv, causalDiag: d.Nk - d.Nq,
+		left: -1, right: -1, softcap: mods.Softcap, alibi: mods.ALiBi}
+	if mods.Window != nil {
+		p.left, p.right = mods.Window.Left, mods.Window.Right
+	}
+	if causal {
+		p.right = 0
+	}
 	p.q, p.k, p.v = heads(q, round), heads(k, round), heads(v, round)
 	if dOut != nil {
 		p.dO = heads(dOut, round)
@@ -65,9 +91,45 @@ func heads(t *flashattn.Tensor, round func(float64) float64) [][]float64 {
 	return hs
 }
 
-// sees reports whether query row i may attend to key j: bottom-right aligned
-// causal mask, key j visible iff j <= i + Nk - Nq.
-func (p *problem) sees(i, j int) bool { return !p.causal || j <= i+p.causalDiag }
+// sees reports whether query row i may attend to key j. Row i's diagonal
+// key is i + Nk - Nq (bottom-right alignment); key j lies back = diagonal - j
+// before it, and is visible iff -right <= back <= left, an open side being -1
+// (causal: right = 0).
+func (p *problem) sees(i, j int) bool {
+	back := i + p.causalDiag - j
+	return (p.right < 0 || -back <= p.right) && (p.left < 0 || back <= p.left)
+}
+
+// score turns x = scale*q_i.k_j of query head h into what the softmax sees:
+// softcap*tanh(x/softcap), then minus slope_h*|i + Nk - Nq - j|. dx is ds/dx.
+func (p *problem) score(h, i, j int, x float64) (s, dx float64, bias float64) {
+	s, dx = x, 1
+	if p.softcap > 0 {
+		t := math.Tanh(x / p.softcap)
+		s, dx = p.softcap*t, 1-t*t
+	}
+	if p.alibi != nil {
+		bias = -p.alibi[h] * math.Abs(float64(i+p.causalDiag-j))
+	}
+	return s + bias, dx, bias
+}
+
+// score32 is score in float32 arithmetic, as a float32 backend computes it.
+func (p *problem) score32(h, i, j int, x float32) (s, dx float32) {
+	s, dx = x, 1
+	if p.softcap > 0 {
+		c := float32(p.softcap)
+		t := float32(math.Tanh(float64(x / c)))
+		s, dx = c*t, 1-t*t
+	}
+	if p.alibi != nil {
+		s -= float32(p.alibi[h]) * float32(math.Abs(float64(i+p.causalDiag-j)))
+	}
+	return s, dx
+}
+
+// mods reports whether the problem modifies its scores (softcap, ALiBi).
+func (p *problem) mods() bool { return p.softcap > 0 || p.alibi != nil }
 
 func (p *problem) qh(b, h int) int  { return b*p.d.Hq + h }
 func (p *problem) kvh(b, h int) int { return b*p.d.Hkv + h/p.groups }
@@ -76,7 +138,12 @@ func (p *problem) kvh(b, h int) int { return b*p.d.Hkv + h/p.groups }
 // float64 from q, k, v (and dOut): the truth every backend is measured against.
 // scale is the softmax scale actually used (not 0).
 func Reference(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
-	p := newProblem(q, k, v, dOut, causal, scale, func(x float64) float64 { return x })
+	return ReferenceScores(q, k, v, dOut, causal, scale, Scores{})
+}
+
+// ReferenceScores is Reference with a window, softcap or ALiBi slopes.
+func ReferenceScores(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, mods Scores) *Ref {
+	p := newProblem(q, k, v, dOut, causal, scale, mods, func(x float64) float64 { return x })
 	d := p.d
 	r := newRef(d, causal, scale, dOut != nil)
 	r.Precision = -1
@@ -90,7 +157,7 @@ func Reference(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref
 				for j := range s {
 					s[j] = math.Inf(-1)
 					if p.sees(i, j) {
-						s[j] = scale * dot64(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D])
+						s[j], _, _ = p.score(h, i, j, scale*dot64(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]))
 						m = math.Max(m, s[j])
 					}
 				}
@@ -122,8 +189,8 @@ func Reference(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref
 }
 
 // backward64: P = exp(S - LSE), dV = P^T dO, dP = dO V^T, Di = rowsum(dO*O),
-// dS = P*(dP - Di), dQ = scale dS K, dK = scale dS^T Q; dK and dV summed over
-// the query heads of each GQA group.
+// dS = P*(dP - Di) ds/dx (x = scale q.k: softcap's derivative), dQ = scale dS K,
+// dK = scale dS^T Q; dK and dV summed over the query heads of each GQA group.
 func (p *problem) backward64(r *Ref) {
 	d := p.d
 	for b := 0; b < d.B; b++ {
@@ -144,8 +211,9 @@ func (p *problem) backward64(r *Ref) {
 						continue
 					}
 					kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
-					P := math.Exp(p.scale*dot64(qi, kj) - r.LSE[row])
-					dS := P * (dot64(doi, vj) - Di)
+					x, dx, _ := p.score(h, i, j, p.scale*dot64(qi, kj))
+					P := math.Exp(x - r.LSE[row])
+					dS := P * (dot64(doi, vj) - Di) * dx
 					kvo := ((b*d.Nk+j)*d.Hkv + kv) * d.D
 					dk, dv := r.DK[kvo:][:d.D], r.DV[kvo:][:d.D]
 					for x := 0; x < d.D; x++ {
@@ -169,9 +237,14 @@ func (p *problem) backward64(r *Ref) {
 // others for the checks, which allow a correct backend twice the largest
 // error of any of them against Reference.
 func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
+	return BaselineScores(prec, q, k, v, dOut, causal, scale, Scores{})
+}
+
+// BaselineScores is Baseline with a window, softcap or ALiBi slopes.
+func BaselineScores(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, mods Scores) *Ref {
 	var rs []*Ref
 	for _, o := range orders {
-		rs = append(rs, baseline(o, prec, q, k, v, dOut, causal, scale))
+		rs = append(rs, baseline(o, prec, q, k, v, dOut, causal, scale, mods))
 	}
 	rs[0].orders = rs
 	return rs[0]
@@ -229,9 +302,9 @@ func (o order) index(n, length int) int {
 	return n
 }
 
-func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64) *Ref {
+func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, mods Scores) *Ref {
 	rnd := prec.round
-	p := newProblem(q, k, v, dOut, causal, scale, func(x float64) float64 { return float64(rnd(float32(x))) })
+	p := newProblem(q, k, v, dOut, causal, scale, mods, func(x float64) float64 { return float64(rnd(float32(x))) })
 	d := p.d
 	r := newRef(d, causal, scale, dOut != nil)
 	r.Precision = prec
@@ -247,7 +320,7 @@ func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal
 				for j := range s {
 					s[j] = float32(math.Inf(-1))
 					if p.sees(i, j) {
-						s[j] = sc * ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D])
+						s[j], _ = p.score32(h, i, j, sc*ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]))
 						m = max(m, s[j])
 					}
 				}
@@ -308,8 +381,9 @@ func (p *problem) backward32(r *Ref, ord order, rnd func(float32) float32) {
 							continue
 						}
 						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
-						P := float32(math.Exp(float64(sc*ord.dot(qi, kj) - L)))
-						dS := rnd(P * (ord.dot(doi, vj) - Di))
+						x, dx := p.score32(h, i, j, sc*ord.dot(qi, kj))
+						P := float32(math.Exp(float64(x - L)))
+						dS := rnd(P * (ord.dot(doi, vj) - Di) * dx)
 						Pr := rnd(P)
 						base := ((b*d.Nk+j)*d.Hkv + kv) * d.D
 						for x := 0; x < d.D; x++ {

@@ -32,7 +32,7 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	}
 	before := snapshot(q, k, v, dO)
 	o := c.Options()
-	if !b.supports(c.D) {
+	if !b.supportsCase(c) {
 		_, err := b.Forward(q, k, v, o)
 		expectUnsupported(t, "Forward", c, err)
 		if b.Backward != nil {
@@ -66,7 +66,7 @@ func expectUnsupported(t *testing.T, call string, c Case, err error) {
 	t.Helper()
 	var ue *flashattn.UnsupportedError
 	if !errors.As(err, &ue) {
-		t.Errorf("%s(%v) with an unsupported head dim: got error %v, want *flashattn.UnsupportedError", call, c, err)
+		t.Errorf("%s(%v), unsupported by the backend: got error %v, want *flashattn.UnsupportedError", call, c, err)
 	}
 }
 
@@ -86,21 +86,23 @@ func snapshot(ts ...*flashattn.Tensor) []uint32 {
 func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor) (truth, base *Ref) {
 	refMu.Lock()
 	defer refMu.Unlock()
-	truthKey := refKey{c, -1}
+	truthKey := refKey{c.String(), c.Seed, -1}
 	if truth = refCache[truthKey]; truth == nil {
-		truth = Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+		truth = ReferenceScores(q, k, v, dO, c.Causal, c.EffectiveScale(), ScoresOf(c.Options()))
 		refCache[truthKey] = truth
 	}
-	if base = refCache[refKey{c, p}]; base == nil {
-		base = Baseline(p, q, k, v, dO, c.Causal, c.EffectiveScale())
-		refCache[refKey{c, p}] = base
+	if base = refCache[refKey{c.String(), c.Seed, p}]; base == nil {
+		base = BaselineScores(p, q, k, v, dO, c.Causal, c.EffectiveScale(), ScoresOf(c.Options()))
+		refCache[refKey{c.String(), c.Seed, p}] = base
 	}
 	return truth, base
 }
 
+// refKey names a case by its String (every field but the seed) and seed.
 type refKey struct {
-	c Case
-	p Precision // -1: the float64 truth
+	c    string
+	seed uint64
+	p    Precision // -1: the float64 truth
 }
 
 var (

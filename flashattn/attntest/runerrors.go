@@ -104,6 +104,13 @@ func RunErrors(t *testing.T, b Backend) {
 		{"backward-short-lse", bwd(out, dO, lse[:len(lse)-1], nil), data("lse")},
 		{"backward-NaN-lse", bwd(out, dO, nanLSE, nil), data("lse")},
 		{"backward-NaN-scale", bwd(out, dO, lse, &flashattn.Options{Scale: math.NaN()}), option("Scale")},
+		{"window-below-minus-1", fwd(q, k, v, &flashattn.Options{Window: &flashattn.Window{Left: -2, Right: 1}}), option("Window")},
+		{"window-right-with-causal", fwd(q, k, v, &flashattn.Options{Causal: true, Window: &flashattn.Window{Left: 2, Right: 1}}), option("Window")},
+		{"negative-softcap", fwd(q, k, v, &flashattn.Options{Softcap: -3}), option("Softcap")},
+		{"NaN-softcap", fwd(q, k, v, &flashattn.Options{Softcap: math.NaN()}), option("Softcap")},
+		{"alibi-one-per-kv-head", fwd(q, k, v, &flashattn.Options{ALiBi: ALiBiSlopes(d.Hkv)}), option("ALiBi")},
+		{"alibi-NaN", fwd(q, k, v, &flashattn.Options{ALiBi: []float64{1, 1, math.NaN(), 1}}), option("ALiBi")},
+		{"backward-alibi-length", bwd(out, dO, lse, &flashattn.Options{ALiBi: ALiBiSlopes(d.Hq + 1)}), option("ALiBi")},
 	}
 	for _, c := range cases {
 		if strings.HasPrefix(c.name, "backward") && b.Backward == nil {
