@@ -137,22 +137,31 @@ func checkBackward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (pr
 	if err != nil {
 		return problem{}, err
 	}
-	for _, a := range []struct {
-		name string
-		t    *Tensor
-	}{{"out", out}, {"dOut", dOut}} {
-		if err := a.t.check(a.name); err != nil {
-			return problem{}, err
-		}
-		if err := expectShape(a.name, a.t.Shape, d.QShape()); err != nil {
-			return problem{}, err
-		}
+	if err := checkOutputs(d, out, dOut); err != nil {
+		return problem{}, err
 	}
 	p, err := opts.resolve(d)
 	if err != nil {
 		return problem{}, err
 	}
 	return p, p.checkLSE(lse)
+}
+
+// checkOutputs checks the forward output and its gradient given to a
+// backward pass: both q-shaped.
+func checkOutputs(d Dims, out, dOut *Tensor) error {
+	for _, a := range []struct {
+		name string
+		t    *Tensor
+	}{{"out", out}, {"dOut", dOut}} {
+		if err := a.t.check(a.name); err != nil {
+			return err
+		}
+		if err := expectShape(a.name, a.t.Shape, d.QShape()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // poisonOutputs makes Forward and Backward fill the buffers they allocate

@@ -124,16 +124,11 @@ type problem struct {
 	Left, Right int
 	Softcap     float64   // 0: no cap
 	ALiBi       []float64 // nil, or one slope per query head
+	varlen      bool      // packed sequences (ForwardVarlen): B = 1, N the total
 }
 
-// plain reports whether p is attention with at most a causal mask: none of
-// the window, softcap or ALiBi.
-func (p problem) plain() bool {
-	return p.Left == -1 && p.Softcap == 0 && p.ALiBi == nil
-}
-
-// mask is the problem's mask and score modifiers (everything visible and
-// unmodified when plain).
+// mask is the problem's mask and score modifiers (every key visible and
+// every score unmodified without causal, window, softcap and ALiBi).
 func (p problem) mask() scoreMask {
 	m := scoreMask{off: p.CausalOffset(), nk: p.Nk, left: p.Left, right: p.Right, softcap: float32(p.Softcap)}
 	if p.ALiBi != nil {
