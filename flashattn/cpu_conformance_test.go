@@ -2,6 +2,7 @@ package flashattn_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -43,6 +44,46 @@ func TestCPUFlashTiles(t *testing.T) {
 			if want[c.Name] {
 				t.Run(fmt.Sprintf("Br=%d,Bc=%d/%s", tile[0], tile[1], c.Name), func(t *testing.T) { attntest.RunCase(t, b, c) })
 			}
+		}
+	}
+}
+
+// TestScoreModsRandom runs both CPU backends on random small problems with
+// random windows, softcaps, ALiBi slopes and tiles, and holds every element
+// to the truth's float32 error bound (which, unlike the 2x-baseline rule,
+// cannot fail a correct backend by bad luck).
+func TestScoreModsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 1))
+	side := func(n int) int { return r.IntN(n+2) - 1 } // -1 (open) to n
+	for it := range 300 {
+		hkv := 1 + r.IntN(2)
+		d := flashattn.Dims{B: 1 + r.IntN(2), Nq: 1 + r.IntN(40), Nk: 1 + r.IntN(40), Hkv: hkv, Hq: hkv * (1 + r.IntN(3)), D: 1 + r.IntN(24)}
+		o := &flashattn.Options{Causal: r.IntN(2) == 0, Scale: 0.1 + r.Float64()*2, BlockQ: 1 + r.IntN(9), BlockK: 1 + r.IntN(9)}
+		if r.IntN(3) > 0 {
+			o.Window = &flashattn.Window{Left: side(d.Nk), Right: side(d.Nk)}
+			if o.Causal && o.Window.Right > 0 {
+				o.Window.Right = 0
+			}
+		}
+		if r.IntN(2) == 0 {
+			o.Softcap = 0.5 + r.Float64()*10
+		}
+		if r.IntN(2) == 0 {
+			o.ALiBi = attntest.ALiBiSlopes(d.Hq)
+		}
+		o.Backend = []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash}[it%2]
+		q, k, v, dO := flashattn.Random(d.QShape(), uint64(it)), flashattn.Random(d.KVShape(), uint64(it)+1), flashattn.Random(d.KVShape(), uint64(it)+2), flashattn.Random(d.QShape(), uint64(it)+3)
+		res, err := flashattn.Forward(q, k, v, o)
+		if err != nil {
+			t.Fatalf("%+v %+v: %v", d, *o, err)
+		}
+		g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
+		if err != nil {
+			t.Fatalf("%+v %+v: %v", d, *o, err)
+		}
+		truth := attntest.ReferenceScores(q, k, v, dO, o.Causal, o.Scale, attntest.ScoresOf(o))
+		if !attntest.CheckForwardBound(t, truth, res) || !attntest.CheckBackwardBound(t, truth, g) {
+			t.Fatalf("problem %d: %+v window %v options %+v", it, d, o.Window, *o)
 		}
 	}
 }
