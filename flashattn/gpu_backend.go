@@ -96,8 +96,8 @@ func (p problem) gpuUnsupported() error {
 		feature, value = "softcap", fmt.Sprint(p.Softcap)
 	case p.ALiBi != nil:
 		feature, value = "ALiBi", fmt.Sprintf("%d slopes", len(p.ALiBi))
-	case p.varlen:
-		feature, value = "varlen", fmt.Sprintf("(%d packed rows)", p.Nq)
+	case p.entry != "":
+		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
 	default:
 		return nil
 	}

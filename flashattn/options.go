@@ -124,7 +124,9 @@ type problem struct {
 	Left, Right int
 	Softcap     float64   // 0: no cap
 	ALiBi       []float64 // nil, or one slope per query head
-	varlen      bool      // packed sequences (ForwardVarlen): B = 1, N the total
+	// entry is the sibling entry point that made the problem: "" for
+	// Forward and Backward, "varlen", "KV cache".
+	entry string
 }
 
 // mask is the problem's mask and score modifiers (every key visible and

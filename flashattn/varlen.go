@@ -91,7 +91,7 @@ func resolveVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (varlenCall, error
 	if err != nil {
 		return varlenCall{}, err
 	}
-	p.varlen = true
+	p.entry = "varlen"
 	return varlenCall{p: p, vl: vl}, nil
 }
 
@@ -99,7 +99,7 @@ func resolveVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (varlenCall, error
 // whether it has a key.
 func (c varlenCall) seq(s int) (problem, bool) {
 	p := c.p
-	p.Dims, p.varlen = c.vl.seqDims(c.p.Dims, s), false
+	p.Dims, p.entry = c.vl.seqDims(c.p.Dims, s), ""
 	return p, p.Nk > 0
 }
 
