@@ -12,7 +12,8 @@ type Result struct {
 	// Out is (B, Nq, Hq, D), dense.
 	Out *Tensor
 	// LSE is the natural log-sum-exp of each row's scaled scores, (B, Hq, Nq);
-	// a row that sees no key (causal with Nq > Nk) has LSE -Inf and output 0.
+	// a row that sees no key (causal, or a window's Right, with Nq > Nk) has
+	// LSE -Inf and output 0.
 	LSE []float32
 	// Backend is the implementation that ran; Reason says why it was chosen
 	// (for Auto: which GPU, or why the CPU was used instead).
@@ -49,11 +50,13 @@ func reserveCall(be Backend, im impl, p problem, o *Options, backward bool) erro
 	return reserve(fmt.Sprintf("%s of %+v on %s", what, p.Dims, be), out+im.hostBytes(p, o, backward))
 }
 
-// Forward computes softmax(scale * Q K^T [+ causal mask]) V and the
-// log-sum-exp of every row. q is (B, Nq, Hq, D); k and v are (B, Nk, Hkv, D).
+// Forward computes softmax(S) V and the log-sum-exp of every row, S being
+// scale * Q K^T, softcapped and ALiBi-biased as Options say, with the
+// masked keys (causal, window) left out. q is (B, Nq, Hq, D); k and v are
+// (B, Nk, Hkv, D).
 //
-// Only a row the causal mask hides every key from has output 0 and LSE
-// -Inf. On the CPU, a NaN or Inf among the inputs, or a score scale*q.k
+// Only a row the mask hides every key from has output 0 and LSE -Inf
+// (softcap bounds every score). On the CPU, a NaN or Inf among the inputs, or a score scale*q.k
 // beyond float32, makes the rows it reaches NaN, output and LSE (Backward
 // refuses a NaN LSE). The GPU takes only values fp16 can hold, finite and
 // below 65520 in magnitude, and scales at which its float32 scores cannot

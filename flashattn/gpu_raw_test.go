@@ -310,7 +310,8 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		return &flashattn.Grads{DQ: u.download(dq, d.QShape()), DK: u.download(dk, d.KVShape()), DV: u.download(dv, d.KVShape()),
 			Backend: flashattn.GPU, Reason: "raw on " + dev.Info().String()}, nil
 	}
-	return attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims()}
+	return attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims(),
+		Plain: true} // no window, softcap or ALiBi kernels yet: the plans refuse them
 }
 
 // runRawConformance runs every case of the suite, forward and backward,

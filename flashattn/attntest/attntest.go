@@ -36,10 +36,14 @@
 // test's, where it cannot fail a correct backend by bad luck.
 //
 // Beyond accuracy the suite checks that every output element was written and
-// is finite, that rows which see no key (causal with Nq > Nk) give output 0,
+// is finite, that rows which see no key (causal or a window with Nq > Nk) give output 0,
 // LSE -Inf and dQ 0 exactly, that inputs are left untouched, that bad inputs
 // return the library's typed errors, and that results are bit-reproducible
 // with Options.Deterministic.
+//
+// Cases with a sliding window, softcap or ALiBi (Case.Mods) have their truth
+// and baselines from ReferenceScores and BaselineScores; a Plain backend
+// must refuse them with a *flashattn.UnsupportedError.
 //
 // The checks are pure functions: CompareForward and CompareBackward return
 // what they found (a Comparison), which CheckForward and CheckBackward
