@@ -55,8 +55,8 @@ func reserveCall(be Backend, im impl, p problem, o *Options, backward bool) erro
 // masked keys (causal, window) left out. q is (B, Nq, Hq, D); k and v are
 // (B, Nk, Hkv, D).
 //
-// Only a row the mask hides every key from has output 0 and LSE -Inf
-// (softcap bounds every score). On the CPU, a NaN or Inf among the inputs, or a score scale*q.k
+// Only a row the mask hides every key from has output 0 and LSE -Inf.
+// On the CPU, a NaN or Inf among the inputs, or a score scale*q.k
 // beyond float32, makes the rows it reaches NaN, output and LSE (Backward
 // refuses a NaN LSE). The GPU takes only values fp16 can hold, finite and
 // below 65520 in magnitude, and scales at which its float32 scores cannot
