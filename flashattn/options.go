@@ -219,7 +219,8 @@ func (o *Options) resolveScores(p *problem) error {
 	}
 	p.Causal = p.Right == 0 // Window{-1, 0} is the causal mask, as in FA2
 	if c := o.Softcap; c != 0 {
-		if math.IsNaN(c) || c < 0 || c > math.MaxFloat32 {
+		// The backends cap in float32: a cap that rounds to 0 there would turn it off.
+		if math.IsNaN(c) || c < 0 || c > math.MaxFloat32 || float32(c) == 0 {
 			return &OptionError{Option: "Softcap", Value: fmt.Sprint(c), Reason: "must be 0 (off) or positive and within float32"}
 		}
 		p.Softcap = c
