@@ -2,127 +2,39 @@ package flashattn_test
 
 import (
 	"errors"
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/flashattn/attntest"
 )
 
-// TestKVCache decodes Nq = 1 and Nq = 5 rows per sequence against caches
-// of different lengths (one empty, one full), contiguous and paged (blocks
-// in a shuffled order, a block table longer than needed), on both CPU
-// backends, and checks every batch bit for bit against Forward on that
-// batch's first SeqLens[b] keys alone, and against the float64 truth.
-func TestKVCache(t *testing.T) {
-	const hq, hkv, dd, ncache, bs = 4, 2, 32, 100, 16
-	seqLens := []int{37, 0, 100, 16}
-	batches := len(seqLens)
-	kc := flashattn.Random(flashattn.Shape{B: batches, N: ncache, H: hkv, D: dd}, 2)
-	vc := flashattn.Random(kc.Shape, 3)
-	// The paged copy: block table rows of ceil(ncache/bs) blocks, in a shuffled pool.
-	perRow := (ncache + bs - 1) / bs
-	pool := rand.New(rand.NewPCG(5, 6)).Perm(batches * perRow)
-	pk := flashattn.New(flashattn.Shape{B: len(pool), N: bs, H: hkv, D: dd})
-	pv := flashattn.New(pk.Shape)
-	table := make([][]int, batches)
-	for b := range table {
-		table[b] = pool[b*perRow : (b+1)*perRow]
-		for n := 0; n < ncache; n++ {
-			for h := 0; h < hkv; h++ {
-				for x := 0; x < dd; x++ {
-					pk.Set(table[b][n/bs], n%bs, h, x, kc.At(b, n, h, x))
-					pv.Set(table[b][n/bs], n%bs, h, x, vc.At(b, n, h, x))
+// TestKVCacheAlone: on the CPU, ForwardKVCache gives each batch of the
+// suite's decode cases, contiguous or paged, bit for bit what Forward gives
+// it on its first SeqLens[b] keys alone (attntest checks both against the
+// truth, and the empty caches).
+func TestKVCacheAlone(t *testing.T) {
+	for _, c := range attntest.KVCases() {
+		cpuBackends(t, c.Name, c.Options(), func(t *testing.T, o *flashattn.Options) {
+			q, kc, vc, k, v, cache := c.Inputs()
+			res, err := flashattn.ForwardKVCache(q, k, v, cache, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := res.Dims
+			for b, n := range c.SeqLens {
+				if n == 0 {
+					continue
+				}
+				alone, err := flashattn.Forward(attntest.Rows(q, b, 0, c.Nq), attntest.Rows(kc, b, 0, n), attntest.Rows(vc, b, 0, n), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bitsEqual(attntest.Rows(res.Out, b, 0, c.Nq).Data, alone.Out.Data) || !bitsEqual(res.LSE[d.LSEIndex(b, 0, 0):][:c.Hq*c.Nq], alone.LSE) {
+					t.Errorf("batch %d (%d entries): differs from Forward on its keys alone", b, n)
 				}
 			}
-		}
+		})
 	}
-	for _, nq := range []int{1, 5} {
-		q := flashattn.Random(flashattn.Shape{B: batches, N: nq, H: hq, D: dd}, uint64(nq))
-		for _, o := range []flashattn.Options{
-			{},
-			{Causal: true},
-			{Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, Softcap: 6, ALiBi: attntest.ALiBiSlopes(hq)},
-		} {
-			for _, be := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
-				for _, paged := range []bool{false, true} {
-					o := o
-					o.Backend = be
-					if be == flashattn.CPUFlash {
-						o.BlockQ, o.BlockK = 2, 16
-					}
-					c, k, v := flashattn.KVCache{SeqLens: seqLens}, kc, vc
-					if paged {
-						c, k, v = flashattn.KVCache{SeqLens: seqLens, BlockTable: table, BlockSize: bs}, pk, pv
-					}
-					name := fmt.Sprintf("Nq=%d/%v/paged=%v/causal=%v,window=%v", nq, be, paged, o.Causal, o.Window != nil)
-					t.Run(name, func(t *testing.T) { checkKVCache(t, q, k, v, kc, vc, c, &o) })
-				}
-			}
-		}
-	}
-}
-
-// checkKVCache runs ForwardKVCache on cache k, v (described by c) and checks
-// each batch against Forward on the first SeqLens[b] rows of the
-// contiguous cache kc, vc.
-func checkKVCache(t *testing.T, q, k, v, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) {
-	res, err := flashattn.ForwardKVCache(q, k, v, c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Backend != o.Backend {
-		t.Fatalf("asked for %v, ran %v", o.Backend, res.Backend)
-	}
-	d := res.Dims
-	for b, n := range c.SeqLens {
-		qb := rowsOfBatch(q, b, 0, d.Nq)
-		gotOut := rowsOfBatch(res.Out, b, 0, d.Nq)
-		gotLSE := res.LSE[d.LSEIndex(b, 0, 0):][:d.Hq*d.Nq]
-		if n == 0 {
-			for _, x := range gotOut.Data {
-				if x != 0 {
-					t.Fatalf("batch %d (empty cache): output %v, want 0", b, x)
-				}
-			}
-			for _, x := range gotLSE {
-				if !math.IsInf(float64(x), -1) {
-					t.Fatalf("batch %d (empty cache): LSE %v, want -Inf", b, x)
-				}
-			}
-			continue
-		}
-		kb, vb := rowsOfBatch(kc, b, 0, n), rowsOfBatch(vc, b, 0, n)
-		alone, err := flashattn.Forward(qb, kb, vb, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bitsEqual(gotOut.Data, alone.Out.Data) || !bitsEqual(gotLSE, alone.LSE) {
-			t.Errorf("batch %d (%d entries): differs from Forward on its keys alone", b, n)
-		}
-		scale := 1 / math.Sqrt(float64(d.D))
-		mods := attntest.ScoresOf(o)
-		truth := attntest.ReferenceScores(qb, kb, vb, nil, o.Causal, scale, mods)
-		base := attntest.BaselineScores(attntest.FP32, qb, kb, vb, nil, o.Causal, scale, mods)
-		attntest.CheckForward(t, attntest.FP32, truth, base, &flashattn.Result{Dims: alone.Dims, Out: gotOut, LSE: gotLSE})
-	}
-}
-
-// rowsOfBatch copies rows [r0, r0+n) of batch b of t into a dense (1, n, H, D) tensor.
-func rowsOfBatch(t *flashattn.Tensor, b, r0, n int) *flashattn.Tensor {
-	s := t.Shape
-	s.B, s.N = 1, n
-	c := flashattn.New(s)
-	for i := 0; i < n; i++ {
-		for h := 0; h < s.H; h++ {
-			for x := 0; x < s.D; x++ {
-				c.Set(0, i, h, x, t.At(b, r0+i, h, x))
-			}
-		}
-	}
-	return c
 }
 
 // TestKVCacheErrors: a cache description that does not fit is a typed

@@ -10,30 +10,6 @@ import (
 	"github.com/goflash/goflash/flashattn/attntest"
 )
 
-// packed builds the cumulative lengths of lens.
-func packed(lens []int) []int {
-	cu := []int{0}
-	for _, n := range lens {
-		cu = append(cu, cu[len(cu)-1]+n)
-	}
-	return cu
-}
-
-// rowsOf copies rows [r0, r0+n) of a packed (B = 1) tensor into a dense one.
-func rowsOf(t *flashattn.Tensor, r0, n int) *flashattn.Tensor {
-	s := t.Shape
-	s.N = n
-	c := flashattn.New(s)
-	for i := 0; i < n; i++ {
-		for h := 0; h < s.H; h++ {
-			for x := 0; x < s.D; x++ {
-				c.Set(0, i, h, x, t.At(0, r0+i, h, x))
-			}
-		}
-	}
-	return c
-}
-
 // lseOf gathers the LSE of rows [r0, r0+n) of a packed (1, Hq, total) LSE.
 func lseOf(lse []float32, hq, total, r0, n int) []float32 {
 	var s []float32
@@ -55,96 +31,62 @@ func bitsEqual(a, b []float32) bool {
 	return true
 }
 
-// TestVarlen packs sequences of mixed lengths (an empty one, one with
-// queries and no key, one with keys and no query, Nq != Nk, GQA) and checks
-// ForwardVarlen and BackwardVarlen on both CPU backends bit for bit against
-// Forward and Backward on each sequence alone, and against the float64
-// truth of each sequence, under each mask and score modifier.
-func TestVarlen(t *testing.T) {
-	lensQ := []int{5, 0, 17, 67, 1, 3, 0}
-	lensK := []int{5, 3, 30, 67, 0, 1, 0}
-	cuQ, cuK := packed(lensQ), packed(lensK)
-	totQ, totK := cuQ[len(cuQ)-1], cuK[len(cuK)-1]
-	const hq, hkv, dd = 4, 2, 32
-	q := flashattn.Random(flashattn.Shape{B: 1, N: totQ, H: hq, D: dd}, 1)
-	k := flashattn.Random(flashattn.Shape{B: 1, N: totK, H: hkv, D: dd}, 2)
-	v := flashattn.Random(flashattn.Shape{B: 1, N: totK, H: hkv, D: dd}, 3)
-	dO := flashattn.Random(q.Shape, 4)
-	vl := flashattn.Varlen{CuSeqlensQ: cuQ, CuSeqlensK: cuK}
-	for _, o := range []flashattn.Options{
-		{},
-		{Causal: true},
-		{Window: &flashattn.Window{Left: 2, Right: 3}},
-		{Causal: true, Window: &flashattn.Window{Left: 8, Right: -1}, Softcap: 4, ALiBi: attntest.ALiBiSlopes(hq)},
-	} {
-		for _, be := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
-			o := o
-			o.Backend = be
-			if be == flashattn.CPUFlash {
-				o.BlockQ, o.BlockK = 16, 8 // several blocks per sequence, ragged ones
-			}
-			name := fmt.Sprintf("%v/causal=%v,window=%v,softcap=%g,alibi=%v", be, o.Causal, o.Window, o.Softcap, o.ALiBi != nil)
-			t.Run(name, func(t *testing.T) { checkVarlen(t, q, k, v, dO, vl, &o) })
+// cpuBackends runs f with options o for each CPU backend, the flash one
+// with small tiles (several blocks per sequence, ragged ones).
+func cpuBackends(t *testing.T, name string, o *flashattn.Options, f func(t *testing.T, o *flashattn.Options)) {
+	for _, be := range []flashattn.Backend{flashattn.CPUNaive, flashattn.CPUFlash} {
+		c := *o
+		c.Backend = be
+		if be == flashattn.CPUFlash {
+			c.BlockQ, c.BlockK = 16, 8
 		}
+		t.Run(fmt.Sprintf("%s/%v", name, be), func(t *testing.T) { f(t, &c) })
 	}
 }
 
-func checkVarlen(t *testing.T, q, k, v, dO *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) {
-	res, err := flashattn.ForwardVarlen(q, k, v, vl, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := flashattn.BackwardVarlen(q, k, v, res.Out, dO, res.LSE, vl, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Backend != o.Backend || g.Backend != o.Backend {
-		t.Fatalf("asked for %v, ran %v and %v", o.Backend, res.Backend, g.Backend)
-	}
-	hq, totQ := q.Shape.H, q.Shape.N
-	for s := 0; s < vl.Seqs(); s++ {
-		r0, nq := vl.CuSeqlensQ[s], vl.CuSeqlensQ[s+1]-vl.CuSeqlensQ[s]
-		k0, nk := vl.CuSeqlensK[s], vl.CuSeqlensK[s+1]-vl.CuSeqlensK[s]
-		gotOut, gotLSE, gotDQ := rowsOf(res.Out, r0, nq), lseOf(res.LSE, hq, totQ, r0, nq), rowsOf(g.DQ, r0, nq)
-		gotDK, gotDV := rowsOf(g.DK, k0, nk), rowsOf(g.DV, k0, nk)
-		if nq == 0 || nk == 0 { // no pair of query and key: zeros, and LSE -Inf
-			for _, x := range append(append(append(gotOut.Data, gotDQ.Data...), gotDK.Data...), gotDV.Data...) {
-				if x != 0 {
-					t.Fatalf("sequence %d (Nq %d, Nk %d): output or gradient %v, want 0", s, nq, nk, x)
+// TestVarlenAlone: on the CPU, ForwardVarlen and BackwardVarlen give each
+// sequence of the suite's varlen cases, bit for bit, what Forward and
+// Backward give it alone (attntest checks both against the truth, and the
+// sequences without queries or keys).
+func TestVarlenAlone(t *testing.T) {
+	for _, c := range attntest.VarlenCases() {
+		cpuBackends(t, c.Name, c.Options(), func(t *testing.T, o *flashattn.Options) {
+			q, k, v, dO := c.Inputs()
+			vl := c.Varlen()
+			res, err := flashattn.ForwardVarlen(q, k, v, vl, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := flashattn.BackwardVarlen(q, k, v, res.Out, dO, res.LSE, vl, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for s := 0; s < vl.Seqs(); s++ {
+				r0, nq, k0, nk := vl.CuSeqlensQ[s], c.LensQ[s], vl.CuSeqlensK[s], c.LensK[s]
+				if nq == 0 || nk == 0 {
+					continue
+				}
+				qs, ks, vs, dOs := attntest.Rows(q, 0, r0, nq), attntest.Rows(k, 0, k0, nk), attntest.Rows(v, 0, k0, nk), attntest.Rows(dO, 0, r0, nq)
+				alone, err := flashattn.Forward(qs, ks, vs, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ga, err := flashattn.Backward(qs, ks, vs, alone.Out, dOs, alone.LSE, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, x := range []struct {
+					what      string
+					got, want []float32
+				}{{"Out", attntest.Rows(res.Out, 0, r0, nq).Data, alone.Out.Data}, {"LSE", lseOf(res.LSE, c.Hq, q.Shape.N, r0, nq), alone.LSE},
+					{"dQ", attntest.Rows(g.DQ, 0, r0, nq).Data, ga.DQ.Data}, {"dK", attntest.Rows(g.DK, 0, k0, nk).Data, ga.DK.Data},
+					{"dV", attntest.Rows(g.DV, 0, k0, nk).Data, ga.DV.Data}} {
+					if !bitsEqual(x.got, x.want) {
+						t.Errorf("sequence %d (Nq %d, Nk %d): %s differs from the sequence run alone", s, nq, nk, x.what)
+					}
 				}
 			}
-			for _, x := range gotLSE {
-				if !math.IsInf(float64(x), -1) {
-					t.Fatalf("sequence %d (Nq %d, Nk 0): LSE %v, want -Inf", s, nq, x)
-				}
-			}
-			continue
-		}
-		qs, ks, vs, dOs := rowsOf(q, r0, nq), rowsOf(k, k0, nk), rowsOf(v, k0, nk), rowsOf(dO, r0, nq)
-		alone, err := flashattn.Forward(qs, ks, vs, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ga, err := flashattn.Backward(qs, ks, vs, alone.Out, dOs, alone.LSE, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []struct {
-			what      string
-			got, want []float32
-		}{{"Out", gotOut.Data, alone.Out.Data}, {"LSE", gotLSE, alone.LSE},
-			{"dQ", gotDQ.Data, ga.DQ.Data}, {"dK", gotDK.Data, ga.DK.Data}, {"dV", gotDV.Data, ga.DV.Data}} {
-			if !bitsEqual(c.got, c.want) {
-				t.Errorf("sequence %d (Nq %d, Nk %d): %s differs from the sequence run alone", s, nq, nk, c.what)
-			}
-		}
-		scale := 1 / math.Sqrt(float64(q.Shape.D))
-		mods := attntest.ScoresOf(o)
-		truth := attntest.ReferenceScores(qs, ks, vs, dOs, o.Causal, scale, mods)
-		base := attntest.BaselineScores(attntest.FP32, qs, ks, vs, dOs, o.Causal, scale, mods)
-		d := alone.Dims
-		attntest.CheckForward(t, attntest.FP32, truth, base, &flashattn.Result{Dims: d, Out: gotOut, LSE: gotLSE})
-		attntest.CheckBackward(t, attntest.FP32, truth, base, &flashattn.Grads{DQ: gotDQ, DK: gotDK, DV: gotDV})
+		})
 	}
 }
 

@@ -94,6 +94,10 @@ type Backend struct {
 	Name     string
 	Forward  func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error)
 	Backward func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (*flashattn.Grads, error) // nil: forward only
+	// The sibling entry points (nil: their cases are skipped).
+	ForwardVarlen  func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error)
+	BackwardVarlen func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error)
+	ForwardKVCache func(q, kCache, vCache *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error)
 	// Precision the backend is held to.
 	Precision Precision
 	// HeadDims lists the supported head dims (nil: all). For any other D,
@@ -101,8 +105,9 @@ type Backend struct {
 	HeadDims []int
 	// MaxN, when > 0, skips cases with Nq or Nk above it (for slow backends).
 	MaxN int
-	// Plain backends run no score modifier (Case.Mods): for those cases
-	// Forward and Backward must return a *flashattn.UnsupportedError.
+	// Plain backends run no score modifier (Case.Mods) and neither varlen
+	// nor KV-cache calls: for those cases they must return a
+	// *flashattn.UnsupportedError.
 	Plain bool
 }
 
@@ -128,6 +133,12 @@ func ForBackend(be flashattn.Backend) Backend {
 	if be == flashattn.GPU {
 		p = FP16
 	}
+	ran := func(got flashattn.Backend, reason string) error {
+		if got != be {
+			return fmt.Errorf("attntest: asked for backend %v, %v ran (%s)", be, got, reason)
+		}
+		return nil
+	}
 	return Backend{
 		Name: be.String(),
 		Forward: func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
@@ -144,7 +155,28 @@ func ForBackend(be flashattn.Backend) Backend {
 			}
 			return g, err
 		},
+		ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
+			res, err := flashattn.ForwardVarlen(q, k, v, vl, with(o))
+			if err == nil {
+				err = ran(res.Backend, res.Reason)
+			}
+			return res, err
+		},
+		BackwardVarlen: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
+			g, err := flashattn.BackwardVarlen(q, k, v, out, dOut, lse, vl, with(o))
+			if err == nil {
+				err = ran(g.Backend, g.Reason)
+			}
+			return g, err
+		},
+		ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
+			res, err := flashattn.ForwardKVCache(q, kc, vc, c, with(o))
+			if err == nil {
+				err = ran(res.Backend, res.Reason)
+			}
+			return res, err
+		},
 		Precision: p,
-		Plain:     be == flashattn.GPU, // the kernels have no window, softcap or ALiBi yet
+		Plain:     be == flashattn.GPU, // the kernels have no window, softcap, ALiBi, varlen or decode yet
 	}
 }

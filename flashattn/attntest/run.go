@@ -11,12 +11,15 @@ import (
 )
 
 // Run runs the whole suite against b: the error cases, every case of
-// Cases() forward and backward, and the determinism check.
+// Cases() forward and backward, the varlen and KV-cache cases, and the
+// determinism check.
 func Run(t *testing.T, b Backend) {
 	t.Run("errors", func(t *testing.T) { RunErrors(t, b) })
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) { RunCase(t, b, c) })
 	}
+	RunVarlen(t, b)
+	RunKVCache(t, b)
 	t.Run("deterministic", func(t *testing.T) { runDeterministic(t, b) })
 }
 

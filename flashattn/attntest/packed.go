@@ -1,0 +1,249 @@
+package attntest
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// The cases of the sibling entry points: packed sequences (varlen) and
+// decoding against a KV cache. Each sequence (batch) is checked against the
+// truth of that sequence alone, with the same rules as Case.
+
+// VarlenCase is a batch of sequences packed without padding. Case holds
+// the heads, head dim, options and seed (its B, Nq, Nk and Layout are
+// unused); sequence s has LensQ[s] query rows and LensK[s] keys.
+type VarlenCase struct {
+	Case
+	LensQ, LensK []int
+}
+
+// VarlenCases covers empty sequences, sequences with queries and no key
+// and with keys and no query, Nq != Nk, lengths across several 64-blocks,
+// GQA, and every mask and score modifier.
+func VarlenCases() []VarlenCase {
+	lq, lk := []int{5, 0, 17, 67, 1, 3, 0, 130}, []int{5, 3, 30, 67, 0, 1, 0, 129}
+	cs := []VarlenCase{
+		{Case{Name: "varlen-gqa2"}, lq, lk},
+		{Case{Name: "varlen-causal-gqa2", Causal: true}, lq, lk},
+		{Case{Name: "varlen-window-l2-r3", Window: &flashattn.Window{Left: 2, Right: 3}}, lq, lk},
+		{Case{Name: "varlen-all-mods-causal", Causal: true, Window: &flashattn.Window{Left: 8, Right: -1}, Softcap: 4, ALiBi: true}, lq, lk},
+	}
+	for i := range cs {
+		cs[i].Hq, cs[i].Hkv, cs[i].D = 4, 2, 32
+		cs[i].Seed = uint64(50000 + 1000*i)
+	}
+	return cs
+}
+
+// Cu returns the cumulative lengths of lens (a Varlen's CuSeqlens).
+func Cu(lens []int) []int {
+	cu := []int{0}
+	for _, n := range lens {
+		cu = append(cu, cu[len(cu)-1]+n)
+	}
+	return cu
+}
+
+// Varlen is the case's packing.
+func (c VarlenCase) Varlen() flashattn.Varlen {
+	return flashattn.Varlen{CuSeqlensQ: Cu(c.LensQ), CuSeqlensK: Cu(c.LensK)}
+}
+
+// Inputs builds the packed q, k, v and dOut, (1, total, H, D).
+func (c VarlenCase) Inputs() (q, k, v, dOut *flashattn.Tensor) {
+	vl := c.Varlen()
+	tq, tk := vl.CuSeqlensQ[vl.Seqs()], vl.CuSeqlensK[vl.Seqs()]
+	qs, kvs := flashattn.Shape{B: 1, N: tq, H: c.Hq, D: c.D}, flashattn.Shape{B: 1, N: tk, H: c.Hkv, D: c.D}
+	return flashattn.Random(qs, c.Seed), flashattn.Random(kvs, c.Seed+1), flashattn.Random(kvs, c.Seed+2), flashattn.Random(qs, c.Seed+3)
+}
+
+// KVCase is decoding against a KV cache: Case holds B, Nq (the new rows),
+// heads, head dim, options and seed (its Nk and Layout are unused);
+// SeqLens are the cache lengths, the cache holding Ncache entries per
+// batch, paged in blocks of BlockSize when BlockSize > 0.
+type KVCase struct {
+	Case
+	SeqLens   []int
+	Ncache    int
+	BlockSize int
+}
+
+// KVCases covers Nq = 1 and Nq > 1, an empty cache and a full one, a cache
+// length on a block boundary, contiguous and paged caches, GQA, and the
+// masks and score modifiers.
+func KVCases() []KVCase {
+	lens := []int{37, 0, 100, 16}
+	cs := []KVCase{
+		{Case{Name: "decode-Nq1", Nq: 1}, lens, 100, 0},
+		{Case{Name: "decode-Nq1-paged16", Nq: 1}, lens, 100, 16},
+		{Case{Name: "decode-Nq5-causal-paged32", Nq: 5, Causal: true}, lens, 100, 32},
+		{Case{Name: "decode-Nq5-causal-window-softcap-alibi", Nq: 5, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, Softcap: 6, ALiBi: true}, lens, 100, 0},
+		{Case{Name: "decode-Nq2-window-alibi-paged16", Nq: 2, Window: &flashattn.Window{Left: 9, Right: 0}, ALiBi: true}, lens, 100, 16},
+	}
+	for i := range cs {
+		cs[i].B, cs[i].Hq, cs[i].Hkv, cs[i].D = len(cs[i].SeqLens), 4, 2, 32
+		cs[i].Seed = uint64(60000 + 1000*i)
+	}
+	return cs
+}
+
+// Inputs builds q and the cache: contiguous kc, vc (B, Ncache, Hkv, D),
+// and the k, v and KVCache to pass (a paged copy, blocks in a shuffled
+// order and the table one block longer than the cache, when paged).
+func (c KVCase) Inputs() (q, kc, vc, k, v *flashattn.Tensor, cache flashattn.KVCache) {
+	q = flashattn.Random(flashattn.Shape{B: c.B, N: c.Nq, H: c.Hq, D: c.D}, c.Seed)
+	kc = flashattn.Random(flashattn.Shape{B: c.B, N: c.Ncache, H: c.Hkv, D: c.D}, c.Seed+1)
+	vc = flashattn.Random(kc.Shape, c.Seed+2)
+	cache = flashattn.KVCache{SeqLens: c.SeqLens}
+	if c.BlockSize == 0 {
+		return q, kc, vc, kc, vc, cache
+	}
+	perRow := (c.Ncache+c.BlockSize-1)/c.BlockSize + 1
+	blocks := c.B * perRow
+	k = flashattn.New(flashattn.Shape{B: blocks, N: c.BlockSize, H: c.Hkv, D: c.D})
+	v = flashattn.New(k.Shape)
+	pool := rand.New(rand.NewPCG(c.Seed, 7)).Perm(blocks)
+	cache.BlockSize, cache.BlockTable = c.BlockSize, make([][]int, c.B)
+	for b := range cache.BlockTable {
+		row := pool[b*perRow : (b+1)*perRow]
+		cache.BlockTable[b] = row
+		for n := 0; n < c.Ncache; n++ {
+			for h := 0; h < c.Hkv; h++ {
+				for x := 0; x < c.D; x++ {
+					k.Set(row[n/c.BlockSize], n%c.BlockSize, h, x, kc.At(b, n, h, x))
+					v.Set(row[n/c.BlockSize], n%c.BlockSize, h, x, vc.At(b, n, h, x))
+				}
+			}
+		}
+	}
+	return q, kc, vc, k, v, cache
+}
+
+// Rows copies rows [r0, r0+n) of batch b of t into a dense (1, n, H, D) tensor.
+func Rows(t *flashattn.Tensor, b, r0, n int) *flashattn.Tensor {
+	s := t.Shape
+	s.B, s.N = 1, n
+	c := flashattn.New(s)
+	for i := 0; i < n; i++ {
+		for h := 0; h < s.H; h++ {
+			for x := 0; x < s.D; x++ {
+				c.Set(0, i, h, x, t.At(b, r0+i, h, x))
+			}
+		}
+	}
+	return c
+}
+
+// RunVarlen runs every VarlenCase against b's ForwardVarlen and
+// BackwardVarlen (skipped when b has none; a Plain backend must refuse them).
+func RunVarlen(t *testing.T, b Backend) {
+	for _, c := range VarlenCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if b.ForwardVarlen == nil {
+				t.Skipf("%s has no ForwardVarlen", b.Name)
+			}
+			q, k, v, dO := c.Inputs()
+			vl, o := c.Varlen(), c.Options()
+			if b.Plain || !b.supports(c.D) {
+				_, err := b.ForwardVarlen(q, k, v, vl, o)
+				expectUnsupported(t, "ForwardVarlen", c.Case, err)
+				return
+			}
+			res, err := b.ForwardVarlen(q, k, v, vl, o)
+			if err != nil {
+				t.Fatalf("%s: ForwardVarlen(%v): %v", b.Name, c.Case, err)
+			}
+			var g *flashattn.Grads
+			if b.BackwardVarlen != nil {
+				if g, err = b.BackwardVarlen(q, k, v, res.Out, dO, res.LSE, vl, o); err != nil {
+					t.Fatalf("%s: BackwardVarlen(%v): %v", b.Name, c.Case, err)
+				}
+			}
+			total := q.Shape.N
+			for s := 0; s < vl.Seqs(); s++ {
+				r0, nq, k0, nk := vl.CuSeqlensQ[s], c.LensQ[s], vl.CuSeqlensK[s], c.LensK[s]
+				var lse []float32
+				for h := 0; h < c.Hq; h++ {
+					lse = append(lse, res.LSE[h*total+r0:][:nq]...)
+				}
+				got := &flashattn.Result{Out: Rows(res.Out, 0, r0, nq), LSE: lse}
+				var gs *flashattn.Grads
+				if g != nil {
+					gs = &flashattn.Grads{DQ: Rows(g.DQ, 0, r0, nq), DK: Rows(g.DK, 0, k0, nk), DV: Rows(g.DV, 0, k0, nk)}
+				}
+				checkSeq(t, b.Precision, c.Case, s, Rows(q, 0, r0, nq), Rows(k, 0, k0, nk), Rows(v, 0, k0, nk), Rows(dO, 0, r0, nq), got, gs)
+			}
+		})
+	}
+}
+
+// RunKVCache runs every KVCase against b's ForwardKVCache (skipped when b
+// has none; a Plain backend must refuse it).
+func RunKVCache(t *testing.T, b Backend) {
+	for _, c := range KVCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if b.ForwardKVCache == nil {
+				t.Skipf("%s has no ForwardKVCache", b.Name)
+			}
+			q, kc, vc, k, v, cache := c.Inputs()
+			o := c.Options()
+			if b.Plain || !b.supports(c.D) {
+				_, err := b.ForwardKVCache(q, k, v, cache, o)
+				expectUnsupported(t, "ForwardKVCache", c.Case, err)
+				return
+			}
+			res, err := b.ForwardKVCache(q, k, v, cache, o)
+			if err != nil {
+				t.Fatalf("%s: ForwardKVCache(%v): %v", b.Name, c.Case, err)
+			}
+			d := res.Dims
+			for bi, n := range c.SeqLens {
+				got := &flashattn.Result{Out: Rows(res.Out, bi, 0, c.Nq), LSE: res.LSE[d.LSEIndex(bi, 0, 0):][:c.Hq*c.Nq]}
+				checkSeq(t, b.Precision, c.Case, bi, Rows(q, bi, 0, c.Nq), Rows(kc, bi, 0, n), Rows(vc, bi, 0, n), nil, got, nil)
+			}
+		})
+	}
+}
+
+// checkSeq checks one sequence's rows of a packed result (and gradients,
+// when g is not nil) against the truth of that sequence alone. A sequence
+// without queries or keys has no truth: its rows must be output 0 and LSE
+// -Inf, its gradients 0.
+func checkSeq(t *testing.T, p Precision, c Case, s int, q, k, v, dO *flashattn.Tensor, got *flashattn.Result, g *flashattn.Grads) {
+	t.Helper()
+	if q.Shape.N == 0 || k.Shape.N == 0 {
+		for _, x := range got.LSE {
+			if !math.IsInf(float64(x), -1) {
+				t.Errorf("sequence %d (Nq %d, Nk %d): LSE %v, want -Inf", s, q.Shape.N, k.Shape.N, x)
+				return
+			}
+		}
+		ts := []*flashattn.Tensor{got.Out}
+		if g != nil {
+			ts = append(ts, g.DQ, g.DK, g.DV)
+		}
+		for _, tt := range ts {
+			for _, x := range tt.Data {
+				if x != 0 {
+					t.Errorf("sequence %d (Nq %d, Nk %d): output or gradient %v, want 0", s, q.Shape.N, k.Shape.N, x)
+					return
+				}
+			}
+		}
+		return
+	}
+	// Rows gives dense tensors, whose shapes New accepted: N >= 1 here.
+	got.Dims, _ = flashattn.DimsOf(q, k, v)
+	mods := ScoresOf(c.Options())
+	truth := ReferenceScores(q, k, v, dO, c.Causal, c.EffectiveScale(), mods)
+	base := BaselineScores(p, q, k, v, dO, c.Causal, c.EffectiveScale(), mods)
+	if !CompareForward(p, truth, base, got).report(t) {
+		t.Errorf("sequence %d (Nq %d, Nk %d) of %v: forward wrong", s, q.Shape.N, k.Shape.N, c)
+	}
+	if g != nil && !CompareBackward(p, truth, base, g).report(t) {
+		t.Errorf("sequence %d (Nq %d, Nk %d) of %v: backward wrong", s, q.Shape.N, k.Shape.N, c)
+	}
+}
