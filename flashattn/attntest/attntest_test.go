@@ -301,3 +301,60 @@ func cpuFlash(t *testing.T, q, k, v, dO *flashattn.Tensor, causal bool) (*flasha
 	}
 	return res, g
 }
+
+// TestScoreChecksCatchBugs: a backend that drops or misplaces a window,
+// softcap or ALiBi (emulated by running the CPU flash backend with the
+// modifier changed) is reported, forward and backward, by the 2x rule and
+// by the float32 bounds; the unchanged run is not.
+func TestScoreChecksCatchBugs(t *testing.T) {
+	c := Case{Name: "score-mutants", B: 1, Nq: 20, Nk: 33, Hq: 4, Hkv: 2, D: 16, Causal: true, Scale: 1,
+		Window: &flashattn.Window{Left: 5, Right: -1}, Softcap: 2, ALiBi: true, Seed: 9}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods := ScoresOf(c.Options())
+	truth := ReferenceScores(q, k, v, dO, c.Causal, c.EffectiveScale(), mods)
+	base := BaselineScores(FP32, q, k, v, dO, c.Causal, c.EffectiveScale(), mods)
+	for _, m := range []struct {
+		name   string
+		mutate func(o *flashattn.Options)
+	}{
+		{"unmutated", func(*flashattn.Options) {}},
+		{"window ignored", func(o *flashattn.Options) { o.Window = nil }},
+		{"window one key wider", func(o *flashattn.Options) { o.Window.Left++ }},
+		{"softcap ignored", func(o *flashattn.Options) { o.Softcap = 0 }},
+		{"softcap 1% off", func(o *flashattn.Options) { o.Softcap *= 1.01 }},
+		{"ALiBi ignored", func(o *flashattn.Options) { o.ALiBi = nil }},
+		{"ALiBi slopes of the wrong heads", func(o *flashattn.Options) { slices.Reverse(o.ALiBi) }},
+	} {
+		o := c.Options()
+		m.mutate(o)
+		o.Backend = flashattn.CPUFlash
+		res, err := flashattn.Forward(q, k, v, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := flashattn.Backward(q, k, v, res.Out, dO, res.LSE, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, check := range []struct {
+			what string
+			ok   func(rec *recorder) bool
+		}{
+			{"forward", func(rec *recorder) bool { return CheckForward(rec, FP32, truth, base, res) }},
+			{"forward bound", func(rec *recorder) bool { return CheckForwardBound(rec, truth, res) }},
+			{"backward", func(rec *recorder) bool { return CheckBackward(rec, FP32, truth, base, g) }},
+			{"backward bound", func(rec *recorder) bool { return CheckBackwardBound(rec, truth, g) }},
+		} {
+			rec := &recorder{T: t}
+			ok := check.ok(rec)
+			if m.name == "unmutated" {
+				expectReport(t, check.what+": "+m.name, "", ok, rec.errs)
+			} else if ok {
+				t.Errorf("%s: %s passed, want a report", check.what, m.name)
+			}
+		}
+	}
+}
