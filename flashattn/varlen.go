@@ -103,8 +103,9 @@ func (c varlenCall) seq(s int) (problem, bool) {
 	return p, p.Nk > 0
 }
 
-// reserve refuses a call whose outputs plus the largest sequence's scratch
-// (and its LSE, gathered apart) exceed HostMemoryLimit.
+// reserve refuses a call whose outputs, the sequences' LSEs gathered apart
+// (at most the packed LSE's size) and the largest sequence's scratch
+// exceed HostMemoryLimit.
 func (c varlenCall) reserve(be Backend, im impl, o *Options, backward bool) error {
 	what, out := "ForwardVarlen", floats(c.p.QShape().Numel(), c.p.LSELen())
 	if backward {
@@ -113,10 +114,10 @@ func (c varlenCall) reserve(be Backend, im impl, o *Options, backward bool) erro
 	var most float64
 	for s := 0; s < c.vl.Seqs(); s++ {
 		if p, ok := c.seq(s); ok && p.Nq > 0 {
-			most = max(most, im.hostBytes(p, o, backward)+floats(p.LSELen()))
+			most = max(most, im.hostBytes(p, o, backward))
 		}
 	}
-	return reserve(fmt.Sprintf("%s of %+v in %d sequences on %s", what, c.p.Dims, c.vl.Seqs(), be), out+most)
+	return reserve(fmt.Sprintf("%s of %+v in %d sequences on %s", what, c.p.Dims, c.vl.Seqs(), be), out+floats(c.p.LSELen())+most)
 }
 
 // ForwardVarlen is Forward on sequences packed as vl describes: q is
@@ -199,6 +200,13 @@ func BackwardVarlenContext(ctx context.Context, q, k, v, out, dOut *Tensor, lse 
 	if _, err := d.checkLSE(lse); err != nil {
 		return nil, err
 	}
+	be, reason, im, err := pick(c.p, opts, true, q, k, v, out, dOut)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.reserve(be, im, opts, true); err != nil {
+		return nil, err
+	}
 	// Each sequence's LSE, gathered once: its no-key rows are checked
 	// against its own mask before anything runs.
 	seqLSE := make([][]float32, vl.Seqs())
@@ -215,13 +223,6 @@ func BackwardVarlenContext(ctx context.Context, q, k, v, out, dOut *Tensor, lse 
 			}
 		}
 		seqLSE[s] = sl
-	}
-	be, reason, im, err := pick(c.p, opts, true, q, k, v, out, dOut)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.reserve(be, im, opts, true); err != nil {
-		return nil, err
 	}
 	g := &Grads{DQ: newOutput(d.QShape()), DK: newOutput(d.KVShape()), DV: newOutput(d.KVShape()), Backend: be, Reason: reason}
 	for s := 0; s < vl.Seqs(); s++ {

@@ -146,3 +146,24 @@ func TestVarlenErrors(t *testing.T) {
 		t.Errorf("-Inf LSE on a row with keys: %v, want *DataError for lse", err)
 	}
 }
+
+// TestPackedMemoryLimit: varlen and decode calls count their host memory
+// and are refused, before allocating, beyond HostMemoryLimit.
+func TestPackedMemoryLimit(t *testing.T) {
+	vc := attntest.VarlenCases()[0]
+	q, k, v, dO := vc.Inputs()
+	kvc := attntest.KVCases()[1] // paged: gathers its keys
+	kq, _, _, kk, kv, cache := kvc.Inputs()
+	old := flashattn.SetHostMemoryLimit(4096)
+	t.Cleanup(func() { flashattn.SetHostMemoryLimit(old) })
+	var me *flashattn.MemoryError
+	if _, err := flashattn.ForwardVarlen(q, k, v, vc.Varlen(), nil); !errors.As(err, &me) {
+		t.Errorf("ForwardVarlen: %v, want *MemoryError", err)
+	}
+	if _, err := flashattn.BackwardVarlen(q, k, v, q, dO, make([]float32, q.Shape.N*q.Shape.H), vc.Varlen(), nil); !errors.As(err, &me) {
+		t.Errorf("BackwardVarlen: %v, want *MemoryError", err)
+	}
+	if _, err := flashattn.ForwardKVCache(kq, kk, kv, cache, nil); !errors.As(err, &me) {
+		t.Errorf("ForwardKVCache: %v, want *MemoryError", err)
+	}
+}
