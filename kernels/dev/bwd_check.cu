@@ -7,7 +7,7 @@
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
-//   .build/bwd_check internal/kernels
+//   .build/bwd_check internal/kernels            (BWD_BENCH=1: timings, see bench below)
 //   BWD_SHAPES=1,3,7 compute-sanitizer --tool racecheck .build/bwd_check   (a few shapes)
 // Kernel sources: "tpl75"/"tpl80" = the Turing / sm_80 path templates compiled
 // into this binary; "ptx75" = internal/kernels/fa2_sm75.ptx through the
@@ -62,15 +62,16 @@ struct Fn {
   }
 };
 
-// The three kernels of one (arch path, D, causal) backward.
+// The three kernels of one (arch path, D, causal) backward: pre, dK/dV, dQ; or
+// for the single-pass backward (fused) pre, fused dK/dV/dQ, dQ convert.
 struct Bwd {
   std::string src;
   int arch, d;
-  bool causal;
+  bool causal, fused = false;
   int kv_bc, dq_br;
   Fn pre, kv, dq;
   std::string name() const {
-    return "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
+    return (fused ? "fused_sm" : "sm") + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
   }
   void run(const BwdParams& p) const {
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
@@ -94,6 +95,20 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
   return b;
 }
 
+template <int A, int D, bool C>
+Bwd make_fused(const void* pre, const void* fu, const void* conv) {
+  using KV = typename BwdFusedTraits<A, D>::type;
+  Bwd b;
+  b.src = A == 75 ? "tpl75" : "tpl80";
+  b.arch = A; b.d = D; b.causal = C; b.fused = true;
+  b.kv_bc = KV::kRows; b.dq_br = fa2::kPreRows;
+  const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
+  b.pre = Fn{"fa2_bwd_pre" + sfx, pre, nullptr, fa2::kPreThreads / 32, 0};
+  b.kv = Fn{"fa2_bwd_fused" + sfx + (C ? "_causal" : ""), fu, nullptr, KV::kWarps, Fused<KV>::kSmemBytes};
+  b.dq = Fn{"fa2_bwd_dqconv" + sfx, conv, nullptr, fa2::kPreThreads / 32, 0};
+  return b;
+}
+
 static std::vector<Bwd> shipped_tpl() {
   std::vector<Bwd> v;
 #define ADD(A, D, ...)                                                                                               \
@@ -103,6 +118,14 @@ static std::vector<Bwd> shipped_tpl() {
                                    (const void*)fa2_bwd_dkdv_sm##A##_d##D##_causal,                             \
                                    (const void*)fa2_bwd_dq_sm##A##_d##D##_causal));
   FA2_BWD_TILES(ADD)
+#undef ADD
+#define ADD(A, D, ...)                                                                                                 \
+  v.push_back(make_fused<A, D, false>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)fa2_bwd_fused_sm##A##_d##D, \
+                                      (const void*)fa2_bwd_dqconv_sm##A##_d##D));                                     \
+  v.push_back(make_fused<A, D, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                          \
+                                     (const void*)fa2_bwd_fused_sm##A##_d##D##_causal,                               \
+                                     (const void*)fa2_bwd_dqconv_sm##A##_d##D));
+  FA2_BWD_FUSED_TILES(ADD)
 #undef ADD
   return v;
 }
@@ -129,6 +152,9 @@ static std::vector<Bwd> shipped_ptx75(const std::string& path) {
   }
   return out;
 }
+
+template <int D> static auto fwd_fn() { return D == 64 ? fa2_fwd_sm80_d64 : fa2_fwd_sm80_d128; }
+template <int D> static auto fwd_causal_fn() { return D == 64 ? fa2_fwd_sm80_d64_causal : fa2_fwd_sm80_d128_causal; }
 
 // ---- CPU reference ----
 static float h2f(__half h) { return __half2float(h); }
@@ -266,7 +292,11 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   const int d = P.d;
   const size_t nq = P.q.size(), nk = P.k.size(), nl = P.lse.size();
   __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-  float *lse, *di;
+  float *lse, *di, *acc = nullptr;
+  if (bw.fused) {
+    CK(cudaMalloc(&acc, nq * 4));
+    CK(cudaMemset(acc, 0xff, nq * 4));  // NaN: the pre kernel must zero it
+  }
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2));
   CK(cudaMalloc(&o, nq * 2)); CK(cudaMalloc(&dout, nq * 2));
   CK(cudaMalloc(&dq, (nq + kGuard) * 2)); CK(cudaMalloc(&dk, (nk + kGuard) * 2)); CK(cudaMalloc(&dv, (nk + kGuard) * 2));
@@ -283,6 +313,7 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemset(di, 0xff, nl * 4));
   BwdParams p{};
   p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
+  p.dq_accum = acc;
   const int64_t qb = (int64_t)sh.nq * sh.hq * d, qr = (int64_t)sh.hq * d, kb = (int64_t)sh.nk * sh.hkv * d,
                 kr = (int64_t)sh.hkv * d;
   p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = qb;
@@ -304,6 +335,7 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemcpy(r.dv.data(), dv, r.dv.size() * 2, cudaMemcpyDeviceToHost));
   for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
     CK(cudaFree(x));
+  if (acc) CK(cudaFree(acc));
   return r;
 }
 
@@ -339,6 +371,86 @@ static bool compare(const char* what, const std::vector<__half>& got, const std:
   return ok;
 }
 
+// BWD_BENCH=1: times every tpl80 backward (fused and three-kernel) on the FA2
+// paper shapes at N 2048 and 8192 (B = 16384/N, H = 2048/D) on random data,
+// O and LSE from the shipped forward kernel: median of 20 CUDA-event-timed
+// calls after 3 warm-ups. For quick iteration and ncu (-k regex:fa2_bwd_fused);
+// the committed numbers come from sidebyside.py --bwd beside PyTorch.
+template <int D, bool C>
+static void fwd_launch(const BwdParams& b) {
+  using T = typename FwdTraits<80, D>::type;
+  FwdParams f{};
+  f.q = b.q; f.k = b.k; f.v = b.v; f.o = const_cast<void*>(b.o); f.lse = const_cast<float*>(b.lse);
+  f.q_batch_stride = b.q_batch_stride; f.q_row_stride = b.q_row_stride; f.q_head_stride = b.q_head_stride;
+  f.k_batch_stride = b.k_batch_stride; f.k_row_stride = b.k_row_stride; f.k_head_stride = b.k_head_stride;
+  f.v_batch_stride = b.v_batch_stride; f.v_row_stride = b.v_row_stride; f.v_head_stride = b.v_head_stride;
+  f.o_batch_stride = b.o_batch_stride; f.o_row_stride = b.o_row_stride; f.o_head_stride = b.o_head_stride;
+  f.b = b.b; f.nq = b.nq; f.nk = b.nk; f.hq = b.hq; f.hkv = b.hkv; f.d = b.d; f.scale = b.scale; f.scale_log2 = b.scale_log2;
+  const void* fn = C ? (const void*)fwd_causal_fn<D>() : (const void*)fwd_fn<D>();
+  if (T::kSmemBytes > 48 * 1024) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  void* args[] = {&f};
+  CK(cudaLaunchKernel(fn, dim3((b.nq + T::kBr - 1) / T::kBr, b.b * b.hq), dim3(T::kThreads), args, T::kSmemBytes, 0));
+}
+
+static int bench(const std::vector<Bwd>& all) {
+  for (int d : {64, 128})
+    for (int causal = 0; causal < 2; ++causal)
+      for (int n : {2048, 8192}) {
+        const int b = 16384 / n, h = 2048 / d;
+        const size_t nel = (size_t)b * n * h * d, nl = (size_t)b * h * n;
+        std::vector<__half> hx(nel);
+        std::mt19937 rng(n + d);
+        std::normal_distribution<float> nd;
+        for (auto& x : hx) x = f2h(nd(rng));
+        __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+        float *lse, *di, *acc;
+        for (__half** x : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CK(cudaMalloc(x, nel * 2));
+        for (__half* x : {q, k, v, dout}) CK(cudaMemcpy(x, hx.data(), nel * 2, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4)); CK(cudaMalloc(&acc, nel * 4));
+        BwdParams p{};
+        p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
+        const int64_t bs = (int64_t)n * h * d, rs = (int64_t)h * d;
+        p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = bs;
+        p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = bs;
+        p.q_row_stride = p.o_row_stride = p.do_row_stride = p.dq_row_stride = rs;
+        p.k_row_stride = p.v_row_stride = p.dk_row_stride = p.dv_row_stride = rs;
+        p.q_head_stride = p.o_head_stride = p.do_head_stride = p.dq_head_stride = d;
+        p.k_head_stride = p.v_head_stride = p.dk_head_stride = p.dv_head_stride = d;
+        p.b = b; p.nq = n; p.nk = n; p.hq = h; p.hkv = h; p.d = d;
+        p.scale = 1.f / std::sqrt((float)d);
+        p.scale_log2 = p.scale * 1.4426950408889634f;
+        if (d == 64) causal ? fwd_launch<64, true>(p) : fwd_launch<64, false>(p);
+        else causal ? fwd_launch<128, true>(p) : fwd_launch<128, false>(p);
+        const double flops = 2.5 * 4.0 * b * h * (double)n * n * d / (causal ? 2 : 1);
+        for (const Bwd& bw : all) {
+          if (bw.src != "tpl80" || bw.d != d || bw.causal != causal) continue;
+          BwdParams pp = p;
+          pp.dq_accum = bw.fused ? acc : nullptr;
+          cudaEvent_t e0, e1;
+          CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+          std::vector<float> ms;
+          for (int r = 0; r < 23; ++r) {
+            CK(cudaEventRecord(e0));
+            bw.run(pp);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            if (r >= 3) ms.push_back(t);
+          }
+          std::sort(ms.begin(), ms.end());
+          std::printf("bench %-22s N%-5d %8.3f ms %6.1f TFLOP/s\n", bw.name().c_str(), n, ms[ms.size() / 2],
+                      flops / (ms[ms.size() / 2] * 1e-3) / 1e12);
+          std::fflush(stdout);
+          CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+        }
+        for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse,
+                        (void*)di, (void*)acc})
+          CK(cudaFree(x));
+      }
+  return 0;
+}
+
 static const std::vector<Shape> kShapes = {
     {1, 1, 1, 1, 1},     {2, 3, 3, 17, 17},   {1, 4, 2, 97, 97},  {1, 2, 1, 200, 77},   {1, 2, 2, 77, 200},
     {2, 6, 2, 1, 130},   {1, 1, 1, 300, 1},   {1, 8, 1, 129, 255}, {1, 2, 1, 513, 513},
@@ -357,11 +469,15 @@ int main(int argc, char** argv) {
   }
   for (const Bwd& b : all)
     for (const Fn* f : {&b.pre, &b.kv, &b.dq}) f->prepare();
+  if (std::getenv("BWD_BENCH")) return bench(all);
 
   std::map<std::string, Problem> cache;
   std::map<std::string, int> pass, cases;
   int failed = 0;
   for (const Bwd& bw : all) {
+    // BWD_ONLY=fused checks the variants whose name contains it.
+    if (const char* only = std::getenv("BWD_ONLY"))
+      if ((bw.src + " " + bw.name()).find(only) == std::string::npos) continue;
     for (size_t si = 0; si < kShapes.size(); ++si) {
       // BWD_SHAPES=1,3,7 checks those shapes only (for compute-sanitizer runs).
       if (const char* only = std::getenv("BWD_SHAPES"))
@@ -392,8 +508,8 @@ int main(int argc, char** argv) {
           if (h2f(r.dq[P.qi(b, i, h, e)]) != 0.f) ++zero_bad;
       }
       if (zero_bad) { ok = false; msg += " NONZERO-dQ-OF-UNSEEING-ROWS"; }
-      const Out r2 = run_gpu(bw, P);  // bit-reproducible
-      if (std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2) || std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
+      const Out r2 = run_gpu(bw, P);  // bit-reproducible (not the fused path: dQ by atomics)
+      if (!bw.fused && std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2) || std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
           std::memcmp(r.dv.data(), r2.dv.data(), P.dv.size() * 2)) {
         ok = false;
         msg += " NOT-DETERMINISTIC";
