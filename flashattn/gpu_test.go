@@ -83,8 +83,21 @@ func TestGPUAutoAndReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Backend != flashattn.GPU || !strings.Contains(g.Reason, "fa2_bwd_dkdv_") || !strings.Contains(g.Reason, "fa2_bwd_dq_") {
-		t.Fatalf("Auto backward: backend %v, reason %q", g.Backend, g.Reason)
+	dims, err := flashattn.DimsOf(q, q, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := openGPU(t).BackwardKernels(dims, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Backend != flashattn.GPU || len(ks) != 3 {
+		t.Fatalf("Auto backward: backend %v, reason %q, kernels %+v", g.Backend, g.Reason, ks)
+	}
+	for _, k := range ks {
+		if !strings.Contains(g.Reason, k.Symbol) {
+			t.Errorf("Auto backward: reason %q does not name %s", g.Reason, k.Symbol)
+		}
 	}
 	t.Logf("Auto backward: %s", g.Reason)
 	// D 256 has forward kernels but no backward ones: Auto falls back for
@@ -387,7 +400,8 @@ func TestGPUBackwardDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g.Kernels) != 3 || g.Kernels[0].Pass != "bwd_pre" || g.Kernels[1].Pass != "bwd_dkdv" || g.Kernels[2].Pass != "bwd_dq" || !g.Kernels[1].Causal {
+	if len(g.Kernels) != 3 || g.Kernels[0].Pass != "bwd_pre" || !g.Kernels[1].Causal ||
+		!(g.Kernels[1].Pass == "bwd_dkdv" && g.Kernels[2].Pass == "bwd_dq" || g.Kernels[1].Pass == "bwd_fused" && g.Kernels[2].Pass == "bwd_dqconv") {
 		t.Fatalf("kernels %+v", g.Kernels)
 	}
 	out, err := fwd.Out.Download()

@@ -68,24 +68,30 @@ struct Bwd {
   std::string src;
   int arch, d;
   bool causal, fused = false;
+  std::string tag;  // experiments: the tile's name
   int kv_bc, dq_br;
   Fn pre, kv, dq;
   std::string name() const {
-    return (fused ? "fused_sm" : "sm") + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
+    return (fused ? "fused_sm" : "sm") + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "") +
+           (tag.empty() ? "" : "_" + tag);
   }
-  void run(const BwdParams& p) const {
+  // ev (optional): 4 events recorded around the three launches (per-kernel times).
+  void run(const BwdParams& p, cudaEvent_t* ev = nullptr) const {
+    if (ev) CK(cudaEventRecord(ev[0]));
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
+    if (ev) CK(cudaEventRecord(ev[1]));
     kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
+    if (ev) CK(cudaEventRecord(ev[2]));
     dq.launch((p.nq + dq_br - 1) / dq_br, p.b * p.hq, p);
+    if (ev) CK(cudaEventRecord(ev[3]));
   }
 };
 
-template <int A, int D, bool C>
-Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
-  using KV = typename BwdKVTraits<A, D>::type;
+template <int A, int D, bool C, class KV = typename BwdKVTraits<A, D>::type>
+Bwd make_bwd(const void* pre, const void* kv, const void* dq, const char* src = A == 75 ? "tpl75" : "tpl80") {
   using Q = typename BwdQTraits<A, D>::type;
   Bwd b;
-  b.src = A == 75 ? "tpl75" : "tpl80";
+  b.src = src;
   b.arch = A; b.d = D; b.causal = C;
   b.kv_bc = KV::kRows; b.dq_br = Q::kRows;
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
@@ -95,11 +101,10 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
   return b;
 }
 
-template <int A, int D, bool C>
-Bwd make_fused(const void* pre, const void* fu, const void* conv) {
-  using KV = typename BwdFusedTraits<A, D>::type;
+template <int A, int D, bool C, class KV = typename BwdFusedTraits<A, D>::type>
+Bwd make_fused(const void* pre, const void* fu, const void* conv, const char* src = A == 75 ? "tpl75" : "tpl80") {
   Bwd b;
-  b.src = A == 75 ? "tpl75" : "tpl80";
+  b.src = src;
   b.arch = A; b.d = D; b.causal = C; b.fused = true;
   b.kv_bc = KV::kRows; b.dq_br = fa2::kPreRows;
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
@@ -127,6 +132,28 @@ static std::vector<Bwd> shipped_tpl() {
                                      (const void*)fa2_bwd_dqconv_sm##A##_d##D));
   FA2_BWD_FUSED_TILES(ADD)
 #undef ADD
+  return v;
+}
+
+// Experiments ("exp80"): dK/dV tiles that do not ship, checked and timed like
+// the shipped ones, with the shipped pre and dQ kernels.
+template <class T, bool C>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) exp_dkdv(const BwdParams p) {
+  fa2::arch_entry<80, BwdParams, fa2::bwd_dkdv_kernel<T, C>>(p);
+}
+using Exp64m2 = BwdTile<80, 64, 128, 64, 4, 2, 32, false, 1, true>;    // 4 warps x 32 key rows: each Q/dO fragment feeds 2 mmas
+using Exp64m2c = BwdTile<80, 64, 128, 64, 4, 2, 16, false, 1, true>;   // the same, 16-query chunks (fewer registers)
+static std::vector<Bwd> exp_tpl() {
+  std::vector<Bwd> v;
+#define EXP(T, D)                                                                                                  \
+  v.push_back(make_bwd<80, D, false, T>((const void*)fa2_bwd_pre_sm80_d##D, (const void*)exp_dkdv<T, false>,      \
+                                        (const void*)fa2_bwd_dq_sm80_d##D, "exp80"));                              \
+  v.push_back(make_bwd<80, D, true, T>((const void*)fa2_bwd_pre_sm80_d##D, (const void*)exp_dkdv<T, true>,        \
+                                       (const void*)fa2_bwd_dq_sm80_d##D##_causal, "exp80"));                     \
+  v[v.size() - 2].tag = v.back().tag = #T;
+  EXP(Exp64m2, 64)
+  EXP(Exp64m2c, 64)
+#undef EXP
   return v;
 }
 
@@ -423,26 +450,30 @@ static int bench(const std::vector<Bwd>& all) {
         else causal ? fwd_launch<128, true>(p) : fwd_launch<128, false>(p);
         const double flops = 2.5 * 4.0 * b * h * (double)n * n * d / (causal ? 2 : 1);
         for (const Bwd& bw : all) {
-          if (bw.src != "tpl80" || bw.d != d || bw.causal != causal) continue;
+          if ((bw.src != "tpl80" && bw.src != "exp80") || bw.d != d || bw.causal != causal) continue;
           BwdParams pp = p;
           pp.dq_accum = bw.fused ? acc : nullptr;
-          cudaEvent_t e0, e1;
-          CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-          std::vector<float> ms;
+          cudaEvent_t ev[4];
+          for (auto& e : ev) CK(cudaEventCreate(&e));
+          std::vector<float> ms[4];  // whole call, pre, dK/dV (or fused), dQ (or convert)
           for (int r = 0; r < 23; ++r) {
-            CK(cudaEventRecord(e0));
-            bw.run(pp);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            if (r >= 3) ms.push_back(t);
+            bw.run(pp, ev);
+            CK(cudaEventSynchronize(ev[3]));
+            float t[4];
+            CK(cudaEventElapsedTime(&t[0], ev[0], ev[3]));
+            for (int k = 1; k < 4; ++k) CK(cudaEventElapsedTime(&t[k], ev[k - 1], ev[k]));
+            if (r >= 3)
+              for (int k = 0; k < 4; ++k) ms[k].push_back(t[k]);
           }
-          std::sort(ms.begin(), ms.end());
-          std::printf("bench %-22s N%-5d %8.3f ms %6.1f TFLOP/s\n", bw.name().c_str(), n, ms[ms.size() / 2],
-                      flops / (ms[ms.size() / 2] * 1e-3) / 1e12);
+          float med[4];
+          for (int k = 0; k < 4; ++k) {
+            std::sort(ms[k].begin(), ms[k].end());
+            med[k] = ms[k][ms[k].size() / 2];
+          }
+          std::printf("bench %-30s N%-5d %8.3f ms %6.1f TFLOP/s  (pre %.3f, %s %.3f, %s %.3f ms)\n", bw.name().c_str(), n, med[0],
+                      flops / (med[0] * 1e-3) / 1e12, med[1], bw.fused ? "fused" : "dkdv", med[2], bw.fused ? "conv" : "dq", med[3]);
           std::fflush(stdout);
-          CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+          for (auto& e : ev) CK(cudaEventDestroy(e));
         }
         for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse,
                         (void*)di, (void*)acc})
@@ -463,6 +494,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s sm_%d%d, CUDA runtime %d\n", prop.name, prop.major, prop.minor, CUDART_VERSION);
   std::vector<Bwd> all = shipped_tpl();
+  for (const Bwd& b : exp_tpl()) all.push_back(b);
   if (drv.load()) {
     std::vector<Bwd> ptx = shipped_ptx75(dir + "/fa2_sm75.ptx");
     all.insert(all.end(), ptx.begin(), ptx.end());

@@ -7,27 +7,36 @@
 #   kernels/dev/sidebyside.py of this branch (the shipped build, nvcc 11.8)
 # Steps (STEPS, default all): check = bwd_check (float64 CPU reference, every variant)
 # and compute-sanitizer memcheck/racecheck of the single-pass kernels; bench =
-# BWD_BENCH timings; ncu = one profile of each fused kernel (D 64, 128; N 8192);
+# BWD_BENCH timings; ncu = one profile of the fused kernel (D in NCU_DS, default 128; N 8192);
 # go = the Go GPU tests (conformance default, deterministic, forced sm_75);
 # side = sidebyside.py --bwd (both backwards beside PyTorch SDPA). Logs in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-check bench ncu go side}
+STEPS=${STEPS:-check bench go side ncu}
 B=.build/bwd
 date -u +"run %Y-%m-%dT%H:%M:%SZ"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has check; then
   timeout 120 $B/bwd_check $B/root/internal/kernels >"$OUT/bwd_check.log" 2>&1; echo "bwd_check rc=$?"
-  for tool in memcheck racecheck; do
-    BWD_ONLY=fused BWD_SHAPES=1,3,7 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/bwd_check \
+  for tool in ${SAN_TOOLS-memcheck racecheck}; do
+    BWD_ONLY=fused BWD_SHAPES=${SAN_SHAPES:-1,3,7} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/bwd_check \
       $B/root/internal/kernels >"$OUT/sanitizer_$tool.log" 2>&1; echo "sanitizer $tool rc=$?"
   done
   grep -v "^ok " "$OUT/bwd_check.log" | head -40; tail -4 "$OUT"/sanitizer_*.log
 fi
 if has bench; then BWD_BENCH=1 timeout 60 $B/bwd_check $B/root/internal/kernels 2>&1 | tee "$OUT/bench.log" | grep bench; fi
+if has go; then
+  timeout ${GO_TIMEOUT:-240} $B/flashattn.test -test.run 'TestGPU|KernelTable' -test.v -test.count=1 >"$OUT/gotest.log" 2>&1; echo "go test rc=$?"
+  grep -E "^(--- FAIL|FAIL|ok|PASS|panic)|_test.go:[0-9]+:" "$OUT/gotest.log" | head -40
+  grep -E "^--- (PASS|SKIP|FAIL): TestGPU" "$OUT/gotest.log"
+fi
+if has side; then
+  (cd $B/root && PYTHONUNBUFFERED=1 timeout 200 python3 kernels/dev/sidebyside.py --bwd) >"$OUT/bwd_sidebyside.log" 2>&1
+  echo "sidebyside rc=$?"; cat "$OUT/bwd_sidebyside.log"
+fi
 if has ncu; then
-  for d in 64 128; do
+  for d in ${NCU_DS:-128}; do
     BWD_BENCH=1 timeout 100 ncu -k regex:"fa2_bwd_fused_sm80_d${d}\$" -s 23 -c 1 --set full -o "$OUT/fused_d$d" \
       $B/bwd_check $B/root/internal/kernels >"$OUT/ncu_d$d.log" 2>&1; echo "ncu d$d rc=$?"
     ncu -i "$OUT/fused_d$d.ncu-rep" --page details >"$OUT/ncu_d$d.txt" 2>&1
@@ -42,13 +51,4 @@ for n, u, v in zip(rows[0], rows[1], rows[2]):
     if any(w in n for w in want): print(n, u, v)' >"$OUT/ncu_d${d}_raw.txt" 2>&1
     grep -E "Duration|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Bank|Issue Slots Busy|Block Limit|Local" "$OUT/ncu_d$d.txt" | head -30
   done
-fi
-if has go; then
-  timeout 240 $B/flashattn.test -test.run 'TestGPU|KernelTable' -test.v -test.count=1 >"$OUT/gotest.log" 2>&1; echo "go test rc=$?"
-  grep -E "^(--- FAIL|FAIL|ok|PASS|panic)|_test.go:[0-9]+:" "$OUT/gotest.log" | head -40
-  grep -E "^--- (PASS|SKIP|FAIL): TestGPU" "$OUT/gotest.log"
-fi
-if has side; then
-  (cd $B/root && PYTHONUNBUFFERED=1 timeout 200 python3 kernels/dev/sidebyside.py --bwd) >"$OUT/bwd_sidebyside.log" 2>&1
-  echo "sidebyside rc=$?"; cat "$OUT/bwd_sidebyside.log"
 fi
