@@ -11,12 +11,10 @@ import (
 // DeviceGrads is the output of Device.Backward: the gradients on the device,
 // fp16, dense BSHD.
 type DeviceGrads struct {
-	Dims   Dims
-	DQ     *DeviceTensor // (B, Nq, Hq, D)
-	DK, DV *DeviceTensor // (B, Nk, Hkv, D)
-	// Kernels are the kernels that ran, in launch order: pre (Di), dK/dV, dQ;
-	// or for the single-pass backward pre, fused (dK, dV, dQ by atomics), dQ convert.
-	Kernels []KernelInfo
+	Dims    Dims
+	DQ      *DeviceTensor // (B, Nq, Hq, D)
+	DK, DV  *DeviceTensor // (B, Nk, Hkv, D)
+	Kernels []KernelInfo  // the kernels that ran, in launch order: pre (Di), dK/dV, dQ
 }
 
 // Free releases dQ, dK and dV.
@@ -70,43 +68,26 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceRes
 	return &DeviceResult{Dims: dims, Out: o, lse: buf, lastNoKey: -1}, nil
 }
 
-// BackwardKernels returns the three kernels Backward runs for dims with
-// options o (Causal and Deterministic are used), loading them on first use:
-// pre, dK/dV, dQ (the deterministic backward), or pre, fused, dQ convert (the
-// single-pass one, the default where the kernel table has it). A head dim
-// without backward kernels (D 256; see BackwardHeadDims) is an
-// *UnsupportedError.
-func (d *Device) BackwardKernels(dims Dims, o *Options) ([]KernelInfo, error) {
-	p, err := o.resolve(dims)
-	if err != nil {
-		return nil, err
-	}
+// BackwardKernels returns the three kernels Backward runs for dims (pre,
+// dK/dV, dQ), loading them on first use. A head dim without backward kernels
+// (D 256; see BackwardHeadDims) is an *UnsupportedError.
+func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	ks, err := d.loadBwd(p)
+	ks, err := d.loadBwd(dims, causal)
 	if err != nil {
 		return nil, err
 	}
 	return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
 }
 
-// bwdPasses are the passes of p's backward in launch order: the single pass
-// (pre, fused, dQ convert) unless p asks for determinism or the path has no
-// fused kernel for the head dim; else pre, dK/dV, dQ.
-func (d *Device) bwdPasses(p problem) [3]kernels.Pass {
-	if _, ok := kernels.LookupPass(kernels.BwdFused, d.path, p.D, p.Causal); ok && !p.Deterministic {
-		return [3]kernels.Pass{kernels.BwdPre, kernels.BwdFused, kernels.BwdDQConv}
-	}
-	return [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
-}
-
-// loadBwd loads the kernels of p's backward (bwdPasses); d.mu is held.
-func (d *Device) loadBwd(p problem) ([3]*loadedKernel, error) {
+// loadBwd loads the pre, dK/dV and dQ kernels for dims; d.mu is held.
+func (d *Device) loadBwd(dims Dims, causal bool) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
-	for i, pass := range d.bwdPasses(p) {
-		k, err := d.passKernel(pass, p.Dims, p.Causal)
+	for i, pass := range []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ} {
+		k, err := d.passKernel(pass, dims, causal)
 		if err != nil {
 			return ks, err
 		}
@@ -118,7 +99,7 @@ func (d *Device) loadBwd(p problem) ([3]*loadedKernel, error) {
 // bwdKernels is loadBwd for p, a problem the device can run
 // (checkProblem); d.mu is held.
 func (d *Device) bwdKernels(p problem) ([3]*loadedKernel, error) {
-	ks, err := d.loadBwd(p)
+	ks, err := d.loadBwd(p.Dims, p.Causal)
 	if err != nil {
 		return ks, err
 	}
@@ -130,13 +111,11 @@ func (d *Device) bwdKernels(p problem) ([3]*loadedKernel, error) {
 // and dOut the gradient of O, (B, Nq, Hq, D). It returns dQ, dK and dV
 // (fp16, fp32 accumulation) and waits for the kernels, so a kernel fault is
 // reported here. The options used are Causal and Scale, which must be those
-// of the forward call, and Deterministic: by default the backward is FA2's
-// single pass where the kernel table has one (dQ added with fp32 atomics, so
-// its last bits may vary from run to run); Deterministic runs the
-// three-kernel backward, bit-reproducible (see Options.Deterministic).
+// of the forward call. No kernel uses atomics (dK/dV and dQ are computed by
+// separate kernels that each own their outputs), so results are always
+// bit-reproducible: Options.Deterministic is honoured whatever its value.
 // Beyond its outputs the call allocates Di = rowsum(dO*O), B*Hq*Nq float32,
-// and for the single pass the dQ accumulator, B*Hq*Nq*D float32 (bwdExtraBytes),
-// and frees them before returning.
+// and frees it before returning.
 func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (*DeviceGrads, error) {
 	if fwd == nil {
 		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
@@ -229,26 +208,15 @@ func (d *Device) backward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, d
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = op.freeScratch() }()
+	defer func() { _ = op.di.Free() }()
 	if err := d.run(op); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
 	return op.g, nil
 }
 
-// bwdExtraBytes is the device memory a backward call of p allocates beyond
-// its inputs and outputs: Di (B*Hq*Nq float32) and, for the single pass
-// (fused true), the dQ accumulator (B*Hq*Nq*D float32).
-func bwdExtraBytes(p problem, fused bool) int64 {
-	n := 4 * int64(p.LSELen())
-	if fused {
-		n += 4 * int64(p.LSELen()) * int64(p.D)
-	}
-	return n
-}
-
-// bwdOp is one backward call: its kernels (bwdPasses), operands, parameter
-// values, gradients, Di and, for the single pass, the dQ accumulator.
+// bwdOp is one backward call: its kernels (pre, dK/dV, dQ), operands,
+// parameter values, gradients and Di.
 type bwdOp struct {
 	d           *Device
 	ks          [3]*loadedKernel
@@ -256,13 +224,8 @@ type bwdOp struct {
 	q, k, v, dO *DeviceTensor
 	fwd         *DeviceResult
 	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
-	acc         *cuda.Buffer // fp32 dQ, zeroed by pre, summed by fused; nil on the three-kernel path
-	extra       int64        // bwdExtraBytes
 	g           *DeviceGrads
 }
-
-// fused reports whether op is the single-pass backward.
-func (op *bwdOp) fused() bool { return op.ks[1].info.Pass == kernels.BwdFused.String() }
 
 // newBackward finds the kernels, checks the grid and allocates the
 // gradients (poisoned) and Di; d.mu is held.
@@ -292,43 +255,24 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 	if err := op.di.Memset32(nanF32, p.LSELen()); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
-	op.extra = bwdExtraBytes(p, op.fused())
-	if op.fused() {
-		// Poisoned: the pre kernel must zero it.
-		n := p.LSELen() * p.D
-		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
-			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
-		}
-		if err := op.acc.Memset32(nanF32, n); err != nil {
-			return nil, errors.Join(err, op.free())
-		}
-	}
 	return op, nil
 }
 
 func (op *bwdOp) kernels() []KernelInfo { return op.g.Kernels }
 
-// free releases the gradients, Di and the dQ accumulator.
+// free releases the gradients and Di.
 func (op *bwdOp) free() error {
 	var err error
 	for _, t := range []*DeviceTensor{op.g.DQ, op.g.DK, op.g.DV} {
 		err = errors.Join(err, t.Free())
 	}
-	return errors.Join(err, op.freeScratch())
-}
-
-// freeScratch releases Di and the dQ accumulator (the call's extra bytes).
-func (op *bwdOp) freeScratch() error {
-	var err error
-	for _, b := range []*cuda.Buffer{op.di, op.acc} {
-		if b != nil {
-			err = errors.Join(err, b.Free())
-		}
+	if op.di != nil {
+		err = errors.Join(err, op.di.Free())
 	}
 	return err
 }
 
-// enqueue fills the backward parameter block and launches the three kernels
+// enqueue fills the backward parameter block and launches pre, dK/dV and dQ
 // on the device's stream (the launch contract of internal/kernels).
 func (op *bwdOp) enqueue() error {
 	d, f := op.d, op.f
@@ -336,10 +280,6 @@ func (op *bwdOp) enqueue() error {
 	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
 	p.LSE, p.Di = op.fwd.lse.Ptr(), op.di.Ptr()
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
-	p.DQAccum = 0
-	if op.acc != nil {
-		p.DQAccum = op.acc.Ptr()
-	}
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	set3(f.qs, &p.DOBatchStride, &p.DORowStride, &p.DOHeadStride)

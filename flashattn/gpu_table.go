@@ -12,9 +12,7 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
-// "bwd_dq" kernel (the deterministic backward), and where the single pass is
-// built a causal and non-causal "bwd_fused" and one "bwd_dqconv" kernel (see
-// Device.Backward).
+// "bwd_dq" kernel (see Device.Backward).
 func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
 
 func passTable(arch int, backward bool) []KernelInfo {
@@ -33,7 +31,7 @@ func passTable(arch int, backward bool) []KernelInfo {
 // device has loaded it (Device.Kernel) what the driver made of it.
 type KernelInfo struct {
 	Symbol     string `json:"symbol"`
-	Pass       string `json:"pass"` // "fwd", or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq", "bwd_fused", "bwd_dqconv"
+	Pass       string `json:"pass"` // "fwd", or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
 	HeadDim    int    `json:"head_dim"`
 	Causal     bool   `json:"causal"`
 	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)

@@ -50,19 +50,15 @@ func TestBackwardKernelTable(t *testing.T) {
 		count := map[string]int{}
 		for _, k := range tab {
 			count[k.Pass]++
-			rows := k.Pass == "bwd_pre" || k.Pass == "bwd_dqconv" // no tensor cores, no shared memory
-			if k.Symbol == "" || k.Warps < 1 || k.Br < 16 || (!rows && (k.Bc < 16 || k.SmemBytes <= 0)) {
+			if k.Symbol == "" || k.Warps < 1 || k.Br < 16 || (k.Pass != "bwd_pre" && (k.Bc < 16 || k.SmemBytes <= 0)) {
 				t.Errorf("sm_%d: bad row %+v", arch, k)
 			}
 			if arch == 75 && k.SmemBytes > 64<<10 {
 				t.Errorf("sm_75 kernel %s needs %d bytes of shared memory, a T4 has 64 KiB", k.Symbol, k.SmemBytes)
 			}
 		}
-		// D 32, 64, 96, 128: one pre kernel each, dK/dV and dQ causal and not;
-		// the single pass (sm_80+ only) a fused pair and one convert kernel per D.
-		fused := count["bwd_dqconv"]
-		if count["bwd_pre"] != 4 || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_fused"] != 2*fused ||
-			len(tab) != 20+3*fused || (arch == 75) != (fused == 0) {
+		// D 32, 64, 96, 128: one pre kernel each, dK/dV and dQ causal and not.
+		if count["bwd_pre"] != 4 || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || len(tab) != 20 {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}
 	}

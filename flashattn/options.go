@@ -54,13 +54,12 @@ type Options struct {
 	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D). It must
 	// be positive and finite.
 	Scale float64
-	// Deterministic asks for bit-reproducible results. It matters for the GPU
-	// backward only: by default it runs FA2's single pass where the kernel
-	// table has one (sm_80+, D 32/64/128), which adds dQ with fp32 atomics,
-	// so dQ may differ in its last bits from run to run; Deterministic runs
-	// the three-kernel backward instead (dK/dV and dQ each summed by one
-	// thread in a fixed order), which recomputes S and dP. The CPU backends
-	// and the forward are deterministic either way.
+	// Deterministic asks for bit-reproducible results. Every backward pass
+	// GoFlash has is deterministic already (the GPU's uses no atomics), so
+	// today it changes nothing; it is kept for a faster GPU backward with
+	// atomic dQ accumulation, which it will turn off (a first one, FA2's
+	// single pass on today's tiles, measured slower than the atomic-free
+	// backward on the H200 and was not shipped: kernels/dev/RESULTS.md).
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend
@@ -106,9 +105,8 @@ func (o *Options) scale(d int) (float64, error) {
 // Options once, with resolve, and passes this on.
 type problem struct {
 	Dims
-	Scale         float64 // the softmax scale, 1/sqrt(D) unless Options.Scale
-	Causal        bool
-	Deterministic bool // Options.Deterministic: the GPU backward without atomics
+	Scale  float64 // the softmax scale, 1/sqrt(D) unless Options.Scale
+	Causal bool
 }
 
 // mask is the causal mask of the problem (everything visible when not causal).
@@ -146,7 +144,7 @@ func (o *Options) resolve(d Dims) (problem, error) {
 	if o == nil {
 		return p, nil
 	}
-	p.Causal, p.Deterministic = o.Causal, o.Deterministic
+	p.Causal = o.Causal
 	if o.BlockQ < 0 || o.BlockK < 0 {
 		return problem{}, &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
 	}

@@ -59,9 +59,8 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "## Backward tiles (kernels/traits.cuh)"
   echo
-  echo "Br: query rows per CTA (pre, dq, dqconv) or per step (dkdv, fused); Bc: key rows per step (dq) or per CTA (dkdv, fused);"
+  echo "Br: query rows per CTA (pre, dq) or per step (dkdv); Bc: key rows per step (dq) or per CTA (dkdv);"
   echo "chunk: streamed rows per sub-step; regs: the owned operands (K, V or Q, dO) kept in registers."
-  echo "fused: the single-pass backward's dK/dV kernel that also adds dQ by atomics (its smem includes dS); dqconv: its fp32 -> fp16 dQ."
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | chunk | regs | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"

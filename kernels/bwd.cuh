@@ -82,114 +82,15 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
 #pragma unroll
     for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (c == 0 && row < p.nq) gDi[row] = acc;
-    if (p.dq_accum && row < p.nq && c < C) {  // the single-pass backward's dQ accumulator starts at 0
-      float4* z = reinterpret_cast<float4*>(p.dq_accum + (static_cast<int64_t>(b) * p.hq + h) * p.nq * D + row * D + c * 8);
-      z[0] = z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  }
-}
-
-// ---- the single-pass backward's pieces ----
-// dS^T of the warp (fp16 A fragments pf: key rows wrow+16i+g(+8), query columns
-// c0+16kk+2t(+1)(+8)) into the dS tile transposed: rows = queries, Bc keys each,
-// swizzled as a row of Bc elements. A warp's 8 lanes of one t write 16 contiguous
-// bytes of one row; the 4 rows (2t) fall in different 16-byte bank groups.
-template <int Bc, int MT, int W>
-__device__ __forceinline__ void store_ds_t(const uint32_t (&pf)[MT][W / 16][4], __half* ds, int wrow, int c0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int kk = 0; kk < W / 16; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int key = wrow + 16 * i + g + 8 * (r & 1);
-        const int q = c0 + 16 * kk + 8 * (r >> 1) + 2 * t;
-        const __half2 h = *reinterpret_cast<const __half2*>(&pf[i][kk][r]);
-        ds[Swizzle<Bc>::offset(q, key >> 3) + (key & 7)] = __low2half(h);
-        ds[Swizzle<Bc>::offset(q + 1, key >> 3) + (key & 7)] = __high2half(h);
-      }
-}
-
-// dQ_i += dS K_j for query rows m0.. of head h: warp w takes row tile w % RowTiles
-// and the SliceCols columns of slice w / RowTiles, reading dS (A, at smem ads) and
-// K (B via .trans, at aK), and adds its fp32 fragment to p.dq_accum with atomics.
-template <class T>
-__device__ __forceinline__ void dq_atomic(const BwdParams& p, int b, int h, int m0, uint32_t ads, uint32_t aK, int warp,
-                                          int lane) {
-  using F = Fused<T>;
-  constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, SC = F::kSliceCols;
-  const int rt = warp % F::kRowTiles, col0 = (warp / F::kRowTiles) * SC;
-  const LdAddr<Bc, kRowsFirst> lds(lane);
-  // The lane's .trans row addresses of K for this warp's column pairs (kRowsFirst
-  // order, as LdAddr, but at a column offset known only at run time).
-  const int row = lane & 15, hi = lane >> 4;
-  uint32_t off[SC / 16];
-#pragma unroll
-  for (int dd = 0; dd < SC / 16; ++dd) off[dd] = aK + row * D * 2 + (((col0 >> 3) + 2 * dd + hi) ^ Swizzle<D>::key(row)) * 16;
-  float c[SC / 8][4];
-#pragma unroll
-  for (int n = 0; n < SC / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) c[n][e] = 0.f;
-#pragma unroll
-  for (int kk = 0; kk < Bc / 16; ++kk) {
-    uint32_t a[4];
-    ldmatrix_x4(a, lds.at(ads, 16 * rt, 2 * kk));
-#pragma unroll
-    for (int dd = 0; dd < SC / 16; ++dd) {
-      uint32_t bv[4];
-      ldmatrix_x4_trans(bv, off[dd] + 16 * kk * D * 2);
-      mma_k16<A>(c[2 * dd], a, bv[0], bv[1]);
-      mma_k16<A>(c[2 * dd + 1], a, bv[2], bv[3]);
-    }
-  }
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int q = m0 + 16 * rt + g + 8 * hh;
-    if (q < p.nq) {
-      float* dst = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.nq + q) * D + col0 + 2 * t;
-#pragma unroll
-      for (int n = 0; n < SC / 8; ++n) {
-        atomicAdd(dst + 8 * n, c[n][2 * hh]);
-        atomicAdd(dst + 8 * n + 1, c[n][2 * hh + 1]);
-      }
-    }
-  }
-}
-
-// dQ = fp16(dq_accum * scale), rows of kPreRows per CTA as the pre kernel.
-template <int D>
-__device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
-  constexpr int C = D / 8;
-  const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
-  const int m0 = blockIdx.x * kPreRows;
-  const float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.nq + m0) * D;
-  __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + m0 * p.dq_row_stride + h * p.dq_head_stride;
-  const int rows = min(kPreRows, p.nq - m0);
-  for (int idx = threadIdx.x; idx < rows * C; idx += kPreThreads) {
-    const int r = idx / C, c = idx % C;
-    const float4 x = *reinterpret_cast<const float4*>(acc + r * D + c * 8);
-    const float4 y = *reinterpret_cast<const float4*>(acc + r * D + c * 8 + 4);
-    uint4 o;
-    o.x = pack_half2(x.x * p.scale, x.y * p.scale);
-    o.y = pack_half2(x.z * p.scale, x.w * p.scale);
-    o.z = pack_half2(y.x * p.scale, y.y * p.scale);
-    o.w = pack_half2(y.z * p.scale, y.w * p.scale);
-    *reinterpret_cast<uint4*>(gdQ + r * p.dq_row_stride + c * 8) = o;
   }
 }
 
 // ---- dK, dV ----
-// kFused: the single-pass kernel (traits.cuh, Fused): dQ_i += dS_i K_j by atomics
-// into p.dq_accum as well.
-template <class T, bool kCausal, bool kFused = false>
+template <class T, bool kCausal>
 __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
   static_assert(Br <= NT, "one thread per streamed row loads L and Di");
-  using F = Fused<T>;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __half* smem = reinterpret_cast<__half*>(smem_raw);
@@ -221,8 +122,6 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   __half* sV = sK + Bc * D;
   __half* sQ = sV + Bc * D;
   float* sStat = reinterpret_cast<float*>(smem + T::kOwnElems + T::kStages * T::kStreamElems);
-  // Fused: dS (Br x Bc) in its own tile after the stats, or over the step's dO tile.
-  __half* sdS = reinterpret_cast<__half*>(sStat + T::kStages * 2 * Br);
   const LdAddr<D, kRowsFirst> la(lane);
   const LdAddr<D, kChunksFirst> lk(lane);
   const uint32_t aK = smem_u32(sK), aV = smem_u32(sV), aS = smem_u32(sQ);
@@ -324,19 +223,6 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       gemm_pb<A, D, MT, W>(dv, pf, la, db, c0);  // dV += P^T dO
       pack_a<MT, W>(dp, pf);
       gemm_pb<A, D, MT, W>(dk, pf, la, qb, c0);  // dK += dS^T Q
-      if constexpr (kFused) {
-        __half* ds = sdS;
-        if constexpr (F::kAliasDO) {
-          __syncthreads();  // every warp is done reading dO_i
-          ds = sQ + buf * 2 * Br * D + Br * D;
-        }
-        store_ds_t<Bc, MT, W>(pf, ds, wrow, c0, lane);
-      }
-    }
-    if constexpr (kFused) {
-      __syncthreads();  // dS complete
-      const uint32_t ads = F::kAliasDO ? db : smem_u32(sdS);
-      dq_atomic<T>(p, b, head_of(s), m0, ads, aK, warp, lane);
     }
     if constexpr (T::kStages == 2) {
       if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above

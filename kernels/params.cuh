@@ -54,7 +54,7 @@ static_assert(offsetof(FwdParams, scale_log2) == 160, "ScaleLog2");
 static_assert(offsetof(FwdParams, scale) == 164, "Scale");
 static_assert(sizeof(FwdParams) == 168, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
 
-// BwdParams: the argument of every backward kernel (pre, dK/dV, dQ; fused, convert).
+// BwdParams: the argument of the three backward kernels (pre, dK/dV, dQ).
 // Same conventions as FwdParams.
 struct BwdParams {
   // Inputs: q, k, v, o (the forward output) and dout fp16 (BSHD); lse fp32
@@ -84,10 +84,6 @@ struct BwdParams {
   int32_t b, nq, nk, hq, hkv, d;
   float scale_log2;  // softmax scale * log2(e)
   float scale;
-  // The single-pass backward's dQ accumulator, fp32 (B, Hq, Nq, D) dense: zeroed
-  // by the pre kernel, summed into by the fused dK/dV/dQ kernel with atomics,
-  // scaled to fp16 dq by the convert kernel. Null on the three-kernel path.
-  float* dq_accum;
 };
 
 static_assert(offsetof(BwdParams, q) == 0, "Q");
@@ -132,5 +128,4 @@ static_assert(offsetof(BwdParams, hkv) == 288, "Hkv");
 static_assert(offsetof(BwdParams, d) == 292, "D");
 static_assert(offsetof(BwdParams, scale_log2) == 296, "ScaleLog2");
 static_assert(offsetof(BwdParams, scale) == 300, "Scale");
-static_assert(offsetof(BwdParams, dq_accum) == 304, "DQAccum");
-static_assert(sizeof(BwdParams) == 312, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
+static_assert(sizeof(BwdParams) == 304, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");

@@ -34,42 +34,28 @@ void fwd_row() {
 // Br is the query rows per CTA (dQ) or per step (dK/dV), Bc the key rows per
 // step (dQ) or per CTA (dK/dV): the grid is ceil(Nq/Br) (pre, dQ) or ceil(Nk/Bc) (dK/dV).
 template <class T>
-void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, int smem = T::kSmemBytes) {
+void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc) {
   char sym[64];
   std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s", name, a, d, causal ? "_causal" : "");
   if (is("go"))
-    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, smem);
+    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, a, d, causal, br, bc, T::kWarps, T::kStages,
-                T::kChunk, T::kRegs ? "yes" : "no", smem);
-}
-
-// A kernel without tensor cores (pre, dqconv): kPreRows rows per CTA, no shared memory.
-static void rows_kernel(const char* pass, const char* name, int a, int d) {
-  char sym[64];
-  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d", name, a, d);
-  if (is("go"))
-    go_row(pass, a, d, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0);
-  else if (is("bwd"))
-    std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, a, d, fa2::kPreRows, fa2::kPreThreads / 32);
+                T::kChunk, T::kRegs ? "yes" : "no", T::kSmemBytes);
 }
 
 template <int A, int D>
 void bwd_row() {
   using KV = typename BwdKVTraits<A, D>::type;
   using Q = typename BwdQTraits<A, D>::type;
-  rows_kernel("BwdPre", "pre", A, D);
+  char sym[64];
+  std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d", A, D);
+  if (is("go"))
+    go_row("BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0);
+  else if (is("bwd"))
+    std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
   for (int causal = 0; causal < 2; ++causal) bwd_tile<KV>("BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows);
   for (int causal = 0; causal < 2; ++causal) bwd_tile<Q>("BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols);
-}
-
-// The single-pass backward: the fused kernel (dK/dV tile terms, dS on top) and the dQ convert kernel.
-template <int A, int D>
-void fused_row() {
-  using KV = typename BwdFusedTraits<A, D>::type;
-  for (int causal = 0; causal < 2; ++causal)
-    bwd_tile<KV>("BwdFused", "fused", A, D, causal, KV::kCols, KV::kRows, Fused<KV>::kSmemBytes);
-  rows_kernel("BwdDQConv", "dqconv", A, D);
 }
 
 // The kernel ladder (ladder/ladder.cuh): Arch 0, both paths run the same code;
@@ -94,10 +80,8 @@ int main(int argc, char** argv) {
                 "var variants = []Variant{\n");
 #define FWD_ROW(A, D, ...) fwd_row<A, D>();
 #define BWD_ROW(A, D, ...) bwd_row<A, D>();
-#define FUSED_ROW(A, D, ...) fused_row<A, D>();
   FA2_FWD_TILES(FWD_ROW)
   FA2_BWD_TILES(BWD_ROW)
-  FA2_BWD_FUSED_TILES(FUSED_ROW)
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)

@@ -155,8 +155,12 @@ struct BwdTile {
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
 // registers where D <= 64.
 //
-// sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 8 warps x 16 key rows
-// (Bc 128) so each streamed Q/dO block feeds 128 keys. dQ: 4 warps x 32 rows
+// sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
+// each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
+// 4 warps x 32 key rows (MTiles 2: each Q/dO fragment read from shared memory
+// feeds two mmas; the H200 profile of the 16-row layout showed it shared-memory
+// bound, 12.5% occupancy); at D >= 96 two 32-row dK and dV accumulators would not
+// fit 255 registers. dQ: 4 warps x 32 rows
 // (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
 // two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
 // go 16 keys at a time at D >= 96.
@@ -169,7 +173,8 @@ struct BwdTile {
        would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128 */            \
   X(80, 32, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, true, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
-  X(80, 64, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, false, 1))   /* 65 KiB | 64 KiB */                    \
+  X(80, 64, (128, 64, 4, 2, 16, false, 1), (128, 64, 4, 2, 32, false, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
+       faster than 8 warps x 16 rows (H200, RESULTS.md); 32-query chunks spilled 16 B | 64 KiB */             \
   X(80, 96, (128, 64, 8, 2, 32, false, 1), (128, 64, 4, 2, 16, false, 1))  /* 97 KiB | 96 KiB */                    \
   X(80, 128, (128, 32, 8, 2, 32, false, 1), (128, 32, 4, 2, 16, false, 1)) /* 96.5 KiB: 64 query rows per step      \
                                                                               would not fit twice | 96 KiB */
@@ -183,49 +188,3 @@ template <int Arch, int D> struct BwdQTraits;
   template <> struct BwdQTraits<A, D> { using type = BwdTile<A, D, FA2_ARGS Q, false>; };
 FA2_BWD_TILES(FA2_BWD_TRAITS)
 #undef FA2_BWD_TRAITS
-
-// ---------------------------------------------------------------------------
-// The single-pass backward (FA2's default): the dK/dV kernel also computes
-// dQ_i += dS_i K_j for each streamed Q block and adds it with fp32 atomics to
-// a (B, Hq, Nq, D) accumulator, which a convert kernel scales to fp16 dQ. S and
-// dP are computed once (5 products, not 7); the order of the atomic adds is not
-// fixed, so dQ is not bit-reproducible (Options.Deterministic picks the
-// three-kernel backward above).
-//
-// dS^T, written transposed to shared memory as dS (Br query rows x Bc keys,
-// swizzled like a row of Bc elements), is read back as A fragments; warps split
-// dQ_i = dS K into Br/16 row tiles x (Warps*16/Br) column slices. dS takes its
-// own Br x Bc fp16 tile, or, when one chunk covers the step (Chunk == Br) and
-// Bc <= D, the step's dO tile (dead once dV += P^T dO is done; one barrier).
-template <class T>
-struct Fused {
-  static constexpr int kRowTiles = T::kCols / 16;               // dQ row tiles of 16 query rows
-  static constexpr int kSlices = T::kWarps / kRowTiles;         // warps per row tile
-  static constexpr int kSliceCols = T::kD / kSlices;            // dQ columns per warp
-  static constexpr bool kAliasDO = T::kChunk == T::kCols && T::kRows <= T::kD;
-  static constexpr int kSmemBytes = T::kSmemBytes + (kAliasDO ? 0 : 2 * T::kCols * T::kRows);
-  static_assert(kSlices >= 1 && kRowTiles * kSlices == T::kWarps, "warps must tile the dQ rows");
-  static_assert(kSliceCols % 16 == 0 && kSliceCols * kSlices == T::kD, "each warp's dQ columns are whole k16 B tiles");
-  static_assert(T::kArch != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
-  static_assert(T::kArch != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
-};
-
-// FA2_BWD_FUSED_TILES(X): THE list of shipped single-pass backward kernels,
-// X(arch, d, (Bc, Br, warps, stages, chunk, regs, minblocks)) in the dK/dV tile's
-// terms; each row also ships a dQ convert kernel. An (arch, D) without a row runs
-// the three-kernel backward by default too.
-// Turing: no row yet; the three-kernel tiles use up to 64 KiB, and dS (8-16 KiB)
-// on top needs smaller tiles that were not tuned or measured (the deterministic
-// backward runs there).
-// D 96 sm_80: a 16-column dQ slice per warp needs Warps*16/Br to divide D/16 (6
-// pairs of columns): 32-row steps over 8 warps give 24 columns (not yet built).
-#define FA2_BWD_FUSED_TILES(X)                                                                                        \
-  X(80, 32, (128, 64, 8, 2, 32, true, 1))    /* 49 KiB: dS 16 KiB of its own */                                    \
-  X(80, 64, (128, 64, 8, 2, 32, true, 1))    /* 81 KiB: dS 16 KiB of its own */                                    \
-  X(80, 128, (128, 32, 8, 2, 32, false, 1))  /* 96.5 KiB: dS (32x128) takes the dO tile (32x128) */
-
-template <int Arch, int D> struct BwdFusedTraits;
-#define FA2_BWD_FUSED_TRAITS(A, D, KV) \
-  template <> struct BwdFusedTraits<A, D> { using type = BwdTile<A, D, FA2_ARGS KV, true>; };
-FA2_BWD_FUSED_TILES(FA2_BWD_FUSED_TRAITS)
-#undef FA2_BWD_FUSED_TRAITS

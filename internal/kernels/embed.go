@@ -45,12 +45,12 @@ func Lookup(arch, headDim int, causal bool) (v Variant, ok bool) {
 	return LookupPass(Fwd, arch, headDim, causal)
 }
 
-// LookupPass is Lookup for any pass. BwdPre and BwdDQConv kernels do not
-// depend on the mask: causal is ignored for them.
+// LookupPass is Lookup for any pass. BwdPre kernels do not depend on the
+// mask: causal is ignored for them.
 func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
 	p := Path(arch)
 	for _, v := range variants {
-		if v.Pass == pass && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || !pass.Masked()) {
+		if v.Pass == pass && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre) {
 			return v, true
 		}
 	}

@@ -33,21 +33,10 @@
 //   - BwdDQ: grid (ceil(Nq/Br), B*Hq), block Warps*32, SmemBytes; writes dQ
 //     (scaled), fp16, every row < Nq.
 //
-// No kernel of those three uses atomics: each output element is summed by one
-// thread in a fixed order, so results are bit-reproducible (the deterministic
-// backward). The single-pass backward (FA2's default; for the (arch, D) with a
-// BwdFused kernel) is also three kernels, with DQAccum, a dense fp32
-// (B, Hq, Nq, D) buffer:
-//   - BwdPre as above, which also zeroes DQAccum when it is not 0;
-//   - BwdFused: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes dK
-//     and dV as BwdDKDV and adds the unscaled dQ to DQAccum with fp32 atomics
-//     (the order of the adds is not fixed, so dQ may differ in its last bits
-//     from run to run);
-//   - BwdDQConv: grid (ceil(Nq/Br), B*Hq), block Warps*32, no shared memory;
-//     writes dQ = fp16(DQAccum * Scale), every row < Nq.
-//
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
+// No kernel uses atomics: each output element is summed by one thread in a
+// fixed order, so results are bit-reproducible.
 package kernels
 
 import "sort"
@@ -84,25 +73,17 @@ type BwdParams struct {
 	B, Nq, Nk, Hq, Hkv, D int32
 	ScaleLog2             float32
 	Scale                 float32
-
-	DQAccum uint64 // the single-pass backward's fp32 dQ accumulator; 0 on the three-kernel path
 }
 
 // Pass says which step of attention a kernel computes.
 type Pass int
 
 const (
-	Fwd       Pass = iota // O and the LSE
-	BwdPre                // Di = rowsum(dO * O)
-	BwdDKDV               // dK and dV
-	BwdDQ                 // dQ
-	BwdFused              // dK, dV and dQ (by atomics into DQAccum): the single-pass backward
-	BwdDQConv             // dQ = fp16(DQAccum * Scale)
+	Fwd     Pass = iota // O and the LSE
+	BwdPre              // Di = rowsum(dO * O)
+	BwdDKDV             // dK and dV
+	BwdDQ               // dQ
 )
-
-// Masked reports whether the pass has causal and non-causal kernels (BwdPre
-// and BwdDQConv see no scores, so one kernel serves both).
-func (p Pass) Masked() bool { return p != BwdPre && p != BwdDQConv }
 
 func (p Pass) String() string {
 	switch p {
@@ -114,10 +95,6 @@ func (p Pass) String() string {
 		return "bwd_dkdv"
 	case BwdDQ:
 		return "bwd_dq"
-	case BwdFused:
-		return "bwd_fused"
-	case BwdDQConv:
-		return "bwd_dqconv"
 	}
 	return "pass?"
 }
@@ -129,9 +106,9 @@ type Variant struct {
 	HeadDim int
 	Causal  bool
 	Symbol  string
-	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre,
-	// BwdDQConv: rows per CTA, Bc 0); for BwdDKDV and BwdFused key rows per
-	// CTA (Bc) and query rows per step (Br).
+	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre:
+	// rows per CTA, Bc 0); for BwdDKDV key rows per CTA (Bc) and query rows
+	// per step (Br).
 	Br, Bc    int
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA

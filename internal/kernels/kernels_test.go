@@ -127,7 +127,6 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }},
-		{"FA2_BWD_FUSED_TILES", `X\((\d+), (\d+), \(` + tile + `\)\)`, BwdFused, func(n []int) (int, int) { return n[3], n[2] }},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		if len(rows) == 0 || len(rows)*2 != count[k.pass] {
@@ -150,17 +149,7 @@ func TestTableMatchesTraits(t *testing.T) {
 					t.Errorf("%s: no BwdPre kernel", r[0])
 				}
 			}
-			if k.pass == BwdFused {
-				_, pre := LookupPass(BwdPre, n[0], n[1], false)
-				_, conv := LookupPass(BwdDQConv, n[0], n[1], false)
-				if !pre || !conv {
-					t.Errorf("%s: BwdPre kernel %v, BwdDQConv kernel %v; the single-pass backward needs both", r[0], pre, conv)
-				}
-			}
 		}
-	}
-	if count[BwdDQConv] != count[BwdFused]/2 {
-		t.Errorf("%d dqconv variants for %d fused ones; want one per (arch, D)", count[BwdDQConv], count[BwdFused])
 	}
 	if count[BwdPre] != count[BwdDKDV]/2 || count[BwdDQ] != count[BwdDKDV] {
 		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[BwdPre], count[BwdDKDV], count[BwdDQ])
@@ -297,10 +286,10 @@ func TestLookup(t *testing.T) {
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
 		owned, streamed := v.Br, v.Bc
-		if v.Pass == BwdDKDV || v.Pass == BwdFused {
+		if v.Pass == BwdDKDV {
 			owned, streamed = v.Bc, v.Br
 		}
-		if owned%(16*v.Warps) != 0 || streamed%16 != 0 || (streamed == 0) != !v.Pass.Masked() {
+		if owned%(16*v.Warps) != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre) {
 			t.Errorf("%s: owned rows %d, streamed rows %d do not fit %d warps of 16-row mma tiles", v.Symbol, owned, streamed, v.Warps)
 		}
 	}
@@ -314,16 +303,11 @@ func TestLookup(t *testing.T) {
 		{BwdPre, 90, 64, true, "fa2_bwd_pre_sm80_d64"},
 		{BwdDKDV, 75, 128, true, "fa2_bwd_dkdv_sm75_d128_causal"},
 		{BwdDQ, 86, 32, false, "fa2_bwd_dq_sm80_d32"},
-		{BwdFused, 90, 128, true, "fa2_bwd_fused_sm80_d128_causal"},
-		{BwdDQConv, 89, 64, true, "fa2_bwd_dqconv_sm80_d64"},
 		{Fwd, 90, 96, true, "fa2_fwd_sm80_d96_causal"},
 	} {
 		if v, ok := LookupPass(c.pass, c.arch, c.d, c.causal); !ok || v.Symbol != c.sym || v.Pass != c.pass {
 			t.Errorf("LookupPass(%v, %d, %d, %v) = %+v, %v; want %s", c.pass, c.arch, c.d, c.causal, v, ok, c.sym)
 		}
-	}
-	if v, ok := LookupPass(BwdFused, 75, 64, false); ok {
-		t.Errorf("LookupPass(BwdFused, 75, 64) = %+v: the Turing path has no single-pass backward", v)
 	}
 	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {
 		t.Errorf("LookupPass(BwdDKDV, 90, 256) = %+v: no D256 backward is built", v)

@@ -48,8 +48,8 @@ var variants = []Variant{
 	{Pass: BwdDQ, Arch: 80, HeadDim: 32, Causal: false, Symbol: "fa2_bwd_dq_sm80_d32", Br: 128, Bc: 64, Warps: 4, SmemBytes: 32768},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 32, Causal: true, Symbol: "fa2_bwd_dq_sm80_d32_causal", Br: 128, Bc: 64, Warps: 4, SmemBytes: 32768},
 	{Pass: BwdPre, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_bwd_pre_sm80_d64", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
-	{Pass: BwdDKDV, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_bwd_dkdv_sm80_d64", Br: 64, Bc: 128, Warps: 8, SmemBytes: 66560},
-	{Pass: BwdDKDV, Arch: 80, HeadDim: 64, Causal: true, Symbol: "fa2_bwd_dkdv_sm80_d64_causal", Br: 64, Bc: 128, Warps: 8, SmemBytes: 66560},
+	{Pass: BwdDKDV, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_bwd_dkdv_sm80_d64", Br: 64, Bc: 128, Warps: 4, SmemBytes: 66560},
+	{Pass: BwdDKDV, Arch: 80, HeadDim: 64, Causal: true, Symbol: "fa2_bwd_dkdv_sm80_d64_causal", Br: 64, Bc: 128, Warps: 4, SmemBytes: 66560},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_bwd_dq_sm80_d64", Br: 128, Bc: 64, Warps: 4, SmemBytes: 65536},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 64, Causal: true, Symbol: "fa2_bwd_dq_sm80_d64_causal", Br: 128, Bc: 64, Warps: 4, SmemBytes: 65536},
 	{Pass: BwdPre, Arch: 80, HeadDim: 96, Causal: false, Symbol: "fa2_bwd_pre_sm80_d96", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
@@ -62,15 +62,6 @@ var variants = []Variant{
 	{Pass: BwdDKDV, Arch: 80, HeadDim: 128, Causal: true, Symbol: "fa2_bwd_dkdv_sm80_d128_causal", Br: 32, Bc: 128, Warps: 8, SmemBytes: 98816},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 128, Causal: false, Symbol: "fa2_bwd_dq_sm80_d128", Br: 128, Bc: 32, Warps: 4, SmemBytes: 98304},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 128, Causal: true, Symbol: "fa2_bwd_dq_sm80_d128_causal", Br: 128, Bc: 32, Warps: 4, SmemBytes: 98304},
-	{Pass: BwdFused, Arch: 80, HeadDim: 32, Causal: false, Symbol: "fa2_bwd_fused_sm80_d32", Br: 64, Bc: 128, Warps: 8, SmemBytes: 50176},
-	{Pass: BwdFused, Arch: 80, HeadDim: 32, Causal: true, Symbol: "fa2_bwd_fused_sm80_d32_causal", Br: 64, Bc: 128, Warps: 8, SmemBytes: 50176},
-	{Pass: BwdDQConv, Arch: 80, HeadDim: 32, Causal: false, Symbol: "fa2_bwd_dqconv_sm80_d32", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
-	{Pass: BwdFused, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_bwd_fused_sm80_d64", Br: 64, Bc: 128, Warps: 8, SmemBytes: 82944},
-	{Pass: BwdFused, Arch: 80, HeadDim: 64, Causal: true, Symbol: "fa2_bwd_fused_sm80_d64_causal", Br: 64, Bc: 128, Warps: 8, SmemBytes: 82944},
-	{Pass: BwdDQConv, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_bwd_dqconv_sm80_d64", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
-	{Pass: BwdFused, Arch: 80, HeadDim: 128, Causal: false, Symbol: "fa2_bwd_fused_sm80_d128", Br: 32, Bc: 128, Warps: 8, SmemBytes: 98816},
-	{Pass: BwdFused, Arch: 80, HeadDim: 128, Causal: true, Symbol: "fa2_bwd_fused_sm80_d128_causal", Br: 32, Bc: 128, Warps: 8, SmemBytes: 98816},
-	{Pass: BwdDQConv, Arch: 80, HeadDim: 128, Causal: false, Symbol: "fa2_bwd_dqconv_sm80_d128", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
 }
 
 // ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.

@@ -7,7 +7,8 @@
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
-//   .build/bwd_check internal/kernels            (BWD_BENCH=1: timings, see bench below)
+//   .build/bwd_check internal/kernels       (BWD_BENCH=1: per-kernel timings, see bench below;
+//                                            BWD_ONLY=sm80_d64 checks the variants whose name has it)
 //   BWD_SHAPES=1,3,7 compute-sanitizer --tool racecheck .build/bwd_check   (a few shapes)
 // Kernel sources: "tpl75"/"tpl80" = the Turing / sm_80 path templates compiled
 // into this binary; "ptx75" = internal/kernels/fa2_sm75.ptx through the
@@ -62,18 +63,15 @@ struct Fn {
   }
 };
 
-// The three kernels of one (arch path, D, causal) backward: pre, dK/dV, dQ; or
-// for the single-pass backward (fused) pre, fused dK/dV/dQ, dQ convert.
+// The three kernels of one (arch path, D, causal) backward.
 struct Bwd {
   std::string src;
   int arch, d;
-  bool causal, fused = false;
-  std::string tag;  // experiments: the tile's name
+  bool causal;
   int kv_bc, dq_br;
   Fn pre, kv, dq;
   std::string name() const {
-    return (fused ? "fused_sm" : "sm") + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "") +
-           (tag.empty() ? "" : "_" + tag);
+    return "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
   }
   // ev (optional): 4 events recorded around the three launches (per-kernel times).
   void run(const BwdParams& p, cudaEvent_t* ev = nullptr) const {
@@ -87,30 +85,18 @@ struct Bwd {
   }
 };
 
-template <int A, int D, bool C, class KV = typename BwdKVTraits<A, D>::type>
-Bwd make_bwd(const void* pre, const void* kv, const void* dq, const char* src = A == 75 ? "tpl75" : "tpl80") {
+template <int A, int D, bool C>
+Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
+  using KV = typename BwdKVTraits<A, D>::type;
   using Q = typename BwdQTraits<A, D>::type;
   Bwd b;
-  b.src = src;
+  b.src = A == 75 ? "tpl75" : "tpl80";
   b.arch = A; b.d = D; b.causal = C;
   b.kv_bc = KV::kRows; b.dq_br = Q::kRows;
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
   b.pre = Fn{"fa2_bwd_pre" + sfx, pre, nullptr, fa2::kPreThreads / 32, 0};
   b.kv = Fn{"fa2_bwd_dkdv" + sfx + (C ? "_causal" : ""), kv, nullptr, KV::kWarps, KV::kSmemBytes};
   b.dq = Fn{"fa2_bwd_dq" + sfx + (C ? "_causal" : ""), dq, nullptr, Q::kWarps, Q::kSmemBytes};
-  return b;
-}
-
-template <int A, int D, bool C, class KV = typename BwdFusedTraits<A, D>::type>
-Bwd make_fused(const void* pre, const void* fu, const void* conv, const char* src = A == 75 ? "tpl75" : "tpl80") {
-  Bwd b;
-  b.src = src;
-  b.arch = A; b.d = D; b.causal = C; b.fused = true;
-  b.kv_bc = KV::kRows; b.dq_br = fa2::kPreRows;
-  const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
-  b.pre = Fn{"fa2_bwd_pre" + sfx, pre, nullptr, fa2::kPreThreads / 32, 0};
-  b.kv = Fn{"fa2_bwd_fused" + sfx + (C ? "_causal" : ""), fu, nullptr, KV::kWarps, Fused<KV>::kSmemBytes};
-  b.dq = Fn{"fa2_bwd_dqconv" + sfx, conv, nullptr, fa2::kPreThreads / 32, 0};
   return b;
 }
 
@@ -124,36 +110,6 @@ static std::vector<Bwd> shipped_tpl() {
                                    (const void*)fa2_bwd_dq_sm##A##_d##D##_causal));
   FA2_BWD_TILES(ADD)
 #undef ADD
-#define ADD(A, D, ...)                                                                                                 \
-  v.push_back(make_fused<A, D, false>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)fa2_bwd_fused_sm##A##_d##D, \
-                                      (const void*)fa2_bwd_dqconv_sm##A##_d##D));                                     \
-  v.push_back(make_fused<A, D, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                          \
-                                     (const void*)fa2_bwd_fused_sm##A##_d##D##_causal,                               \
-                                     (const void*)fa2_bwd_dqconv_sm##A##_d##D));
-  FA2_BWD_FUSED_TILES(ADD)
-#undef ADD
-  return v;
-}
-
-// Experiments ("exp80"): dK/dV tiles that do not ship, checked and timed like
-// the shipped ones, with the shipped pre and dQ kernels.
-template <class T, bool C>
-__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) exp_dkdv(const BwdParams p) {
-  fa2::arch_entry<80, BwdParams, fa2::bwd_dkdv_kernel<T, C>>(p);
-}
-using Exp64m2 = BwdTile<80, 64, 128, 64, 4, 2, 32, false, 1, true>;    // 4 warps x 32 key rows: each Q/dO fragment feeds 2 mmas
-using Exp64m2c = BwdTile<80, 64, 128, 64, 4, 2, 16, false, 1, true>;   // the same, 16-query chunks (fewer registers)
-static std::vector<Bwd> exp_tpl() {
-  std::vector<Bwd> v;
-#define EXP(T, D)                                                                                                  \
-  v.push_back(make_bwd<80, D, false, T>((const void*)fa2_bwd_pre_sm80_d##D, (const void*)exp_dkdv<T, false>,      \
-                                        (const void*)fa2_bwd_dq_sm80_d##D, "exp80"));                              \
-  v.push_back(make_bwd<80, D, true, T>((const void*)fa2_bwd_pre_sm80_d##D, (const void*)exp_dkdv<T, true>,        \
-                                       (const void*)fa2_bwd_dq_sm80_d##D##_causal, "exp80"));                     \
-  v[v.size() - 2].tag = v.back().tag = #T;
-  EXP(Exp64m2, 64)
-  EXP(Exp64m2c, 64)
-#undef EXP
   return v;
 }
 
@@ -319,11 +275,7 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   const int d = P.d;
   const size_t nq = P.q.size(), nk = P.k.size(), nl = P.lse.size();
   __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-  float *lse, *di, *acc = nullptr;
-  if (bw.fused) {
-    CK(cudaMalloc(&acc, nq * 4));
-    CK(cudaMemset(acc, 0xff, nq * 4));  // NaN: the pre kernel must zero it
-  }
+  float *lse, *di;
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2));
   CK(cudaMalloc(&o, nq * 2)); CK(cudaMalloc(&dout, nq * 2));
   CK(cudaMalloc(&dq, (nq + kGuard) * 2)); CK(cudaMalloc(&dk, (nk + kGuard) * 2)); CK(cudaMalloc(&dv, (nk + kGuard) * 2));
@@ -340,7 +292,6 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemset(di, 0xff, nl * 4));
   BwdParams p{};
   p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
-  p.dq_accum = acc;
   const int64_t qb = (int64_t)sh.nq * sh.hq * d, qr = (int64_t)sh.hq * d, kb = (int64_t)sh.nk * sh.hkv * d,
                 kr = (int64_t)sh.hkv * d;
   p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = qb;
@@ -362,7 +313,6 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemcpy(r.dv.data(), dv, r.dv.size() * 2, cudaMemcpyDeviceToHost));
   for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
     CK(cudaFree(x));
-  if (acc) CK(cudaFree(acc));
   return r;
 }
 
@@ -398,11 +348,11 @@ static bool compare(const char* what, const std::vector<__half>& got, const std:
   return ok;
 }
 
-// BWD_BENCH=1: times every tpl80 backward (fused and three-kernel) on the FA2
-// paper shapes at N 2048 and 8192 (B = 16384/N, H = 2048/D) on random data,
-// O and LSE from the shipped forward kernel: median of 20 CUDA-event-timed
-// calls after 3 warm-ups. For quick iteration and ncu (-k regex:fa2_bwd_fused);
-// the committed numbers come from sidebyside.py --bwd beside PyTorch.
+// BWD_BENCH=1: times every tpl80 backward on the FA2 paper shapes at N 2048 and
+// 8192 (B = 16384/N, H = 2048/D, D 64 and 128) on random data, O and LSE from the
+// shipped forward kernel: median of 20 CUDA-event-timed calls after 3 warm-ups,
+// the whole call and each kernel. For tile tuning and ncu; the committed numbers
+// beside PyTorch come from sidebyside.py --bwd.
 template <int D, bool C>
 static void fwd_launch(const BwdParams& b) {
   using T = typename FwdTraits<80, D>::type;
@@ -430,10 +380,10 @@ static int bench(const std::vector<Bwd>& all) {
         std::normal_distribution<float> nd;
         for (auto& x : hx) x = f2h(nd(rng));
         __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-        float *lse, *di, *acc;
+        float *lse, *di;
         for (__half** x : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CK(cudaMalloc(x, nel * 2));
         for (__half* x : {q, k, v, dout}) CK(cudaMemcpy(x, hx.data(), nel * 2, cudaMemcpyHostToDevice));
-        CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4)); CK(cudaMalloc(&acc, nel * 4));
+        CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));
         BwdParams p{};
         p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
         const int64_t bs = (int64_t)n * h * d, rs = (int64_t)h * d;
@@ -450,14 +400,12 @@ static int bench(const std::vector<Bwd>& all) {
         else causal ? fwd_launch<128, true>(p) : fwd_launch<128, false>(p);
         const double flops = 2.5 * 4.0 * b * h * (double)n * n * d / (causal ? 2 : 1);
         for (const Bwd& bw : all) {
-          if ((bw.src != "tpl80" && bw.src != "exp80") || bw.d != d || bw.causal != causal) continue;
-          BwdParams pp = p;
-          pp.dq_accum = bw.fused ? acc : nullptr;
+          if (bw.src != "tpl80" || bw.d != d || bw.causal != causal) continue;
           cudaEvent_t ev[4];
           for (auto& e : ev) CK(cudaEventCreate(&e));
-          std::vector<float> ms[4];  // whole call, pre, dK/dV (or fused), dQ (or convert)
+          std::vector<float> ms[4];  // whole call, pre, dK/dV, dQ
           for (int r = 0; r < 23; ++r) {
-            bw.run(pp, ev);
+            bw.run(p, ev);
             CK(cudaEventSynchronize(ev[3]));
             float t[4];
             CK(cudaEventElapsedTime(&t[0], ev[0], ev[3]));
@@ -470,13 +418,12 @@ static int bench(const std::vector<Bwd>& all) {
             std::sort(ms[k].begin(), ms[k].end());
             med[k] = ms[k][ms[k].size() / 2];
           }
-          std::printf("bench %-30s N%-5d %8.3f ms %6.1f TFLOP/s  (pre %.3f, %s %.3f, %s %.3f ms)\n", bw.name().c_str(), n, med[0],
-                      flops / (med[0] * 1e-3) / 1e12, med[1], bw.fused ? "fused" : "dkdv", med[2], bw.fused ? "conv" : "dq", med[3]);
+          std::printf("bench %-18s N%-5d %8.3f ms %6.1f TFLOP/s  (pre %.3f, dkdv %.3f, dq %.3f ms)\n", bw.name().c_str(), n, med[0],
+                      flops / (med[0] * 1e-3) / 1e12, med[1], med[2], med[3]);
           std::fflush(stdout);
           for (auto& e : ev) CK(cudaEventDestroy(e));
         }
-        for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse,
-                        (void*)di, (void*)acc})
+        for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
           CK(cudaFree(x));
       }
   return 0;
@@ -494,7 +441,6 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s sm_%d%d, CUDA runtime %d\n", prop.name, prop.major, prop.minor, CUDART_VERSION);
   std::vector<Bwd> all = shipped_tpl();
-  for (const Bwd& b : exp_tpl()) all.push_back(b);
   if (drv.load()) {
     std::vector<Bwd> ptx = shipped_ptx75(dir + "/fa2_sm75.ptx");
     all.insert(all.end(), ptx.begin(), ptx.end());
@@ -507,7 +453,7 @@ int main(int argc, char** argv) {
   std::map<std::string, int> pass, cases;
   int failed = 0;
   for (const Bwd& bw : all) {
-    // BWD_ONLY=fused checks the variants whose name contains it.
+    // BWD_ONLY=sm80_d64 checks the variants whose source and name contain it.
     if (const char* only = std::getenv("BWD_ONLY"))
       if ((bw.src + " " + bw.name()).find(only) == std::string::npos) continue;
     for (size_t si = 0; si < kShapes.size(); ++si) {
@@ -540,8 +486,8 @@ int main(int argc, char** argv) {
           if (h2f(r.dq[P.qi(b, i, h, e)]) != 0.f) ++zero_bad;
       }
       if (zero_bad) { ok = false; msg += " NONZERO-dQ-OF-UNSEEING-ROWS"; }
-      const Out r2 = run_gpu(bw, P);  // bit-reproducible (not the fused path: dQ by atomics)
-      if (!bw.fused && std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2) || std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
+      const Out r2 = run_gpu(bw, P);  // bit-reproducible
+      if (std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2) || std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
           std::memcmp(r.dv.data(), r2.dv.data(), P.dv.size() * 2)) {
         ok = false;
         msg += " NOT-DETERMINISTIC";

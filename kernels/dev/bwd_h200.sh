@@ -6,10 +6,11 @@
 #   .build/bwd/root/: internal/kernels/{fa2.fatbin,fa2_sm75.ptx,resources.md} and
 #   kernels/dev/sidebyside.py of this branch (the shipped build, nvcc 11.8)
 # Steps (STEPS, default all): check = bwd_check (float64 CPU reference, every variant)
-# and compute-sanitizer memcheck/racecheck of the single-pass kernels; bench =
-# BWD_BENCH timings; ncu = one profile of the fused kernel (D in NCU_DS, default 128; N 8192);
-# go = the Go GPU tests (conformance default, deterministic, forced sm_75);
-# side = sidebyside.py --bwd (both backwards beside PyTorch SDPA). Logs in $OUT.
+# and compute-sanitizer memcheck/racecheck of the variants named by SAN_ONLY (default
+# "tpl80 sm80_d64": the sm_80 D64 kernels, causal and not); bench = BWD_BENCH per-kernel timings; go = the Go GPU
+# tests (conformance on the default and forced sm_75 paths); side = sidebyside.py --bwd
+# (beside PyTorch SDPA); ncu = one profile of the dK/dV kernel (D in NCU_DS, default 64;
+# N 8192). Logs in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STEPS=${STEPS:-check bench go side ncu}
@@ -20,7 +21,7 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has check; then
   timeout 120 $B/bwd_check $B/root/internal/kernels >"$OUT/bwd_check.log" 2>&1; echo "bwd_check rc=$?"
   for tool in ${SAN_TOOLS-memcheck racecheck}; do
-    BWD_ONLY=fused BWD_SHAPES=${SAN_SHAPES:-1,3,7} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/bwd_check \
+    BWD_ONLY="${SAN_ONLY:-tpl80 sm80_d64}" BWD_SHAPES=${SAN_SHAPES:-1,3,7} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/bwd_check \
       $B/root/internal/kernels >"$OUT/sanitizer_$tool.log" 2>&1; echo "sanitizer $tool rc=$?"
   done
   grep -v "^ok " "$OUT/bwd_check.log" | head -40; tail -4 "$OUT"/sanitizer_*.log
@@ -36,11 +37,11 @@ if has side; then
   echo "sidebyside rc=$?"; cat "$OUT/bwd_sidebyside.log"
 fi
 if has ncu; then
-  for d in ${NCU_DS:-128}; do
-    BWD_BENCH=1 timeout 100 ncu -k regex:"fa2_bwd_fused_sm80_d${d}\$" -s 23 -c 1 --set full -o "$OUT/fused_d$d" \
+  for d in ${NCU_DS:-64}; do
+    BWD_BENCH=1 timeout 100 ncu -k regex:"fa2_bwd_dkdv_sm80_d${d}\$" -s 23 -c 1 --set full -o "$OUT/dkdv_d$d" \
       $B/bwd_check $B/root/internal/kernels >"$OUT/ncu_d$d.log" 2>&1; echo "ncu d$d rc=$?"
-    ncu -i "$OUT/fused_d$d.ncu-rep" --page details >"$OUT/ncu_d$d.txt" 2>&1
-    ncu -i "$OUT/fused_d$d.ncu-rep" --page raw --csv 2>/dev/null | python3 -c '
+    ncu -i "$OUT/dkdv_d$d.ncu-rep" --page details >"$OUT/ncu_d$d.txt" 2>&1
+    ncu -i "$OUT/dkdv_d$d.ncu-rep" --page raw --csv 2>/dev/null | python3 -c '
 import csv, sys
 rows = list(csv.reader(sys.stdin))
 want = ("gpu__time_duration.sum", "launch__registers_per_thread", "launch__occupancy_limit", "sm__warps_active.avg.pct_of_peak",

@@ -5,9 +5,8 @@ call by call on the same tensors, so clock drift hits all three alike.
 
 Forward (default): Median of 20 CUDA-event-timed calls after 3 warm-ups; before
 timing, each shape's output is checked against SDPA's math backend in float32.
---bwd: the backward pass, both of ours: the default (pre + fused dK/dV/dQ + dQ
-convert, where built) and the deterministic one (pre + dK/dV + dQ); SDPA: the
-backward kernels autograd runs for each backend; our O and LSE from our forward kernel; each shape's
+--bwd: the backward pass (pre + dK/dV + dQ; SDPA: the backward kernels autograd
+runs for each backend), our O and LSE from our forward kernel; each shape's
 gradients (batch 0, heads 0-3) are checked against SDPA's float32 math backend,
 next to flash's error on the same slice.
 
@@ -41,10 +40,10 @@ class BwdParams(ctypes.Structure):  # kernels/params.cuh
     _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "di", "dq", "dk", "dv")] + \
                [(f"s{i}", ctypes.c_int64) for i in range(24)] + \
                [(n, ctypes.c_int32) for n in ("b", "nq", "nk", "hq", "hkv", "d")] + \
-               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("dq_accum", ctypes.c_uint64)]
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
 
 
-assert ctypes.sizeof(BwdParams) == 312
+assert ctypes.sizeof(BwdParams) == 304
 
 
 cu = ctypes.CDLL("libcuda.so.1")
@@ -109,28 +108,19 @@ class Module:
         call.keep = (p, args)  # the parameter block must outlive every launch
         return call
 
-    def has_fused(self, arch, d):
-        return f"fa2_bwd_fused_sm{arch}_d{d}" in self.tiles
-
-    def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal, acc=None):
-        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call: pre, dkdv, dq; or with
-        acc (B, H, N, D fp32, the dQ accumulator) the single-pass backward: pre, fused, dqconv."""
+    def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal):
+        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call (pre, dkdv, dq)."""
         b, n, h, d = q.shape
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
         pre = self.fn("fa2_bwd_pre" + sfx)
-        if acc is None:
-            kv = self.fn("fa2_bwd_dkdv" + sfx + ("_causal" if causal else ""))
-            dqk = self.fn("fa2_bwd_dq" + sfx + ("_causal" if causal else ""))
-        else:
-            kv = self.fn("fa2_bwd_fused" + sfx + ("_causal" if causal else ""))
-            dqk = self.fn("fa2_bwd_dqconv" + sfx)
+        kv = self.fn("fa2_bwd_dkdv" + sfx + ("_causal" if causal else ""))
+        dqk = self.fn("fa2_bwd_dq" + sfx + ("_causal" if causal else ""))
         strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
                    *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
         p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                       di.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
-                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d),
-                      0 if acc is None else acc.data_ptr())
+                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         launches = [
@@ -198,9 +188,8 @@ def forward(m, arch, ns):
 
 
 def backward(m, arch, ns):
-    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} {'det':>7} bwd TFLOP/s | ours/flash det/flash | "
-          "max|err| vs fp32 math, ours (flash): dQ dK dV; det: dQ dK dV")
-    print("ours: the default backward (single pass, dQ by atomics, where built); det: the three-kernel deterministic one")
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} bwd TFLOP/s | ours/flash ours/eff | "
+          "max|err| vs fp32 math, ours (flash): dQ dK dV")
     fails = 0
     for d in (64, 128):
         for causal in (False, True):
@@ -212,14 +201,9 @@ def backward(m, arch, ns):
                 lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
                 di = torch.full_like(lse, float("nan"))
                 dq, dk, dv = (torch.full_like(x, float("nan")) for x in (q, k, v))
-                ddq, ddk, ddv = (torch.full_like(x, float("nan")) for x in (q, k, v))
-                ddi = torch.full_like(lse, float("nan"))
                 m.forward(arch, q, k, v, o, lse, causal)()
-                acc = torch.full((b, h, n, d), float("nan"), device="cuda", dtype=torch.float32) if m.has_fused(arch, d) else None
-                ours = m.backward(arch, q, k, v, o, do, lse, di, dq, dk, dv, causal, acc)
-                det = m.backward(arch, q, k, v, o, do, lse, ddi, ddq, ddk, ddv, causal)
+                ours = m.backward(arch, q, k, v, o, do, lse, di, dq, dk, dv, causal)
                 ours()
-                det()
                 torch.cuda.synchronize()
                 # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
                 qt, kt, vt, dot = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
@@ -237,7 +221,7 @@ def backward(m, arch, ns):
                 rq, rk, rv = torch.autograd.grad(ref, (q32, k32, v32), dot[sl].float())
                 fq, fk, fv = torch.autograd.grad(outs["flash"], (qt, kt, vt), dot, retain_graph=True)
                 errs = []
-                for mine, fl, r in ((dq, fq, rq), (dk, fk, rk), (dv, fv, rv), (ddq, fq, rq), (ddk, fk, rk), (ddv, fv, rv)):
+                for mine, fl, r in ((dq, fq, rq), (dk, fk, rk), (dv, fv, rv)):
                     e = (mine.transpose(1, 2)[sl].float() - r).abs().max().item()
                     ef = (fl[sl].float() - r).abs().max().item()
                     nan = torch.isnan(mine).any().item()
@@ -245,21 +229,19 @@ def backward(m, arch, ns):
                 del q32, k32, v32, ref, rq, rk, rv, fq, fk, fv
                 bad = any(nan or not e <= 2 * ef + 1e-3 for e, ef, nan in errs)
                 fails += bad
-                ts = {"flash": [], "efficient": [], "ours": [], "det": []}
+                ts = {"flash": [], "efficient": [], "ours": []}
                 for _ in range(4):
                     for name in ("flash", "efficient"):
                         out = outs[name]
                         ts[name] += timed(lambda: torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True), 5)
                     ts["ours"] += timed(ours, 5)
-                    ts["det"] += timed(det, 5)
                 flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
                 tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
-                es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs[:3])
-                es += "; " + " ".join(f"{e:.1e}" + ("NaN" if nan else "") for e, ef, nan in errs[3:])
-                print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f} {tf['det']:7.1f}"
-                      f"             | {tf['ours'] / tf['flash']:10.2f} {tf['det'] / tf['flash']:9.2f} | {es}" + ("  FAIL" if bad else "")
-                      + ("" if acc is not None else "  (no single-pass kernel: ours = det)"), flush=True)
-                del q, k, v, do, o, lse, di, dq, dk, dv, ddq, ddk, ddv, ddi, acc, qt, kt, vt, dot, outs, ours, det
+                es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs)
+                print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f}             | "
+                      f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {es}" + ("  FAIL" if bad else ""),
+                      flush=True)
+                del q, k, v, do, o, lse, di, dq, dk, dv, qt, kt, vt, dot, outs, ours
                 torch.cuda.empty_cache()
     print("all shapes within 2x flash's error" if not fails else f"{fails} shapes FAILED")
 
