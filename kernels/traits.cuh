@@ -158,9 +158,9 @@ struct BwdTile {
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
 // 4 warps x 32 key rows (MTiles 2: each Q/dO fragment read from shared memory
-// feeds two mmas; the H200 profile of the 16-row layout showed it shared-memory
-// bound, 12.5% occupancy); at D >= 96 two 32-row dK and dV accumulators would not
-// fit 255 registers. dQ: 4 warps x 32 rows
+// feeds two mmas; an H200 ncu profile of the 16-row layout, D128, showed it
+// shared-memory bound at 12.5% occupancy); at D >= 96 two 32-row dK and dV
+// accumulators would not fit 255 registers. dQ: 4 warps x 32 rows
 // (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
 // two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
 // go 16 keys at a time at D >= 96.
