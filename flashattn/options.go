@@ -67,7 +67,9 @@ type Options struct {
 	// Deterministic asks for bit-reproducible results. Every backward pass
 	// GoFlash has is deterministic already (the GPU's uses no atomics), so
 	// today it changes nothing; it is kept for a faster GPU backward with
-	// atomic dQ accumulation, which it will turn off.
+	// atomic dQ accumulation, which it will turn off (a first one, FA2's
+	// single pass on today's tiles, measured slower than the atomic-free
+	// backward on the H200 and was not shipped: kernels/dev/RESULTS.md).
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend

@@ -155,8 +155,12 @@ struct BwdTile {
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
 // registers where D <= 64.
 //
-// sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 8 warps x 16 key rows
-// (Bc 128) so each streamed Q/dO block feeds 128 keys. dQ: 4 warps x 32 rows
+// sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
+// each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
+// 4 warps x 32 key rows (MTiles 2: each Q/dO fragment read from shared memory
+// feeds two mmas; an H200 ncu profile of the 16-row layout, D128, showed it
+// shared-memory bound at 12.5% occupancy); at D >= 96 two 32-row dK and dV
+// accumulators would not fit 255 registers. dQ: 4 warps x 32 rows
 // (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
 // two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
 // go 16 keys at a time at D >= 96.
@@ -169,7 +173,8 @@ struct BwdTile {
        would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128 */            \
   X(80, 32, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, true, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
-  X(80, 64, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, false, 1))   /* 65 KiB | 64 KiB */                    \
+  X(80, 64, (128, 64, 4, 2, 16, false, 1), (128, 64, 4, 2, 32, false, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
+       faster than 8 warps x 16 rows (H200, RESULTS.md); 32-query chunks spilled 16 B | 64 KiB */             \
   X(80, 96, (128, 64, 8, 2, 32, false, 1), (128, 64, 4, 2, 16, false, 1))  /* 97 KiB | 96 KiB */                    \
   X(80, 128, (128, 32, 8, 2, 32, false, 1), (128, 32, 4, 2, 16, false, 1)) /* 96.5 KiB: 64 query rows per step      \
                                                                               would not fit twice | 96 KiB */

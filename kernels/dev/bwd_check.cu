@@ -7,7 +7,8 @@
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
-//   .build/bwd_check internal/kernels
+//   .build/bwd_check internal/kernels       (BWD_BENCH=1: per-kernel timings, see bench below;
+//                                            BWD_ONLY=sm80_d64 checks the variants whose name has it)
 //   BWD_SHAPES=1,3,7 compute-sanitizer --tool racecheck .build/bwd_check   (a few shapes)
 // Kernel sources: "tpl75"/"tpl80" = the Turing / sm_80 path templates compiled
 // into this binary; "ptx75" = internal/kernels/fa2_sm75.ptx through the
@@ -72,10 +73,15 @@ struct Bwd {
   std::string name() const {
     return "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
   }
-  void run(const BwdParams& p) const {
+  // ev (optional): 4 events recorded around the three launches (per-kernel times).
+  void run(const BwdParams& p, cudaEvent_t* ev = nullptr) const {
+    if (ev) CK(cudaEventRecord(ev[0]));
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
+    if (ev) CK(cudaEventRecord(ev[1]));
     kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
+    if (ev) CK(cudaEventRecord(ev[2]));
     dq.launch((p.nq + dq_br - 1) / dq_br, p.b * p.hq, p);
+    if (ev) CK(cudaEventRecord(ev[3]));
   }
 };
 
@@ -129,6 +135,9 @@ static std::vector<Bwd> shipped_ptx75(const std::string& path) {
   }
   return out;
 }
+
+template <int D> static auto fwd_fn() { return D == 64 ? fa2_fwd_sm80_d64 : fa2_fwd_sm80_d128; }
+template <int D> static auto fwd_causal_fn() { return D == 64 ? fa2_fwd_sm80_d64_causal : fa2_fwd_sm80_d128_causal; }
 
 // ---- CPU reference ----
 static float h2f(__half h) { return __half2float(h); }
@@ -339,6 +348,87 @@ static bool compare(const char* what, const std::vector<__half>& got, const std:
   return ok;
 }
 
+// BWD_BENCH=1: times every tpl80 backward on the FA2 paper shapes at N 2048 and
+// 8192 (B = 16384/N, H = 2048/D, D 64 and 128) on random data, O and LSE from the
+// shipped forward kernel: median of 20 CUDA-event-timed calls after 3 warm-ups,
+// the whole call and each kernel. For tile tuning and ncu; the committed numbers
+// beside PyTorch come from sidebyside.py --bwd.
+template <int D, bool C>
+static void fwd_launch(const BwdParams& b) {
+  using T = typename FwdTraits<80, D>::type;
+  FwdParams f{};
+  f.q = b.q; f.k = b.k; f.v = b.v; f.o = const_cast<void*>(b.o); f.lse = const_cast<float*>(b.lse);
+  f.q_batch_stride = b.q_batch_stride; f.q_row_stride = b.q_row_stride; f.q_head_stride = b.q_head_stride;
+  f.k_batch_stride = b.k_batch_stride; f.k_row_stride = b.k_row_stride; f.k_head_stride = b.k_head_stride;
+  f.v_batch_stride = b.v_batch_stride; f.v_row_stride = b.v_row_stride; f.v_head_stride = b.v_head_stride;
+  f.o_batch_stride = b.o_batch_stride; f.o_row_stride = b.o_row_stride; f.o_head_stride = b.o_head_stride;
+  f.b = b.b; f.nq = b.nq; f.nk = b.nk; f.hq = b.hq; f.hkv = b.hkv; f.d = b.d; f.scale = b.scale; f.scale_log2 = b.scale_log2;
+  const void* fn = C ? (const void*)fwd_causal_fn<D>() : (const void*)fwd_fn<D>();
+  if (T::kSmemBytes > 48 * 1024) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  void* args[] = {&f};
+  CK(cudaLaunchKernel(fn, dim3((b.nq + T::kBr - 1) / T::kBr, b.b * b.hq), dim3(T::kThreads), args, T::kSmemBytes, 0));
+}
+
+static int bench(const std::vector<Bwd>& all) {
+  for (int d : {64, 128})
+    for (int causal = 0; causal < 2; ++causal)
+      for (int n : {2048, 8192}) {
+        const int b = 16384 / n, h = 2048 / d;
+        const size_t nel = (size_t)b * n * h * d, nl = (size_t)b * h * n;
+        std::vector<__half> hx(nel);
+        std::mt19937 rng(n + d);
+        std::normal_distribution<float> nd;
+        for (auto& x : hx) x = f2h(nd(rng));
+        __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+        float *lse, *di;
+        for (__half** x : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CK(cudaMalloc(x, nel * 2));
+        for (__half* x : {q, k, v, dout}) CK(cudaMemcpy(x, hx.data(), nel * 2, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));
+        BwdParams p{};
+        p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
+        const int64_t bs = (int64_t)n * h * d, rs = (int64_t)h * d;
+        p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = bs;
+        p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = bs;
+        p.q_row_stride = p.o_row_stride = p.do_row_stride = p.dq_row_stride = rs;
+        p.k_row_stride = p.v_row_stride = p.dk_row_stride = p.dv_row_stride = rs;
+        p.q_head_stride = p.o_head_stride = p.do_head_stride = p.dq_head_stride = d;
+        p.k_head_stride = p.v_head_stride = p.dk_head_stride = p.dv_head_stride = d;
+        p.b = b; p.nq = n; p.nk = n; p.hq = h; p.hkv = h; p.d = d;
+        p.scale = 1.f / std::sqrt((float)d);
+        p.scale_log2 = p.scale * 1.4426950408889634f;
+        if (d == 64) causal ? fwd_launch<64, true>(p) : fwd_launch<64, false>(p);
+        else causal ? fwd_launch<128, true>(p) : fwd_launch<128, false>(p);
+        const double flops = 2.5 * 4.0 * b * h * (double)n * n * d / (causal ? 2 : 1);
+        for (const Bwd& bw : all) {
+          if (bw.src != "tpl80" || bw.d != d || bw.causal != causal) continue;
+          cudaEvent_t ev[4];
+          for (auto& e : ev) CK(cudaEventCreate(&e));
+          std::vector<float> ms[4];  // whole call, pre, dK/dV, dQ
+          for (int r = 0; r < 23; ++r) {
+            bw.run(p, ev);
+            CK(cudaEventSynchronize(ev[3]));
+            float t[4];
+            CK(cudaEventElapsedTime(&t[0], ev[0], ev[3]));
+            for (int k = 1; k < 4; ++k) CK(cudaEventElapsedTime(&t[k], ev[k - 1], ev[k]));
+            if (r >= 3)
+              for (int k = 0; k < 4; ++k) ms[k].push_back(t[k]);
+          }
+          float med[4];
+          for (int k = 0; k < 4; ++k) {
+            std::sort(ms[k].begin(), ms[k].end());
+            med[k] = ms[k][ms[k].size() / 2];
+          }
+          std::printf("bench %-18s N%-5d %8.3f ms %6.1f TFLOP/s  (pre %.3f, dkdv %.3f, dq %.3f ms)\n", bw.name().c_str(), n, med[0],
+                      flops / (med[0] * 1e-3) / 1e12, med[1], med[2], med[3]);
+          std::fflush(stdout);
+          for (auto& e : ev) CK(cudaEventDestroy(e));
+        }
+        for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
+          CK(cudaFree(x));
+      }
+  return 0;
+}
+
 static const std::vector<Shape> kShapes = {
     {1, 1, 1, 1, 1},     {2, 3, 3, 17, 17},   {1, 4, 2, 97, 97},  {1, 2, 1, 200, 77},   {1, 2, 2, 77, 200},
     {2, 6, 2, 1, 130},   {1, 1, 1, 300, 1},   {1, 8, 1, 129, 255}, {1, 2, 1, 513, 513},
@@ -357,11 +447,15 @@ int main(int argc, char** argv) {
   }
   for (const Bwd& b : all)
     for (const Fn* f : {&b.pre, &b.kv, &b.dq}) f->prepare();
+  if (std::getenv("BWD_BENCH")) return bench(all);
 
   std::map<std::string, Problem> cache;
   std::map<std::string, int> pass, cases;
   int failed = 0;
   for (const Bwd& bw : all) {
+    // BWD_ONLY=sm80_d64 checks the variants whose source and name contain it.
+    if (const char* only = std::getenv("BWD_ONLY"))
+      if ((bw.src + " " + bw.name()).find(only) == std::string::npos) continue;
     for (size_t si = 0; si < kShapes.size(); ++si) {
       // BWD_SHAPES=1,3,7 checks those shapes only (for compute-sanitizer runs).
       if (const char* only = std::getenv("BWD_SHAPES"))
