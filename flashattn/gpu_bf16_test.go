@@ -1,6 +1,7 @@
 package flashattn
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -90,5 +91,20 @@ func TestTensorToBF16Range(t *testing.T) {
 		if !errors.As(err, &de) || de.Arg != "q" || !strings.Contains(de.Reason, "element (0, 1, 0, 1)") || !strings.Contains(de.Reason, "bf16") {
 			t.Errorf("%v: %v, want a *DataError naming q's element (0, 1, 0, 1)", bad, err)
 		}
+	}
+}
+
+// KernelInfo's dtype reads "bf16" in JSON and comes back; an unknown name is an error.
+func TestDTypeJSON(t *testing.T) {
+	b, err := json.Marshal(KernelInfo{Symbol: "x", DType: BF16})
+	if err != nil || !strings.Contains(string(b), `"dtype":"bf16"`) {
+		t.Fatalf("%s, %v", b, err)
+	}
+	var k KernelInfo
+	if err := json.Unmarshal(b, &k); err != nil || k.DType != BF16 {
+		t.Errorf("round trip: %+v, %v", k, err)
+	}
+	if err := json.Unmarshal([]byte(`{"dtype":"fp8"}`), &k); err == nil {
+		t.Error("dtype fp8 accepted")
 	}
 }

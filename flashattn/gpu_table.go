@@ -53,7 +53,7 @@ type KernelInfo struct {
 	Rung int `json:"rung,omitempty"`
 	// DType is the element type of q, k, v and O: FP16, or BF16 for the sm_80
 	// path's bf16 forward kernels.
-	DType DType `json:"dtype"`
+	DType DType `json:"dtype,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.

@@ -6,7 +6,8 @@
 //   C 16x8:  c0,c1 (row g, cols 2t,2t+1), c2,c3 (row g+8, same cols)
 // m16n8k8 (sm_75) uses A = {a0,a1}, B = {b0}; so one k16 step is two k8 steps,
 // {a0,a1,b0} then {a2,a3,b1}, with the same C layout. Both paths therefore share
-// every fragment index in fwd.cuh.
+// every fragment index in fwd.cuh. The .bf16 m16n8k16 (sm_80+) has the same
+// layout, so the bf16 forward differs only in the instruction and the packing.
 #pragma once
 #include <cstdint>
 #include <type_traits>
