@@ -68,7 +68,13 @@ type BenchResult struct {
 // warmup untimed launches, then reps launches each timed with CUDA events.
 // Only o.Causal and o.Scale are used. All device memory is freed on return.
 func (d *Device) BenchForward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, o, warmup, reps, false)
+	return d.bench(dims, FP16, o, warmup, reps, false)
+}
+
+// BenchForwardBF16 is BenchForward for the bf16 kernels (random bf16 data;
+// the sm_80 path only).
+func (d *Device) BenchForwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
+	return d.bench(dims, BF16, o, warmup, reps, false)
 }
 
 // BenchBackward times the backward pass (the pre, dK/dV and dQ kernels,
@@ -79,12 +85,12 @@ func (d *Device) BenchForward(dims Dims, o *Options, warmup, reps int) (BenchRes
 // and the dQ kernel, so they execute 7/5 of that). Only o.Causal and o.Scale
 // are used. All device memory is freed on return.
 func (d *Device) BenchBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, o, warmup, reps, true)
+	return d.bench(dims, FP16, o, warmup, reps, true)
 }
 
 // bench times the op that Forward (or Backward) runs, prepared once and
-// enqueued warmup + reps times.
-func (d *Device) bench(dims Dims, o *Options, warmup, reps int, backward bool) (BenchResult, error) {
+// enqueued warmup + reps times, on inputs of dtype dt.
+func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backward bool) (BenchResult, error) {
 	if reps < 1 || warmup < 0 {
 		return BenchResult{}, &OptionError{Option: "reps/warmup", Value: fmt.Sprint(reps, warmup), Reason: "want reps >= 1, warmup >= 0"}
 	}
@@ -100,7 +106,7 @@ func (d *Device) bench(dims Dims, o *Options, warmup, reps int, backward bool) (
 	}
 	defer d.mu.Unlock()
 	// The kernels first: a problem they cannot run costs no device memory.
-	if _, err := d.fwdKernel(p); err != nil {
+	if _, err := d.fwdKernelAs(p, dt); err != nil {
 		return BenchResult{}, err
 	}
 	if backward {
@@ -108,7 +114,7 @@ func (d *Device) bench(dims Dims, o *Options, warmup, reps int, backward bool) (
 			return BenchResult{}, err
 		}
 	}
-	in, err := d.benchInputs(p.Dims, backward)
+	in, err := d.benchInputs(p.Dims, dt, backward)
 	defer func() { _ = freeAll(in) }()
 	if err != nil {
 		return BenchResult{}, err
@@ -140,16 +146,20 @@ func (d *Device) bench(dims Dims, o *Options, warmup, reps int, backward bool) (
 	return r, nil
 }
 
-// benchInputs are random fp16 q, k, v (and dOut for the backward) on the
+// benchInputs are random q, k, v of dtype dt (and dOut for the backward) on the
 // device, drawn from N(0, 1) as a pool of 2^20 values repeated: kernel time
 // does not depend on the values, and drawing 10^8 normals would not be free.
 // On failure the tensors made so far are returned with the error; d.mu is
 // held.
-func (d *Device) benchInputs(dims Dims, backward bool) ([]*DeviceTensor, error) {
+func (d *Device) benchInputs(dims Dims, dt DType, backward bool) ([]*DeviceTensor, error) {
 	rng := rand.New(rand.NewPCG(uint64(dims.D), uint64(dims.Nq)))
 	pool := make([]uint16, 1<<20)
+	conv := Float32ToFP16
+	if dt == BF16 {
+		conv = Float32ToBF16
+	}
 	for i := range pool {
-		pool[i] = Float32ToFP16(float32(rng.NormFloat64()))
+		pool[i] = conv(float32(rng.NormFloat64()))
 	}
 	ins := []struct {
 		s      Shape
@@ -160,7 +170,7 @@ func (d *Device) benchInputs(dims Dims, backward bool) ([]*DeviceTensor, error) 
 	}
 	var out []*DeviceTensor
 	for _, in := range ins {
-		t, err := d.alloc(in.s)
+		t, err := d.allocAs(in.s, dt)
 		if err != nil {
 			return out, err
 		}

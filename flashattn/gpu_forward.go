@@ -13,7 +13,8 @@ import (
 // k, v (B, Nk, Hkv, D) and returns O and the LSE on the device. It waits for
 // the kernel, so a kernel fault is reported here. The options used are
 // Causal and Scale; the call costs one extra device buffer, the LSE (B*Hq*Nq
-// float32).
+// float32). q, k and v are all fp16 (Upload) or all bf16 (UploadBF16; the
+// sm_80 path only), and O has their dtype.
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
 	p, err := d.problemOf(o, q, k, v)
 	if err != nil {
@@ -27,8 +28,9 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 }
 
 // problemOf checks that q, k, v (and for Backward out and dOut, in that
-// order) are usable on d and returns the problem q, k and v describe, with
-// o resolved.
+// order) are usable on d and of one dtype, and returns the problem q, k and
+// v describe, with o resolved. bf16 has forward kernels only: Backward on
+// bf16 tensors is an *UnsupportedError.
 func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 	if d == nil {
 		return problem{}, ErrDeviceClosed
@@ -37,6 +39,12 @@ func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 		if err := t.usable(argNames[i], d); err != nil {
 			return problem{}, err
 		}
+		if t.dtype != ts[0].dtype {
+			return problem{}, &DataError{Arg: argNames[i], Reason: fmt.Sprintf("is %v, q is %v: mixed dtypes are not converted", t.dtype, ts[0].dtype)}
+		}
+	}
+	if len(ts) > 3 && ts[0].dtype == BF16 {
+		return problem{}, errBF16Backward
 	}
 	dims, err := dimsOf(ts[0].shape, ts[1].shape, ts[2].shape)
 	if err != nil {
@@ -152,11 +160,11 @@ type fwdOp struct {
 // newForward finds the kernel, checks the grid and allocates O and the LSE,
 // poisoned; d.mu is held.
 func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
-	kern, err := d.fwdKernel(p)
+	kern, err := d.fwdKernelAs(p, q.dtype)
 	if err != nil {
 		return nil, err
 	}
-	out, err := d.alloc(p.QShape())
+	out, err := d.allocAs(p.QShape(), q.dtype)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +174,11 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	}
 	op := &fwdOp{d: d, kern: kern, f: fieldsOf(p), q: q, k: k, v: v,
 		res: &DeviceResult{Dims: p.Dims, Out: out, Kernel: kern.info, lse: lse, lastNoKey: -1}}
-	if err := out.buf.Memset32(nanFP16x2, out.buf.Size()/4); err != nil {
+	poison := uint32(nanFP16x2)
+	if q.dtype == BF16 {
+		poison = nanBF16x2
+	}
+	if err := out.buf.Memset32(poison, out.buf.Size()/4); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
 	if err := lse.Memset32(nanF32, p.LSELen()); err != nil {
@@ -175,14 +187,45 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	return op, nil
 }
 
-// fwdKernel is the forward kernel for p, a problem the device can run
+// fwdKernel is the fp16 forward kernel for p, a problem the device can run
 // (checkProblem); d.mu is held.
-func (d *Device) fwdKernel(p problem) (*loadedKernel, error) {
-	kern, err := d.kernel(p.Dims, p.Causal)
+func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKernelAs(p, FP16) }
+
+// fwdKernelAs is fwdKernel for element type dt; d.mu is held.
+func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
+	var kern *loadedKernel
+	var err error
+	if dt == BF16 {
+		kern, err = d.bf16Kernel(p.Dims, p.Causal)
+	} else {
+		kern, err = d.kernel(p.Dims, p.Causal)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return kern, d.checkProblem(p)
+}
+
+// bf16Kernel finds, loads and prepares the bf16 forward variant for dims:
+// the sm_80 path has one per fp16 head dim; the sm_75 path (and the kernel
+// ladder) none. d.mu is held.
+func (d *Device) bf16Kernel(dims Dims, causal bool) (*loadedKernel, error) {
+	if err := checkDType(BF16, d.path); err != nil {
+		return nil, err
+	}
+	if d.rung != 0 {
+		return nil, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
+			Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", d.rung)}
+	}
+	if err := dims.Validate(); err != nil {
+		return nil, err
+	}
+	v, ok := kernels.LookupBF16(d.path, dims.D, causal)
+	if !ok {
+		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
+			Reason: fmt.Sprintf("the sm_%d bf16 kernels exist for head dims %v", d.path, kernels.PassHeadDims(kernels.Fwd, d.path))}
+	}
+	return d.load(v)
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }

@@ -82,29 +82,39 @@ func fp16Finite(h uint16) bool { return h&0x7c00 != 0x7c00 }
 // magnitude, because an Inf or NaN among its inputs gives NaN rows (and
 // -Inf log-sum-exps) where the float32 CPU path answers finitely.
 func fp16RangeError(arg string, s Shape, i int, v any) error {
+	return elementError(arg, s, i, v, "the GPU takes fp16 values, finite and below 65520 in magnitude")
+}
+
+// elementError is the *DataError of dense BSHD element i = v of arg, with why.
+func elementError(arg string, s Shape, i int, v any, why string) error {
 	d := i % s.D
 	h := i / s.D % s.H
 	n := i / (s.D * s.H) % s.N
 	b := i / (s.D * s.H * s.N)
-	return &DataError{Arg: arg, Reason: fmt.Sprintf("element (%d, %d, %d, %d) is %v: the GPU takes fp16 values, finite and below 65520 in magnitude", b, n, h, d, v)}
+	return &DataError{Arg: arg, Reason: fmt.Sprintf("element (%d, %d, %d, %d) is %v: %s", b, n, h, d, v, why)}
 }
 
 // tensorToFP16 converts t (any strides) to dense BSHD binary16 bits, or
 // fails with fp16RangeError at the first element binary16 cannot hold.
 func tensorToFP16(arg string, t *Tensor) ([]uint16, error) {
-	s := t.Shape
-	out := make([]uint16, s.Numel())
-	conv := func(i int, x float32) error {
+	return convertTensor(t, func(i int, x float32) (uint16, error) {
 		h := Float32ToFP16(x)
 		if !fp16Finite(h) {
-			return fp16RangeError(arg, s, i, x)
+			return 0, fp16RangeError(arg, t.Shape, i, x)
 		}
-		out[i] = h
-		return nil
-	}
+		return h, nil
+	})
+}
+
+// convertTensor converts t (any strides) to dense BSHD 16-bit elements with
+// conv (given the dense index), stopping at its first error.
+func convertTensor(t *Tensor, conv func(i int, x float32) (uint16, error)) ([]uint16, error) {
+	s := t.Shape
+	out := make([]uint16, s.Numel())
+	var err error
 	if t.IsContiguous() {
 		for i, x := range t.Data[:len(out)] {
-			if err := conv(i, x); err != nil {
+			if out[i], err = conv(i, x); err != nil {
 				return nil, err
 			}
 		}
@@ -117,7 +127,7 @@ func tensorToFP16(arg string, t *Tensor) ([]uint16, error) {
 			for h := 0; h < s.H; h++ {
 				t.rowInto(row, b, n, h)
 				for _, x := range row {
-					if err := conv(i, x); err != nil {
+					if out[i], err = conv(i, x); err != nil {
 						return nil, err
 					}
 					i++

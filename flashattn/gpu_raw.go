@@ -30,10 +30,10 @@ const (
 	// FP16 is IEEE 754 binary16, the kernels' element type (fp32
 	// accumulation).
 	FP16 DType = iota + 1
-	// BF16 is bfloat16. It is declared so that a caller can ask for it, but
-	// no bf16 kernels are built yet: a plan for it is refused with an
-	// *UnsupportedError (as it will stay on sm_75, which has no bf16 tensor
-	// cores). Nothing is ever converted silently.
+	// BF16 is bfloat16 (fp32 accumulation), forward only and on the sm_80
+	// path only: the sm_75 path (no bf16 tensor cores) and the backward (no
+	// bf16 kernels yet) refuse it with an *UnsupportedError. Nothing is ever
+	// converted silently.
 	BF16
 )
 
@@ -47,6 +47,20 @@ func (t DType) String() string {
 	return fmt.Sprintf("DType(%d)", int(t))
 }
 
+// MarshalText writes the DType as its String ("fp16", "bf16").
+func (t DType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (t *DType) UnmarshalText(b []byte) error {
+	for _, c := range []DType{FP16, BF16} {
+		if string(b) == c.String() {
+			*t = c
+			return nil
+		}
+	}
+	return &OptionError{Option: "DType", Value: string(b), Reason: "want fp16 or bf16"}
+}
+
 // Size is the size of one element in bytes (0 for an unknown DType).
 func (t DType) Size() int {
 	if t == FP16 || t == BF16 {
@@ -55,20 +69,24 @@ func (t DType) Size() int {
 	return 0
 }
 
-// checkDType refuses element types without kernels on kernel path path.
+// checkDType refuses element types without forward kernels on kernel path path.
 func checkDType(t DType, path int) error {
 	switch t {
 	case FP16:
 		return nil
 	case BF16:
-		reason := "no bf16 kernels are built yet; pass fp16"
-		if path < 80 {
-			reason = fmt.Sprintf("the sm_%d path has no bf16 tensor cores", path)
+		if path >= 80 {
+			return nil
 		}
-		return &UnsupportedError{Backend: GPU, Feature: "dtype", Value: t.String(), Reason: reason}
+		return &UnsupportedError{Backend: GPU, Feature: "dtype", Value: t.String(),
+			Reason: fmt.Sprintf("the sm_%d path has no bf16 tensor cores", path)}
 	}
 	return &OptionError{Option: "DType", Value: t.String(), Reason: "want FP16 or BF16"}
 }
+
+// errBF16Backward refuses the backward of bf16 operands (raw or not).
+var errBF16Backward = &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
+	Reason: "bf16 has forward kernels only; the backward takes fp16"}
 
 // LSEBytes is the size in bytes of the log-sum-exp buffer: LSELen float32,
 // laid out (B, Hq, Nq) contiguously.

@@ -182,14 +182,14 @@ func TestCheckDType(t *testing.T) {
 		dt   DType
 		path int
 		ok   bool
-	}{{FP16, 75, true}, {FP16, 80, true}, {BF16, 80, false}, {BF16, 75, false}, {0, 80, false}, {7, 80, false}} {
+	}{{FP16, 75, true}, {FP16, 80, true}, {BF16, 80, true}, {BF16, 90, true}, {BF16, 75, false}, {0, 80, false}, {7, 80, false}} {
 		err := checkDType(c.dt, c.path)
 		var ue *UnsupportedError
 		var oe *OptionError
 		switch {
 		case c.ok && err != nil, !c.ok && err == nil:
 			t.Errorf("%v on path %d: %v", c.dt, c.path, err)
-		case c.dt == BF16 && !errors.As(err, &ue):
+		case !c.ok && c.dt == BF16 && !errors.As(err, &ue):
 			t.Errorf("bf16 on path %d: %v, want an *UnsupportedError", c.path, err)
 		case !c.ok && c.dt != BF16 && !errors.As(err, &oe):
 			t.Errorf("%v: %v, want an *OptionError", c.dt, err)

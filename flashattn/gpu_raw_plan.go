@@ -37,7 +37,7 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	if err != nil {
 		return nil, err
 	}
-	kern, err := d.fwdKernel(r.p)
+	kern, err := d.fwdKernelAs(r.p, dt)
 	if err != nil {
 		return nil, err
 	}
@@ -144,13 +144,17 @@ type RawBackward struct {
 
 // NewRawBackward prepares raw backward calls of problem dims in element
 // type dt, as NewRawForward does the forward's. Options (Causal, Scale) must
-// be those of the forward call.
+// be those of the forward call. bf16 is refused (*UnsupportedError): there
+// are no bf16 backward kernels yet.
 func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
 	r, err := d.newRawPlan(dims, dt, o)
+	if err == nil && dt == BF16 {
+		err = errBF16Backward
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -22,6 +23,42 @@ type rawUser struct {
 	t   testing.TB
 	ctx *cuda.Context
 	s   *cuda.Stream
+	bf  bool // the tensors rawBackend places and reads are bf16, not fp16
+}
+
+// dtype is the element type of the user's tensors.
+func (u *rawUser) dtype() flashattn.DType {
+	if u.bf {
+		return flashattn.BF16
+	}
+	return flashattn.FP16
+}
+
+// bits converts xs to the user's element type (NaN stays NaN).
+func (u *rawUser) bits(xs []float32) []uint16 {
+	if !u.bf {
+		return fp16(xs)
+	}
+	h := make([]uint16, len(xs))
+	for i, x := range xs {
+		h[i] = flashattn.Float32ToBF16(x)
+	}
+	return h
+}
+
+// nan is the poison of the user's outputs; float reads one element back.
+func (u *rawUser) nan() uint16 {
+	if u.bf {
+		return 0x7fc0
+	}
+	return nan16
+}
+
+func (u *rawUser) float(h uint16) float32 {
+	if u.bf {
+		return flashattn.BF16ToFloat32(h)
+	}
+	return flashattn.FP16ToFloat32(h)
 }
 
 func newRawUser(t testing.TB) *rawUser {
@@ -150,7 +187,7 @@ func (u *rawUser) place(ts ...*flashattn.Tensor) []rawLayout {
 		g := groups[end(t)]
 		if shared[end(t)] {
 			if g.buf.b == nil {
-				g.buf = u.upload16(fp16(g.base))
+				g.buf = u.upload16(u.bits(g.base))
 			}
 			out[i] = rawLayout{buf: g.buf, off: cap(g.base) - cap(t.Data), st: t.Strides}
 			continue
@@ -162,7 +199,7 @@ func (u *rawUser) place(ts ...*flashattn.Tensor) []rawLayout {
 		}
 		dst := &flashattn.Tensor{Shape: t.Shape, Strides: st, Data: host}
 		copyTensor(dst, t)
-		out[i] = rawLayout{buf: u.upload16(fp16(host)), st: st}
+		out[i] = rawLayout{buf: u.upload16(u.bits(host)), st: st}
 	}
 	return out
 }
@@ -181,10 +218,14 @@ func copyTensor(dst, src *flashattn.Tensor) {
 }
 
 // output allocates an output of shape s in a padded BHSD layout, every
-// element and the padding poisoned with fp16 NaN.
+// element and the padding poisoned with NaN.
 func (u *rawUser) output(s flashattn.Shape) rawLayout {
 	st := paddedStrides(s, flashattn.Strides{s.H * s.N, 1, s.N, 1}) // B, H, N order
-	return rawLayout{buf: u.upload16(poison16(s.Span(st))), st: st}
+	p := poison16(s.Span(st))
+	for i := range p {
+		p[i] = u.nan()
+	}
+	return rawLayout{buf: u.upload16(p), st: st}
 }
 
 const nan16 = 0x7e00
@@ -213,13 +254,13 @@ func (u *rawUser) download(l rawLayout, s flashattn.Shape) *flashattn.Tensor {
 				for x := range s.D {
 					i := b*l.st[0] + n*l.st[1] + h*l.st[2] + x
 					mine[i] = true
-					out.Set(b, n, h, x, flashattn.FP16ToFloat32(bits[i]))
+					out.Set(b, n, h, x, u.float(bits[i]))
 				}
 			}
 		}
 	}
 	for i, m := range mine {
-		if !m && bits[i] != nan16 {
+		if !m && bits[i] != u.nan() {
 			u.t.Errorf("padding element %d written: %#04x", i, bits[i])
 			break
 		}
@@ -253,7 +294,7 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		if err != nil {
 			return nil, err
 		}
-		plan, err := dev.NewRawForward(d, flashattn.FP16, o)
+		plan, err := dev.NewRawForward(d, u.dtype(), o)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +306,7 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		}
 		err = plan.Enqueue(u.s.Handle(), &flashattn.RawForwardArgs{
 			Q: in[0].raw(0), K: in[1].raw(0), V: in[2].raw(0),
-			Out: out.raw(flashattn.FP16.Size() * d.QShape().Span(out.st)),
+			Out: out.raw(u.dtype().Size() * d.QShape().Span(out.st)),
 			LSE: flashattn.RawBuffer{Ptr: lse.b.Ptr(), Bytes: d.LSEBytes()},
 		})
 		if err != nil {
@@ -310,28 +351,36 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		return &flashattn.Grads{DQ: u.download(dq, d.QShape()), DK: u.download(dk, d.KVShape()), DV: u.download(dv, d.KVShape()),
 			Backend: flashattn.GPU, Reason: "raw on " + dev.Info().String()}, nil
 	}
-	return attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims(),
+	b := attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims(),
 		Plain: true} // no window, softcap or ALiBi kernels yet: the plans refuse them
+	if u.bf {
+		b.Precision, b.Backward = attntest.BF16, nil // bf16 is forward only (TestBF16Refusals)
+	}
+	return b
 }
 
 // runRawConformance runs every case of the suite, forward and backward,
 // through rawBackend (the suite's error cases check the host API's
 // argument checks, which the raw API does not have; TestGPURawErrors and
 // the CPU tests check its own).
-func runRawConformance(t *testing.T, path int) {
+func runRawConformance(t *testing.T, path int, bf16 bool) {
 	dev := openGPU(t)
 	if path != 0 {
 		if err := dev.ForcePath(path); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if p := defaultPath(t, dev); bf16 && p < 80 {
+		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
+	}
 	u := newRawUser(t)
-	b := rawBackend(dev, u, fmt.Sprintf("raw-path%d", path))
+	u.bf = bf16
+	b := rawBackend(dev, u, fmt.Sprintf("raw-path%d-%v", path, u.dtype()))
 	t.Logf("%s, path %d, head dims %v", dev.Info(), path, b.HeadDims)
 	bwdDims := dev.BackwardHeadDims()
 	for _, c := range attntest.Cases() {
 		bc := b
-		if slices.Contains(b.HeadDims, c.D) && !slices.Contains(bwdDims, c.D) {
+		if b.Backward != nil && slices.Contains(b.HeadDims, c.D) && !slices.Contains(bwdDims, c.D) {
 			bc.Backward = nil // no backward kernels (D 256): TestGPURawErrors checks the refusal
 		}
 		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, bc, c) })
@@ -341,11 +390,15 @@ func runRawConformance(t *testing.T, path int) {
 // TestGPURawConformance: the raw forward and backward, on the device's
 // own kernel path, with the suite's layouts (packed QKV without copies,
 // head-major, strided D re-laid out by the caller) and padded BHSD outputs.
-func TestGPURawConformance(t *testing.T) { runRawConformance(t, 0) }
+func TestGPURawConformance(t *testing.T) { runRawConformance(t, 0, false) }
+
+// TestGPURawConformanceBF16 is TestGPURawConformance's forward on the bf16
+// kernels (sm_80 path; skipped on Turing GPUs).
+func TestGPURawConformanceBF16(t *testing.T) { runRawConformance(t, 0, true) }
 
 // TestGPURawConformanceSM75 is TestGPURawConformance on the Turing kernels
 // (compute_75 PTX through the driver's JIT).
-func TestGPURawConformanceSM75(t *testing.T) { runRawConformance(t, 75) }
+func TestGPURawConformanceSM75(t *testing.T) { runRawConformance(t, 75, false) }
 
 // TestGPURawInterop is the proof of interop: packed QKV (B, N, 3, H, D)
 // allocated and filled by another CUDA user of the process, consumed in
@@ -522,10 +575,13 @@ func TestGPURawErrors(t *testing.T) {
 	a.Out.Ptr = (start + size - need + 16 + 15) &^ 15 // its allocation ends at least 16 bytes early for this view
 	wantData("view past its allocation's end", "out", plan.Enqueue(u.s.Handle(), &a))
 
-	_, err = dev.NewRawForward(d, flashattn.BF16, nil)
+	// bf16: a forward plan on the sm_80 path (TestBF16RefusedOnSM75 covers
+	// sm_75), never a backward one.
 	var ue *flashattn.UnsupportedError
-	if !errors.As(err, &ue) || ue.Feature != "dtype" {
-		t.Errorf("bf16 plan: %v, want an *UnsupportedError for the dtype", err)
+	if bp, err := dev.NewRawForward(d, flashattn.BF16, nil); err != nil || !strings.HasSuffix(bp.Kernel().Symbol, "_bf16") {
+		if k, _ := dev.Kernel(d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
+			t.Errorf("bf16 forward plan: %v", err)
+		}
 	}
 	if _, err := dev.NewRawBackward(d, flashattn.BF16, nil); !errors.As(err, &ue) {
 		t.Errorf("bf16 backward plan: %v, want an *UnsupportedError", err)

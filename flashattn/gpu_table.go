@@ -7,7 +7,9 @@ import "github.com/goflash/goflash/internal/kernels"
 // and mask, with the tile sizes chosen for it. It needs no GPU: notebooks and
 // the CLI use it to show what a T4 would run. Registers, LocalBytes and
 // BinaryArch are known only once a device loads the kernel (Device.Kernel).
-// An arch below 75 has no kernels and gives an empty table.
+// An arch below 75 has no kernels and gives an empty table. It lists the
+// fp16 kernels: the sm_80 path's bf16 forward kernels (UploadBF16) have the
+// same tiles, under the symbol fa2_fwd_sm80_d{D}_bf16[_causal].
 func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
@@ -19,7 +21,7 @@ func passTable(arch int, backward bool) []KernelInfo {
 	path := kernels.Path(arch)
 	var out []KernelInfo
 	for _, v := range kernels.Variants() {
-		if v.Arch != path || (v.Pass != kernels.Fwd) != backward {
+		if v.Arch != path || (v.Pass != kernels.Fwd) != backward || v.BF16 {
 			continue
 		}
 		out = append(out, kernelInfo(v))
@@ -49,10 +51,20 @@ type KernelInfo struct {
 	// Rung is the kernel-ladder rung 1-4 (Ladder) of a teaching kernel, 0
 	// for a shipped one.
 	Rung int `json:"rung,omitempty"`
+	// DType is the element type of q, k, v and O: FP16, or BF16 for the sm_80
+	// path's bf16 forward kernels.
+	DType DType `json:"dtype,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
-		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung}
+		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v)}
+}
+
+func dtypeOf(v kernels.Variant) DType {
+	if v.BF16 {
+		return BF16
+	}
+	return FP16
 }

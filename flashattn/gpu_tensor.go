@@ -9,10 +9,11 @@ import (
 	"github.com/goflash/goflash/internal/cuda"
 )
 
-// DeviceTensor is a dense BSHD fp16 tensor in a Device's memory.
+// DeviceTensor is a dense BSHD fp16 (or bf16: UploadBF16) tensor in a Device's memory.
 type DeviceTensor struct {
 	dev   *Device
 	shape Shape
+	dtype DType
 	buf   *cuda.Buffer
 
 	mu    sync.Mutex
@@ -21,6 +22,10 @@ type DeviceTensor struct {
 
 // Shape is the tensor's shape.
 func (t *DeviceTensor) Shape() Shape { return t.shape }
+
+// DType is the tensor's element type: FP16, or BF16 for UploadBF16's tensors
+// and the outputs of Forward on them.
+func (t *DeviceTensor) DType() DType { return t.dtype }
 
 // Upload converts t (float32, any strides) to fp16 on the host, rounding to
 // nearest even, and copies it to the device as a dense tensor. Every GPU
@@ -40,7 +45,7 @@ func (d *Device) upload(arg string, t *Tensor) (*DeviceTensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.uploadFP16(t.Shape, bits)
+	return d.uploadBits(t.Shape, FP16, bits)
 }
 
 // UploadFP16 copies dense BSHD binary16 bits of shape s to the device; bits
@@ -58,16 +63,16 @@ func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 			return nil, fp16RangeError("bits", s, i, fmt.Sprintf("%#04x", h))
 		}
 	}
-	return d.uploadFP16(s, bits)
+	return d.uploadBits(s, FP16, bits)
 }
 
-// uploadFP16 is UploadFP16 for checked bits.
-func (d *Device) uploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
+// uploadBits copies checked bits of dtype dt to a new device tensor.
+func (d *Device) uploadBits(s Shape, dt DType, bits []uint16) (*DeviceTensor, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	t, err := d.alloc(s)
+	t, err := d.allocAs(s, dt)
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +112,16 @@ func freeAll(ts []*DeviceTensor) error {
 }
 
 // alloc allocates an uninitialised fp16 tensor; d.mu is held.
-func (d *Device) alloc(s Shape) (*DeviceTensor, error) {
+func (d *Device) alloc(s Shape) (*DeviceTensor, error) { return d.allocAs(s, FP16) }
+
+// allocAs allocates an uninitialised tensor of dtype dt; d.mu is held.
+func (d *Device) allocAs(s Shape, dt DType) (*DeviceTensor, error) {
 	// Rounded up to whole 32-bit words, so Memset32 can poison every element.
-	b, err := d.ctx.Alloc((2*s.Numel() + 3) &^ 3)
+	b, err := d.ctx.Alloc((dt.Size()*s.Numel() + 3) &^ 3)
 	if err != nil {
-		return nil, fmt.Errorf("flashattn: allocating %v fp16 on %s: %w", s, d.info, err)
+		return nil, fmt.Errorf("flashattn: allocating %v %v on %s: %w", s, dt, d.info, err)
 	}
-	return &DeviceTensor{dev: d, shape: s, buf: b}, nil
+	return &DeviceTensor{dev: d, shape: s, dtype: dt, buf: b}, nil
 }
 
 // usable reports why t cannot be used on d (nil, freed, other device, closed).
@@ -133,10 +141,16 @@ func (t *DeviceTensor) usable(arg string, d *Device) error {
 	return nil
 }
 
-// DownloadFP16 copies the tensor back as dense BSHD binary16 bits.
-func (t *DeviceTensor) DownloadFP16() ([]uint16, error) {
+// DownloadFP16 copies an fp16 tensor back as dense BSHD binary16 bits.
+func (t *DeviceTensor) DownloadFP16() ([]uint16, error) { return t.downloadBits(FP16) }
+
+// downloadBits copies the tensor back as dense BSHD bits, which must be of dtype dt.
+func (t *DeviceTensor) downloadBits(dt DType) ([]uint16, error) {
 	if err := t.usable("tensor", nil); err != nil {
 		return nil, err
+	}
+	if t.dtype != dt {
+		return nil, &DataError{Arg: "tensor", Reason: fmt.Sprintf("tensor is %v, not %v", t.dtype, dt)}
 	}
 	if err := t.dev.lock(); err != nil {
 		return nil, err
@@ -150,7 +164,7 @@ func (t *DeviceTensor) DownloadFP16() ([]uint16, error) {
 }
 
 // Download copies the tensor back as a dense float32 Tensor (exact: every
-// fp16 value is a float32 value).
+// fp16 and bf16 value is a float32 value).
 func (t *DeviceTensor) Download() (*Tensor, error) {
 	out, err := Make(t.shape)
 	if err != nil {
@@ -161,12 +175,16 @@ func (t *DeviceTensor) Download() (*Tensor, error) {
 
 // downloadInto converts the tensor into dst, dense BSHD.
 func (t *DeviceTensor) downloadInto(dst []float32) error {
-	bits, err := t.DownloadFP16()
+	dt, conv := FP16, FP16ToFloat32
+	if t != nil && t.dtype == BF16 {
+		dt, conv = BF16, BF16ToFloat32
+	}
+	bits, err := t.downloadBits(dt)
 	if err != nil {
 		return err
 	}
 	for i, h := range bits {
-		dst[i] = FP16ToFloat32(h)
+		dst[i] = conv(h)
 	}
 	return nil
 }
@@ -189,7 +207,7 @@ func (t *DeviceTensor) Free() error {
 // log-sum-exp of every row in a device buffer.
 type DeviceResult struct {
 	Dims   Dims
-	Out    *DeviceTensor // (B, Nq, Hq, D) fp16
+	Out    *DeviceTensor // (B, Nq, Hq, D), the dtype of q
 	Kernel KernelInfo    // the variant that ran
 	lse    *cuda.Buffer  // (B, Hq, Nq) float32
 	// lastNoKey is the largest row index with LSE -Inf in an uploaded
@@ -229,12 +247,13 @@ func (r *DeviceResult) Free() error {
 	return err
 }
 
-// nanFP16x2 and nanF32 poison outputs before a launch, so an element a
-// kernel fails to write reads as NaN instead of stale memory. They are
-// attntest's PoisonBits16 (twice) and PoisonBits32, so the conformance
-// suite reports such elements as never written.
+// nanFP16x2, nanBF16x2 and nanF32 poison outputs before a launch, so an
+// element a kernel fails to write reads as NaN instead of stale memory. They
+// are attntest's PoisonBits16, PoisonBitsBF16 (twice) and PoisonBits32, so
+// the conformance suite reports such elements as never written.
 const (
 	nanFP16x2 = 0x7ead7ead
+	nanBF16x2 = 0x7fed7fed
 	nanF32    = 0x7fc0dead
 )
 

@@ -1,5 +1,5 @@
 // fa2.cu: the shipped kernels, one extern "C" symbol per (pass, arch path, head
-// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal], and for the backward
+// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal] (plus fa2_fwd_sm80_d{D}_bf16[_causal]), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
 // fa2_bwd_dq_sm{75,80}_d{D}[_causal], for exactly the (arch, D) rows of
 // traits.cuh's FA2_FWD_TILES and FA2_BWD_TILES; the Go table
@@ -26,7 +26,23 @@
 #else
 #define FA2_IF_80(...) __VA_ARGS__
 #endif
-#define FA2_FWD_SHIP(A, D, ...) FA2_IF_##A(FA2_FWD(A, D))
+// bf16 forward: every sm_80 row of FA2_FWD_TILES also ships
+// fa2_fwd_sm80_d{D}_bf16[_causal], the same tile on __nv_bfloat16 (Turing has
+// no bf16 mma, so FA2_BF16_<arch> drops the sm_75 rows).
+#define FA2_FWD_BF16(ARCH, D)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(FwdTraits<ARCH, D>::type::kThreads,                           \
+                                               FwdTraits<ARCH, D>::type::kMinBlocks)                         \
+      fa2_fwd_sm##ARCH##_d##D##_bf16(const FwdParams p) {                                                     \
+    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, false, __nv_bfloat16>>(p);     \
+  }                                                                                                           \
+  extern "C" __global__ void __launch_bounds__(FwdTraits<ARCH, D>::type::kThreads,                           \
+                                               FwdTraits<ARCH, D>::type::kMinBlocks)                         \
+      fa2_fwd_sm##ARCH##_d##D##_bf16_causal(const FwdParams p) {                                              \
+    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, true, __nv_bfloat16>>(p);      \
+  }
+#define FA2_BF16_75(...)
+#define FA2_BF16_80(...) FA2_IF_80(__VA_ARGS__)
+#define FA2_FWD_SHIP(A, D, ...) FA2_IF_##A(FA2_FWD(A, D)) FA2_BF16_##A(FA2_FWD_BF16(A, D))
 FA2_FWD_TILES(FA2_FWD_SHIP)
 
 // Backward: pre (Di, no tensor cores: the same code under both path names, so

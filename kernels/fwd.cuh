@@ -8,6 +8,11 @@
 //   O = diag(corr) O + P V_j         P converted to fp16 in registers: the S
 //                                    accumulator layout is the A-fragment layout
 // and finally O /= l, L = m*scale + ln l.
+//
+// E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 on the
+// sm_80 path (bf16 mma). Only the mma and the fp32 -> 16-bit packing (P, O)
+// depend on it; copies and ldmatrix move the same 16-bit bits, through
+// __half-typed pointers.
 #pragma once
 #include <cuda_fp16.h>
 #include "params.cuh"
@@ -21,8 +26,9 @@
 
 namespace fa2 {
 
-template <class T, bool kCausal>
+template <class T, bool kCausal, class E = __half>
 __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
+  static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kBr, Bc = T::kBc, NT = T::kThreads, MT = T::kMTiles;
   constexpr int KD = D / 16;  // k16 steps of S = Q K^T
   constexpr int Bs = T::kBs;  // keys per softmax step (Bc / Splits)
@@ -108,7 +114,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 #pragma unroll
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
-        gemm_abt<A, D, MT, Bs, T::kQRegs>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
+        gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
         if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
         if constexpr (T::kStages == 1) {
           cp_async_wait<0>();
@@ -119,8 +125,8 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         }
         sm.step(s, o, p.scale_log2);
         uint32_t pf[MT][KB][4];
-        pack_a<MT, Bs>(s, pf);  // P in fp16 A fragments: frees the fp32 scores before PV
-        gemm_pb<A, D, MT, Bs>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
+        pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
+        gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
       }
     }
   } else {
@@ -147,12 +153,12 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 #pragma unroll
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
-        gemm_abt<A, D, MT, Bs, T::kQRegs>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
+        gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
         if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
         sm.step(s, o, p.scale_log2);
         uint32_t pf[MT][KB][4];
-        pack_a<MT, Bs>(s, pf);  // P in fp16 A fragments: frees the fp32 scores before PV
-        gemm_pb<A, D, MT, Bs>(o, pf, la, aV + sp * Bs * D * 2, 0);
+        pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
+        gemm_pb<A, D, MT, Bs, E>(o, pf, la, aV + sp * Bs * D * 2, 0);
       }
       if (more) {
         __syncthreads();  // every warp is done with K_n, V_n
@@ -163,7 +169,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
     }
   }
 
-  // Epilogue: normalise, stage O (fp16) through shared memory for 16-byte row
+  // Epilogue: normalise, stage O (as E) through shared memory for 16-byte row
   // stores, write L for the rows that exist.
   float lse[MT][2];
   sm.finish(o, p.scale, lse);
@@ -176,7 +182,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 #pragma unroll
       for (int n = 0; n < NO; ++n)
         *reinterpret_cast<uint32_t*>(sQ + Swizzle<D>::offset(row, n) + 2 * t) =
-            pack_half2(o[i][n][2 * hh], o[i][n][2 * hh + 1]);
+            pack2<E>(o[i][n][2 * hh], o[i][n][2 * hh + 1]);
       if (t == 0 && row < rows_q) gL[row] = lse[i][hh];
     }
   __syncthreads();

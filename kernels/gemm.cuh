@@ -3,6 +3,8 @@
 //   gemm_abt  c  = A B^T over the head dim   (S = Q K^T; dP = dO V^T; S^T = K Q^T)
 //   gemm_pb   c += P B over a block of rows  (O += P V; dV += P^T dO; dQ += dS K)
 // and pack_a, which turns fp32 accumulators into the fp16 A fragments of gemm_pb.
+// E (default __half) is the operands' element type: __nv_bfloat16 selects the
+// bf16 mma (sm_80 path only); the data movement is the same 16-bit bits.
 #pragma once
 #include "tile_io.cuh"
 
@@ -21,7 +23,7 @@ __device__ __forceinline__ void load_frags(uint32_t (&af)[MT][D / 16][4], const 
 // c = A B^T over the head dim. A: the warp's MT m16 row tiles (rows arow.. of the
 // tile at smem address abase, or their fragments af when Regs); B: N rows from
 // brow of the tile at bbase, read in kChunksFirst order (as K in S = Q K^T).
-template <int A, int D, int MT, int N, bool Regs>
+template <int A, int D, int MT, int N, bool Regs, class E = __half>
 __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_t (&af)[Regs ? MT : 1][Regs ? D / 16 : 1][4],
                                          const LdAddr<D, kRowsFirst>& la, uint32_t abase, int arow,
                                          const LdAddr<D, kChunksFirst>& lk, uint32_t bbase, int brow) {
@@ -49,8 +51,8 @@ __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_
       ldmatrix_x4(bk, lk.at(bbase, brow + 16 * jj, 2 * kk));
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        mma_k16<A>(c[i][2 * jj], a[i], bk[0], bk[1]);
-        mma_k16<A>(c[i][2 * jj + 1], a[i], bk[2], bk[3]);
+        mma_k16<A, E>(c[i][2 * jj], a[i], bk[0], bk[1]);
+        mma_k16<A, E>(c[i][2 * jj + 1], a[i], bk[2], bk[3]);
       }
     }
   }
@@ -58,7 +60,7 @@ __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_
 
 // c += P B: P (fp16 A fragments over k = N) times the N rows from brow of the
 // tile at bbase, all D columns, read .trans (as V in O += P V).
-template <int A, int D, int MT, int N>
+template <int A, int D, int MT, int N, class E = __half>
 __device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t (&pf)[MT][N / 16][4],
                                         const LdAddr<D, kRowsFirst>& la, uint32_t bbase, int brow) {
 #pragma unroll
@@ -69,24 +71,25 @@ __device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t
       ldmatrix_x4_trans(bv, la.at(bbase, brow + 16 * kk, 2 * dd));
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        mma_k16<A>(c[i][2 * dd], pf[i][kk], bv[0], bv[1]);
-        mma_k16<A>(c[i][2 * dd + 1], pf[i][kk], bv[2], bv[3]);
+        mma_k16<A, E>(c[i][2 * dd], pf[i][kk], bv[0], bv[1]);
+        mma_k16<A, E>(c[i][2 * dd + 1], pf[i][kk], bv[2], bv[3]);
       }
     }
   }
 }
 
-// fp32 accumulators (C layout) -> fp16 A fragments: k16 step kk takes n-tiles 2kk, 2kk+1.
-template <int MT, int N>
+// fp32 accumulators (C layout) -> A fragments of element type E (fp16 unless
+// the bf16 forward): k16 step kk takes n-tiles 2kk, 2kk+1.
+template <int MT, int N, class E = __half>
 __device__ __forceinline__ void pack_a(const float (&s)[MT][N / 8][4], uint32_t (&pf)[MT][N / 16][4]) {
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int kk = 0; kk < N / 16; ++kk) {
-      pf[i][kk][0] = pack_half2(s[i][2 * kk][0], s[i][2 * kk][1]);
-      pf[i][kk][1] = pack_half2(s[i][2 * kk][2], s[i][2 * kk][3]);
-      pf[i][kk][2] = pack_half2(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
-      pf[i][kk][3] = pack_half2(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+      pf[i][kk][0] = pack2<E>(s[i][2 * kk][0], s[i][2 * kk][1]);
+      pf[i][kk][1] = pack2<E>(s[i][2 * kk][2], s[i][2 * kk][3]);
+      pf[i][kk][2] = pack2<E>(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+      pf[i][kk][3] = pack2<E>(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
     }
 }
 

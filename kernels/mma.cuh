@@ -6,10 +6,13 @@
 //   C 16x8:  c0,c1 (row g, cols 2t,2t+1), c2,c3 (row g+8, same cols)
 // m16n8k8 (sm_75) uses A = {a0,a1}, B = {b0}; so one k16 step is two k8 steps,
 // {a0,a1,b0} then {a2,a3,b1}, with the same C layout. Both paths therefore share
-// every fragment index in fwd.cuh.
+// every fragment index in fwd.cuh. The .bf16 m16n8k16 (sm_80+) has the same
+// layout, so the bf16 forward differs only in the instruction and the packing.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 
 namespace fa2 {
 
@@ -28,10 +31,19 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
-// c += a * {b0, b1} over k = 16 (fp16 in, fp32 accumulate).
-template <int Arch>
+// c += a * {b0, b1} over k = 16 (E = __half or __nv_bfloat16 in, fp32
+// accumulate). bf16 exists only as m16n8k16 (sm_80+): Turing has no bf16 mma.
+template <int Arch, class E = __half>
 __device__ __forceinline__ void mma_k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (Arch >= 80) {
+  static_assert(std::is_same<E, __half>::value || (std::is_same<E, __nv_bfloat16>::value && Arch >= 80),
+                "bf16 mma needs the sm_80 path");
+  if constexpr (std::is_same<E, __nv_bfloat16>::value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+  } else if constexpr (Arch >= 80) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -52,6 +64,16 @@ __device__ __forceinline__ void mma_k16(float (&c)[4], const uint32_t (&a)[4], u
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&h);
+}
+__device__ __forceinline__ uint32_t pack_bf162(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // round to nearest even, as the Go side
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+// pack2<E>: the pair packed as element type E.
+template <class E>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<E, __nv_bfloat16>::value) return pack_bf162(lo, hi);
+  else return pack_half2(lo, hi);
 }
 
 // 16-byte global->shared copy that bypasses L1; src_bytes 0 writes zeros (ragged rows).

@@ -1,4 +1,4 @@
-// tile_io.cuh: moving fp16 tiles between global and swizzled shared memory,
+// tile_io.cuh: moving 16-bit tiles (fp16, or bf16 bits typed __half) between global and swizzled shared memory,
 // and the ldmatrix addresses that read them back; shared by fwd.cuh and bwd.cuh.
 #pragma once
 #include <cuda_fp16.h>

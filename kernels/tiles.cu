@@ -11,23 +11,26 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
-                   int rung = 0) {
+                   int rung = 0, bool bf16 = false) {
   std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
               pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
+  if (bf16) std::printf(", BF16: true");
   std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
 }
 
+// Every sm_80 row also ships a bf16 kernel (fa2.cu's FA2_FWD_BF16), the same tile.
 template <int A, int D>
 void fwd_row() {
   using T = typename FwdTraits<A, D>::type;
-  for (int causal = 0; causal < 2; ++causal) {
+  for (int k = 0; k < (A == 80 ? 4 : 2); ++k) {
+    const bool causal = k & 1, bf16 = k >= 2;
     char sym[64];
-    std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s", A, D, causal ? "_causal" : "");
+    std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s%s", A, D, bf16 ? "_bf16" : "", causal ? "_causal" : "");
     if (is("go"))
-      go_row("Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes);
+      go_row("Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
     else if (is("fwd"))
-      std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps,
-                  T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+      std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, int(causal), T::kBr, T::kBc,
+                  T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
   }
 }
 

@@ -70,7 +70,9 @@ struct Tile {
 // FA2_FWD_TILES(X): THE list of shipped forward kernels, one
 // X(arch, d, Br, Bc, warps, stages, splits, qregs, minblocks) per (arch path,
 // head dim). It expands into FwdTraits below, fa2.cu's extern "C" kernels and
-// tiles.cu's tables; internal/kernels' test parses the X(...) lines.
+// tiles.cu's tables; internal/kernels' test parses the X(...) lines. Every
+// sm_80 row ships twice: fp16 and bf16 (fa2_fwd_sm80_d{D}_bf16[_causal], the
+// same tile on bf16 operands; Turing has no bf16 tensor cores).
 //
 // Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM). 8 warps of 16 rows: one CTA
 // of 256 threads may use up to 255 registers, which the next K/V block held in

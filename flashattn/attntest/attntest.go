@@ -6,7 +6,7 @@
 // backends (Reference). Tolerances follow the FlashAttention-2 tests: a
 // baseline is the same textbook computation in the backend's precision
 // (Baseline: float32 arithmetic for FP32; fp16-rounded inputs, P, dS and
-// outputs with float32 accumulation for FP16), and a backend passes when
+// outputs with float32 accumulation for FP16, bf16-rounded for BF16), and a backend passes when
 //
 //	maxErr(backend, truth) <= 2 * maxErr(baseline, truth) + floor
 //
@@ -65,26 +65,38 @@ const (
 	FP32 Precision = iota
 	// FP16: fp16 inputs, P and outputs, float32 accumulation (the GPU kernels).
 	FP16
+	// BF16: bfloat16 inputs, P and outputs, float32 accumulation (the bf16
+	// forward kernels of the sm_80 path).
+	BF16
 )
 
 func (p Precision) String() string {
-	if p == FP16 {
+	switch p {
+	case FP16:
 		return "fp16"
+	case BF16:
+		return "bf16"
 	}
 	return "fp32"
 }
 
 func (p Precision) round(x float32) float32 {
-	if p == FP16 {
+	switch p {
+	case FP16:
 		return RoundHalf(x)
+	case BF16:
+		return RoundBF16(x)
 	}
 	return x
 }
 
 // unitRoundoff is half the distance from 1 to the next representable number.
 func (p Precision) unitRoundoff() float64 {
-	if p == FP16 {
+	switch p {
+	case FP16:
 		return 0x1p-11
+	case BF16:
+		return 0x1p-8
 	}
 	return 0x1p-24
 }

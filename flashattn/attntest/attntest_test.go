@@ -358,3 +358,26 @@ func TestScoreChecksCatchBugs(t *testing.T) {
 		}
 	}
 }
+
+// RoundBF16 and flashattn's Float32ToBF16 are separate code (the baseline
+// must not share the GPU path's conversion): they agree on every bf16 value,
+// its rounding midpoints and random float32s.
+func TestBF16AgreesWithFlashattn(t *testing.T) {
+	conv := func(f float32) float32 { return flashattn.BF16ToFloat32(flashattn.Float32ToBF16(f)) }
+	for h := 0; h < 1<<16; h++ {
+		base := uint32(h) << 16
+		for _, b := range []uint32{base, base + 0x7fff, base + 0x8000, base + 0x8001} {
+			f := math.Float32frombits(b)
+			x, y := RoundBF16(f), conv(f)
+			if math.Float32bits(x) != math.Float32bits(y) && !(math.IsNaN(float64(x)) && math.IsNaN(float64(y))) {
+				t.Fatalf("float32 %#08x: attntest %#08x, flashattn %#08x", b, math.Float32bits(x), math.Float32bits(y))
+			}
+		}
+	}
+	if x := RoundBF16(1 + 0x1p-8); x != 1 {
+		t.Errorf("RoundBF16(1+2^-8) = %v, want 1 (tie to even)", x)
+	}
+	if !IsPoison(math.Float32frombits(uint32(PoisonBitsBF16) << 16)) {
+		t.Error("IsPoison does not recognise the bf16 poison")
+	}
+}

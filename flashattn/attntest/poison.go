@@ -11,6 +11,9 @@ const PoisonBits32 uint32 = 0x7FC0DEAD
 // backends that fill fp16 device buffers before a kernel writes them.
 const PoisonBits16 uint16 = 0x7EAD
 
+// PoisonBitsBF16 is the bfloat16 counterpart (a quiet NaN), for bf16 device buffers.
+const PoisonBitsBF16 uint16 = 0x7FED
+
 // Poison fills buf with the PoisonBits32 NaN. A backend that writes into
 // buffers it did not allocate itself (a device buffer, a reused output)
 // poisons them first under test; any element left unwritten then fails the
@@ -23,15 +26,32 @@ func Poison(buf []float32) {
 }
 
 // IsPoison reports whether x carries the exact PoisonBits32 pattern (or the
-// PoisonBits16 pattern widened to float32).
+// PoisonBits16 or PoisonBitsBF16 pattern widened to float32).
 func IsPoison(x float32) bool {
 	b := math.Float32bits(x)
-	return b == PoisonBits32 || b == math.Float32bits(halfToFloat(PoisonBits16))
+	return b == PoisonBits32 || b == math.Float32bits(halfToFloat(PoisonBits16)) || b == uint32(PoisonBitsBF16)<<16
 }
 
 // RoundHalf rounds x to the nearest IEEE 754 binary16 value (ties to even,
 // overflow to Inf, subnormals kept), returned as a float32.
 func RoundHalf(x float32) float32 { return halfToFloat(floatToHalf(x)) }
+
+// RoundBF16 rounds x to the nearest bfloat16 value (the top 16 bits of a
+// float32; ties to even, overflow to Inf, NaN stays NaN), returned as a
+// float32. Like floatToHalf it does not share code with flashattn's
+// Float32ToBF16 (TestBF16AgreesWithFlashattn compares them).
+func RoundBF16(x float32) float32 {
+	b := math.Float32bits(x)
+	if b&0x7f800000 == 0x7f800000 && b&0x7fffff != 0 {
+		return math.Float32frombits(b | 0x400000) // quiet NaN
+	}
+	lo := b & 0xffff
+	b &^= 0xffff
+	if lo > 0x8000 || lo == 0x8000 && b&0x10000 != 0 {
+		b += 0x10000 // may carry into the exponent, up to Inf: the correct result
+	}
+	return math.Float32frombits(b)
+}
 
 // floatToHalf and halfToFloat deliberately repeat flashattn's
 // Float32ToFP16/FP16ToFloat32: the baseline that judges the GPU must not share

@@ -16,7 +16,7 @@ type Ref struct {
 	Masked               []bool
 	Causal               bool
 	Scale                float64
-	Precision            Precision // FP32 or FP16 for a baseline; -1 for the float64 truth
+	Precision            Precision // FP32, FP16 or BF16 for a baseline; -1 for the float64 truth
 
 	outMax, lseMax float64
 	gradMax        [3]float64 // dQ, dK, dV
@@ -228,8 +228,8 @@ func (p *problem) backward64(r *Ref) {
 }
 
 // Baseline computes the same textbook attention in a backend's precision:
-// FP32 does every operation in float32; FP16 rounds the inputs, P (before
-// P V and P^T dO), dS (before dS K and dS^T Q) and the outputs to fp16 and
+// FP32 does every operation in float32; FP16 (BF16) rounds the inputs, P (before
+// P V and P^T dO), dS (before dS K and dS^T Q) and the outputs to fp16 (bf16) and
 // accumulates in float32, as a tensor-core kernel does. The textbook fixes
 // no summation order and one order alone can be lucky (its dot products
 // dO.v and dO.O rounding alike, say), so it is computed in every order of

@@ -45,12 +45,22 @@ func Lookup(arch, headDim int, causal bool) (v Variant, ok bool) {
 	return LookupPass(Fwd, arch, headDim, causal)
 }
 
-// LookupPass is Lookup for any pass. BwdPre kernels do not depend on the
-// mask: causal is ignored for them.
+// LookupPass is Lookup for any pass (fp16 kernels). BwdPre kernels do not
+// depend on the mask: causal is ignored for them.
 func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
+	return lookup(pass, false, arch, headDim, causal)
+}
+
+// LookupBF16 returns the bf16 forward kernel; ok is false on the sm_75 path
+// (no bf16 tensor cores) and for head dims without one.
+func LookupBF16(arch, headDim int, causal bool) (v Variant, ok bool) {
+	return lookup(Fwd, true, arch, headDim, causal)
+}
+
+func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool) (v Variant, ok bool) {
 	p := Path(arch)
 	for _, v := range variants {
-		if v.Pass == pass && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre) {
+		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre) {
 			return v, true
 		}
 	}
@@ -68,7 +78,7 @@ func PassHeadDims(pass Pass, arch int) []int {
 	p := Path(arch)
 	var ds []int
 	for _, v := range variants {
-		if v.Pass == pass && v.Arch == p && !v.Causal {
+		if v.Pass == pass && v.Arch == p && !v.Causal && !v.BF16 {
 			ds = append(ds, v.HeadDim)
 		}
 	}

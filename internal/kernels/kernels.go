@@ -10,7 +10,7 @@
 //     dimension, so at most 65535;
 //   - dynamic shared memory SmemBytes (raise the function's
 //     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB);
-//   - q, k, v, o are fp16 in BSHD layout with the element strides given; the
+//   - q, k, v, o are fp16 (bf16 for the BF16 variants) in BSHD layout with the element strides given; the
 //     head dim is contiguous and D == Variant.HeadDim; pointers are 16-byte
 //     aligned and every stride is a multiple of 8 elements (rows move in
 //     16-byte vectors); Hq is a multiple of Hkv (GQA: kv head = h/(Hq/Hkv));
@@ -112,6 +112,9 @@ type Variant struct {
 	Br, Bc    int
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA
+	// BF16: q, k, v, o are bfloat16 (Fwd on the sm_80 path only:
+	// fa2_fwd_sm80_d{D}_bf16[_causal], the fp16 tile on bf16 mma); else fp16.
+	BF16 bool
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
 	// paths, so Arch 0; rung 5 is the shipped forward kernel).
