@@ -9,10 +9,14 @@ import (
 	"github.com/goflash/goflash/flashattn/attntest"
 )
 
-// bf16ForwardHost is ForwardHost on the bf16 kernels: UploadBF16, Forward,
-// Download (bf16 -> float32, exact) and the LSE.
+// bf16ForwardHost is ForwardHost on the bf16 kernels: the host tensors'
+// checks (DimsOf, which names the argument at fault, as ForwardHost does),
+// UploadBF16, Forward, Download (bf16 -> float32, exact) and the LSE.
 func bf16ForwardHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 	return func(q, k, v *flashattn.Tensor, o *flashattn.Options) (res *flashattn.Result, err error) {
+		if _, err := flashattn.DimsOf(q, k, v); err != nil {
+			return nil, err
+		}
 		var in []*flashattn.DeviceTensor
 		defer func() {
 			for _, t := range in {
