@@ -3,7 +3,8 @@
 #   fa2.fatbin     SASS sm_75/80/86/89/90 + PTX compute_75/compute_80 (what Go embeds)
 #   fa2_sm75.ptx   compute_75 PTX of the Turing kernels only (Go loads it to force
 #                  the sm_75 path through the driver's JIT on newer GPUs)
-#   resources.md   registers / stack / spills per kernel per arch, and the tile table
+#   resources.md   registers / stack / spills per kernel per arch, the tile table, and
+#                  the resident CTAs and warps per SM that follow from them
 #   table_gen.go   the Go Variant table, from the same traits.cuh (and ladder/ladder.cuh)
 # Usage: kernels/build.sh [OUTDIR]   (default internal/kernels; `go generate ./internal/kernels`)
 # Deterministic: nvcc 11.8 gives byte-identical output across runs and paths, so
@@ -55,7 +56,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | splits | Q in regs | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
-  "$tmp/tiles" fwd
+  "$tmp/tiles" fwd | tee "$tmp/fwd.rows"
   echo
   echo "## Backward tiles (kernels/traits.cuh)"
   echo
@@ -64,7 +65,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | chunk | regs | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
-  "$tmp/tiles" bwd
+  "$tmp/tiles" bwd | tee "$tmp/bwd.rows"
   echo
   echo "## Kernel ladder (kernels/ladder/, tutorial chapter 6)"
   echo
@@ -72,7 +73,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "| symbol | rung | D | causal | Br | Bc | warps |"
   echo "|---|---|---|---|---|---|---|"
-  "$tmp/tiles" ladder
+  "$tmp/tiles" ladder | tee "$tmp/ladder.rows"
   echo
   echo "## Resources per SASS arch (ptxas -v)"
   echo
@@ -88,7 +89,42 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
     /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); reg = substr($0, RSTART + 5, RLENGTH - 5);
                               sm_b = 0; if (match($0, /[0-9]+ bytes smem/)) sm_b = substr($0, RSTART, RLENGTH - 11) + 0;
                               printf "| %s | %s | %s | %s | %s | %s | %s |\n", fn, sm, reg, st, ss, sl, sm_b }
-  ' "$tmp/ptxas.log" | sort -t'|' -k2,2 -k3,3n
+  ' "$tmp/ptxas.log" | sort -t'|' -k2,2 -k3,3n | tee "$tmp/res.rows"
+  echo
+  echo "## Resident warps per SM (from the tables above)"
+  echo
+  echo "Each kernel on the archs it runs on (sm75 symbols: sm_75; sm80: sm_80/86/89/90; ladder: all), as"
+  echo "CUDA 11.8's cuda_occupancy.h computes it: registers per warp rounded up to 256, split over 4"
+  echo "sub-partitions; shared memory per CTA = static + dynamic (+ 1 KiB reserved on sm_80+), rounded up"
+  echo "to 256 B (sm_75) or 128 B (sm_80+), against the SM's largest carveout. limit: the resources that"
+  echo "bind (regs / smem / warps / CTAs). An sm_75 kernel under 8 warps has its reason on its traits.cuh row."
+  echo
+  echo "| symbol | sm | warps per CTA | registers | smem bytes per CTA | CTAs per SM | warps per SM | limit |"
+  echo "|---|---|---|---|---|---|---|---|"
+  awk -F' *\\| *' '
+    # Per SM: registers, max warps, max CTAs, shared memory bytes (largest carveout),
+    # smem allocation unit, smem reserved per CTA (CUDA C++ Programming Guide,
+    # "Technical Specifications per Compute Capability"; cuda_occupancy.h).
+    BEGIN { lim[75] = "65536 32 16 65536 256 0";   lim[80] = "65536 64 32 167936 128 1024"
+            lim[86] = "65536 48 16 102400 128 1024"; lim[89] = "65536 48 24 102400 128 1024"
+            lim[90] = "65536 64 32 233472 128 1024" }
+    function up(x, u) { return int((x + u - 1) / u) * u }
+    FILENAME ~ /ladder.rows$/ && NF == 9 { warps[$2] = $8; dyn[$2] = 0; next }
+    FILENAME ~ /\.rows$/ && NF == 13 && FILENAME !~ /res.rows$/ { warps[$2] = $8; dyn[$2] = $12; next }
+    FILENAME ~ /res.rows$/ && NF == 9 {
+      own = $2 ~ /_sm75_/ ? ($3 == 75) : $2 ~ /_sm80_/ ? ($3 >= 80) : 1
+      if (!own) next
+      if (!($3 in lim) || !($2 in warps)) { printf "build.sh: no limits for sm_%s or no tile for %s\n", $3, $2 >"/dev/stderr"; exit 1 }
+      split(lim[$3], L, " "); w = warps[$2]
+      rw = up($4 * 32, 256); by["regs"] = int(int(L[1] / 4 / rw) * 4 / w)
+      sm = up($8 + dyn[$2] + L[6], L[5]); by["smem"] = sm ? int(L[4] / sm) : L[3]
+      by["warps"] = int(L[2] / w); by["CTAs"] = L[3]
+      n = L[3]; for (r in by) if (by[r] < n) n = by[r]
+      why = ""; split("regs smem warps CTAs", order, " ")
+      for (i = 1; i <= 4; ++i) if (by[order[i]] == n) why = why (why == "" ? "" : ", ") order[i]
+      printf "| %s | %s | %d | %s | %d | %d | %d | %s |\n", $2, $3, w, $4, sm, n, n * w, why
+    }
+  ' "$tmp/fwd.rows" "$tmp/bwd.rows" "$tmp/ladder.rows" "$tmp/res.rows"
 } >"$tmp/resources.md"
 
 "$tmp/tiles" go >"$tmp/table_gen.go"

@@ -82,8 +82,9 @@ struct Tile {
 // sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB); <= 99 KiB so
 // one table serves them all. 4 warps x 32 rows (MTiles 2): each K/V fragment read
 // from shared memory feeds two mmas, halving smem traffic against 16-row warps,
-// which were smem-bound on the H200; at 255 registers two CTAs share an SM and
-// overlap each other's softmax and barriers. Stages 2: the next block's cp.async
+// which were smem-bound on the H200; at <= 255 registers two CTAs fit an SM's
+// registers and, where shared memory allows (resources.md: every D on sm_90, D <= 96
+// on sm_80, D32 on sm_86/89), overlap each other's softmax and barriers. Stages 2: the next block's cp.async
 // runs under a whole step, one barrier per block. Splits keep S in registers at
 // 32 keys while copies and barriers go per Bc. (H200 numbers: kernels/dev/RESULTS.md.)
 #define FA2_FWD_TILES(X)                                                                                              \
@@ -155,7 +156,8 @@ struct BwdTile {
 //
 // Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
-// registers where D <= 64.
+// registers where D <= 64. 8 resident warps per SM (two per scheduler, see
+// resources.md) at every D but 128 (why: its row).
 //
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
@@ -172,7 +174,10 @@ struct BwdTile {
   X(75, 96, (128, 32, 8, 1, 32, false, 1), (128, 32, 8, 1, 32, false, 1))  /* 60.25 KiB: K,V 48 KiB leave room for \
                                                                               32 query rows | 60 KiB */             \
   X(75, 128, (64, 32, 4, 1, 16, false, 1), (64, 64, 4, 1, 32, false, 1))   /* 48.25 KiB: 128 key rows of K,V alone  \
-       would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128 */            \
+       would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128.            \
+       Both: 4 resident warps, 1 CTA/SM, bound by smem (242-255 and 188-190 registers would allow 8). Each warp \
+       owns 16 rows, whose two fp16 tiles (also the results' staging) are 8 KiB at D128: 8 resident warps     \
+       would fill all 64 KiB before any streamed row. 8 warps need warps sharing rows (a 2-D warp grid). */    \
   X(80, 32, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, true, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
   X(80, 64, (128, 64, 4, 2, 16, false, 1), (128, 64, 4, 2, 32, false, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
