@@ -116,8 +116,8 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 // and dOut the gradient of O, (B, Nq, Hq, D), all fp16 or all bf16
 // (UploadBF16, UploadResultBF16; the sm_80 path only: mixed dtypes are a
 // *DataError, bf16 on the sm_75 path an *UnsupportedError). It returns dQ,
-// dK and dV (of that dtype, fp32 accumulation) and waits for the kernels, so a kernel fault is
-// reported here. The options used are Causal and Scale, which must be those
+// dK and dV (of that dtype, fp32 accumulation) and waits for the kernels,
+// so a kernel fault is reported here. The options used are Causal and Scale, which must be those
 // of the forward call. No kernel uses atomics (dK/dV and dQ are computed by
 // separate kernels that each own their outputs), so results are always
 // bit-reproducible: Options.Deterministic is honoured whatever its value.
