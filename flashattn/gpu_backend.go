@@ -112,7 +112,7 @@ func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
 	}
 	defer d.mu.Unlock()
 	if backward {
-		ks, err := d.bwdKernels(p)
+		ks, err := d.bwdKernels(p, FP16)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // DeviceGrads is the output of Device.Backward: the gradients on the device,
-// fp16, dense BSHD.
+// dense BSHD, of the inputs' dtype (fp16, or bf16).
 type DeviceGrads struct {
 	Dims    Dims
 	DQ      *DeviceTensor // (B, Nq, Hq, D)
@@ -27,6 +27,11 @@ func (g *DeviceGrads) Free() error {
 // rounded to fp16, lse is (B, Hq, Nq), natural log, -Inf for rows that see
 // no key.
 func (d *Device) UploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
+	return d.uploadResultAs(dims, out, lse, FP16)
+}
+
+// uploadResultAs is UploadResult with out in element type dt.
+func (d *Device) uploadResultAs(dims Dims, out *Tensor, lse []float32, dt DType) (*DeviceResult, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
@@ -40,7 +45,7 @@ func (d *Device) UploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceRes
 	if err != nil {
 		return nil, err
 	}
-	r, err := d.uploadResult(dims, out, lse)
+	r, err := d.uploadResult(dims, out, lse, dt)
 	if err != nil {
 		return nil, err
 	}
@@ -48,9 +53,9 @@ func (d *Device) UploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceRes
 	return r, nil
 }
 
-// uploadResult is UploadResult for a checked out and lse.
-func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
-	o, err := d.upload("out", out)
+// uploadResult is uploadResultAs for a checked out and lse.
+func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (*DeviceResult, error) {
+	o, err := d.uploadAs("out", out, dt)
 	if err != nil {
 		return nil, err
 	}
@@ -76,18 +81,18 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	ks, err := d.loadBwd(dims, causal)
+	ks, err := d.loadBwd(dims, causal, FP16)
 	if err != nil {
 		return nil, err
 	}
 	return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
 }
 
-// loadBwd loads the pre, dK/dV and dQ kernels for dims; d.mu is held.
-func (d *Device) loadBwd(dims Dims, causal bool) ([3]*loadedKernel, error) {
+// loadBwd loads the pre, dK/dV and dQ kernels for dims in element type dt; d.mu is held.
+func (d *Device) loadBwd(dims Dims, causal bool, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	for i, pass := range []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ} {
-		k, err := d.passKernel(pass, dims, causal)
+		k, err := d.kernelAs(pass, dims, causal, dt)
 		if err != nil {
 			return ks, err
 		}
@@ -98,8 +103,8 @@ func (d *Device) loadBwd(dims Dims, causal bool) ([3]*loadedKernel, error) {
 
 // bwdKernels is loadBwd for p, a problem the device can run
 // (checkProblem); d.mu is held.
-func (d *Device) bwdKernels(p problem) ([3]*loadedKernel, error) {
-	ks, err := d.loadBwd(p.Dims, p.Causal)
+func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
+	ks, err := d.loadBwd(p.Dims, p.Causal, dt)
 	if err != nil {
 		return ks, err
 	}
@@ -108,9 +113,11 @@ func (d *Device) bwdKernels(p problem) ([3]*loadedKernel, error) {
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs
 // of the forward call, fwd its result (O and the LSE; see also UploadResult)
-// and dOut the gradient of O, (B, Nq, Hq, D). It returns dQ, dK and dV
-// (fp16, fp32 accumulation) and waits for the kernels, so a kernel fault is
-// reported here. The options used are Causal and Scale, which must be those
+// and dOut the gradient of O, (B, Nq, Hq, D), all fp16 or all bf16
+// (UploadBF16, UploadResultBF16; the sm_80 path only: mixed dtypes are a
+// *DataError, bf16 on the sm_75 path an *UnsupportedError). It returns dQ,
+// dK and dV (of that dtype, fp32 accumulation) and waits for the kernels,
+// so a kernel fault is reported here. The options used are Causal and Scale, which must be those
 // of the forward call. No kernel uses atomics (dK/dV and dQ are computed by
 // separate kernels that each own their outputs), so results are always
 // bit-reproducible: Options.Deterministic is honoured whatever its value.
@@ -176,7 +183,7 @@ func (d *Device) backwardHost(p problem, q, k, v, out, dOut *Tensor, lse []float
 	if err != nil {
 		return nil, err
 	}
-	fwd, err := d.uploadResult(p.Dims, out, lse)
+	fwd, err := d.uploadResult(p.Dims, out, lse, FP16)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +237,7 @@ type bwdOp struct {
 // newBackward finds the kernels, checks the grid and allocates the
 // gradients (poisoned) and Di; d.mu is held.
 func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor) (*bwdOp, error) {
-	ks, err := d.bwdKernels(p)
+	ks, err := d.bwdKernels(p, q.dtype)
 	if err != nil {
 		return nil, err
 	}
@@ -240,12 +247,12 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 		dst **DeviceTensor
 		s   Shape
 	}{{&op.g.DQ, p.QShape()}, {&op.g.DK, p.KVShape()}, {&op.g.DV, p.KVShape()}} {
-		t, err := d.alloc(x.s)
+		t, err := d.allocAs(x.s, q.dtype)
 		if err != nil {
 			return nil, errors.Join(err, op.free())
 		}
 		*x.dst = t
-		if err := t.buf.Memset32(nanFP16x2, t.buf.Size()/4); err != nil {
+		if err := t.buf.Memset32(poisonOf(q.dtype), t.buf.Size()/4); err != nil {
 			return nil, errors.Join(err, op.free())
 		}
 	}

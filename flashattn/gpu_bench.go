@@ -88,6 +88,12 @@ func (d *Device) BenchBackward(dims Dims, o *Options, warmup, reps int) (BenchRe
 	return d.bench(dims, FP16, o, warmup, reps, true)
 }
 
+// BenchBackwardBF16 is BenchBackward for the bf16 kernels (random bf16 data;
+// the sm_80 path only).
+func (d *Device) BenchBackwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
+	return d.bench(dims, BF16, o, warmup, reps, true)
+}
+
 // bench times the op that Forward (or Backward) runs, prepared once and
 // enqueued warmup + reps times, on inputs of dtype dt.
 func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backward bool) (BenchResult, error) {
@@ -110,7 +116,7 @@ func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backwa
 		return BenchResult{}, err
 	}
 	if backward {
-		if _, err := d.bwdKernels(p); err != nil {
+		if _, err := d.bwdKernels(p, dt); err != nil {
 			return BenchResult{}, err
 		}
 	}

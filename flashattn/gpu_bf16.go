@@ -1,6 +1,11 @@
 package flashattn
 
-import "math"
+import (
+	"fmt"
+	"math"
+
+	"github.com/goflash/goflash/internal/kernels"
+)
 
 // Float32ToBF16 returns the bfloat16 bits nearest to f (the top 16 bits of
 // its float32 encoding), rounding ties to even as the GPU's cvt.rn.bf16x2.f32:
@@ -47,20 +52,57 @@ func tensorToBits(arg string, t *Tensor, dt DType) ([]uint16, error) {
 // UploadBF16 is Upload for the bf16 kernels: t (float32, any strides) is
 // rounded to bfloat16 (nearest even) on the host and copied to the device.
 // Values bf16 cannot hold (NaN, Inf, overflow) are refused with a
-// *DataError. Forward on bf16 tensors runs the bf16 kernels of the sm_80
-// path (q, k and v must all be bf16); the sm_75 path has no bf16 tensor
-// cores and refuses them with an *UnsupportedError, as Backward does for
-// now on every path.
-func (d *Device) UploadBF16(t *Tensor) (*DeviceTensor, error) {
-	if err := t.check("tensor"); err != nil {
-		return nil, err
-	}
-	bits, err := tensorToBits("tensor", t, BF16)
-	if err != nil {
-		return nil, err
-	}
-	return d.uploadBits(t.Shape, BF16, bits)
+// *DataError. Forward and Backward on bf16 tensors run the bf16 kernels of
+// the sm_80 path (every tensor of the call must be bf16, the forward
+// result's O included); the sm_75 path has no bf16 tensor cores and refuses
+// them with an *UnsupportedError.
+func (d *Device) UploadBF16(t *Tensor) (*DeviceTensor, error) { return d.uploadAs("tensor", t, BF16) }
+
+// UploadResultBF16 is UploadResult for a bf16 Backward: out is rounded to
+// bf16 (nearest even; values bf16 cannot hold are a *DataError).
+func (d *Device) UploadResultBF16(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
+	return d.uploadResultAs(dims, out, lse, BF16)
 }
 
 // DownloadBF16 copies a bf16 tensor back as dense BSHD bfloat16 bits.
 func (t *DeviceTensor) DownloadBF16() ([]uint16, error) { return t.downloadBits(BF16) }
+
+// kernelAs finds, loads and prepares the variant of a pass for dims in
+// element type dt: the fp16 kernels (the forward through Device.kernel, which
+// honours UseRung), or bf16Kernel's. d.mu is held.
+func (d *Device) kernelAs(pass kernels.Pass, dims Dims, causal bool, dt DType) (*loadedKernel, error) {
+	switch {
+	case dt == BF16:
+		return d.bf16Kernel(pass, dims, causal)
+	case pass == kernels.Fwd:
+		return d.kernel(dims, causal)
+	}
+	return d.passKernel(pass, dims, causal)
+}
+
+// bf16Kernel finds, loads and prepares the bf16 variant of a pass for dims:
+// the sm_80 path has one per fp16 kernel, the same tile; the sm_75 path (no
+// bf16 tensor cores) and the kernel ladder have none, and say so with an
+// *UnsupportedError rather than run fp16. d.mu is held.
+func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool) (*loadedKernel, error) {
+	if err := checkDType(BF16, d.path); err != nil {
+		return nil, err
+	}
+	if d.rung != 0 && pass == kernels.Fwd {
+		return nil, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
+			Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", d.rung)}
+	}
+	if err := dims.Validate(); err != nil {
+		return nil, err
+	}
+	v, ok := kernels.LookupBF16(pass, d.path, dims.D, causal)
+	if !ok {
+		what := "bf16 kernels"
+		if pass != kernels.Fwd {
+			what = "bf16 backward kernels"
+		}
+		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
+			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
+	}
+	return d.load(v)
+}

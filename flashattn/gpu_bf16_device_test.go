@@ -2,6 +2,7 @@ package flashattn_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,56 @@ func bf16ForwardHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor, o *f
 	}
 }
 
+// bf16BackwardHost is BackwardHost on the bf16 kernels: the host tensors'
+// checks (DimsOf), UploadBF16 of q, k, v and dOut, UploadResultBF16 of the
+// forward's O and LSE, Backward, and the gradients downloaded (exact).
+func bf16BackwardHost(dev *flashattn.Device) func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (*flashattn.Grads, error) {
+	return func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (g *flashattn.Grads, err error) {
+		d, err := flashattn.DimsOf(q, k, v)
+		if err != nil {
+			return nil, err
+		}
+		var in []*flashattn.DeviceTensor
+		defer func() {
+			for _, t := range in {
+				err = errors.Join(err, t.Free())
+			}
+		}()
+		for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
+			t, err := dev.UploadBF16(x)
+			if err != nil {
+				return nil, err
+			}
+			in = append(in, t)
+		}
+		fwd, err := dev.UploadResultBF16(d, out, lse)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, fwd.Free()) }()
+		dg, err := dev.Backward(in[0], in[1], in[2], fwd, in[3], o)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, dg.Free()) }()
+		g = &flashattn.Grads{Backend: flashattn.GPU}
+		for i, x := range []struct {
+			src *flashattn.DeviceTensor
+			dst **flashattn.Tensor
+		}{{dg.DQ, &g.DQ}, {dg.DK, &g.DK}, {dg.DV, &g.DV}} {
+			k := dg.Kernels[i]
+			if x.src.DType() != flashattn.BF16 || k.DType != flashattn.BF16 || !strings.Contains(k.Symbol, "_bf16") {
+				return nil, errors.New("bf16 inputs ran " + k.Symbol + ", gradient " + x.src.DType().String())
+			}
+			if *x.dst, err = x.src.Download(); err != nil {
+				return nil, err
+			}
+			g.Reason += k.Symbol + " "
+		}
+		return g, nil
+	}
+}
+
 // defaultPath is the kernel path dev runs by default (75 or 80).
 func defaultPath(t *testing.T, dev *flashattn.Device) int {
 	t.Helper()
@@ -74,9 +125,34 @@ func TestGPUConformanceBF16(t *testing.T) {
 	attntest.Run(t, b)
 }
 
-// TestBF16Refusals: what the bf16 forward does not do is a typed error
-// before any launch: mixed dtypes, the backward (Device and raw), fp16 bits
-// of a bf16 tensor.
+// TestGPUConformanceBF16Backward runs the suite, forward and backward, on
+// the bf16 kernels of the default path for the head dims with backward
+// kernels, held to the BF16 baseline (bf16 inputs, P and dS, fp32
+// accumulation). Other head dims must be refused (the forward is covered
+// above; the wrapper refuses it here so that the suite sees the backward's
+// refusal).
+func TestGPUConformanceBF16Backward(t *testing.T) {
+	dev := openGPU(t)
+	if p := defaultPath(t, dev); p < 80 {
+		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
+	}
+	b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
+		HeadDims: dev.BackwardHeadDims()}
+	fwd := bf16ForwardHost(dev)
+	b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+		if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
+			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
+		}
+		return fwd(q, k, v, o)
+	}
+	t.Logf("%s, bf16 forward and backward, head dims %v", dev.Info(), b.HeadDims)
+	attntest.Run(t, b)
+}
+
+// TestBF16Refusals: what bf16 does not do is a typed error before any
+// launch: mixed dtypes (forward and backward), fp16 bits of a bf16 tensor;
+// and what it does, it does with the bf16 kernels (Backward, raw plans,
+// the benchmarks).
 func TestBF16Refusals(t *testing.T) {
 	dev := openGPU(t)
 	if p := defaultPath(t, dev); p < 80 {
@@ -114,15 +190,36 @@ func TestBF16Refusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Free()
-	var ue *flashattn.UnsupportedError
-	if _, err := dev.Backward(b16, b16, b16, r, b16, &flashattn.Options{Causal: true}); !errors.As(err, &ue) || ue.Feature != "dtype" {
-		t.Errorf("bf16 Backward: %v, want an *UnsupportedError for the dtype", err)
+	causal := &flashattn.Options{Causal: true}
+	if _, err := dev.Backward(b16, b16, b16, r, f16, causal); !errors.As(err, &de) || de.Arg != "dOut" {
+		t.Errorf("bf16 Backward with an fp16 dOut: %v, want a *DataError for dOut", err)
+	}
+	f16r, err := dev.UploadResult(r.Dims, x, make([]float32, r.Dims.LSELen()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f16r.Free()
+	if _, err := dev.Backward(b16, b16, b16, f16r, b16, causal); !errors.As(err, &de) || de.Arg != "out" {
+		t.Errorf("bf16 Backward with an fp16 forward result: %v, want a *DataError for out", err)
+	}
+	g, err := dev.Backward(b16, b16, b16, r, b16, causal)
+	if err != nil {
+		t.Fatalf("bf16 Backward: %v", err)
+	}
+	defer g.Free()
+	for _, k := range g.Kernels {
+		if k.DType != flashattn.BF16 || !strings.Contains(k.Symbol, "_bf16") {
+			t.Errorf("bf16 Backward ran %+v", k)
+		}
+	}
+	if g.DQ.DType() != flashattn.BF16 || g.DK.DType() != flashattn.BF16 || g.DV.DType() != flashattn.BF16 {
+		t.Errorf("bf16 Backward's gradients are %v, %v, %v", g.DQ.DType(), g.DK.DType(), g.DV.DType())
 	}
 	d := flashattn.Dims{B: 1, Nq: 16, Nk: 16, Hq: 1, Hkv: 1, D: 64}
-	if _, err := dev.NewRawBackward(d, flashattn.BF16, nil); !errors.As(err, &ue) || ue.Feature != "dtype" {
-		t.Errorf("bf16 raw backward plan: %v, want an *UnsupportedError for the dtype", err)
+	if bp, err := dev.NewRawBackward(d, flashattn.BF16, causal); err != nil || bp.Kernels()[1].Symbol != g.Kernels[1].Symbol {
+		t.Errorf("bf16 raw backward plan: %v, want the kernels of Backward (%s)", err, g.Kernels[1].Symbol)
 	}
-	plan, err := dev.NewRawForward(d, flashattn.BF16, &flashattn.Options{Causal: true})
+	plan, err := dev.NewRawForward(d, flashattn.BF16, causal)
 	if err != nil || plan.Kernel().Symbol != r.Kernel.Symbol {
 		t.Errorf("bf16 raw forward plan: %v, want kernel %s", err, r.Kernel.Symbol)
 	}
@@ -130,11 +227,15 @@ func TestBF16Refusals(t *testing.T) {
 	if err != nil || br.Kernel.DType != flashattn.BF16 || br.MedianMs <= 0 {
 		t.Errorf("BenchForwardBF16: %+v, %v", br, err)
 	}
+	br, err = dev.BenchBackwardBF16(flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, nil, 1, 3)
+	if err != nil || br.Kernel.DType != flashattn.BF16 || len(br.Kernels) != 3 || br.MedianMs <= 0 {
+		t.Errorf("BenchBackwardBF16: %+v, %v", br, err)
+	}
 }
 
 // TestBF16RefusedOnSM75: the Turing path has no bf16 tensor cores, so bf16
 // inputs are an *UnsupportedError there (never converted to fp16), for
-// Forward, raw plans and the benchmark alike.
+// Forward, Backward, raw plans and the benchmarks alike.
 func TestBF16RefusedOnSM75(t *testing.T) {
 	dev := openGPU(t)
 	if err := dev.ForcePath(75); err != nil {
@@ -159,8 +260,19 @@ func TestBF16RefusedOnSM75(t *testing.T) {
 	}
 	_, err = dev.Forward(b16, b16, b16, nil)
 	check("Forward", err)
+	fwd, err := dev.UploadResultBF16(d, x, make([]float32, d.LSELen()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwd.Free()
+	_, err = dev.Backward(b16, b16, b16, fwd, b16, nil)
+	check("Backward", err)
 	_, err = dev.NewRawForward(d, flashattn.BF16, nil)
 	check("NewRawForward", err)
+	_, err = dev.NewRawBackward(d, flashattn.BF16, nil)
+	check("NewRawBackward", err)
 	_, err = dev.BenchForwardBF16(d, nil, 0, 1)
 	check("BenchForwardBF16", err)
+	_, err = dev.BenchBackwardBF16(d, nil, 0, 1)
+	check("BenchBackwardBF16", err)
 }

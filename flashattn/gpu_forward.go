@@ -29,8 +29,7 @@ func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, erro
 
 // problemOf checks that q, k, v (and for Backward out and dOut, in that
 // order) are usable on d and of one dtype, and returns the problem q, k and
-// v describe, with o resolved. bf16 has forward kernels only: Backward on
-// bf16 tensors is an *UnsupportedError.
+// v describe, with o resolved.
 func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 	if d == nil {
 		return problem{}, ErrDeviceClosed
@@ -42,9 +41,6 @@ func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 		if t.dtype != ts[0].dtype {
 			return problem{}, &DataError{Arg: argNames[i], Reason: fmt.Sprintf("is %v, q is %v: mixed dtypes are not converted", t.dtype, ts[0].dtype)}
 		}
-	}
-	if len(ts) > 3 && ts[0].dtype == BF16 {
-		return problem{}, errBF16Backward
 	}
 	dims, err := dimsOf(ts[0].shape, ts[1].shape, ts[2].shape)
 	if err != nil {
@@ -174,11 +170,7 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	}
 	op := &fwdOp{d: d, kern: kern, f: fieldsOf(p), q: q, k: k, v: v,
 		res: &DeviceResult{Dims: p.Dims, Out: out, Kernel: kern.info, lse: lse, lastNoKey: -1}}
-	poison := uint32(nanFP16x2)
-	if q.dtype == BF16 {
-		poison = nanBF16x2
-	}
-	if err := out.buf.Memset32(poison, out.buf.Size()/4); err != nil {
+	if err := out.buf.Memset32(poisonOf(q.dtype), out.buf.Size()/4); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
 	if err := lse.Memset32(nanF32, p.LSELen()); err != nil {
@@ -193,39 +185,11 @@ func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKerne
 
 // fwdKernelAs is fwdKernel for element type dt; d.mu is held.
 func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
-	var kern *loadedKernel
-	var err error
-	if dt == BF16 {
-		kern, err = d.bf16Kernel(p.Dims, p.Causal)
-	} else {
-		kern, err = d.kernel(p.Dims, p.Causal)
-	}
+	kern, err := d.kernelAs(kernels.Fwd, p.Dims, p.Causal, dt)
 	if err != nil {
 		return nil, err
 	}
 	return kern, d.checkProblem(p)
-}
-
-// bf16Kernel finds, loads and prepares the bf16 forward variant for dims:
-// the sm_80 path has one per fp16 head dim; the sm_75 path (and the kernel
-// ladder) none. d.mu is held.
-func (d *Device) bf16Kernel(dims Dims, causal bool) (*loadedKernel, error) {
-	if err := checkDType(BF16, d.path); err != nil {
-		return nil, err
-	}
-	if d.rung != 0 {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
-			Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", d.rung)}
-	}
-	if err := dims.Validate(); err != nil {
-		return nil, err
-	}
-	v, ok := kernels.LookupBF16(d.path, dims.D, causal)
-	if !ok {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
-			Reason: fmt.Sprintf("the sm_%d bf16 kernels exist for head dims %v", d.path, kernels.PassHeadDims(kernels.Fwd, d.path))}
-	}
-	return d.load(v)
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }

@@ -30,10 +30,9 @@ const (
 	// FP16 is IEEE 754 binary16, the kernels' element type (fp32
 	// accumulation).
 	FP16 DType = iota + 1
-	// BF16 is bfloat16 (fp32 accumulation), forward only and on the sm_80
-	// path only: the sm_75 path (no bf16 tensor cores) and the backward (no
-	// bf16 kernels yet) refuse it with an *UnsupportedError. Nothing is ever
-	// converted silently.
+	// BF16 is bfloat16 (fp32 accumulation), forward and backward, on the
+	// sm_80 path only: the sm_75 path (no bf16 tensor cores) refuses it with
+	// an *UnsupportedError. Nothing is ever converted silently.
 	BF16
 )
 
@@ -69,7 +68,7 @@ func (t DType) Size() int {
 	return 0
 }
 
-// checkDType refuses element types without forward kernels on kernel path path.
+// checkDType refuses element types without kernels on kernel path path.
 func checkDType(t DType, path int) error {
 	switch t {
 	case FP16:
@@ -83,10 +82,6 @@ func checkDType(t DType, path int) error {
 	}
 	return &OptionError{Option: "DType", Value: t.String(), Reason: "want FP16 or BF16"}
 }
-
-// errBF16Backward refuses the backward of bf16 operands (raw or not).
-var errBF16Backward = &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
-	Reason: "bf16 has forward kernels only; the backward takes fp16"}
 
 // LSEBytes is the size in bytes of the log-sum-exp buffer: LSELen float32,
 // laid out (B, Hq, Nq) contiguously.

@@ -143,22 +143,19 @@ type RawBackward struct {
 }
 
 // NewRawBackward prepares raw backward calls of problem dims in element
-// type dt, as NewRawForward does the forward's. Options (Causal, Scale) must
-// be those of the forward call. bf16 is refused (*UnsupportedError): there
-// are no bf16 backward kernels yet.
+// type dt, as NewRawForward does the forward's: every tensor operand of its
+// calls (q, k, v, out, dOut and the gradients) is of that dtype. Options
+// (Causal, Scale) must be those of the forward call.
 func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
 	r, err := d.newRawPlan(dims, dt, o)
-	if err == nil && dt == BF16 {
-		err = errBF16Backward
-	}
 	if err != nil {
 		return nil, err
 	}
-	ks, err := d.bwdKernels(r.p)
+	ks, err := d.bwdKernels(r.p, dt)
 	if err != nil {
 		return nil, err
 	}

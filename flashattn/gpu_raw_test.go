@@ -324,9 +324,16 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		if err != nil {
 			return nil, err
 		}
-		plan, err := dev.NewRawBackward(d, flashattn.FP16, o)
+		plan, err := dev.NewRawBackward(d, u.dtype(), o)
 		if err != nil {
 			return nil, err
+		}
+		if u.bf {
+			for _, k := range plan.Kernels() {
+				if k.DType != flashattn.BF16 {
+					return nil, fmt.Errorf("bf16 raw backward plan runs %s (%v)", k.Symbol, k.DType)
+				}
+			}
 		}
 		in := u.place(q, k, v, out, dOut)
 		for _, l := range in {
@@ -339,7 +346,7 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		err = plan.Enqueue(u.s.Handle(), &flashattn.RawBackwardArgs{
 			Q: in[0].raw(0), K: in[1].raw(0), V: in[2].raw(0), Out: in[3].raw(0), DOut: in[4].raw(0),
 			LSE: flashattn.RawBuffer{Ptr: lb.b.Ptr()},
-			DQ:  dq.raw(0), DK: dk.raw(flashattn.FP16.Size() * d.KVShape().Span(dk.st)), DV: dv.raw(0),
+			DQ:  dq.raw(0), DK: dk.raw(u.dtype().Size() * d.KVShape().Span(dk.st)), DV: dv.raw(0),
 			Di: flashattn.RawBuffer{Ptr: di.b.Ptr(), Bytes: d.DiBytes()},
 		})
 		if err != nil {
@@ -354,7 +361,7 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 	b := attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims(),
 		Plain: true} // no window, softcap or ALiBi kernels yet: the plans refuse them
 	if u.bf {
-		b.Precision, b.Backward = attntest.BF16, nil // bf16 is forward only (TestBF16Refusals)
+		b.Precision = attntest.BF16
 	}
 	return b
 }
@@ -392,8 +399,8 @@ func runRawConformance(t *testing.T, path int, bf16 bool) {
 // head-major, strided D re-laid out by the caller) and padded BHSD outputs.
 func TestGPURawConformance(t *testing.T) { runRawConformance(t, 0, false) }
 
-// TestGPURawConformanceBF16 is TestGPURawConformance's forward on the bf16
-// kernels (sm_80 path; skipped on Turing GPUs).
+// TestGPURawConformanceBF16 is TestGPURawConformance, forward and backward,
+// on the bf16 kernels (sm_80 path; skipped on Turing GPUs).
 func TestGPURawConformanceBF16(t *testing.T) { runRawConformance(t, 0, true) }
 
 // TestGPURawConformanceSM75 is TestGPURawConformance on the Turing kernels
@@ -513,7 +520,7 @@ func downloadAt(t *testing.T, l rawLayout, s flashattn.Shape) *flashattn.Tensor 
 
 // TestGPURawErrors: what only the device can refuse, each before any
 // launch: an address in no allocation, an allocation shorter than the
-// call reaches, bf16, a plan whose kernels were reloaded, a closed device,
+// call reaches, a plan whose kernels were reloaded, a closed device,
 // and (with a second GPU) memory and a stream of another device's context.
 func TestGPURawErrors(t *testing.T) {
 	dev := openGPU(t)
@@ -575,16 +582,24 @@ func TestGPURawErrors(t *testing.T) {
 	a.Out.Ptr = (start + size - need + 16 + 15) &^ 15 // its allocation ends at least 16 bytes early for this view
 	wantData("view past its allocation's end", "out", plan.Enqueue(u.s.Handle(), &a))
 
-	// bf16: a forward plan on the sm_80 path (TestBF16RefusedOnSM75 covers
-	// sm_75), never a backward one.
+	// bf16: forward and backward plans on the sm_80 path, their kernels
+	// the _bf16 ones (TestBF16RefusedOnSM75 covers sm_75).
 	var ue *flashattn.UnsupportedError
 	if bp, err := dev.NewRawForward(d, flashattn.BF16, nil); err != nil || !strings.HasSuffix(bp.Kernel().Symbol, "_bf16") {
 		if k, _ := dev.Kernel(d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
 			t.Errorf("bf16 forward plan: %v", err)
 		}
 	}
-	if _, err := dev.NewRawBackward(d, flashattn.BF16, nil); !errors.As(err, &ue) {
-		t.Errorf("bf16 backward plan: %v, want an *UnsupportedError", err)
+	if bp, err := dev.NewRawBackward(d, flashattn.BF16, &flashattn.Options{Causal: true}); err != nil {
+		if k, _ := dev.Kernel(d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
+			t.Errorf("bf16 backward plan: %v", err)
+		}
+	} else {
+		for _, k := range bp.Kernels() {
+			if !strings.Contains(k.Symbol, "_bf16") || k.DType != flashattn.BF16 {
+				t.Errorf("bf16 backward plan runs %+v", k)
+			}
+		}
 	}
 
 	for _, hd := range dev.HeadDims() {

@@ -8,8 +8,9 @@ import "github.com/goflash/goflash/internal/kernels"
 // the CLI use it to show what a T4 would run. Registers, LocalBytes and
 // BinaryArch are known only once a device loads the kernel (Device.Kernel).
 // An arch below 75 has no kernels and gives an empty table. It lists the
-// fp16 kernels: the sm_80 path's bf16 forward kernels (UploadBF16) have the
-// same tiles, under the symbol fa2_fwd_sm80_d{D}_bf16[_causal].
+// fp16 kernels (as BackwardKernelTable does): the sm_80 path's bf16 kernels
+// (UploadBF16) have the same tiles, under the fp16 symbol with _bf16 after
+// d{D}, e.g. fa2_fwd_sm80_d64_bf16_causal.
 func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
@@ -51,8 +52,8 @@ type KernelInfo struct {
 	// Rung is the kernel-ladder rung 1-4 (Ladder) of a teaching kernel, 0
 	// for a shipped one.
 	Rung int `json:"rung,omitempty"`
-	// DType is the element type of q, k, v and O: FP16, or BF16 for the sm_80
-	// path's bf16 forward kernels.
+	// DType is the element type of q, k, v and O (and dO and the
+	// gradients): FP16, or BF16 for the sm_80 path's bf16 kernels.
 	DType DType `json:"dtype,omitempty"`
 }
 

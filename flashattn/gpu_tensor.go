@@ -38,14 +38,19 @@ func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) { return d.upload("ten
 
 // upload is Upload naming the argument in errors.
 func (d *Device) upload(arg string, t *Tensor) (*DeviceTensor, error) {
+	return d.uploadAs(arg, t, FP16)
+}
+
+// uploadAs is upload to element type dt (Upload, UploadBF16).
+func (d *Device) uploadAs(arg string, t *Tensor, dt DType) (*DeviceTensor, error) {
 	if err := t.check(arg); err != nil {
 		return nil, err
 	}
-	bits, err := tensorToFP16(arg, t)
+	bits, err := tensorToBits(arg, t, dt)
 	if err != nil {
 		return nil, err
 	}
-	return d.uploadBits(t.Shape, FP16, bits)
+	return d.uploadBits(t.Shape, dt, bits)
 }
 
 // UploadFP16 copies dense BSHD binary16 bits of shape s to the device; bits
@@ -256,5 +261,13 @@ const (
 	nanBF16x2 = 0x7fed7fed
 	nanF32    = 0x7fc0dead
 )
+
+// poisonOf is the poison of two elements of dtype dt.
+func poisonOf(dt DType) uint32 {
+	if dt == BF16 {
+		return nanBF16x2
+	}
+	return nanFP16x2
+}
 
 var log2e = math.Log2(math.E)

@@ -20,8 +20,14 @@
 // has LSE -inf, loaded here as L = +inf so that its P, dS and dQ are exactly 0.
 // Query rows past Nq are zero-filled with L = +inf (P = 0); keys past Nk are
 // zero-filled and masked in the dQ kernel, never stored by the dK/dV kernel.
+//
+// E is the element type of Q, K, V, O, dO and the gradients: __half, or
+// __nv_bfloat16 on the sm_80 path, as in fwd.cuh. Only the mma, the fp32 ->
+// 16-bit packing of P, dS and the gradients, and pre's 16-bit -> fp32
+// unpacking depend on it; copies and ldmatrix move the same 16-bit bits.
 #pragma once
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include "params.cuh"
 #include "traits.cuh"
 #include "mma.cuh"
@@ -52,7 +58,18 @@ __device__ __forceinline__ void row_stats(const BwdParams& p, int b, int h, int 
 // 16-byte pieces and sums by xor-shuffles inside the group.
 constexpr int kPreRows = 64, kPreThreads = 128;
 
-template <int D>
+// A pair of E as two floats (exact for both types). bf16 is the top half of a
+// float32 (and cuda_bf16.h of CUDA 11.8 has no conversion below sm_80, which
+// the fatbin's sm_75 build of every symbol needs).
+__device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) {
+  const uint32_t u = *reinterpret_cast<const uint32_t*>(&x);
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+template <class E> struct Pair { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
+
+template <int D, class E = __half>
 __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   constexpr int C = D / 8;
   constexpr int L = C <= 4 ? 4 : C <= 8 ? 8 : C <= 16 ? 16 : 32;
@@ -71,11 +88,12 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
     if (row < p.nq && c < C) {
       const uint4 o = *reinterpret_cast<const uint4*>(gO + row * p.o_row_stride + c * 8);
       const uint4 d = *reinterpret_cast<const uint4*>(gdO + row * p.do_row_stride + c * 8);
-      const __half2* oh = reinterpret_cast<const __half2*>(&o);
-      const __half2* dh = reinterpret_cast<const __half2*>(&d);
+      using E2 = typename Pair<E>::type;
+      const E2* oh = reinterpret_cast<const E2*>(&o);
+      const E2* dh = reinterpret_cast<const E2*>(&d);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float2 of = __half22float2(oh[e]), df = __half22float2(dh[e]);
+        const float2 of = to_float2(oh[e]), df = to_float2(dh[e]);
         acc = fmaf(of.x, df.x, fmaf(of.y, df.y, acc));
       }
     }
@@ -86,8 +104,9 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
 }
 
 // ---- dK, dV ----
-template <class T, bool kCausal>
+template <class T, bool kCausal, class E = __half>
 __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
+  static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
   static_assert(Br <= NT, "one thread per streamed row loads L and Di");
@@ -198,8 +217,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Br; c0 += W) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
-      gemm_abt<A, D, MT, W, T::kRegs>(st, kf, la, aK, wrow, lk, qb, c0);  // S^T = K Q^T
-      gemm_abt<A, D, MT, W, T::kRegs>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
+      gemm_abt<A, D, MT, W, T::kRegs, E>(st, kf, la, aK, wrow, lk, qb, c0);  // S^T = K Q^T
+      gemm_abt<A, D, MT, W, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
       if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, p.nq, p.nk);
 #pragma unroll
       for (int j = 0; j < W / 8; ++j) {
@@ -219,10 +238,10 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
           }
       }
       uint32_t pf[MT][W / 16][4];
-      pack_a<MT, W>(st, pf);
-      gemm_pb<A, D, MT, W>(dv, pf, la, db, c0);  // dV += P^T dO
-      pack_a<MT, W>(dp, pf);
-      gemm_pb<A, D, MT, W>(dk, pf, la, qb, c0);  // dK += dS^T Q
+      pack_a<MT, W, E>(st, pf);
+      gemm_pb<A, D, MT, W, E>(dv, pf, la, db, c0);  // dV += P^T dO
+      pack_a<MT, W, E>(dp, pf);
+      gemm_pb<A, D, MT, W, E>(dk, pf, la, qb, c0);  // dK += dS^T Q
     }
     if constexpr (T::kStages == 2) {
       if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
@@ -237,18 +256,19 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
     }
   }
 
-  // Epilogue: fp16 dK (times the softmax scale) and dV staged over K and V.
+  // Epilogue: dK (times the softmax scale) and dV as E, staged over K and V.
   __syncthreads();  // every warp is done reading K, V
-  stage_rows<D, MT>(dk, p.scale, sK, wrow, lane);
-  stage_rows<D, MT>(dv, 1.f, sV, wrow, lane);
+  stage_rows<D, MT, E>(dk, p.scale, sK, wrow, lane);
+  stage_rows<D, MT, E>(dv, 1.f, sV, wrow, lane);
   __syncthreads();
   store_rows<Bc, D, NT>(sK, gdK, p.dk_row_stride, rows_k, tid);
   store_rows<Bc, D, NT>(sV, gdV, p.dv_row_stride, rows_k, tid);
 }
 
 // ---- dQ ----
-template <class T, bool kCausal>
+template <class T, bool kCausal, class E = __half>
 __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
+  static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kRows, Bc = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
 
@@ -331,8 +351,8 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Bc; c0 += W) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
-      gemm_abt<A, D, MT, W, T::kRegs>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
-      gemm_abt<A, D, MT, W, T::kRegs>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
+      gemm_abt<A, D, MT, W, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
+      gemm_abt<A, D, MT, W, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
       if (masked) apply_mask<MT, W / 8, kCausal>(st, m0 + wrow, n * Bc + c0, lane, p.nq, p.nk);
 #pragma unroll
       for (int i = 0; i < MT; ++i)
@@ -344,8 +364,8 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
             dp[i][j][e] = pe * (dp[i][j][e] - di_r[i][e >> 1]);  // dS
           }
       uint32_t pf[MT][W / 16][4];
-      pack_a<MT, W>(dp, pf);
-      gemm_pb<A, D, MT, W>(acc, pf, la, kbase, c0);  // dQ += dS K
+      pack_a<MT, W, E>(dp, pf);
+      gemm_pb<A, D, MT, W, E>(acc, pf, la, kbase, c0);  // dQ += dS K
     }
     if constexpr (T::kStages == 1) {
       if (more) {
@@ -357,7 +377,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   }
 
   __syncthreads();  // every warp is done reading Q, dO
-  stage_rows<D, MT>(acc, p.scale, sQ, wrow, lane);
+  stage_rows<D, MT, E>(acc, p.scale, sQ, wrow, lane);
   __syncthreads();
   store_rows<Br, D, NT>(sQ, gdQ, p.dq_row_stride, rows_q, tid);
 }

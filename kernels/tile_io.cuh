@@ -107,9 +107,10 @@ __device__ __forceinline__ void load_tile(__half* s, const __half* g, int64_t ld
   }
 }
 
-// Epilogue, part 1: the warp's accumulator rows times mul, as fp16, into the
-// swizzled tile at stage (no other warp may still read it).
-template <int D, int MT>
+// Epilogue, part 1: the warp's accumulator rows times mul, as E (fp16, or bf16
+// for the bf16 backward), into the swizzled tile at stage (no other warp may
+// still read it).
+template <int D, int MT, class E = __half>
 __device__ __forceinline__ void stage_rows(const float (&c)[MT][D / 8][4], float mul, __half* stage, int wrow, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -120,7 +121,7 @@ __device__ __forceinline__ void stage_rows(const float (&c)[MT][D / 8][4], float
 #pragma unroll
       for (int n = 0; n < D / 8; ++n)
         *reinterpret_cast<uint32_t*>(stage + Swizzle<D>::offset(row, n) + 2 * t) =
-            pack_half2(c[i][n][2 * hh] * mul, c[i][n][2 * hh + 1] * mul);
+            pack2<E>(c[i][n][2 * hh] * mul, c[i][n][2 * hh + 1] * mul);
     }
 }
 

@@ -37,28 +37,31 @@ void fwd_row() {
 // Br is the query rows per CTA (dQ) or per step (dK/dV), Bc the key rows per
 // step (dQ) or per CTA (dK/dV): the grid is ceil(Nq/Br) (pre, dQ) or ceil(Nk/Bc) (dK/dV).
 template <class T>
-void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc) {
+void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, bool bf16) {
   char sym[64];
-  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s", name, a, d, causal ? "_causal" : "");
+  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : "");
   if (is("go"))
-    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes);
+    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, a, d, causal, br, bc, T::kWarps, T::kStages,
                 T::kChunk, T::kRegs ? "yes" : "no", T::kSmemBytes);
 }
 
+// Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same tiles.
 template <int A, int D>
 void bwd_row() {
   using KV = typename BwdKVTraits<A, D>::type;
   using Q = typename BwdQTraits<A, D>::type;
-  char sym[64];
-  std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d", A, D);
-  if (is("go"))
-    go_row("BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0);
-  else if (is("bwd"))
-    std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
-  for (int causal = 0; causal < 2; ++causal) bwd_tile<KV>("BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows);
-  for (int causal = 0; causal < 2; ++causal) bwd_tile<Q>("BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols);
+  for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
+    char sym[64];
+    std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d%s", A, D, bf16 ? "_bf16" : "");
+    if (is("go"))
+      go_row("BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
+    else if (is("bwd"))
+      std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
+    for (int causal = 0; causal < 2; ++causal) bwd_tile<KV>("BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows, bf16);
+    for (int causal = 0; causal < 2; ++causal) bwd_tile<Q>("BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16);
+  }
 }
 
 // The kernel ladder (ladder/ladder.cuh): Arch 0, both paths run the same code;

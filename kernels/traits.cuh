@@ -150,7 +150,9 @@ struct BwdTile {
 // X(arch, d, (Bc, Br, warps, stages, chunk, regs, minblocks), (Br, Bc, warps, stages, chunk, regs, minblocks))
 // per (arch path, head dim): the dK/dV tile, then the dQ tile (each pair also
 // ships a pre kernel). Expanded like FA2_FWD_TILES; internal/kernels' test
-// parses the X(...) lines. Head dims without a row have no backward kernel
+// parses the X(...) lines. Every sm_80 row ships twice, fp16 and bf16
+// (fa2_bwd_{pre,dkdv,dq}_sm80_d{D}_bf16[_causal], the same tiles on bf16
+// operands), as the forward rows do. Head dims without a row have no backward kernel
 // (D 256: the dK and dV accumulators alone are 2*256 fp32 per 16-row warp tile,
 // 256 registers per thread, which spills).
 //

@@ -63,10 +63,10 @@ type Precision int
 const (
 	// FP32: float32 inputs, arithmetic and outputs (the CPU backends).
 	FP32 Precision = iota
-	// FP16: fp16 inputs, P and outputs, float32 accumulation (the GPU kernels).
+	// FP16: fp16 inputs, P, dS and outputs, float32 accumulation (the GPU kernels).
 	FP16
-	// BF16: bfloat16 inputs, P and outputs, float32 accumulation (the bf16
-	// forward kernels of the sm_80 path).
+	// BF16: bfloat16 inputs, P, dS and outputs, float32 accumulation (the
+	// bf16 kernels of the sm_80 path, forward and backward).
 	BF16
 )
 

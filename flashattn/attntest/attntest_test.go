@@ -381,3 +381,61 @@ func TestBF16AgreesWithFlashattn(t *testing.T) {
 		t.Error("IsPoison does not recognise the bf16 poison")
 	}
 }
+
+// TestBF16BackwardBaseline: the BF16 baseline's backward rounds what a bf16
+// kernel rounds (inputs, P, dS, the gradients), so its error is that of
+// bf16, about 2^3 times fp16's; the FP16 rule rejects bf16-rounded
+// gradients, the BF16 rule takes them and the (more accurate) fp16 ones,
+// and still reports a planted bug of a few bf16 units.
+func TestBF16BackwardBaseline(t *testing.T) {
+	c := Case{Name: "bf16-bwd", B: 1, Nq: 70, Nk: 70, Hq: 4, Hkv: 2, D: 32, Causal: true, Seed: 11}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+	b16 := Baseline(BF16, q, k, v, dO, c.Causal, c.EffectiveScale())
+	f16 := Baseline(FP16, q, k, v, dO, c.Causal, c.EffectiveScale())
+	grads := func(r *Ref) *flashattn.Grads {
+		g := &flashattn.Grads{DQ: flashattn.New(c.Dims().QShape()), DK: flashattn.New(c.Dims().KVShape()), DV: flashattn.New(c.Dims().KVShape())}
+		for _, x := range []struct {
+			dst []float32
+			src []float64
+		}{{g.DQ.Data, r.DQ}, {g.DK.Data, r.DK}, {g.DV.Data, r.DV}} {
+			for i, y := range x.src {
+				x.dst[i] = float32(y)
+			}
+		}
+		return g
+	}
+	for _, x := range []float64{b16.DQ[700], b16.DK[300], b16.DV[123]} {
+		if float64(RoundBF16(float32(x))) != x {
+			t.Fatalf("a bf16 baseline gradient %v is not a bf16 value", x)
+		}
+	}
+	eb := CompareBackward(BF16, truth, b16, grads(b16))
+	ef := CompareBackward(FP16, truth, f16, grads(f16))
+	if !eb.Pass() || !ef.Pass() {
+		t.Fatalf("baselines against themselves: bf16 %v, fp16 %v", eb.Mismatches, ef.Mismatches)
+	}
+	for _, name := range []string{"dQ", "dK", "dV"} {
+		e16, _ := ef.MaxErr(name)
+		eb16, _ := eb.MaxErr(name)
+		if !(eb16 > 3*e16) {
+			t.Errorf("%s: bf16 baseline error %.3g, fp16 %.3g: want bf16 several times larger", name, eb16, e16)
+		}
+	}
+	if CompareBackward(FP16, truth, f16, grads(b16)).Pass() {
+		t.Error("the FP16 rule passed bf16-rounded gradients")
+	}
+	if c := CompareBackward(BF16, truth, b16, grads(f16)); !c.Pass() {
+		t.Errorf("the BF16 rule failed the fp16 baseline's gradients: %v", c.Mismatches)
+	}
+	bad := grads(b16)
+	for i := range bad.DK.Data {
+		bad.DK.Data[i] *= 1 + 0x1p-5 // 4 bf16 units
+	}
+	if CompareBackward(BF16, truth, b16, bad).Pass() {
+		t.Error("the BF16 rule passed dK off by 2^-5 relative")
+	}
+}

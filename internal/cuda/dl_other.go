@@ -19,3 +19,5 @@ func lookupSymbol(uintptr, string) (uintptr, error) { return 0, fmt.Errorf("no l
 func closeLibrary(uintptr) {}
 
 func syscallN(uintptr, ...uintptr) uintptr { return uintptr(ErrNotInitialized) }
+
+func registerFunc(any, uintptr) {}

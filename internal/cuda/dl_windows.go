@@ -23,6 +23,10 @@ func lookupSymbol(lib uintptr, name string) (uintptr, error) {
 
 func closeLibrary(lib uintptr) { _ = syscall.FreeLibrary(syscall.Handle(lib)) }
 
+// registerFunc makes fptr call the C function at fn, with purego's ABI
+// handling (for arguments SyscallN cannot pass: structs by value).
+func registerFunc(fptr any, fn uintptr) { purego.RegisterFunc(fptr, fn) }
+
 //go:uintptrescapes
 func syscallN(fn uintptr, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, args...)

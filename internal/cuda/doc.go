@@ -16,5 +16,7 @@
 // Context, and Context.Close releases whatever is still alive. The one
 // exception is interop with other CUDA code of the process: handles cross
 // as plain integers (Stream.Handle; Function.LaunchOn on a CUstream;
-// OwnsStream and AddressRange about streams and memory others made).
+// OwnsStream and AddressRange about streams and memory others made), and
+// memory of other processes as the 64 bytes of a CUDA IPC handle
+// (ExportIPC, OpenIPC, whose mapping is a *Buffer).
 package cuda

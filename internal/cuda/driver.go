@@ -28,6 +28,14 @@ type driver struct {
 	cuEventCreate, cuEventRecord, cuEventSynchronize            uintptr
 	cuEventElapsedTime, cuEventDestroy                          uintptr
 	elapsedName                                                 string
+
+	// CUDA IPC (ipc.go), bound on first use: a driver without it (Windows
+	// answers CUDA_ERROR_NOT_SUPPORTED) must not stop the rest.
+	ipcOnce             sync.Once
+	ipcOpen             func(p *uint64, h ipcHandle, flags uint32) int32 // cuIpcOpenMemHandle: the handle by value
+	cuIpcGetMemHandle   uintptr
+	cuIpcCloseMemHandle uintptr
+	ipcErr              error
 }
 
 // symbol is one entry point: the exported names to try in order (the first

@@ -6,11 +6,13 @@ import (
 	"unsafe"
 )
 
-// Buffer is one device allocation.
+// Buffer is one device allocation, or another process's allocation mapped
+// into this one (OpenIPC).
 type Buffer struct {
 	c    *Context
 	ptr  uint64 // CUdeviceptr
 	size int
+	ipc  bool // mapped by cuIpcOpenMemHandle: Free unmaps it
 
 	mu    sync.Mutex
 	freed bool
@@ -44,14 +46,19 @@ func (b *Buffer) Freed() bool {
 	return b.freed
 }
 
-// Free releases the allocation; a second Free returns nil.
+// Free releases the allocation (unmaps an OpenIPC mapping, leaving the
+// memory to its owner); a second Free returns nil.
 func (b *Buffer) Free() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.freed {
 		return nil
 	}
-	if err := b.c.do("cuMemFree_v2", b.c.d.cuMemFree, uintptr(b.ptr)); err != nil {
+	name, fn := "cuMemFree_v2", b.c.d.cuMemFree
+	if b.ipc {
+		name, fn = "cuIpcCloseMemHandle", b.c.d.cuIpcCloseMemHandle
+	}
+	if err := b.c.do(name, fn, uintptr(b.ptr)); err != nil {
 		return err
 	}
 	b.freed = true

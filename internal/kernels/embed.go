@@ -51,10 +51,11 @@ func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) 
 	return lookup(pass, false, arch, headDim, causal)
 }
 
-// LookupBF16 returns the bf16 forward kernel; ok is false on the sm_75 path
-// (no bf16 tensor cores) and for head dims without one.
-func LookupBF16(arch, headDim int, causal bool) (v Variant, ok bool) {
-	return lookup(Fwd, true, arch, headDim, causal)
+// LookupBF16 is LookupPass for the bf16 kernels: every fp16 kernel of the
+// sm_80 path has one with the same tile; ok is false on the sm_75 path (no
+// bf16 tensor cores) and for head dims without one.
+func LookupBF16(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
+	return lookup(pass, true, arch, headDim, causal)
 }
 
 func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool) (v Variant, ok bool) {

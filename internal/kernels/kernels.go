@@ -112,8 +112,9 @@ type Variant struct {
 	Br, Bc    int
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA
-	// BF16: q, k, v, o are bfloat16 (Fwd on the sm_80 path only:
-	// fa2_fwd_sm80_d{D}_bf16[_causal], the fp16 tile on bf16 mma); else fp16.
+	// BF16: q, k, v, o (and dO and the gradients) are bfloat16 (the sm_80
+	// path only: fa2_{fwd,bwd_pre,bwd_dkdv,bwd_dq}_sm80_d{D}_bf16[_causal],
+	// the fp16 tile on bf16 mma); else fp16.
 	BF16 bool
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both

@@ -129,10 +129,8 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
-		want := len(rows) * 2
-		if k.pass == Fwd { // every sm_80 row ships a bf16 pair too
-			want += 2 * strings.Count(macro(t, src, k.list), "X(80,")
-		}
+		// Every sm_80 row ships a bf16 pair too.
+		want := 2 * (len(rows) + strings.Count(macro(t, src, k.list), "X(80,"))
 		if len(rows) == 0 || want != count[k.pass] {
 			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want %d)", len(rows), k.pass, count[k.pass], want)
 		}
@@ -147,10 +145,7 @@ func TestTableMatchesTraits(t *testing.T) {
 				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
 				}
-				if k.pass != Fwd {
-					continue
-				}
-				b, ok := LookupBF16(n[0], n[1], causal)
+				b, ok := LookupBF16(k.pass, n[0], n[1], causal)
 				if ok != (n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes ||
 					!strings.Contains(b.Symbol, "_bf16")) {
 					t.Errorf("%s: bf16 table has %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
@@ -159,6 +154,9 @@ func TestTableMatchesTraits(t *testing.T) {
 			if k.pass == BwdDKDV {
 				if _, ok := LookupPass(BwdPre, n[0], n[1], false); !ok {
 					t.Errorf("%s: no BwdPre kernel", r[0])
+				}
+				if b, ok := LookupBF16(BwdPre, n[0], n[1], false); ok != (n[0] == 80) || ok && (!b.BF16 || !strings.HasSuffix(b.Symbol, "_bf16")) {
+					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 			}
 		}
