@@ -63,6 +63,11 @@ type Row struct {
 	ExtraBytes int64 `json:"extra_bytes,omitempty"`
 	// HostOverheadUS is host wall time minus kernel time per call (GPU only).
 	HostOverheadUS float64 `json:"host_overhead_us,omitempty"`
+	// LaunchUS is the host time to enqueue one call, and BeyondLaunchUS
+	// its part beyond the driver's own cuLaunchKernel calls (GoFlash GPU
+	// only; flashattn.BenchResult).
+	LaunchUS       float64 `json:"launch_us,omitempty"`
+	BeyondLaunchUS float64 `json:"beyond_launch_us,omitempty"`
 	// Derived marks a row computed from other rows (GoFlash fwdbwd = fwd + bwd).
 	Derived bool `json:"derived,omitempty"`
 	// GQA says how torch ran a GQA case: "native" (enable_gqa) or "expanded".

@@ -304,3 +304,13 @@ func (op *bwdOp) enqueue() error {
 	}
 	return nil
 }
+
+func (op *bwdOp) relaunch() error {
+	cfgs := bwdConfigs(op.ks, op.f)
+	for i, k := range op.ks {
+		if err := k.fn.LaunchBound(cfgs[i], op.d.stream.Handle(), op.d.bargs); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -62,6 +62,11 @@ type BenchResult struct {
 	// LaunchUs is the median host time to enqueue one call (fill the
 	// parameter block and call cuLaunchKernel, once per kernel).
 	LaunchUs float64
+	// LaunchFloorUs is the median host time of bare cuLaunchKernel calls
+	// for the same kernels and parameter blocks: the driver's own share of
+	// LaunchUs. BeyondLaunchUs = LaunchUs - LaunchFloorUs is what GoFlash
+	// adds to it on the hot path.
+	LaunchFloorUs, BeyondLaunchUs float64
 }
 
 // BenchForward times the forward kernel for dims on random fp16 data:
@@ -192,6 +197,35 @@ func (d *Device) benchInputs(dims Dims, dt DType, backward bool) ([]*DeviceTenso
 	return out, nil
 }
 
+// launchFloorReps bounds the bare relaunches launchFloor times: each also
+// runs the kernels, and a handful gives a stable median of a few µs.
+const launchFloorReps = 20
+
+// launchFloor is the median host time of op.relaunch over n calls: the
+// driver's cuLaunchKernel for op's kernels and parameters, nothing of ours.
+// The context is bound once around the loop, as LaunchBound requires, and
+// the stream drained after it; d.mu is held and the OS thread locked.
+func (d *Device) launchFloor(op deviceOp, n int) (float64, error) {
+	if err := d.ctx.Bind(); err != nil {
+		return 0, err
+	}
+	us := make([]float64, n)
+	var err error
+	for i := range us {
+		t0 := time.Now()
+		err = op.relaunch()
+		us[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+		if err != nil {
+			break
+		}
+	}
+	d.ctx.Unbind()
+	if err = errors.Join(err, d.stream.Synchronize()); err != nil {
+		return 0, err
+	}
+	return stats.Median(us), nil
+}
+
 // timeCalls enqueues op warmup times untimed, then reps times each timed
 // with CUDA events, and fills r's times; d.mu is held.
 func (d *Device) timeCalls(r *BenchResult, op deviceOp, warmup, reps int) error {
@@ -240,9 +274,15 @@ func (d *Device) timeCalls(r *BenchResult, op deviceOp, warmup, reps int) error 
 		overhead[i] = float64(wall.Nanoseconds())/1e3 - 1e3*float64(e)
 		enqueue[i] = float64(t2.Sub(t1).Nanoseconds()) / 1e3
 	}
+	floor, err := d.launchFloor(op, min(reps, launchFloorReps))
+	if err != nil {
+		return fmt.Errorf("flashattn: %s: %w", opName(op), err)
+	}
 	r.Reps = reps
 	r.MedianMs, r.MinMs = stats.Median(ms), slices.Min(ms)
 	r.HostOverheadUs, r.LaunchUs = stats.Median(overhead), stats.Median(enqueue)
+	r.LaunchFloorUs = floor
+	r.BeyondLaunchUs = r.LaunchUs - floor
 	flops := r.Dims.FLOPs(r.Causal)
 	if r.Backward {
 		flops = r.Dims.BackwardFLOPs(r.Causal)

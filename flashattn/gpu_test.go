@@ -338,6 +338,7 @@ func benchPaperPass(b *testing.B, path int, backward bool) {
 			b.ReportMetric(r.TFLOPS, "TFLOP/s")
 			b.ReportMetric(r.HostOverheadUs, "overhead-us")
 			b.ReportMetric(r.LaunchUs, "launch-us")
+			b.ReportMetric(r.BeyondLaunchUs, "beyond-launch-us")
 			b.ReportMetric(float64(r.ExtraBytes), "extra-B")
 		})
 	}
@@ -493,6 +494,27 @@ func TestGPUBenchBackward(t *testing.T) {
 	}
 	if _, err := dev.BenchBackward(d, nil, 0, 0); err == nil {
 		t.Error("reps 0 accepted")
+	}
+}
+
+// BenchForward splits its host cost: the enqueue (LaunchUs), the driver's
+// bare cuLaunchKernel of the same kernel and parameters (LaunchFloorUs)
+// and the difference (BeyondLaunchUs). No speed is asserted; the figures
+// come from benchmark runs (README).
+func TestGPUBenchLaunchCost(t *testing.T) {
+	dev := openGPU(t)
+	d := flashattn.Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: 64}
+	for _, bench := range []func(flashattn.Dims, *flashattn.Options, int, int) (flashattn.BenchResult, error){dev.BenchForward, dev.BenchBackward} {
+		r, err := bench(d, nil, 2, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(r.LaunchUs > 0) || !(r.LaunchFloorUs > 0) || r.BeyondLaunchUs != r.LaunchUs-r.LaunchFloorUs || !(r.HostOverheadUs > 0) {
+			t.Errorf("backward %v: LaunchUs %v, LaunchFloorUs %v, BeyondLaunchUs %v, HostOverheadUs %v",
+				r.Backward, r.LaunchUs, r.LaunchFloorUs, r.BeyondLaunchUs, r.HostOverheadUs)
+		}
+		t.Logf("backward %v: enqueue %.2f µs = cuLaunchKernel %.2f µs + %.2f µs of GoFlash; host overhead (enqueue to event wait) %.2f µs",
+			r.Backward, r.LaunchUs, r.LaunchFloorUs, r.BeyondLaunchUs, r.HostOverheadUs)
 	}
 }
 

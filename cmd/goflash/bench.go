@@ -549,7 +549,7 @@ func derivedFwdBwd(rows []Row) []Row {
 			continue
 		}
 		r := f
-		r.Direction, r.Derived, r.HostOverheadUS = dirFwdBwd, true, 0
+		r.Direction, r.Derived, r.HostOverheadUS, r.LaunchUS, r.BeyondLaunchUS = dirFwdBwd, true, 0, 0, 0
 		r.FLOPs = f.FLOPs * 3.5
 		r.ExtraBytes = max(f.ExtraBytes, bw.ExtraBytes)
 		if f.Status == statusOK && bw.Status == statusOK {
