@@ -19,8 +19,9 @@
 // kDQ, dQ comes from bwd.cuh's dQ kernel (the deterministic path).
 //
 // dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index)
-// is zeroed before the kernel (by the caller) and scaled and rounded to dQ by
-// bwd_dq_convert_kernel after it; rows that see no key stay 0.
+// is zero before the kernel (the caller zeroes it once), scaled and rounded to
+// dQ by bwd_dq_convert_kernel after it, which leaves it zero again; rows that
+// see no key get dQ = 0.
 #pragma once
 #include "bwd.cuh"
 
@@ -311,24 +312,31 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
 // dQ = E(dq_accum * scale) for tile T's accumulator order, kPreRows rows per
 // CTA on the pre kernel's grid; a thread writes 8 columns (16 bytes) of a row.
+// It zeroes what it read (padding rows up to Tr*Br included), so the
+// accumulator is ready for the next call without a memset.
 template <class T, class E = __half>
 __device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
   constexpr int D = T::kD, C = D / 8, QR = T::kQRows, QC = T::kQCols;
+  static_assert(kPreRows % T::kBr == 0, "a CTA's rows cover whole query blocks (their padding too)");
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int m0 = blockIdx.x * kPreRows;
-  const float* base = p.dq_accum + dq_accum_index<T>(b, h, p.hq, p.nq, 0);
+  float* base = p.dq_accum + dq_accum_index<T>(b, h, p.hq, p.nq, 0);
   __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride;
-  const int rows = min(kPreRows, p.nq - m0);
+  const int padded = (p.nq + T::kBr - 1) / T::kBr * T::kBr;
+  const int rows = min(kPreRows, padded - m0);
   for (int idx = threadIdx.x; idx < rows * C; idx += kPreThreads) {
     const int row = m0 + idx / C, col = (idx % C) * 8;
     const int r = row % T::kBr, w = r / QR + T::kQM * (col / QC), rr = r % QR, cc = col % QC;
     // Lane 4g+t holds columns 2t, 2t+1 (values e = 2hh, 2hh+1) of rows g and g+8 (hh).
-    const float* f = base + (row - r) * D + w * QR * QC + (((rr >> 4) * (QC / 8) + cc / 8) * 4 + 2 * ((rr >> 3) & 1)) * 32 +
-                     4 * (rr & 7);
+    float* f = base + (row - r) * D + w * QR * QC + (((rr >> 4) * (QC / 8) + cc / 8) * 4 + 2 * ((rr >> 3) & 1)) * 32 +
+               4 * (rr & 7);
     uint32_t o[4];
 #pragma unroll
-    for (int t = 0; t < 4; ++t) o[t] = pack2<E>(f[t] * p.scale, f[32 + t] * p.scale);
-    *reinterpret_cast<uint4*>(gdQ + row * p.dq_row_stride + col) = make_uint4(o[0], o[1], o[2], o[3]);
+    for (int t = 0; t < 4; ++t) {
+      o[t] = pack2<E>(f[t] * p.scale, f[32 + t] * p.scale);
+      f[t] = f[32 + t] = 0.f;
+    }
+    if (row < p.nq) *reinterpret_cast<uint4*>(gdQ + row * p.dq_row_stride + col) = make_uint4(o[0], o[1], o[2], o[3]);
   }
 }
 

@@ -233,15 +233,28 @@ struct BwdKVQTile {
   static_assert(kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
 };
 
-// FA2_BWD_KVQ_TILES(X): THE list of the 2-D layout's kernels, one
+// FA2_BWD_KVQ_TILES(X): THE list of the single pass's kernels, one
 // X(arch, d, Bc, Br, warps, SK, VK, QM, kvregs, minblocks) per head dim; each
 // row ships fa2_bwd_dkdvq_sm80_d{D}[_causal] (dK, dV and dQ by atomics: the
-// default backward) and fa2_bwd_dqconv_sm80_d{D} (dQ = accumulator x scale).
-// Head dims without a row run the three-kernel backward on both paths; so does
-// Turing (no cp.async; not built for it).
-#define FA2_BWD_KVQ_TILES(X)                                                                                          \
-  X(80, 64, 128, 64, 8, 4, 4, 2, true, 1)  /* 81 KiB */                                                               \
-  X(80, 128, 64, 64, 8, 4, 2, 2, true, 1)  /* 97 KiB */
+// default backward; Options.Deterministic runs FA2_BWD_TILES' three kernels)
+// and fa2_bwd_dqconv_sm80_d{D}. Head dims without a row run the three-kernel
+// backward on both paths, as does Turing (these kernels stream with cp.async).
+// The dQ accumulator is the cost that decides (H200, kernels/dev/RESULTS.md):
+// added in the mma C layout (8 half-used 32-byte sectors per atomic
+// instruction) it made the D128 kernel 18.5 ms against 8.0 ms without dQ (N
+// 8192; ncu: L2 59% busy with atomics, issue slots 18%, 0.23 eligible warps);
+// in fragment order (4 whole sectors) 11.3 ms, against 13.2 ms for dK/dV + dQ.
+//   D128: 64 keys x 64 queries, 8 warps: S^T 4x2 (16 keys x 32 queries, K and
+//         V fragments in registers), dK/dV 2x4 (32 keys x 32 columns), dQ 2x4;
+//         97 KiB, 235-239 registers, 1 CTA/SM. 4 warps x 32 keys (2 CTAs/SM)
+//         doubles the atomics per FLOP: 20% slower; 32 query rows per step:
+//         dK/dV alone 25% slower.
+//   D64: no row: 128 keys x 64 queries (S^T 4x4 warps of 32x32) measured 1.00-1.06x
+//        the three-kernel backward but its causal kernel spills (24 B on sm_80,
+//        8 B on sm_90, nvcc 11.8); the spill-free variants (K, V in shared
+//        memory; S^T 8x1) were not measured with the fragment-order accumulator.
+#define FA2_BWD_KVQ_TILES(X) \
+  X(80, 128, 64, 64, 8, 4, 2, 2, true, 1) /* 97 KiB */
 
 template <int Arch, int D> struct BwdKVQTraits;
 #define FA2_BWD_KVQ_TRAITS(A, D, ...) \
