@@ -144,8 +144,10 @@ type RawBackward struct {
 
 // NewRawBackward prepares raw backward calls of problem dims in element
 // type dt, as NewRawForward does the forward's. Options (Causal, Scale) must
-// be those of the forward call. bf16 is refused (*UnsupportedError): there
-// are no bf16 backward kernels yet.
+// be those of the forward call; it runs the three-kernel backward whatever
+// Options.Deterministic says (bit-reproducible; the single pass would need a
+// dQ accumulator the raw arguments do not hold). bf16 is refused
+// (*UnsupportedError): there are no bf16 backward kernels yet.
 func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
@@ -158,6 +160,9 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	if err != nil {
 		return nil, err
 	}
+	// The raw backward takes the caller's Di workspace and nothing else, so
+	// it runs the three-kernel backward (no dQ accumulator): deterministic.
+	r.p.Deterministic = true
 	ks, err := d.bwdKernels(r.p)
 	if err != nil {
 		return nil, err

@@ -1,9 +1,12 @@
 // bwd_check.cu: dev harness for the FA2 backward kernels (llm.c dev/cuda style):
 // a float64 CPU reference check of every shipped backward variant (pre + dK/dV
-// + dQ) on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA,
-// causal rows that see no key), bit-reproducibility, and NaN-poisoned outputs
-// with guard words. Speed is measured side by side with PyTorch in
-// sidebyside.py --bwd, not here.
+// + dQ, and the single pass: pre + dK/dV/dQ with atomics + dQ convert, "kvq")
+// on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA, causal
+// rows that see no key), bit-reproducibility (dK and dV only for the single
+// pass), and NaN-poisoned outputs (and dQ accumulator) with guard words. Speed
+// is measured side by side with PyTorch in sidebyside.py --bwd; BWD_BENCH
+// compares tiles. Dev-only tiles of the single pass: a wrapper .cu that defines
+// BWD_DEV_TILES(X) (see below) and includes this file.
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
