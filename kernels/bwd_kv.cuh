@@ -9,14 +9,16 @@
 //   P^T, dS^T -> shared memory (fp16)                            one barrier
 //   dV += P^T dO_i,  dK += dS^T Q_i                              warps: VK keys x Warps/VK head-dim columns
 //   kDQ: dQ_i = dS_i K (dS read .trans from dS^T), added by      warps: QM queries x Warps/QM columns
-//        atomics into the fp32 (B, Hq, Nq, D) accumulator p.dq_accum
+//        atomics into the fp32 accumulator p.dq_accum
 // The three products use different warp grids, so each warp owns a slice of
 // keys x columns of dK and dV instead of whole rows: the fp32 accumulators are
-// split over the warps (the 1-D layout of bwd.cuh needs 16*D/4 registers per
-// warp row tile), and every fragment read from shared memory feeds several
-// mmas. The single pass computes S and dP once (5 products, not 7); the order
-// of the atomic adds is not fixed, so its dQ is not bit-reproducible: without
-// kDQ, dQ comes from bwd.cuh's dQ kernel (the deterministic path).
+// split over the warps (bwd.cuh's 1-D layout holds whole D-wide rows, D/2
+// registers per thread per 16 rows for each of dK and dV), and every fragment
+// read from shared memory feeds several mmas. The single pass computes S and
+// dP once (5 products, not 7); the order of the atomic adds is not fixed, so
+// its dQ is not bit-reproducible. Without kDQ the kernel is dK/dV alone, for a
+// deterministic path beside bwd.cuh's dQ kernel; it measured no faster than
+// bwd.cuh's dK/dV kernel (kernels/dev/RESULTS.md), so only kDQ ships.
 //
 // dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index)
 // is zero before the kernel (the caller zeroes it once), scaled and rounded to
