@@ -20,6 +20,7 @@ const Schema = "goflash-bench/1"
 const (
 	ImplGPU       = "goflash-gpu"
 	ImplGPUSM75   = "goflash-gpu-sm75" // the Turing variant forced on a newer GPU
+	ImplGPUDet    = "goflash-gpu-det"  // the GPU with Options.Deterministic (its backward without atomics)
 	ImplCPUFlash  = "goflash-cpu-flash"
 	ImplCPUNaive  = "goflash-cpu-naive"
 	ImplTorchPref = "torch-" // + a TorchBackends name

@@ -14,7 +14,7 @@ type DeviceGrads struct {
 	Dims    Dims
 	DQ      *DeviceTensor // (B, Nq, Hq, D)
 	DK, DV  *DeviceTensor // (B, Nk, Hkv, D)
-	Kernels []KernelInfo  // the kernels that ran, in launch order: pre (Di), dK/dV, dQ
+	Kernels []KernelInfo  // the kernels that ran, in launch order: pre (Di), dK/dV, dQ (or dK/dV/dQ, dQ convert)
 }
 
 // Free releases dQ, dK and dV.
@@ -73,25 +73,50 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 	return &DeviceResult{Dims: dims, Out: o, lse: buf, lastNoKey: -1}, nil
 }
 
-// BackwardKernels returns the three kernels Backward runs for dims (pre,
-// dK/dV, dQ), loading them on first use. A head dim without backward kernels
-// (D 256; see BackwardHeadDims) is an *UnsupportedError.
+// BackwardKernels returns the three kernels Backward runs for dims by
+// default, loading them on first use: pre (Di), then on the sm_80 path at a
+// head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
+// and its dQ convert kernel, else dK/dV and dQ (what Options.Deterministic
+// always runs: see BackwardKernelsDeterministic). A head dim without backward
+// kernels (D 256; see BackwardHeadDims) is an *UnsupportedError.
 func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
+	return d.backwardKernels(dims, causal, false)
+}
+
+// BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
+// pre, dK/dV and dQ, no atomics.
+func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
+	return d.backwardKernels(dims, causal, true)
+}
+
+func (d *Device) backwardKernels(dims Dims, causal, deterministic bool) ([]KernelInfo, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	ks, err := d.loadBwd(dims, causal, FP16)
+	ks, err := d.loadBwd(dims, causal, deterministic, FP16)
 	if err != nil {
 		return nil, err
 	}
 	return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
 }
 
-// loadBwd loads the pre, dK/dV and dQ kernels for dims in element type dt; d.mu is held.
-func (d *Device) loadBwd(dims Dims, causal bool, dt DType) ([3]*loadedKernel, error) {
+// The kernels of the two backward paths, in launch order.
+var (
+	singlePass = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQ, kernels.BwdDQConv}
+	threePass  = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
+)
+
+// loadBwd loads the backward kernels for dims in element type dt: the
+// single pass where the path has one for dims (fp16 only) unless
+// deterministic, else the three-kernel backward; d.mu is held.
+func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
+	passes := threePass
+	if _, ok := kernels.LookupPass(kernels.BwdDKDVQ, d.path, dims.D, causal); ok && !deterministic && dt == FP16 {
+		passes = singlePass
+	}
 	var ks [3]*loadedKernel
-	for i, pass := range []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ} {
+	for i, pass := range passes {
 		k, err := d.kernelAs(pass, dims, causal, dt)
 		if err != nil {
 			return ks, err
@@ -104,7 +129,7 @@ func (d *Device) loadBwd(dims Dims, causal bool, dt DType) ([3]*loadedKernel, er
 // bwdKernels is loadBwd for p, a problem the device can run
 // (checkProblem); d.mu is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
-	ks, err := d.loadBwd(p.Dims, p.Causal, dt)
+	ks, err := d.loadBwd(p.Dims, p.Causal, p.Deterministic, dt)
 	if err != nil {
 		return ks, err
 	}
@@ -117,12 +142,16 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 // (UploadBF16, UploadResultBF16; the sm_80 path only: mixed dtypes are a
 // *DataError, bf16 on the sm_75 path an *UnsupportedError). It returns dQ,
 // dK and dV (of that dtype, fp32 accumulation) and waits for the kernels,
-// so a kernel fault is reported here. The options used are Causal and Scale, which must be those
-// of the forward call. No kernel uses atomics (dK/dV and dQ are computed by
-// separate kernels that each own their outputs), so results are always
-// bit-reproducible: Options.Deterministic is honoured whatever its value.
-// Beyond its outputs the call allocates Di = rowsum(dO*O), B*Hq*Nq float32,
-// and frees it before returning.
+// so a kernel fault is reported here. The options used are Causal and
+// Scale, which must be those of the forward call, and Deterministic, which
+// picks the path (BackwardKernels): the single pass's dQ, summed with
+// atomics, may differ in its last bits between calls; with Deterministic
+// (and for bf16, which has no single pass yet) every output is
+// bit-reproducible. Beyond its outputs the call allocates Di =
+// rowsum(dO*O), B*Hq*Nq float32, and on the single pass its dQ
+// accumulator, B*Hq*Nq*D float32 (Nq rounded up to the kernel's query
+// block), and frees them before returning (BenchResult.ExtraBytes counts
+// them).
 func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (*DeviceGrads, error) {
 	if fwd == nil {
 		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
@@ -215,15 +244,16 @@ func (d *Device) backward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, d
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = op.di.Free() }()
+	defer func() { _ = op.freeScratch() }()
 	if err := d.run(op); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
 	return op.g, nil
 }
 
-// bwdOp is one backward call: its kernels (pre, dK/dV, dQ), operands,
-// parameter values, gradients and Di.
+// bwdOp is one backward call: its kernels (pre, dK/dV, dQ, or pre, the
+// single pass, dQ convert), operands, parameter values, gradients, Di and
+// the single pass's dQ accumulator.
 type bwdOp struct {
 	d           *Device
 	ks          [3]*loadedKernel
@@ -231,7 +261,25 @@ type bwdOp struct {
 	q, k, v, dO *DeviceTensor
 	fwd         *DeviceResult
 	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
+	acc         *cuda.Buffer // the single pass's fp32 dQ accumulator (zero between calls); nil on the three-kernel path
 	g           *DeviceGrads
+}
+
+// dqAccumLen is the float32 length of the dQ accumulator the kernels ks
+// need: 0 unless they are the single pass.
+func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
+	k := ks[1].info
+	v, ok := kernels.LookupPass(kernels.BwdDKDVQ, k.Path, k.HeadDim, k.Causal)
+	if !ok || v.Symbol != k.Symbol {
+		return 0
+	}
+	return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq)
+}
+
+// extraBytes is the device memory the call allocates beyond its operands:
+// Di, and the dQ accumulator on the single pass.
+func (op *bwdOp) extraBytes() int64 {
+	return int64(op.di.Size()) + 4*int64(dqAccumLen(op.ks, op.g.Dims))
 }
 
 // newBackward finds the kernels, checks the grid and allocates the
@@ -262,30 +310,50 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 	if err := op.di.Memset32(nanF32, p.LSELen()); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
+	if n := dqAccumLen(ks, p.Dims); n > 0 {
+		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
+			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
+		}
+		if err := op.acc.Memset32(0, n); err != nil { // the convert kernel leaves it zero for the next call
+			return nil, errors.Join(err, op.free())
+		}
+	}
 	return op, nil
 }
 
 func (op *bwdOp) kernels() []KernelInfo { return op.g.Kernels }
 
-// free releases the gradients and Di.
+// free releases the gradients, Di and the dQ accumulator.
 func (op *bwdOp) free() error {
 	var err error
 	for _, t := range []*DeviceTensor{op.g.DQ, op.g.DK, op.g.DV} {
 		err = errors.Join(err, t.Free())
 	}
-	if op.di != nil {
-		err = errors.Join(err, op.di.Free())
+	return errors.Join(err, op.freeScratch())
+}
+
+// freeScratch releases Di and the dQ accumulator (not the gradients).
+func (op *bwdOp) freeScratch() error {
+	var err error
+	for _, b := range []*cuda.Buffer{op.di, op.acc} {
+		if b != nil {
+			err = errors.Join(err, b.Free())
+		}
 	}
 	return err
 }
 
-// enqueue fills the backward parameter block and launches pre, dK/dV and dQ
+// enqueue fills the backward parameter block and launches the three kernels
 // on the device's stream (the launch contract of internal/kernels).
 func (op *bwdOp) enqueue() error {
 	d, f := op.d, op.f
 	p := d.bparams
 	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
 	p.LSE, p.Di = op.fwd.lse.Ptr(), op.di.Ptr()
+	p.DQAccum = 0
+	if op.acc != nil {
+		p.DQAccum = op.acc.Ptr()
+	}
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)

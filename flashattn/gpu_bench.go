@@ -40,9 +40,10 @@ type BenchResult struct {
 	Causal bool
 	// Backward: the timing is of the backward pass (BenchBackward).
 	Backward bool
-	// Kernel is the kernel timed (BenchBackward: the dK/dV kernel); Kernels
-	// all kernels of one timed call in launch order (forward: Kernel alone;
-	// backward: pre, dK/dV, dQ).
+	// Kernel is the kernel timed (BenchBackward: the dK/dV kernel, or the
+	// single pass); Kernels all kernels of one timed call in launch order
+	// (forward: Kernel alone; backward: pre, dK/dV, dQ, or pre, the single
+	// pass, dQ convert).
 	Kernel  KernelInfo
 	Kernels []KernelInfo
 	Reps    int
@@ -53,7 +54,9 @@ type BenchResult struct {
 	TFLOPS, PeakTFLOPS float64
 	// ExtraBytes is the device memory one call allocates beyond its inputs
 	// and outputs: the LSE for Forward (B*Hq*Nq float32; an output the
-	// backward needs), Di = rowsum(dO*O) for Backward (the same size).
+	// backward needs), Di = rowsum(dO*O) for Backward (the same size) and,
+	// on the single-pass backward, its dQ accumulator (B*Hq*Nq*D float32,
+	// Nq rounded up to the kernel's query block).
 	ExtraBytes int64
 	// HostOverheadUs is the median, over Reps, of the host wall time of
 	// one call (record, launch(es), record, wait) minus its event time: what
@@ -82,13 +85,14 @@ func (d *Device) BenchForwardBF16(dims Dims, o *Options, warmup, reps int) (Benc
 	return d.bench(dims, BF16, o, warmup, reps, false)
 }
 
-// BenchBackward times the backward pass (the pre, dK/dV and dQ kernels,
-// launched together as Backward does) for dims on random fp16 q, k, v and
-// dOut, with O and the LSE from one Forward: warmup untimed calls, then reps
-// calls each timed with CUDA events. TFLOPS counts Dims.BackwardFLOPs (the
-// FA2 paper's convention; the kernels recompute S and dP in both the dK/dV
-// and the dQ kernel, so they execute 7/5 of that). Only o.Causal and o.Scale
-// are used. All device memory is freed on return.
+// BenchBackward times the backward pass (its three kernels, launched
+// together as Backward does, on the path o.Deterministic picks) for dims on
+// random fp16 q, k, v and dOut, with O and the LSE from one Forward: warmup
+// untimed calls, then reps calls each timed with CUDA events. TFLOPS counts
+// Dims.BackwardFLOPs (the FA2 paper's convention; the three-kernel path
+// recomputes S and dP in both the dK/dV and the dQ kernel, so it executes
+// 7/5 of that). Only o.Causal, o.Scale and o.Deterministic are used. All
+// device memory is freed on return.
 func (d *Device) BenchBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
 	return d.bench(dims, FP16, o, warmup, reps, true)
 }
@@ -148,8 +152,9 @@ func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backwa
 	ks := op.kernels()
 	r := BenchResult{Dims: dims, Causal: p.Causal, Backward: backward, Kernel: ks[0], Kernels: ks,
 		ExtraBytes: 4 * int64(dims.LSELen())}
-	if backward {
-		r.Kernel = ks[1] // dK/dV, the one that does most of the work
+	if b, ok := op.(*bwdOp); ok {
+		r.Kernel = ks[1] // dK/dV (or the single pass), the one that does most of the work
+		r.ExtraBytes = b.extraBytes()
 	}
 	if err := d.timeCalls(&r, op, warmup, reps); err != nil {
 		return BenchResult{}, err

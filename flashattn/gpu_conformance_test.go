@@ -22,23 +22,45 @@ func TestGPUConformance(t *testing.T) {
 }
 
 // TestGPUConformanceBackward runs the suite, forward and backward, through
-// the public API on the head dims with backward kernels. For the other head
-// dims the forward is refused here (it is covered above), so the suite
-// checks that Backward refuses them with an *UnsupportedError.
+// the public API on the head dims with backward kernels, on both backward
+// paths: the default (the single pass where the device has one) and
+// Options.Deterministic (the three-kernel backward). For the other head dims
+// the forward is refused here (it is covered above), so the suite checks
+// that Backward refuses them with an *UnsupportedError.
 func TestGPUConformanceBackward(t *testing.T) {
 	dev := openGPU(t)
-	b := attntest.ForBackend(flashattn.GPU)
-	b.Name = "gpu-fwd+bwd"
-	b.HeadDims = dev.BackwardHeadDims()
-	fwd := b.Forward
-	b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
-		if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
-			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
-		}
-		return fwd(q, k, v, o)
+	for _, det := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
+			b := attntest.ForBackend(flashattn.GPU)
+			b.Name = "gpu-fwd+bwd"
+			b.HeadDims = dev.BackwardHeadDims()
+			fwd := b.Forward
+			b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+				if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
+					return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
+				}
+				return fwd(q, k, v, o)
+			}
+			if det {
+				b.Name += "-deterministic"
+				b.Backward = withDeterministic(b.Backward)
+			}
+			t.Logf("%s, backward head dims %v", dev.Info(), b.HeadDims)
+			attntest.Run(t, b)
+		})
 	}
-	t.Logf("%s, backward head dims %v", dev.Info(), b.HeadDims)
-	attntest.Run(t, b)
+}
+
+// withDeterministic runs bwd with Options.Deterministic set (on a copy).
+func withDeterministic(bwd func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (*flashattn.Grads, error)) func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (*flashattn.Grads, error) {
+	return func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (*flashattn.Grads, error) {
+		c := flashattn.Options{}
+		if o != nil {
+			c = *o
+		}
+		c.Deterministic = true
+		return bwd(q, k, v, out, dOut, lse, &c)
+	}
 }
 
 // TestGPUConformanceSM75 runs the suite, forward and backward, on the
@@ -68,6 +90,17 @@ func TestGPUConformanceSM75(t *testing.T) {
 	for _, k := range ks {
 		if k.Path != 75 || !k.FromPTX {
 			t.Fatalf("forced sm_75 backward runs %+v", k)
+		}
+	}
+	// Turing has no single pass (its kernels stream through registers, not
+	// cp.async): both backward paths are the three-kernel one, which the suite
+	// below runs (its determinism check with Deterministic, the rest without).
+	for _, d := range b.HeadDims {
+		dims := flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}
+		def, err1 := dev.BackwardKernels(dims, false)
+		det, err2 := dev.BackwardKernelsDeterministic(dims, false)
+		if err1 != nil || err2 != nil || !slices.Equal(def, det) || def[1].Pass != "bwd_dkdv" {
+			t.Fatalf("forced sm_75, D %d: default backward %+v (%v), deterministic %+v (%v); want the same three kernels", d, def, err1, det, err2)
 		}
 	}
 	t.Logf("%s, forced Turing path, head dims %v, e.g. %+v and %+v", dev.Info(), b.HeadDims, k, ks[1])

@@ -145,7 +145,9 @@ type RawBackward struct {
 // NewRawBackward prepares raw backward calls of problem dims in element
 // type dt, as NewRawForward does the forward's: every tensor operand of its
 // calls (q, k, v, out, dOut and the gradients) is of that dtype. Options
-// (Causal, Scale) must be those of the forward call.
+// (Causal, Scale) must be those of the forward call; it runs the three-kernel
+// backward whatever Options.Deterministic says (bit-reproducible; the single
+// pass would need a dQ accumulator the raw arguments do not hold).
 func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
@@ -155,6 +157,9 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	if err != nil {
 		return nil, err
 	}
+	// The raw backward takes the caller's Di workspace and nothing else, so
+	// it runs the three-kernel backward (no dQ accumulator): deterministic.
+	r.p.Deterministic = true
 	ks, err := d.bwdKernels(r.p, dt)
 	if err != nil {
 		return nil, err

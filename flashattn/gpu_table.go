@@ -15,7 +15,9 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
-// "bwd_dq" kernel (see Device.Backward).
+// "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's
+// single pass, a causal and non-causal "bwd_dkdvq" and one "bwd_dqconv"
+// kernel (see Device.Backward and BackwardKernels).
 func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
 
 func passTable(arch int, backward bool) []KernelInfo {

@@ -479,6 +479,85 @@ func TestGPUBackwardFreesMemory(t *testing.T) {
 	}
 }
 
+// The default backward runs FA2's single pass where the device has one
+// (sm_80 path, BackwardKernelTable), Options.Deterministic the three
+// kernels; the single pass's dK and dV are still bit-reproducible, its dQ
+// accumulator is counted in ExtraBytes and freed. (Accuracy: both paths run
+// the conformance suite, TestGPUConformanceBackward.)
+func TestGPUBackwardPaths(t *testing.T) {
+	dev := openGPU(t)
+	d := flashattn.Dims{B: 2, Nq: 130, Nk: 77, Hq: 4, Hkv: 2, D: 128}
+	def, err := dev.BackwardKernels(d, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	det, err := dev.BackwardKernelsDeterministic(d, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := func(ks []flashattn.KernelInfo) []string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, k.Pass)
+		}
+		return out
+	}
+	if got := passes(det); !slices.Equal(got, []string{"bwd_pre", "bwd_dkdv", "bwd_dq"}) {
+		t.Fatalf("deterministic backward runs %v", got)
+	}
+	single := slices.ContainsFunc(flashattn.BackwardKernelTable(def[0].Path), func(k flashattn.KernelInfo) bool {
+		return k.Pass == "bwd_dkdvq" && k.HeadDim == d.D
+	})
+	want := passes(det)
+	if single {
+		want = []string{"bwd_pre", "bwd_dkdvq", "bwd_dqconv"}
+	}
+	if got := passes(def); !slices.Equal(got, want) || !def[1].Causal {
+		t.Fatalf("default backward on the sm_%d path runs %+v, want %v", def[0].Path, def, want)
+	}
+	t.Logf("sm_%d path, D %d: default %v, deterministic %v", def[0].Path, d.D, passes(def), passes(det))
+	for _, o := range []*flashattn.Options{{Causal: true}, {Causal: true, Deterministic: true}} {
+		r, err := dev.BenchBackward(d, o, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 4 * int64(d.LSELen()) // Di
+		if k := r.Kernels[1]; k.Pass == "bwd_dkdvq" {
+			rows := (d.Nq + k.Br - 1) / k.Br * k.Br // the accumulator holds whole query blocks
+			want += 4 * int64(d.B*d.Hq*rows*d.D)
+		}
+		if r.ExtraBytes != want || !slices.Equal(r.Kernels, map[bool][]flashattn.KernelInfo{false: def, true: det}[o.Deterministic]) {
+			t.Errorf("BenchBackward(%+v): extra bytes %d (want %d), kernels %v", *o, r.ExtraBytes, want, passes(r.Kernels))
+		}
+	}
+	q, k, v := flashattn.Random(d.QShape(), 1), flashattn.Random(d.KVShape(), 2), flashattn.Random(d.KVShape(), 3)
+	dO := flashattn.Random(d.QShape(), 4)
+	o := &flashattn.Options{Causal: true, Backend: flashattn.GPU}
+	r, err := flashattn.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free0 := freeMem(t)
+	var first *flashattn.Grads
+	for i := range 3 {
+		g, err := flashattn.Backward(q, k, v, r.Out, dO, r.LSE, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(g.Reason, def[1].Symbol) {
+			t.Errorf("reason %q does not name %s", g.Reason, def[1].Symbol)
+		}
+		if i == 0 {
+			first = g
+		} else if !slices.Equal(g.DK.Data, first.DK.Data) || !slices.Equal(g.DV.Data, first.DV.Data) {
+			t.Errorf("call %d: dK or dV differ from the first call's (each has one owner: they must not)", i)
+		}
+	}
+	if free1 := freeMem(t); free1+16<<20 < free0 {
+		t.Fatalf("3 backward calls kept %d MiB of device memory", (free0-free1)>>20)
+	}
+}
+
 // BenchBackward runs and reports the three kernels (no speed is asserted:
 // speed is measured side by side with PyTorch, see kernels/dev).
 func TestGPUBenchBackward(t *testing.T) {

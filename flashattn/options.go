@@ -64,12 +64,16 @@ type Options struct {
 	// Scale multiplies QK^T before the softmax; 0 means 1/sqrt(D). It must
 	// be positive and finite.
 	Scale float64
-	// Deterministic asks for bit-reproducible results. Every backward pass
-	// GoFlash has is deterministic already (the GPU's uses no atomics), so
-	// today it changes nothing; it is kept for a faster GPU backward with
-	// atomic dQ accumulation, which it will turn off (a first one, FA2's
-	// single pass on today's tiles, measured slower than the atomic-free
-	// backward on the H200 and was not shipped: kernels/dev/RESULTS.md).
+	// Deterministic asks for bit-reproducible results. It matters for the
+	// GPU backward on the sm_80 path at the head dims with a single-pass
+	// kernel (D 128; Device.BackwardKernels lists what runs): by default
+	// that runs FA2's single pass, which adds dQ with float32 atomics in no
+	// fixed order, so dQ may differ in its last bits from call to call;
+	// Deterministic runs the three-kernel backward instead (dK/dV and dQ
+	// kernels that each own their outputs: 7 products instead of 5, no
+	// atomics). Every other backward (CPU, Turing, other head dims) and
+	// every forward is deterministic whatever its value. What it costs is
+	// measured in kernels/dev/RESULTS.md.
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend
@@ -129,6 +133,8 @@ type problem struct {
 	// entry is the sibling entry point that made the problem: "" for
 	// Forward and Backward, "varlen", "KV cache".
 	entry string
+	// Deterministic: Options.Deterministic (the GPU backward's path).
+	Deterministic bool
 }
 
 // mask is the problem's mask and score modifiers (every key visible and
@@ -181,6 +187,7 @@ func (o *Options) resolve(d Dims) (problem, error) {
 	if err := o.resolveScores(&p); err != nil {
 		return problem{}, err
 	}
+	p.Deterministic = o.Deterministic
 	if o.BlockQ < 0 || o.BlockK < 0 {
 		return problem{}, &OptionError{Option: "BlockQ/BlockK", Value: fmt.Sprint(o.BlockQ, o.BlockK), Reason: "must be >= 0"}
 	}

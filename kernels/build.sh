@@ -60,8 +60,9 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "## Backward tiles (kernels/traits.cuh)"
   echo
-  echo "Br: query rows per CTA (pre, dq) or per step (dkdv); Bc: key rows per step (dq) or per CTA (dkdv);"
-  echo "chunk: streamed rows per sub-step; regs: the owned operands (K, V or Q, dO) kept in registers."
+  echo "Br: query rows per CTA (pre, dq, dqconv) or per step (dkdv, dkdvq); Bc: key rows per step (dq) or per CTA (dkdv, dkdvq);"
+  echo "chunk: streamed rows per sub-step; regs: the owned operands (K, V or Q, dO) kept in registers"
+  echo "(dkdvq, the single pass: K and V fragments of its S^T warp tile; dqconv: its dQ convert kernel)."
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | chunk | regs | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"

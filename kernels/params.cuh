@@ -54,8 +54,8 @@ static_assert(offsetof(FwdParams, scale_log2) == 160, "ScaleLog2");
 static_assert(offsetof(FwdParams, scale) == 164, "Scale");
 static_assert(sizeof(FwdParams) == 168, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
 
-// BwdParams: the argument of the three backward kernels (pre, dK/dV, dQ).
-// Same conventions as FwdParams.
+// BwdParams: the argument of every backward kernel (pre, dK/dV, dQ; the
+// single pass's dK/dV/dQ and dQ convert kernels). Same conventions as FwdParams.
 struct BwdParams {
   // Inputs: q, k, v, o (the forward output) and dout fp16 (BSHD); lse fp32
   // (B, Hq, Nq), natural log, -inf for rows that see no key.
@@ -84,6 +84,10 @@ struct BwdParams {
   int32_t b, nq, nk, hq, hkv, d;
   float scale_log2;  // softmax scale * log2(e)
   float scale;
+  // The single pass's dQ accumulator, fp32 (B, Hq, Nq, D) dense: zeroed by the
+  // caller, summed into with atomics (bwd_kv.cuh), scaled to dq by the convert
+  // kernel. Unused (may be null) on the deterministic path.
+  float* dq_accum;
 };
 
 static_assert(offsetof(BwdParams, q) == 0, "Q");
@@ -128,4 +132,5 @@ static_assert(offsetof(BwdParams, hkv) == 288, "Hkv");
 static_assert(offsetof(BwdParams, d) == 292, "D");
 static_assert(offsetof(BwdParams, scale_log2) == 296, "ScaleLog2");
 static_assert(offsetof(BwdParams, scale) == 300, "Scale");
-static_assert(sizeof(BwdParams) == 304, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
+static_assert(offsetof(BwdParams, dq_accum) == 304, "DQAccum");
+static_assert(sizeof(BwdParams) == 312, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");

@@ -4,7 +4,7 @@
 // (argument "go") for internal/kernels/table_gen.go.
 #include <cstdio>
 #include <cstring>
-#include "bwd.cuh"
+#include "bwd_kv.cuh"
 #include "ladder/ladder.cuh"
 
 static const char* mode = "fwd";
@@ -64,6 +64,28 @@ void bwd_row() {
   }
 }
 
+// The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc
+// key rows per CTA; stages 2, a step is one chunk, regs = K and V fragments in
+// registers) and the dQ convert kernel (pre's grid and block).
+template <int A, int D>
+void kvq_row() {
+  using T = typename BwdKVQTraits<A, D>::type;
+  char sym[64];
+  for (int causal = 0; causal < 2; ++causal) {
+    std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq_sm%d_d%d%s", A, D, causal ? "_causal" : "");
+    if (is("go"))
+      go_row("BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes);
+    else if (is("bwd"))
+      std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
+                  T::kKVRegs ? "yes" : "no", T::kSmemBytes);
+  }
+  std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d", A, D);
+  if (is("go"))
+    go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0);
+  else if (is("bwd"))
+    std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
+}
+
 // The kernel ladder (ladder/ladder.cuh): Arch 0, both paths run the same code;
 // shared memory is static, so no dynamic bytes.
 template <int R, class T, int D>
@@ -88,6 +110,8 @@ int main(int argc, char** argv) {
 #define BWD_ROW(A, D, ...) bwd_row<A, D>();
   FA2_FWD_TILES(FWD_ROW)
   FA2_BWD_TILES(BWD_ROW)
+#define KVQ_ROW(A, D, ...) kvq_row<A, D>();
+  FA2_BWD_KVQ_TILES(KVQ_ROW)
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)

@@ -197,3 +197,69 @@ template <int Arch, int D> struct BwdQTraits;
   template <> struct BwdQTraits<A, D> { using type = BwdTile<A, D, FA2_ARGS Q, false>; };
 FA2_BWD_TILES(FA2_BWD_TRAITS)
 #undef FA2_BWD_TRAITS
+
+// ---------------------------------------------------------------------------
+// The sm_80 backward with FA2's 2-D warp layout (bwd_kv.cuh): a CTA owns Bc key
+// rows and streams Br query rows per step; the three products of a step use
+// three warp grids, so dK and dV (and the single pass's dQ) are split over the
+// warps by rows and head-dim columns, and P^T and dS^T go through shared memory.
+//
+// BwdKVQTile<Arch, D, Bc, Br, Warps, SK, VK, QM, KVRegs, MinBlocks>:
+//   SK      warps along the keys for S^T and dP^T (Warps/SK along the queries)
+//   VK      warps along the keys for dK and dV (Warps/VK along the head dim)
+//   QM      warps along the queries for dQ (Warps/QM along the head dim)
+//   KVRegs  the warp's K and V rows of S^T and dP^T stay in registers as A
+//           fragments; V is then only staged, in stream buffer 1
+template <int Arch_, int D_, int Bc_, int Br_, int Warps_, int SK_, int VK_, int QM_, bool KVRegs_, int MinBlocks_>
+struct BwdKVQTile {
+  static constexpr int kArch = Arch_, kD = D_, kBc = Bc_, kBr = Br_, kWarps = Warps_, kMinBlocks = MinBlocks_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr bool kKVRegs = KVRegs_;
+  static constexpr int kSK = SK_, kVK = VK_, kQM = QM_;
+  static constexpr int kSRows = Bc_ / SK_, kSCols = Br_ / (Warps_ / SK_), kSMT = kSRows / 16;
+  static constexpr int kVRows = Bc_ / VK_, kVCols = D_ / (Warps_ / VK_), kVMT = kVRows / 16;
+  static constexpr int kQRows = Br_ / QM_, kQCols = D_ / (Warps_ / QM_), kQMT = kQRows / 16;
+  static_assert(Arch_ == 80, "cp.async streams: sm_80 path only");
+  static_assert(Warps_ % SK_ == 0 && Warps_ % VK_ == 0 && Warps_ % QM_ == 0, "warp grids must tile the warps");
+  static_assert(kSRows * SK_ == Bc_ && kSCols * (Warps_ / SK_) == Br_ && kSRows % 16 == 0 && kSCols % 16 == 0,
+                "S^T warp tiles: whole m16 rows and k16 query pairs");
+  static_assert(kVRows * VK_ == Bc_ && kVCols * (Warps_ / VK_) == D_ && kVRows % 16 == 0 && kVCols % 16 == 0,
+                "dK/dV warp tiles: whole m16 rows and column pairs");
+  static_assert(kQRows * QM_ == Br_ && kQCols * (Warps_ / QM_) == D_ && kQRows % 16 == 0 && kQCols % 16 == 0,
+                "dQ warp tiles: whole m16 rows and column pairs");
+  static constexpr int kStreamElems = 2 * Br_ * D_;  // Q | dO, per stage (two stages)
+  static constexpr int kTileS = Bc_ * Br_;           // P^T, dS^T
+  static_assert(!KVRegs_ || Bc_ * D_ <= kStreamElems, "V is staged in stream buffer 1");
+  static_assert(Bc_ * D_ <= 2 * kStreamElems, "dV is staged in the stream area");
+  static constexpr int kSmemBytes = 2 * ((KVRegs_ ? 1 : 2) * Bc_ * D_ + 2 * kStreamElems + 2 * kTileS) + 2 * 2 * Br_ * 4;
+  static_assert(kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
+};
+
+// FA2_BWD_KVQ_TILES(X): THE list of the single pass's kernels, one
+// X(arch, d, Bc, Br, warps, SK, VK, QM, kvregs, minblocks) per head dim; each
+// row ships fa2_bwd_dkdvq_sm80_d{D}[_causal] (dK, dV and dQ by atomics: the
+// default backward; Options.Deterministic runs FA2_BWD_TILES' three kernels)
+// and fa2_bwd_dqconv_sm80_d{D}. Head dims without a row run the three-kernel
+// backward on both paths, as does Turing (these kernels stream with cp.async).
+// The dQ accumulator is the cost that decides (H200, kernels/dev/RESULTS.md):
+// added in the mma C layout (8 half-used 32-byte sectors per atomic
+// instruction) it made the D128 kernel 18.5 ms against 8.0 ms without dQ (N
+// 8192; ncu: L2 59% busy with atomics, issue slots 18%, 0.23 eligible warps);
+// in fragment order (4 whole sectors) 11.3 ms, against 13.2 ms for dK/dV + dQ.
+//   D128: 64 keys x 64 queries, 8 warps: S^T 4x2 (16 keys x 32 queries, K and
+//         V fragments in registers), dK/dV 2x4 (32 keys x 32 columns), dQ 2x4;
+//         97 KiB, 235-239 registers, 1 CTA/SM. 4 warps x 32 keys (2 CTAs/SM)
+//         doubles the atomics per FLOP: 20% slower; 32 query rows per step:
+//         dK/dV alone 25% slower.
+//   D64: no row: 128 keys x 64 queries (S^T 4x4 warps of 32x32) measured 1.00-1.06x
+//        the three-kernel backward but its causal kernel spills (24 B on sm_80,
+//        8 B on sm_90, nvcc 11.8); the spill-free variants (K, V in shared
+//        memory; S^T 8x1) were not measured with the fragment-order accumulator.
+#define FA2_BWD_KVQ_TILES(X) \
+  X(80, 128, 64, 64, 8, 4, 2, 2, true, 1) /* 97 KiB */
+
+template <int Arch, int D> struct BwdKVQTraits;
+#define FA2_BWD_KVQ_TRAITS(A, D, ...) \
+  template <> struct BwdKVQTraits<A, D> { using type = BwdKVQTile<A, D, __VA_ARGS__>; };
+FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_TRAITS)
+#undef FA2_BWD_KVQ_TRAITS

@@ -72,7 +72,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&o.shapes.headDims, "headdims", "head dims D, comma-separated (default 64,128 on a GPU; 64 on the CPU)")
 	fs.Var(&o.shapes.causal, "causal", "causal mask: true, false or both (default both)")
 	fs.StringVar(&o.direction, "direction", "fwd", "what to time: fwd, bwd or both")
-	fs.BoolVar(&o.deterministic, "deterministic", false, "ask for a deterministic backward pass (every backward is deterministic today: no effect yet)")
+	fs.BoolVar(&o.deterministic, "deterministic", false, "time the deterministic backward (no atomics; Options.Deterministic) as the GPU line; without it, bwd and both add it as "+implGPUDet)
 	fs.IntVar(&o.reps, "reps", 0, "timed calls per shape, median reported (0: 20 on a GPU, 3 on the CPU)")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed calls before timing (-1: 5 on a GPU, 1 on the CPU)")
 	fs.StringVar(&o.backend, "backend", "auto", "auto, gpu, cpu (flash and naive), cpu-flash or cpu-naive")
@@ -391,6 +391,15 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 		impls = append(impls, benchImpl{name, func(_ context.Context, c Case, dir string) Row {
 			return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps)
 		}})
+		// The default GPU backward may add dQ with atomics (the single pass):
+		// the deterministic one is its own line.
+		if o.direction != "fwd" && !o.deterministic && o.forceArch != 75 {
+			impls = append(impls, benchImpl{implGPUDet, func(_ context.Context, c Case, dir string) Row {
+				r := gpu.Bench(c, dir, arch, true, warmup, reps)
+				r.Impl = implGPUDet
+				return r
+			}})
+		}
 		if o.withSM75 && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUSM75, func(_ context.Context, c Case, dir string) Row {
 				return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps)

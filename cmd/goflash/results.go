@@ -27,6 +27,7 @@ type (
 const (
 	implGPU       = bench.ImplGPU
 	implGPUSM75   = bench.ImplGPUSM75
+	implGPUDet    = bench.ImplGPUDet
 	implCPUFlash  = bench.ImplCPUFlash
 	implCPUNaive  = bench.ImplCPUNaive
 	implTorchPref = bench.ImplTorchPref

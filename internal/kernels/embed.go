@@ -45,8 +45,8 @@ func Lookup(arch, headDim int, causal bool) (v Variant, ok bool) {
 	return LookupPass(Fwd, arch, headDim, causal)
 }
 
-// LookupPass is Lookup for any pass (fp16 kernels). BwdPre kernels do not
-// depend on the mask: causal is ignored for them.
+// LookupPass is Lookup for any pass (fp16 kernels). BwdPre and BwdDQConv
+// kernels do not depend on the mask: causal is ignored for them.
 func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
 	return lookup(pass, false, arch, headDim, causal)
 }
@@ -61,7 +61,7 @@ func LookupBF16(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) 
 func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool) (v Variant, ok bool) {
 	p := Path(arch)
 	for _, v := range variants {
-		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre) {
+		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre || pass == BwdDQConv) {
 			return v, true
 		}
 	}

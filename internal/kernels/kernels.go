@@ -33,10 +33,22 @@
 //   - BwdDQ: grid (ceil(Nq/Br), B*Hq), block Warps*32, SmemBytes; writes dQ
 //     (scaled), fp16, every row < Nq.
 //
+// No kernel of these three uses atomics: each output element is summed by
+// one thread in a fixed order, so results are bit-reproducible. The single
+// pass (FA2's default backward; sm_80 path, head dims with a BwdDKDVQ
+// variant) replaces the last two:
+//   - BwdPre as above;
+//   - BwdDKDVQ: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes
+//     dK and dV as BwdDKDV and adds dQ with fp32 atomics to DQAccum, a float32
+//     buffer of DQAccumLen(v, ...) elements that is zero before the call;
+//   - BwdDQConv: pre's grid and block (ceil(Nq/Br), B*Hq); writes dQ (scaled),
+//     fp16, every row < Nq, and leaves DQAccum zero again.
+//
+// The atomic adds run in no fixed order: dQ may differ in its last bits from
+// call to call (dK and dV do not).
+//
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
-// No kernel uses atomics: each output element is summed by one thread in a
-// fixed order, so results are bit-reproducible.
 package kernels
 
 import "sort"
@@ -73,16 +85,25 @@ type BwdParams struct {
 	B, Nq, Nk, Hq, Hkv, D int32
 	ScaleLog2             float32
 	Scale                 float32
+	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ, BwdDQConv); 0 otherwise
+}
+
+// DQAccumLen is the float32 length of the dQ accumulator of BwdDKDVQ variant
+// v: (B, Hq, ceil(Nq/Br)*Br, D), each Br-row query block stored whole.
+func DQAccumLen(v Variant, b, nq, hq int) int {
+	return b * hq * ((nq + v.Br - 1) / v.Br * v.Br) * v.HeadDim
 }
 
 // Pass says which step of attention a kernel computes.
 type Pass int
 
 const (
-	Fwd     Pass = iota // O and the LSE
-	BwdPre              // Di = rowsum(dO * O)
-	BwdDKDV             // dK and dV
-	BwdDQ               // dQ
+	Fwd       Pass = iota // O and the LSE
+	BwdPre                // Di = rowsum(dO * O)
+	BwdDKDV               // dK and dV
+	BwdDQ                 // dQ
+	BwdDKDVQ              // the single pass: dK, dV, and dQ added to an fp32 accumulator
+	BwdDQConv             // the single pass's dQ from its accumulator
 )
 
 func (p Pass) String() string {
@@ -95,6 +116,10 @@ func (p Pass) String() string {
 		return "bwd_dkdv"
 	case BwdDQ:
 		return "bwd_dq"
+	case BwdDKDVQ:
+		return "bwd_dkdvq"
+	case BwdDQConv:
+		return "bwd_dqconv"
 	}
 	return "pass?"
 }
@@ -106,9 +131,9 @@ type Variant struct {
 	HeadDim int
 	Causal  bool
 	Symbol  string
-	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre:
-	// rows per CTA, Bc 0); for BwdDKDV key rows per CTA (Bc) and query rows
-	// per step (Br).
+	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre,
+	// BwdDQConv: rows per CTA, Bc 0); for BwdDKDV and BwdDKDVQ key rows per
+	// CTA (Bc) and query rows per step (Br).
 	Br, Bc    int
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA

@@ -121,16 +121,20 @@ func TestTableMatchesTraits(t *testing.T) {
 		list, re string
 		pass     Pass
 		want     func(n []int) (br, bc int)
+		bf16     bool // every sm_80 row ships a bf16 pair too
 	}
 	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+`
 	for _, k := range []rowKind{
-		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }},
+		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, false},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
-		// Every sm_80 row ships a bf16 pair too.
-		want := 2 * (len(rows) + strings.Count(macro(t, src, k.list), "X(80,"))
+		want := 2 * len(rows)
+		if k.bf16 {
+			want += 2 * strings.Count(macro(t, src, k.list), "X(80,")
+		}
 		if len(rows) == 0 || want != count[k.pass] {
 			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want %d)", len(rows), k.pass, count[k.pass], want)
 		}
@@ -146,7 +150,7 @@ func TestTableMatchesTraits(t *testing.T) {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
 				}
 				b, ok := LookupBF16(k.pass, n[0], n[1], causal)
-				if ok != (n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes ||
+				if ok != (k.bf16 && n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes ||
 					!strings.Contains(b.Symbol, "_bf16")) {
 					t.Errorf("%s: bf16 table has %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
@@ -159,7 +163,17 @@ func TestTableMatchesTraits(t *testing.T) {
 					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 			}
+			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel
+				_, pre := LookupPass(BwdPre, n[0], n[1], false)
+				_, conv := LookupPass(BwdDQConv, n[0], n[1], false)
+				if !pre || !conv {
+					t.Errorf("%s: BwdPre kernel %v, BwdDQConv kernel %v", r[0], pre, conv)
+				}
+			}
 		}
+	}
+	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
+		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
 	}
 	if count[BwdPre] != count[BwdDKDV]/2 || count[BwdDQ] != count[BwdDKDV] {
 		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[BwdPre], count[BwdDKDV], count[BwdDQ])
@@ -295,11 +309,14 @@ func TestLookup(t *testing.T) {
 		}
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
-		owned, streamed := v.Br, v.Bc
-		if v.Pass == BwdDKDV {
+		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
+		if v.Pass == BwdDKDV || v.Pass == BwdDKDVQ {
 			owned, streamed = v.Bc, v.Br
 		}
-		if owned%(16*v.Warps) != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre) {
+		if v.Pass == BwdDKDVQ { // a 2-D warp grid: owned rows split over some of the warps only
+			split = 16
+		}
+		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre || v.Pass == BwdDQConv) {
 			t.Errorf("%s: owned rows %d, streamed rows %d do not fit %d warps of 16-row mma tiles", v.Symbol, owned, streamed, v.Warps)
 		}
 	}
@@ -317,6 +334,20 @@ func TestLookup(t *testing.T) {
 	} {
 		if v, ok := LookupPass(c.pass, c.arch, c.d, c.causal); !ok || v.Symbol != c.sym || v.Pass != c.pass {
 			t.Errorf("LookupPass(%v, %d, %d, %v) = %+v, %v; want %s", c.pass, c.arch, c.d, c.causal, v, ok, c.sym)
+		}
+	}
+	if v, ok := LookupPass(BwdDKDVQ, 75, 128, false); ok {
+		t.Errorf("LookupPass(BwdDKDVQ, 75, 128) = %+v: the single pass is sm_80-path only", v)
+	}
+	if v, ok := LookupPass(BwdDKDVQ, 90, 128, true); !ok {
+		t.Errorf("LookupPass(BwdDKDVQ, 90, 128): no single-pass kernel")
+	} else {
+		rows := v.Br // Nq 65 padded to whole query blocks
+		for rows < 65 {
+			rows += v.Br
+		}
+		if got := DQAccumLen(v, 2, 65, 3); got != 2*3*rows*128 {
+			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", v.Symbol, got, 2*3*rows*128)
 		}
 	}
 	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {

@@ -92,6 +92,9 @@ var variants = []Variant{
 	{Pass: BwdDKDV, Arch: 80, HeadDim: 128, Causal: true, Symbol: "fa2_bwd_dkdv_sm80_d128_bf16_causal", Br: 32, Bc: 128, Warps: 8, SmemBytes: 98816, BF16: true},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 128, Causal: false, Symbol: "fa2_bwd_dq_sm80_d128_bf16", Br: 128, Bc: 32, Warps: 4, SmemBytes: 98304, BF16: true},
 	{Pass: BwdDQ, Arch: 80, HeadDim: 128, Causal: true, Symbol: "fa2_bwd_dq_sm80_d128_bf16_causal", Br: 128, Bc: 32, Warps: 4, SmemBytes: 98304, BF16: true},
+	{Pass: BwdDKDVQ, Arch: 80, HeadDim: 128, Causal: false, Symbol: "fa2_bwd_dkdvq_sm80_d128", Br: 64, Bc: 64, Warps: 8, SmemBytes: 99328},
+	{Pass: BwdDKDVQ, Arch: 80, HeadDim: 128, Causal: true, Symbol: "fa2_bwd_dkdvq_sm80_d128_causal", Br: 64, Bc: 64, Warps: 8, SmemBytes: 99328},
+	{Pass: BwdDQConv, Arch: 80, HeadDim: 128, Causal: false, Symbol: "fa2_bwd_dqconv_sm80_d128", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
 }
 
 // ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.

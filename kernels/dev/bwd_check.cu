@@ -1,9 +1,12 @@
 // bwd_check.cu: dev harness for the FA2 backward kernels (llm.c dev/cuda style):
 // a float64 CPU reference check of every shipped backward variant (pre + dK/dV
-// + dQ) on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA,
-// causal rows that see no key), bit-reproducibility, and NaN-poisoned outputs
-// with guard words. Speed is measured side by side with PyTorch in
-// sidebyside.py --bwd, not here.
+// + dQ, and the single pass: pre + dK/dV/dQ with atomics + dQ convert, "kvq")
+// on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA, causal
+// rows that see no key), bit-reproducibility (dK and dV only for the single
+// pass), and NaN-poisoned outputs (and dQ accumulator) with guard words. Speed
+// is measured side by side with PyTorch in sidebyside.py --bwd; BWD_BENCH
+// compares tiles. Dev-only tiles of the single pass: a wrapper .cu that defines
+// BWD_DEV_TILES(X) (see below) and includes this file.
 //
 // Build here (nvcc 11.8) or on the GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd_check -ldl
@@ -63,21 +66,29 @@ struct Fn {
   }
 };
 
-// The three kernels of one (arch path, D, causal) backward.
+// The kernels of one (arch path, D, causal) backward. Three-kernel path: pre,
+// kv = dK/dV, dq. Single pass (fused): pre, kv = dK/dV/dQ by atomics into the
+// zeroed fp32 accumulator, dq = the dQ convert kernel (on pre's grid).
 struct Bwd {
   std::string src;
   int arch, d;
-  bool causal;
-  int kv_bc, dq_br;
+  bool causal, fused = false;
+  int kv_bc, dq_br, acc_br = 0;  // acc_br: the fused tile's Br (dq_accum rows are padded to it)
   Fn pre, kv, dq;
+  std::string tag;  // "" for the shipped tiles, else the dev tile's name
   std::string name() const {
-    return "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
+    return std::string(fused ? "kvq" : "") + "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "") +
+           (tag.empty() ? "" : "_" + tag);
+  }
+  size_t acc_bytes(const BwdParams& p) const {
+    return (size_t)p.b * p.hq * ((p.nq + acc_br - 1) / acc_br) * acc_br * p.d * 4;
   }
   // ev (optional): 4 events recorded around the three launches (per-kernel times).
   void run(const BwdParams& p, cudaEvent_t* ev = nullptr) const {
     if (ev) CK(cudaEventRecord(ev[0]));
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
     if (ev) CK(cudaEventRecord(ev[1]));
+    if (fused) CK(cudaMemsetAsync(p.dq_accum, 0, acc_bytes(p)));
     kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
     if (ev) CK(cudaEventRecord(ev[2]));
     dq.launch((p.nq + dq_br - 1) / dq_br, p.b * p.hq, p);
@@ -100,6 +111,39 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
   return b;
 }
 
+// The single pass with tile T (bwd_kv.cuh): kv computes dK, dV and (Q) dQ;
+// without Q, dQ comes from the three-kernel path's dQ kernel (deterministic).
+template <class T, bool C, bool Q>
+Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag) {
+  constexpr int A = T::kArch, D = T::kD;
+  Bwd b = make_bwd<A, D, C>(pre, nullptr, dq);
+  b.fused = Q;
+  b.acc_br = T::kBr;
+  b.tag = Q ? tag : tag + "_det";
+  const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
+  b.kv = Fn{(Q ? "fa2_bwd_dkdvq" : "dev_dkdv") + sfx + (C ? "_causal" : ""), kv, nullptr, T::kWarps, T::kSmemBytes};
+  if (Q) {
+    b.dq_br = fa2::kPreRows;
+    b.dq = Fn{"fa2_bwd_dqconv" + sfx, dq, nullptr, fa2::kPreThreads / 32, 0};
+  }
+  b.kv_bc = T::kBc;
+  return b;
+}
+
+// Dev-only tiles (not shipped), timed and checked beside the shipped ones:
+// X(name, arch, d, Bc, Br, warps, SK, VK, QM, kvregs, minblocks).
+#ifndef BWD_DEV_TILES
+#define BWD_DEV_TILES(X)
+#endif
+template <class T, bool C, bool Q>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) dev_kv(const BwdParams p) {
+  fa2::bwd_kv_kernel<T, C, Q>(p);
+}
+template <class T>
+__global__ void __launch_bounds__(fa2::kPreThreads) dev_conv(const BwdParams p) {
+  fa2::bwd_dq_convert_kernel<T>(p);
+}
+
 static std::vector<Bwd> shipped_tpl() {
   std::vector<Bwd> v;
 #define ADD(A, D, ...)                                                                                               \
@@ -110,6 +154,28 @@ static std::vector<Bwd> shipped_tpl() {
                                    (const void*)fa2_bwd_dq_sm##A##_d##D##_causal));
   FA2_BWD_TILES(ADD)
 #undef ADD
+#define ADDQ(A, D, ...)                                                                                                      \
+  v.push_back(make_kvq<BwdKVQTraits<A, D>::type, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                        \
+                                                              (const void*)fa2_bwd_dkdvq_sm##A##_d##D,                      \
+                                                              (const void*)fa2_bwd_dqconv_sm##A##_d##D, ""));               \
+  v.push_back(make_kvq<BwdKVQTraits<A, D>::type, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                         \
+                                                             (const void*)fa2_bwd_dkdvq_sm##A##_d##D##_causal,              \
+                                                             (const void*)fa2_bwd_dqconv_sm##A##_d##D, ""));
+  FA2_BWD_KVQ_TILES(ADDQ)
+#undef ADDQ
+#define ADDDEV(NAME, A, D, ...)                                                                                    \
+  for (int q = 0; q < 2; ++q) {                                                                                    \
+    using T = BwdKVQTile<A, D, __VA_ARGS__>;                                                                       \
+    const void* conv = (const void*)dev_conv<T>;                                                                    \
+    v.push_back(q ? make_kvq<T, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, false, true>, conv, #NAME) \
+                  : make_kvq<T, false, false>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, false, false>,      \
+                                              (const void*)fa2_bwd_dq_sm##A##_d##D, #NAME));                       \
+    v.push_back(q ? make_kvq<T, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, true, true>, conv, #NAME) \
+                  : make_kvq<T, true, false>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, true, false>,       \
+                                             (const void*)fa2_bwd_dq_sm##A##_d##D##_causal, #NAME));               \
+  }
+  BWD_DEV_TILES(ADDDEV)
+#undef ADDDEV
   return v;
 }
 
@@ -275,8 +341,11 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   const int d = P.d;
   const size_t nq = P.q.size(), nk = P.k.size(), nl = P.lse.size();
   __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-  float *lse, *di;
+  float *lse, *di, *acc;
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2));
+  const size_t nacc = (size_t)sh.b * sh.hq * ((sh.nq + 127) / 128 * 128) * d;  // rows padded to any Br <= 128
+  CK(cudaMalloc(&acc, nacc * 4));
+  CK(cudaMemset(acc, 0xff, nacc * 4));  // NaN: the fused path must zero it
   CK(cudaMalloc(&o, nq * 2)); CK(cudaMalloc(&dout, nq * 2));
   CK(cudaMalloc(&dq, (nq + kGuard) * 2)); CK(cudaMalloc(&dk, (nk + kGuard) * 2)); CK(cudaMalloc(&dv, (nk + kGuard) * 2));
   CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));
@@ -292,6 +361,7 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemset(di, 0xff, nl * 4));
   BwdParams p{};
   p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
+  p.dq_accum = acc;
   const int64_t qb = (int64_t)sh.nq * sh.hq * d, qr = (int64_t)sh.hq * d, kb = (int64_t)sh.nk * sh.hkv * d,
                 kr = (int64_t)sh.hkv * d;
   p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = qb;
@@ -311,7 +381,8 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   CK(cudaMemcpy(r.dq.data(), dq, r.dq.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(r.dk.data(), dk, r.dk.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(r.dv.data(), dv, r.dv.size() * 2, cudaMemcpyDeviceToHost));
-  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
+  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di,
+                  (void*)acc})
     CK(cudaFree(x));
   return r;
 }
@@ -348,6 +419,17 @@ static bool compare(const char* what, const std::vector<__half>& got, const std:
   return ok;
 }
 
+// BWD_ONLY=sm80_d64 checks (and benches) the variants whose source and name
+// contain it, or one of a|b.
+static bool selected(const Bwd& bw) {
+  const char* only = std::getenv("BWD_ONLY");
+  if (!only) return true;
+  std::stringstream alts(only);
+  for (std::string a; std::getline(alts, a, '|');)
+    if ((bw.src + " " + bw.name()).find(a) != std::string::npos) return true;
+  return false;
+}
+
 // BWD_BENCH=1: times every tpl80 backward on the FA2 paper shapes at N 2048 and
 // 8192 (B = 16384/N, H = 2048/D, D 64 and 128) on random data, O and LSE from the
 // shipped forward kernel: median of 20 CUDA-event-timed calls after 3 warm-ups,
@@ -380,12 +462,14 @@ static int bench(const std::vector<Bwd>& all) {
         std::normal_distribution<float> nd;
         for (auto& x : hx) x = f2h(nd(rng));
         __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-        float *lse, *di;
+        float *lse, *di, *acc;
         for (__half** x : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CK(cudaMalloc(x, nel * 2));
+        CK(cudaMalloc(&acc, nel * 4));
         for (__half* x : {q, k, v, dout}) CK(cudaMemcpy(x, hx.data(), nel * 2, cudaMemcpyHostToDevice));
         CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));
         BwdParams p{};
         p.q = q; p.k = k; p.v = v; p.o = o; p.dout = dout; p.lse = lse; p.di = di; p.dq = dq; p.dk = dk; p.dv = dv;
+        p.dq_accum = acc;
         const int64_t bs = (int64_t)n * h * d, rs = (int64_t)h * d;
         p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = bs;
         p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = bs;
@@ -400,7 +484,7 @@ static int bench(const std::vector<Bwd>& all) {
         else causal ? fwd_launch<128, true>(p) : fwd_launch<128, false>(p);
         const double flops = 2.5 * 4.0 * b * h * (double)n * n * d / (causal ? 2 : 1);
         for (const Bwd& bw : all) {
-          if (bw.src != "tpl80" || bw.d != d || bw.causal != causal) continue;
+          if (bw.src != "tpl80" || bw.d != d || bw.causal != causal || !selected(bw)) continue;
           cudaEvent_t ev[4];
           for (auto& e : ev) CK(cudaEventCreate(&e));
           std::vector<float> ms[4];  // whole call, pre, dK/dV, dQ
@@ -418,12 +502,13 @@ static int bench(const std::vector<Bwd>& all) {
             std::sort(ms[k].begin(), ms[k].end());
             med[k] = ms[k][ms[k].size() / 2];
           }
-          std::printf("bench %-18s N%-5d %8.3f ms %6.1f TFLOP/s  (pre %.3f, dkdv %.3f, dq %.3f ms)\n", bw.name().c_str(), n, med[0],
+          std::printf("bench %-26s N%-5d %8.3f ms %6.1f TFLOP/s  (pre %.3f, dkdv %.3f, dq %.3f ms; fused: dq = convert)\n", bw.name().c_str(), n, med[0],
                       flops / (med[0] * 1e-3) / 1e12, med[1], med[2], med[3]);
           std::fflush(stdout);
           for (auto& e : ev) CK(cudaEventDestroy(e));
         }
-        for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di})
+        for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)di,
+                        (void*)acc})
           CK(cudaFree(x));
       }
   return 0;
@@ -453,9 +538,7 @@ int main(int argc, char** argv) {
   std::map<std::string, int> pass, cases;
   int failed = 0;
   for (const Bwd& bw : all) {
-    // BWD_ONLY=sm80_d64 checks the variants whose source and name contain it.
-    if (const char* only = std::getenv("BWD_ONLY"))
-      if ((bw.src + " " + bw.name()).find(only) == std::string::npos) continue;
+    if (!selected(bw)) continue;
     for (size_t si = 0; si < kShapes.size(); ++si) {
       // BWD_SHAPES=1,3,7 checks those shapes only (for compute-sanitizer runs).
       if (const char* only = std::getenv("BWD_SHAPES"))
@@ -487,7 +570,9 @@ int main(int argc, char** argv) {
       }
       if (zero_bad) { ok = false; msg += " NONZERO-dQ-OF-UNSEEING-ROWS"; }
       const Out r2 = run_gpu(bw, P);  // bit-reproducible
-      if (std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2) || std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
+      // The single pass adds dQ with atomics in no fixed order: only dK and dV must repeat.
+      if ((!bw.fused && std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2)) ||
+          std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
           std::memcmp(r.dv.data(), r2.dv.data(), P.dv.size() * 2)) {
         ok = false;
         msg += " NOT-DETERMINISTIC";
@@ -495,7 +580,7 @@ int main(int argc, char** argv) {
       ++cases[bw.src];
       if (ok) ++pass[bw.src];
       else ++failed;
-      std::printf("%s %-6s %-18s B%d Hq%d Hkv%d Nq%-4d Nk%-4d%s\n", ok ? "ok  " : "FAIL", bw.src.c_str(), bw.name().c_str(), sh.b,
+      std::printf("%s %-6s %-26s B%d Hq%d Hkv%d Nq%-4d Nk%-4d%s\n", ok ? "ok  " : "FAIL", bw.src.c_str(), bw.name().c_str(), sh.b,
                   sh.hq, sh.hkv, sh.nq, sh.nk, msg.c_str());
       std::fflush(stdout);
     }

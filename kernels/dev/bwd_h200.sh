@@ -7,21 +7,21 @@
 #   kernels/dev/sidebyside.py of this branch (the shipped build, nvcc 11.8)
 # Steps (STEPS, default all): check = bwd_check (float64 CPU reference, every variant)
 # and compute-sanitizer memcheck/racecheck of the variants named by SAN_ONLY (default
-# "tpl80 sm80_d64": the sm_80 D64 kernels, causal and not); bench = BWD_BENCH per-kernel timings; go = the Go GPU
+# "kvqsm80": the single pass, causal and not; BWD_ONLY syntax, a|b); bench = BWD_BENCH per-kernel timings; go = the Go GPU
 # tests (conformance on the default and forced sm_75 paths); side = sidebyside.py --bwd
-# (beside PyTorch SDPA); ncu = one profile of the dK/dV kernel (D in NCU_DS, default 64;
-# N 8192). Logs in $OUT.
+# (beside PyTorch SDPA; both backward paths); ncu = one profile of the single pass (NCU_KERNEL=dkdv:
+# the three-kernel dK/dV kernel; D in NCU_DS, default 128; N 2048). Logs in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STEPS=${STEPS:-check bench go side ncu}
-B=.build/bwd
+B=${B:-.build/bwd}
 date -u +"run %Y-%m-%dT%H:%M:%SZ"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has check; then
   timeout 120 $B/bwd_check $B/root/internal/kernels >"$OUT/bwd_check.log" 2>&1; echo "bwd_check rc=$?"
   for tool in ${SAN_TOOLS-memcheck racecheck}; do
-    BWD_ONLY="${SAN_ONLY:-tpl80 sm80_d64}" BWD_SHAPES=${SAN_SHAPES:-1,3,7} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/bwd_check \
+    BWD_ONLY="${SAN_ONLY:-kvqsm80}" BWD_SHAPES=${SAN_SHAPES:-1,3,7} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/bwd_check \
       $B/root/internal/kernels >"$OUT/sanitizer_$tool.log" 2>&1; echo "sanitizer $tool rc=$?"
   done
   grep -v "^ok " "$OUT/bwd_check.log" | head -40; tail -4 "$OUT"/sanitizer_*.log
@@ -37,8 +37,8 @@ if has side; then
   echo "sidebyside rc=$?"; cat "$OUT/bwd_sidebyside.log"
 fi
 if has ncu; then
-  for d in ${NCU_DS:-64}; do
-    BWD_BENCH=1 timeout 100 ncu -k regex:"fa2_bwd_dkdv_sm80_d${d}\$" -s 23 -c 1 --set full -o "$OUT/dkdv_d$d" \
+  for d in ${NCU_DS:-128}; do
+    BWD_BENCH=1 timeout 100 ncu -k regex:"fa2_bwd_${NCU_KERNEL:-dkdvq}_sm80_d${d}\$" -s 23 -c 1 --set full -o "$OUT/dkdv_d$d" \
       $B/bwd_check $B/root/internal/kernels >"$OUT/ncu_d$d.log" 2>&1; echo "ncu d$d rc=$?"
     ncu -i "$OUT/dkdv_d$d.ncu-rep" --page details >"$OUT/ncu_d$d.txt" 2>&1
     ncu -i "$OUT/dkdv_d$d.ncu-rep" --page raw --csv 2>/dev/null | python3 -c '

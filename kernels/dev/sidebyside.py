@@ -5,10 +5,12 @@ call by call on the same tensors, so clock drift hits all three alike.
 
 Forward (default): Median of 20 CUDA-event-timed calls after 3 warm-ups; before
 timing, each shape's output is checked against SDPA's math backend in float32.
---bwd: the backward pass (pre + dK/dV + dQ; SDPA: the backward kernels autograd
-runs for each backend), our O and LSE from our forward kernel; each shape's
-gradients (batch 0, heads 0-3) are checked against SDPA's float32 math backend,
-next to flash's error on the same slice.
+--bwd: the backward pass (SDPA: the backward kernels autograd runs for each
+backend; ours: the default path, FA2's single pass pre + dK/dV/dQ + dQ convert
+where the fatbin has one for the head dim, else pre + dK/dV + dQ; "det": the
+deterministic path, always pre + dK/dV + dQ), our O and LSE from our forward
+kernel; each shape's gradients of both paths (batch 0, heads 0-3) are checked
+against SDPA's float32 math backend, next to flash's error on the same slice.
 
 Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
 FLOPs = 4*B*H*N*N*D (times 2.5 for the backward, the paper's convention),
@@ -40,10 +42,10 @@ class BwdParams(ctypes.Structure):  # kernels/params.cuh
     _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "di", "dq", "dk", "dv")] + \
                [(f"s{i}", ctypes.c_int64) for i in range(24)] + \
                [(n, ctypes.c_int32) for n in ("b", "nq", "nk", "hq", "hkv", "d")] + \
-               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("dq_accum", ctypes.c_uint64)]
 
 
-assert ctypes.sizeof(BwdParams) == 304
+assert ctypes.sizeof(BwdParams) == 312
 
 
 cu = ctypes.CDLL("libcuda.so.1")
@@ -108,19 +110,26 @@ class Module:
         call.keep = (p, args)  # the parameter block must outlive every launch
         return call
 
-    def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal):
-        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call (pre, dkdv, dq)."""
+    def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal, deterministic=False):
+        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call: pre, dkdvq, dqconv (the single
+        pass, unless deterministic or the fatbin has none for D) or pre, dkdv, dq."""
         b, n, h, d = q.shape
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
+        cs = "_causal" if causal else ""
+        single = not deterministic and "fa2_bwd_dkdvq" + sfx + cs in self.tiles
         pre = self.fn("fa2_bwd_pre" + sfx)
-        kv = self.fn("fa2_bwd_dkdv" + sfx + ("_causal" if causal else ""))
-        dqk = self.fn("fa2_bwd_dq" + sfx + ("_causal" if causal else ""))
+        kv = self.fn(("fa2_bwd_dkdvq" if single else "fa2_bwd_dkdv") + sfx + cs)
+        dqk = self.fn("fa2_bwd_dqconv" + sfx if single else "fa2_bwd_dq" + sfx + cs)
+        acc = None
+        if single:  # fp32 (B, H, ceil(N/Br)*Br, D), zero before the call; the convert kernel re-zeroes it
+            acc = torch.zeros(b * h * ((n + kv[1] - 1) // kv[1] * kv[1]) * d, device="cuda", dtype=torch.float32)
         strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
                    *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
         p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                       di.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
-                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+                      b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d),
+                      acc.data_ptr() if single else 0)
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         launches = [
@@ -132,7 +141,8 @@ class Module:
         def call():
             for f, gx, gy, warps, smem in launches:
                 ck(cu.cuLaunchKernel(f, gx, gy, 1, warps * 32, 1, 1, smem, stream, args, None), "bwd")
-        call.keep = (p, args)
+        call.keep = (p, args, acc)
+        call.single = single
         return call
 
 
@@ -188,8 +198,8 @@ def forward(m, arch, ns):
 
 
 def backward(m, arch, ns):
-    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} bwd TFLOP/s | ours/flash ours/eff | "
-          "max|err| vs fp32 math, ours (flash): dQ dK dV")
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} {'det':>7} bwd TFLOP/s | "
+          "ours/flash det/flash ours/eff | path | max|err| vs fp32 math, ours (flash), det: dQ dK dV")
     fails = 0
     for d in (64, 128):
         for causal in (False, True):
@@ -200,10 +210,14 @@ def backward(m, arch, ns):
                 o = torch.full_like(q, float("nan"))
                 lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
                 di = torch.full_like(lse, float("nan"))
-                dq, dk, dv = (torch.full_like(x, float("nan")) for x in (q, k, v))
+                grads = {}
+                calls = {}
                 m.forward(arch, q, k, v, o, lse, causal)()
-                ours = m.backward(arch, q, k, v, o, do, lse, di, dq, dk, dv, causal)
-                ours()
+                for path in ("ours", "det"):
+                    g = tuple(torch.full_like(x, float("nan")) for x in (q, k, v))
+                    calls[path] = m.backward(arch, q, k, v, o, do, lse, di, *g, causal, deterministic=path == "det")
+                    calls[path]()
+                    grads[path] = g
                 torch.cuda.synchronize()
                 # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
                 qt, kt, vt, dot = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
@@ -220,28 +234,33 @@ def backward(m, arch, ns):
                     ref = F.scaled_dot_product_attention(q32, k32, v32, is_causal=causal)
                 rq, rk, rv = torch.autograd.grad(ref, (q32, k32, v32), dot[sl].float())
                 fq, fk, fv = torch.autograd.grad(outs["flash"], (qt, kt, vt), dot, retain_graph=True)
-                errs = []
-                for mine, fl, r in ((dq, fq, rq), (dk, fk, rk), (dv, fv, rv)):
-                    e = (mine.transpose(1, 2)[sl].float() - r).abs().max().item()
-                    ef = (fl[sl].float() - r).abs().max().item()
-                    nan = torch.isnan(mine).any().item()
-                    errs.append((e, ef, nan))
+                errs = {}
+                for path, (dq, dk, dv) in grads.items():
+                    errs[path] = []
+                    for mine, fl, r in ((dq, fq, rq), (dk, fk, rk), (dv, fv, rv)):
+                        e = (mine.transpose(1, 2)[sl].float() - r).abs().max().item()
+                        ef = (fl[sl].float() - r).abs().max().item()
+                        nan = torch.isnan(mine).any().item()
+                        errs[path].append((e, ef, nan))
                 del q32, k32, v32, ref, rq, rk, rv, fq, fk, fv
-                bad = any(nan or not e <= 2 * ef + 1e-3 for e, ef, nan in errs)
+                bad = any(nan or not e <= 2 * ef + 1e-3 for es in errs.values() for e, ef, nan in es)
                 fails += bad
-                ts = {"flash": [], "efficient": [], "ours": []}
+                ts = {"flash": [], "efficient": [], "ours": [], "det": []}
                 for _ in range(4):
                     for name in ("flash", "efficient"):
                         out = outs[name]
                         ts[name] += timed(lambda: torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True), 5)
-                    ts["ours"] += timed(ours, 5)
+                    for path in ("ours", "det"):
+                        ts[path] += timed(calls[path], 5)
                 flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
                 tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
-                es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs)
-                print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f}             | "
-                      f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {es}" + ("  FAIL" if bad else ""),
-                      flush=True)
-                del q, k, v, do, o, lse, di, dq, dk, dv, qt, kt, vt, dot, outs, ours
+                es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs["ours"])
+                es += ", det " + " ".join(f"{e:.1e}" + ("NaN" if nan else "") for e, ef, nan in errs["det"])
+                path = "single" if calls["ours"].single else "three"
+                print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f} {tf['det']:7.1f}"
+                      f"             | {tf['ours'] / tf['flash']:10.2f} {tf['det'] / tf['flash']:9.2f} {tf['ours'] / tf['efficient']:8.2f}"
+                      f" | {path:>6} | {es}" + ("  FAIL" if bad else ""), flush=True)
+                del q, k, v, do, o, lse, di, grads, qt, kt, vt, dot, outs, calls
                 torch.cuda.empty_cache()
     print("all shapes within 2x flash's error" if not fails else f"{fails} shapes FAILED")
 

@@ -1,0 +1,345 @@
+// bwd_kv.cuh: the sm_80 backward's dK/dV kernel with FA2's 2-D warp layout,
+// and (kDQ) FA2's single pass: the same kernel also adds dQ with fp32 atomics.
+//
+// A CTA owns Bc key rows of one kv head (K, V, and the dK, dV accumulators)
+// and walks every Br-row query block of every query head of its GQA group.
+// Per step (paper notation, products transposed so rows are keys):
+//   S^T  = K Q_i^T, P^T = exp2(S^T*scale*log2e - L_i*log2e)     warps: SK keys x Warps/SK queries
+//   dP^T = V dO_i^T, dS^T = P^T * (dP^T - Di)                    (same warp tiles)
+//   P^T, dS^T -> shared memory (fp16)                            one barrier
+//   dV += P^T dO_i,  dK += dS^T Q_i                              warps: VK keys x Warps/VK head-dim columns
+//   kDQ: dQ_i = dS_i K (dS read .trans from dS^T), added by      warps: QM queries x Warps/QM columns
+//        atomics into the fp32 accumulator p.dq_accum
+// The three products use different warp grids, so each warp owns a slice of
+// keys x columns of dK and dV instead of whole rows: the fp32 accumulators are
+// split over the warps (bwd.cuh's 1-D layout holds whole D-wide rows, D/2
+// registers per thread per 16 rows for each of dK and dV), and every fragment
+// read from shared memory feeds several mmas. The single pass computes S and
+// dP once (5 products, not 7); the order of the atomic adds is not fixed, so
+// its dQ is not bit-reproducible. Without kDQ the kernel is dK/dV alone, for a
+// deterministic path beside bwd.cuh's dQ kernel; it measured no faster than
+// bwd.cuh's dK/dV kernel (kernels/dev/RESULTS.md), so only kDQ ships.
+//
+// dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index)
+// is zero before the kernel (the caller zeroes it once), scaled and rounded to
+// dQ by bwd_dq_convert_kernel after it, which leaves it zero again; rows that
+// see no key get dQ = 0.
+#pragma once
+#include "bwd.cuh"
+
+namespace fa2 {
+
+// ldmatrix row addresses of the lane for NP chunk pairs of a column slice
+// [col0, col0 + 16*NP) of a swizzled tile of D-element rows, in either lane
+// order (tile_io.cuh's LdAddr). The slice depends on the warp, i.e. is known
+// only at run time, so the swizzled offsets are computed once instead of per
+// load (LdAddr folds them into immediates only for compile-time chunks).
+template <int D, LdOrder O, int NP>
+struct SliceAddr {
+  uint32_t off[NP];
+  __device__ __forceinline__ SliceAddr(int lane, int col0) {
+    const int row = O == kRowsFirst ? (lane & 15) : ((lane & 7) | ((lane >> 4) << 3));
+    const int hi = O == kRowsFirst ? (lane >> 4) : ((lane >> 3) & 1);
+#pragma unroll
+    for (int u = 0; u < NP; ++u) off[u] = row * D * 2 + (((col0 >> 3) + 2 * u + hi) ^ Swizzle<D>::key(row)) * 16;
+  }
+  // Byte address for slab row row0 (a multiple of 16: the swizzle key repeats) and pair u.
+  __device__ __forceinline__ uint32_t at(uint32_t base, int row0, int u) const { return base + row0 * D * 2 + off[u]; }
+};
+
+// c += A B over k = K rows: A (MT m16 row tiles from arow of a tile of K-element
+// rows at abase, non-transposed ldmatrix) times the NC columns from col0 of the
+// K rows of a tile of D-element rows at bbase (.trans, as V in O += P V).
+template <int Arch, int K, int D, int MT, int NC, class E>
+__device__ __forceinline__ void gemm_slice(float (&c)[MT][NC / 8][4], const LdAddr<K, kRowsFirst>& la, uint32_t abase, int arow,
+                                           const SliceAddr<D, kRowsFirst, NC / 16>& sb, uint32_t bbase) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) ldmatrix_x4(a[i], la.at(abase, arow + 16 * i, 2 * kk));
+#pragma unroll
+    for (int dd = 0; dd < NC / 16; ++dd) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(bv, sb.at(bbase, 16 * kk, dd));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        mma_k16<Arch, E>(c[i][2 * dd], a[i], bv[0], bv[1]);
+        mma_k16<Arch, E>(c[i][2 * dd + 1], a[i], bv[2], bv[3]);
+      }
+    }
+  }
+}
+
+// The warp's fp32 C fragments (rows row0.., columns col0..) as E into a
+// swizzled tile of R-element rows: each quad writes 16 contiguous bytes of a row.
+template <int R, int MT, int NJ, class E>
+__device__ __forceinline__ void store_frags(const float (&c)[MT][NJ][4], __half* s, int row0, int col0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int j = 0; j < NJ; ++j)
+        *reinterpret_cast<uint32_t*>(s + Swizzle<R>::offset(row0 + 16 * i + g + 8 * hh, (col0 >> 3) + j) + 2 * t) =
+            pack2<E>(c[i][j][2 * hh], c[i][j][2 * hh + 1]);
+}
+
+// Offset of query block m0 (a multiple of Br) of (b, h) in dq_accum: (B, Hq,
+// Tr*Br, D) floats, each block's Br x D in fragment order: warp w of the dQ grid
+// (rows (w % QM)*QRows.., columns (w / QM)*QCols..) owns QRows*QCols floats,
+// lane l's value e of m-tile i, n-tile n at ((i*QCols/8 + n)*4 + e)*32 + l.
+template <class T>
+__device__ __forceinline__ int64_t dq_accum_index(int b, int h, int hq, int nq, int m0) {
+  const int tr = (nq + T::kBr - 1) / T::kBr;
+  return ((static_cast<int64_t>(b) * hq + h) * tr * T::kBr + m0) * T::kD;
+}
+
+template <class T, bool kCausal, bool kDQ, class E = __half>
+__device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
+  constexpr int A = T::kArch, D = T::kD, Bc = T::kBc, Br = T::kBr, NT = T::kThreads;
+  static_assert(A == 80, "cp.async streams: sm_80 path only");
+  static_assert(Br <= NT, "one thread per streamed row loads L and Di");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
+  const int groups = p.hq / p.hkv;
+  const int n0 = blockIdx.x * Bc;
+  const int rows_k = min(Bc, p.nk - n0);
+  // The warp's tiles in the three grids (row = key, or query for dQ; col = query or head-dim column).
+  const int s_row = (warp % T::kSK) * T::kSRows, s_col = (warp / T::kSK) * T::kSCols;
+  const int v_row = (warp % T::kVK) * T::kVRows, v_col = (warp / T::kVK) * T::kVCols;
+  const int q_row = (warp % T::kQM) * T::kQRows, q_col = (warp / T::kQM) * T::kQCols;
+
+  __half* gdK = static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
+  __half* gdV = static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+
+  const int tr = (p.nq + Br - 1) / Br;
+  const int i0 = min(query_begin<Br, kCausal>(n0, p.nq, p.nk), tr);
+  const int per_head = tr - i0;
+  const int steps = groups * per_head;
+  if (steps == 0) {  // no query sees these keys
+    store_zero_rows<Bc, D, NT>(gdK, p.dk_row_stride, rows_k, tid);
+    store_zero_rows<Bc, D, NT>(gdV, p.dv_row_stride, rows_k, tid);
+    return;
+  }
+
+  // Shared memory: K | V (own tile, or staged in stream buffer 1, which the
+  // first step fills only after its barrier, when its fragments live in
+  // registers) | (Q | dO)[2] | P^T | dS^T | (L | Di)[2].
+  __half* sK = smem;
+  __half* sStream = sK + (T::kKVRegs ? 1 : 2) * Bc * D;
+  __half* sP = sStream + 2 * T::kStreamElems;
+  __half* sdS = sP + Bc * Br;
+  __half* sV = T::kKVRegs ? sStream + T::kStreamElems : sK + Bc * D;
+  float* sStat = reinterpret_cast<float*>(sdS + Bc * Br);
+  const uint32_t aK = smem_u32(sK), aV = smem_u32(sV), aStream = smem_u32(sStream), aP = smem_u32(sP), adS = smem_u32(sdS);
+
+  const LdAddr<D, kRowsFirst> la(lane);
+  const LdAddr<D, kChunksFirst> lk(lane);
+  const LdAddr<Br, kRowsFirst> lp(lane);
+  const SliceAddr<D, kRowsFirst, T::kVCols / 16> sv(lane, v_col);
+
+  auto head_of = [&](int s) { return hk * groups + s / per_head; };
+  auto row0_of = [&](int s) { return (i0 + s % per_head) * Br; };
+  auto issue = [&](int s, int buf) {
+    const int h = head_of(s), m0 = row0_of(s);
+    const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + m0 * p.do_row_stride + h * p.do_head_stride;
+    __half* dst = sStream + buf * T::kStreamElems;
+    cp_tile<Br, D, NT>(dst, gQ, p.q_row_stride, p.nq - m0, tid);
+    cp_tile<Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, p.nq - m0, tid);
+  };
+  auto stats = [&](int s, float& l, float& di) {
+    l = INFINITY;
+    di = 0.f;
+    if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+  };
+  auto put_stats = [&](int buf, float l, float di) {
+    if (tid < Br) {
+      sStat[buf * 2 * Br + tid] = l;
+      sStat[buf * 2 * Br + Br + tid] = di;
+    }
+  };
+
+  float dk[T::kVMT][T::kVCols / 8][4], dv[T::kVMT][T::kVCols / 8][4];
+#pragma unroll
+  for (int i = 0; i < T::kVMT; ++i)
+#pragma unroll
+    for (int n = 0; n < T::kVCols / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[i][n][e] = dv[i][n][e] = 0.f;
+  constexpr int KF = T::kKVRegs ? T::kSMT : 1, KK = T::kKVRegs ? D / 16 : 1;
+  uint32_t kf[KF][KK][4], vf[KF][KK][4];
+
+  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + n0 * p.v_row_stride + hk * p.v_head_stride;
+  cp_tile<Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
+  cp_tile<Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
+  issue(0, 0);
+  {
+    float l, di;
+    stats(0, l, di);
+    put_stats(0, l, di);
+  }
+  cp_async_commit();
+  if constexpr (T::kKVRegs) {
+    cp_async_wait<0>();
+    __syncthreads();
+    load_frags<D, T::kSMT>(kf, la, aK, s_row);
+    load_frags<D, T::kSMT>(vf, la, aV, s_row);
+    // V's staging area is stream buffer 1 from here: the first step's barrier
+    // orders these reads before any copy into it.
+  }
+
+  for (int s = 0; s < steps; ++s) {
+    const int buf = s & 1;
+    const bool more = s + 1 < steps;
+    cp_async_wait<0>();
+    __syncthreads();  // step s's tiles landed; every warp is done with step s-1 (buffer buf^1, P^T, dS^T)
+    float l_next = INFINITY, di_next = 0.f;
+    if (more) {  // the next block's copies overlap this whole step
+      issue(s + 1, buf ^ 1);
+      stats(s + 1, l_next, di_next);
+    }
+    cp_async_commit();
+    const int m0 = row0_of(s);
+    const uint32_t qb = aStream + buf * T::kStreamElems * 2, db = qb + Br * D * 2;
+    {
+      float st[T::kSMT][T::kSCols / 8][4], dp[T::kSMT][T::kSCols / 8][4];
+      gemm_abt<A, D, T::kSMT, T::kSCols, T::kKVRegs, E>(st, kf, la, aK, s_row, lk, qb, s_col);  // S^T = K Q^T
+      gemm_abt<A, D, T::kSMT, T::kSCols, T::kKVRegs, E>(dp, vf, la, aV, s_row, lk, db, s_col);  // dP^T = V dO^T
+      if (kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk))
+        apply_mask_t<T::kSMT, T::kSCols / 8>(st, n0 + s_row, m0 + s_col, lane, p.nq, p.nk);
+      if constexpr (kDQ) {
+        // Keys past Nk: their zero-filled K gives dQ nothing, but exp2(0 - L) may be inf.
+        if (n0 + Bc > p.nk) {
+#pragma unroll
+          for (int i = 0; i < T::kSMT; ++i)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+              if (n0 + s_row + 16 * i + g + 8 * hh >= p.nk)
+#pragma unroll
+                for (int j = 0; j < T::kSCols / 8; ++j) st[i][j][2 * hh] = st[i][j][2 * hh + 1] = -INFINITY;
+        }
+      }
+      const float* sL = sStat + buf * 2 * Br;
+      const float* sDi = sL + Br;
+#pragma unroll
+      for (int j = 0; j < T::kSCols / 8; ++j) {
+        // Lane (g, t) holds query columns s_col+8j+2t, +1 of its key rows.
+        const float2 l2 = *reinterpret_cast<const float2*>(sL + s_col + 8 * j + 2 * t);
+        const float2 di2 = *reinterpret_cast<const float2*>(sDi + s_col + 8 * j + 2 * t);
+#pragma unroll
+        for (int i = 0; i < T::kSMT; ++i)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
+            const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
+            st[i][j][2 * hr] = p0;
+            st[i][j][2 * hr + 1] = p1;
+            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
+            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
+          }
+      }
+      store_frags<Br, T::kSMT, T::kSCols / 8, E>(st, sP, s_row, s_col, lane);
+      store_frags<Br, T::kSMT, T::kSCols / 8, E>(dp, sdS, s_row, s_col, lane);
+    }
+    __syncthreads();  // P^T and dS^T complete
+    gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dv, lp, aP, v_row, sv, db);   // dV += P^T dO
+    gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dk, lp, adS, v_row, sv, qb);  // dK += dS^T Q
+    if constexpr (kDQ) {
+      // dQ_i = dS K: A = dS, read .trans from dS^T (kChunksFirst lane order
+      // yields a0..a3); B = K over the keys, the warp's column slice.
+      float dq[T::kQMT][T::kQCols / 8][4];
+#pragma unroll
+      for (int i = 0; i < T::kQMT; ++i)
+#pragma unroll
+        for (int n = 0; n < T::kQCols / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dq[i][n][e] = 0.f;
+      const SliceAddr<Br, kChunksFirst, T::kQMT> sa(lane, q_row);
+      const SliceAddr<D, kRowsFirst, T::kQCols / 16> sk(lane, q_col);
+#pragma unroll
+      for (int kk = 0; kk < Bc / 16; ++kk) {
+        uint32_t a[T::kQMT][4];
+#pragma unroll
+        for (int i = 0; i < T::kQMT; ++i) ldmatrix_x4_trans(a[i], sa.at(adS, 16 * kk, i));
+#pragma unroll
+        for (int dd = 0; dd < T::kQCols / 16; ++dd) {
+          uint32_t bv[4];
+          ldmatrix_x4_trans(bv, sk.at(aK, 16 * kk, dd));
+#pragma unroll
+          for (int i = 0; i < T::kQMT; ++i) {
+            mma_k16<A, E>(dq[i][2 * dd], a[i], bv[0], bv[1]);
+            mma_k16<A, E>(dq[i][2 * dd + 1], a[i], bv[2], bv[3]);
+          }
+        }
+      }
+      // The accumulator holds each Br-row query block in fragment order
+      // (dq_accum_index): each atomic instruction of a warp adds 32 consecutive
+      // floats, 4 whole 32-byte sectors, where the C layout (row g, columns 2t)
+      // would touch 8 half-used ones.
+      float* acc = p.dq_accum + dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0) + warp * T::kQRows * T::kQCols + lane;
+#pragma unroll
+      for (int i = 0; i < T::kQMT; ++i)
+#pragma unroll
+        for (int n = 0; n < T::kQCols / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) atomicAdd(acc + ((i * (T::kQCols / 8) + n) * 4 + e) * 32, dq[i][n][e]);
+    }
+    if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
+  }
+
+  // Epilogue: fp16 dK (times the softmax scale) over K, dV over the stream area.
+  __syncthreads();  // every warp is done reading K and the streams
+  __half* sdV = sStream;
+#pragma unroll
+  for (int i = 0; i < T::kVMT; ++i)
+#pragma unroll
+    for (int n = 0; n < T::kVCols / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[i][n][e] *= p.scale;
+  store_frags<D, T::kVMT, T::kVCols / 8, E>(dk, sK, v_row, v_col, lane);
+  store_frags<D, T::kVMT, T::kVCols / 8, E>(dv, sdV, v_row, v_col, lane);
+  __syncthreads();
+  store_rows<Bc, D, NT>(sK, gdK, p.dk_row_stride, rows_k, tid);
+  store_rows<Bc, D, NT>(sdV, gdV, p.dv_row_stride, rows_k, tid);
+}
+
+// dQ = E(dq_accum * scale) for tile T's accumulator order, kPreRows rows per
+// CTA on the pre kernel's grid; a thread writes 8 columns (16 bytes) of a row.
+// It zeroes what it read (padding rows up to Tr*Br included), so the
+// accumulator is ready for the next call without a memset.
+template <class T, class E = __half>
+__device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
+  constexpr int D = T::kD, C = D / 8, QR = T::kQRows, QC = T::kQCols;
+  static_assert(kPreRows % T::kBr == 0, "a CTA's rows cover whole query blocks (their padding too)");
+  const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
+  const int m0 = blockIdx.x * kPreRows;
+  float* base = p.dq_accum + dq_accum_index<T>(b, h, p.hq, p.nq, 0);
+  __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride;
+  const int padded = (p.nq + T::kBr - 1) / T::kBr * T::kBr;
+  const int rows = min(kPreRows, padded - m0);
+  for (int idx = threadIdx.x; idx < rows * C; idx += kPreThreads) {
+    const int row = m0 + idx / C, col = (idx % C) * 8;
+    const int r = row % T::kBr, w = r / QR + T::kQM * (col / QC), rr = r % QR, cc = col % QC;
+    // Lane 4g+t holds columns 2t, 2t+1 (values e = 2hh, 2hh+1) of rows g and g+8 (hh).
+    float* f = base + (row - r) * D + w * QR * QC + (((rr >> 4) * (QC / 8) + cc / 8) * 4 + 2 * ((rr >> 3) & 1)) * 32 +
+               4 * (rr & 7);
+    uint32_t o[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      o[t] = pack2<E>(f[t] * p.scale, f[32 + t] * p.scale);
+      f[t] = f[32 + t] = 0.f;
+    }
+    if (row < p.nq) *reinterpret_cast<uint4*>(gdQ + row * p.dq_row_stride + col) = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+}
+
+}  // namespace fa2
