@@ -21,7 +21,8 @@ func passTable(arch int, backward bool) []KernelInfo {
 	path := kernels.Path(arch)
 	var out []KernelInfo
 	for _, v := range kernels.Variants() {
-		if v.Arch != path || (v.Pass != kernels.Fwd) != backward || v.BF16 {
+		bwd := v.Pass == kernels.BwdPre || v.Pass == kernels.BwdDKDV || v.Pass == kernels.BwdDQ
+		if v.Arch != path || (v.Pass != kernels.Fwd && !bwd) || bwd != backward || v.BF16 {
 			continue
 		}
 		out = append(out, kernelInfo(v))
