@@ -155,3 +155,23 @@ func TestGPUKVCacheBF16(t *testing.T) {
 		}}
 	attntest.RunKVCache(t, b)
 }
+
+// TestGPUBenchKVCache: the decode benchmark times the decode call on a
+// contiguous and a paged cache and counts the bytes it must read.
+func TestGPUBenchKVCache(t *testing.T) {
+	dev := openGPU(t)
+	dims := flashattn.Dims{B: 2, Nq: 1, Nk: 4096, Hq: 8, Hkv: 2, D: 128}
+	for _, page := range []int{0, 256} {
+		r, err := dev.BenchKVCache(dims, page, &flashattn.Options{Causal: true}, 1, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(2 * 4096 * 2 * 128 * 2 * 2); r.KVBytes != want || r.Splits < 1 || r.TBps <= 0 || r.MedianMs <= 0 || r.PageSize != page {
+			t.Errorf("page %d: %+v (want %d bytes)", page, r, want)
+		}
+		t.Logf("page %d: %.1f us, %.2f TB/s, %d splits, kernels %d", page, 1e3*r.MedianMs, r.TBps, r.Splits, len(r.Kernels))
+	}
+	if _, err := dev.BenchKVCache(dims, 48, nil, 1, 1); err == nil {
+		t.Error("a page size that does not divide Nk: no error")
+	}
+}
