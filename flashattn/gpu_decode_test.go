@@ -10,16 +10,19 @@ import (
 )
 
 // The split rule needs no GPU: one split once B*Hkv fills two CTAs per SM,
-// enough to reach that otherwise, never splits shorter than 4 blocks.
+// otherwise the most that stay within that wave, never splits shorter than
+// 2 blocks.
 func TestDecodeSplitRule(t *testing.T) {
 	for _, c := range []struct{ ctas, sms, maxLen, bc, want int }{
 		{264, 132, 131072, 64, 1},  // B*Hkv = 264 fills an H200 twice over
 		{500, 132, 1 << 20, 64, 1}, // more than full
-		{8, 132, 131072, 64, 33},   // B=1, Hkv=8, a 128k cache: ceil(264/8)
-		{8, 132, 1024, 64, 4},      // a 1k cache: 16 blocks, at least 4 per split
-		{8, 132, 100, 64, 1},       // shorter than 4 blocks: one split
+		{8, 132, 131072, 64, 33},   // B=1, Hkv=8, a 128k cache: 264/8
+		{32, 132, 131072, 64, 8},   // B=4: 256 CTAs, not 288 (a second wave of 24)
+		{8, 132, 1024, 64, 8},      // a 1k cache: 16 blocks, at least 2 per split
+		{8, 132, 100, 64, 1},       // shorter than 2 blocks: one split
 		{1, 132, 1 << 24, 64, 128}, // capped
-		{4, 40, 32768, 64, 20},     // a T4: ceil(80/4)
+		{4, 40, 32768, 64, 20},     // a T4: 80/4
+		{200, 132, 131072, 64, 1},  // 200 CTAs: a second split would need 400
 	} {
 		if got := flashattn.DecodeSplits(c.ctas, c.sms, c.maxLen, c.bc); got != c.want {
 			t.Errorf("decodeSplits(ctas %d, SMs %d, len %d, Bc %d) = %d, want %d", c.ctas, c.sms, c.maxLen, c.bc, got, c.want)
@@ -108,6 +111,13 @@ func TestGPUKVCacheDevice(t *testing.T) {
 		if !bitsEqual(out.Data, want.Out.Data) || !bitsEqual(lse, want.LSE) {
 			t.Errorf("step %d: device decode differs from the host path", step)
 		}
+	}
+	// The public entry point runs the same kernels through the default device.
+	pub, err := flashattn.ForwardKVCache(q, k, v, cache, &flashattn.Options{Backend: flashattn.GPU, Causal: c.Causal})
+	want, herr := dev.ForwardKVCacheHost(q, k, v, cache, c.Options())
+	if err != nil || herr != nil || pub.Backend != flashattn.GPU || !strings.Contains(pub.Reason, "fa2_decode_") ||
+		!bitsEqual(pub.Out.Data, want.Out.Data) || !bitsEqual(pub.LSE, want.LSE) {
+		t.Errorf("ForwardKVCache with Backend GPU: %v, %v; %+v", err, herr, pub)
 	}
 	_, err = dev.ForwardKVCache(dq, dk, dv, cache, &flashattn.Options{Window: &flashattn.Window{Left: 4, Right: 0}})
 	var ue *flashattn.UnsupportedError

@@ -49,18 +49,47 @@ struct CacheRows {
   }
 };
 
-// Rows [n0, n0+ROWS) of the cache into swizzled smem (cp.async; the caller
-// commits); rows >= valid are zero-filled (V must be 0 there: P is 0 but
-// 0 * garbage may be NaN).
+// The block-table entries of this thread's rows of one block of a paged
+// cache (TileMap's rows), read a block ahead of its copy: a table load is a
+// global load the row address depends on, and K and V share it. Blocks
+// (pages) are multiples of 16 rows, so one entry serves each 16-row group the
+// thread copies in: with a row step RS < 16 (RS divides 16, r0 < RS) row
+// r0 + k*RS lies in group k*RS/16, known at compile time.
 template <int ROWS, int D, int NT>
-__device__ __forceinline__ void cp_cache_tile(__half* s, const CacheRows& c, int n0, int valid, int tid) {
+struct PageRegs {
+  using Map = TileMap<ROWS, D, NT>;
+  static constexpr int G = Map::RS < 16 ? Map::N * Map::RS / 16 : Map::N;  // entries per thread
+  static_assert(Map::RS >= 16 ? Map::RS % 16 == 0 : 16 % Map::RS == 0, "rows per step must tile 16-row groups");
+  int32_t pg[G];
+  __device__ __forceinline__ static constexpr int group(int k) { return Map::RS < 16 ? k * Map::RS / 16 : k; }
+  __device__ __forceinline__ void load(const CacheRows& c, int n0, int valid, int tid) {
+    const Map m(tid);
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      const int r = m.r0 + (Map::RS < 16 ? 16 * j : j * Map::RS);  // the group's first row of this thread
+      pg[j] = c.table && r < valid ? c.table[(n0 + r) / c.page] : 0;
+    }
+  }
+};
+
+// Rows [n0, n0+ROWS) of the cache into swizzled smem (cp.async; the caller
+// commits), a paged cache's blocks from pr (PageRegs of the same rows); rows
+// >= valid are zero-filled (V must be 0 there: P is 0 but 0 * garbage may be NaN).
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void cp_cache_tile(__half* s, const CacheRows& c, const PageRegs<ROWS, D, NT>& pr, int n0,
+                                              int valid, int tid) {
   const TileMap<ROWS, D, NT> m(tid);
   if (!m.active()) return;
 #pragma unroll
   for (int k = 0; k < m.N; ++k) {
-    const int r = m.r0 + k * m.RS;
+    const int r = m.r0 + k * m.RS, n = n0 + r;
     const bool ok = r < valid;
-    cp_async_16(smem_u32(s + Swizzle<D>::offset(r, m.c)), ok ? c.row(n0 + r) + m.c * 8 : c.base, ok ? 16 : 0);
+    const __half* src = c.base;  // rows past valid read nothing
+    if (ok) {
+      const int64_t blk = c.table ? static_cast<int64_t>(pr.pg[PageRegs<ROWS, D, NT>::group(k)]) * c.batch_stride : 0;
+      src = c.base + blk + (c.table ? n % c.page : n) * c.row_stride + m.c * 8;
+    }
+    cp_async_16(smem_u32(s + Swizzle<D>::offset(r, m.c)), src, ok ? 16 : 0);
   }
 }
 
@@ -208,13 +237,16 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     // Stages-deep cp.async ring: block n lives in buffer (n - n_begin) % Stages;
     // Stages-1 blocks are in flight while one is consumed.
     constexpr int S = T::kStages;
+    PageRegs<Bc, D, NT> pr{};  // the table entries of the next block to issue
     auto issue = [&](int n, int buf) {
       if (n < n_end) {
-        cp_cache_tile<Bc, D, NT>(sK + buf * Bc * D, ck, n * Bc, len - n * Bc, tid);
-        cp_cache_tile<Bc, D, NT>(sV + buf * Bc * D, cv, n * Bc, len - n * Bc, tid);
+        cp_cache_tile<Bc, D, NT>(sK + buf * Bc * D, ck, pr, n * Bc, len - n * Bc, tid);
+        cp_cache_tile<Bc, D, NT>(sV + buf * Bc * D, cv, pr, n * Bc, len - n * Bc, tid);
+        if (n + 1 < n_end) pr.load(ck, (n + 1) * Bc, len - (n + 1) * Bc, tid);
       }
       cp_async_commit();  // empty groups keep the wait count below uniform
     };
+    if (n_begin < n_end) pr.load(ck, n_begin * Bc, len - n_begin * Bc, tid);
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) issue(n_begin + s, s);
     int buf = 0;

@@ -45,11 +45,7 @@ assert ctypes.sizeof(DecodeParams) == 216
 
 def splits_rule(ctas, sms, max_len, bc):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    target = 2 * sms
-    if ctas >= target:
-        return 1
-    s = -(-target // ctas)
-    return max(1, min(s, max(1, max_len // (4 * bc)), 128))
+    return max(1, min((2 * sms) // ctas, max_len // (2 * bc), 128))
 
 
 def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None):
@@ -156,8 +152,10 @@ def bench(m, arch, splits):
           f"{'flash':>9} {'effic.':>9} {'cudnn':>9} {'ours':>7} us | ours TB/s (of 4.8) | vs best SDPA | splits | max|err| (flash's)")
     gen = torch.Generator().manual_seed(1)
     fails = 0
-    for (b, hq, hkv, d) in ((1, 32, 8, 128), (4, 32, 8, 128), (1, 64, 8, 128), (1, 32, 8, 64)):
-        for n in (1024, 4096, 16384, 32768, 65536, 131072):
+    every = (1024, 4096, 16384, 32768, 65536, 131072)
+    for (b, hq, hkv, d), lengths in (((1, 32, 8, 128), every), ((4, 32, 8, 128), (4096, 32768, 131072)),
+                                     ((1, 64, 8, 128), (32768, 131072)), ((1, 32, 8, 64), (32768, 131072))):
+        for n in lengths:
             torch.manual_seed(n + b)
             q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
             k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
