@@ -2,6 +2,8 @@ package flashattn_test
 
 import (
 	"errors"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,6 +29,19 @@ func TestDecodeSplitRule(t *testing.T) {
 		if got := flashattn.DecodeSplits(c.ctas, c.sms, c.maxLen, c.bc); got != c.want {
 			t.Errorf("decodeSplits(ctas %d, SMs %d, len %d, Bc %d) = %d, want %d", c.ctas, c.sms, c.maxLen, c.bc, got, c.want)
 		}
+	}
+}
+
+// PageMultiple is what the decode kernels' paged copies assume of a block
+// size (decode.cuh reads one block-table entry per group of that many rows).
+func TestPageMultipleMatchesKernels(t *testing.T) {
+	src, err := os.ReadFile("../kernels/decode.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`constexpr int kPageMultiple = (\d+);`).FindSubmatch(src)
+	if m == nil || string(m[1]) != itoa(flashattn.PageMultiple) {
+		t.Errorf("decode.cuh's kPageMultiple %q, flashattn.PageMultiple %d", m, flashattn.PageMultiple)
 	}
 }
 

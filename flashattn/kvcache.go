@@ -27,8 +27,9 @@ type KVCache struct {
 	BlockSize int
 }
 
-// PageMultiple is what a paged cache's BlockSize must be a multiple of:
-// the key tile a GPU decode kernel reads a block in.
+// PageMultiple is what a paged cache's BlockSize must be a multiple of: the
+// GPU decode kernels read one block-table entry per that many rows
+// (kernels/decode.cuh's kPageMultiple).
 const PageMultiple = 16
 
 // kvCall is one KV-cache call after its checks: the problem (Nk the
