@@ -55,18 +55,19 @@ struct CacheRows {
 // (pages) are multiples of 16 rows, so one entry serves each 16-row group the
 // thread copies in: with a row step RS < 16 (RS divides 16, r0 < RS) row
 // r0 + k*RS lies in group k*RS/16, known at compile time.
+constexpr int kPageMultiple = 16;  // a block size divides by it: flashattn.PageMultiple
 template <int ROWS, int D, int NT>
 struct PageRegs {
   using Map = TileMap<ROWS, D, NT>;
-  static constexpr int G = Map::RS < 16 ? Map::N * Map::RS / 16 : Map::N;  // entries per thread
-  static_assert(Map::RS >= 16 ? Map::RS % 16 == 0 : 16 % Map::RS == 0, "rows per step must tile 16-row groups");
+  static constexpr int P = kPageMultiple, G = Map::RS < P ? Map::N * Map::RS / P : Map::N;  // entries per thread
+  static_assert(Map::RS >= P ? Map::RS % P == 0 : P % Map::RS == 0, "rows per step must tile 16-row groups");
   int32_t pg[G];
-  __device__ __forceinline__ static constexpr int group(int k) { return Map::RS < 16 ? k * Map::RS / 16 : k; }
+  __device__ __forceinline__ static constexpr int group(int k) { return Map::RS < P ? k * Map::RS / P : k; }
   __device__ __forceinline__ void load(const CacheRows& c, int n0, int valid, int tid) {
     const Map m(tid);
 #pragma unroll
     for (int j = 0; j < G; ++j) {
-      const int r = m.r0 + (Map::RS < 16 ? 16 * j : j * Map::RS);  // the group's first row of this thread
+      const int r = m.r0 + (Map::RS < P ? P * j : j * Map::RS);  // the group's first row of this thread
       pg[j] = c.table && r < valid ? c.table[(n0 + r) / c.page] : 0;
     }
   }
@@ -174,7 +175,9 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   const int g = lane >> 2, t = lane & 3;
   const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
   const int group = p.hq / p.hkv, rows = p.nq * group;
-  const int row0 = blockIdx.z * 16;  // the tile's first packed row
+  constexpr int R = T::kRows;  // packed rows per CTA: one m16 tile
+  static_assert(R == 16, "the packed rows are one m16 tile");
+  const int row0 = blockIdx.z * R;  // the tile's first packed row
   const int len = p.seqlens[b];
   // This split's key blocks: an equal share of the sequence's (empty when the
   // sequence has fewer blocks than there are splits; then O = 0, LSE = -inf).
@@ -287,30 +290,30 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   float lse[1][2];
   sm.finish(o, p.scale, lse);
   __syncthreads();  // every warp is done with the K/V buffers
-  float* sO = reinterpret_cast<float*>(smem_raw);  // [W][16][D + 4]: the pad spreads the 8 rows of a store over banks
-  float* sL = sO + W * 16 * (D + 4);               // [W][16]
-  constexpr int LD = D + 4;
+  constexpr int LD = T::kMergeLD;
+  float* sO = reinterpret_cast<float*>(smem_raw);  // [W][R][LD]
+  float* sL = sO + W * R * LD;                     // [W][R]
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int row = g + 8 * hh;
 #pragma unroll
     for (int n = 0; n < NO; ++n)
-      *reinterpret_cast<float2*>(sO + (warp * 16 + row) * LD + 8 * n + 2 * t) = make_float2(o[0][n][2 * hh], o[0][n][2 * hh + 1]);
-    if (t == 0) sL[warp * 16 + row] = lse[0][hh];
+      *reinterpret_cast<float2*>(sO + (warp * R + row) * LD + 8 * n + 2 * t) = make_float2(o[0][n][2 * hh], o[0][n][2 * hh + 1]);
+    if (t == 0) sL[warp * R + row] = lse[0][hh];
   }
   __syncthreads();
-  const int live_rows = min(16, rows - row0);
+  const int live_rows = min(R, rows - row0);
   for (int idx = tid; idx < live_rows * C; idx += NT) {
     const int row = idx / C, c = idx % C;
     LseMerge mg;
 #pragma unroll
-    for (int w = 0; w < W; ++w) mg.max_of(sL[w * 16 + row]);
+    for (int w = 0; w < W; ++w) mg.max_of(sL[w * R + row]);
     float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int w = 0; w < W; ++w) {
-      const float wt = mg.weight(sL[w * 16 + row]);
+      const float wt = mg.weight(sL[w * R + row]);
       mg.add(wt);
-      const float4* src = reinterpret_cast<const float4*>(sO + (w * 16 + row) * LD + c * 8);
+      const float4* src = reinterpret_cast<const float4*>(sO + (w * R + row) * LD + c * 8);
       const float4 a = src[0], bb = src[1];
       x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
       x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;

@@ -219,7 +219,10 @@ struct DecodeTile {
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
   static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
   static constexpr int kKVBytes = kStages * 2 * kBc * kD * 2;
-  static constexpr int kMergeBytes = kWarps * kRows * (kD + 4) * 4 + kWarps * kRows * 4;  // decode.cuh's sO | sL
+  // The warps' merge (decode.cuh): fp32 O rows of kMergeLD floats (4 of pad spread
+  // the 8 rows of one store over the banks), then one LSE per row.
+  static constexpr int kMergeLD = kD + 4;
+  static constexpr int kMergeBytes = kWarps * kRows * kMergeLD * 4 + kWarps * kRows * 4;
   static constexpr int kSmemBytes = kKVBytes > kMergeBytes ? kKVBytes : kMergeBytes;
   static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
