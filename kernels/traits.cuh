@@ -239,13 +239,15 @@ struct DecodeTile {
 // one block in shared memory, the next in registers (48-64 registers per
 // thread), 16-32 KiB per block in flight.
 // sm_80+: a 3-4 deep cp.async ring of <= 96 KiB, 2-3 blocks (48-64 KiB) in
-// flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's.
+// flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's or
+// an sm_86/89 SM's (resources.md). H200 numbers: kernels/dev/RESULTS.md.
 // D256 runs 2 warps so that a warp still takes 16 keys of a 32-key block.
 #define FA2_DECODE_TILES(X)                                                                   \
   X(75, 32, 128, 4, 1)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
   X(75, 64, 128, 4, 1)  /* 32 KiB; prefetch 64 registers */                                   \
   X(75, 96, 64, 4, 1)   /* 24 KiB (merge area 25 KiB); prefetch 64 registers (D96: 12 of 16 lanes copy) */ \
-  X(75, 128, 64, 4, 1)  /* 32 KiB (merge area 33 KiB); prefetch 64 registers */              \
+  X(75, 128, 64, 4, 1)  /* 32 KiB (merge area 33 KiB, so one CTA of 4 warps per T4 SM: a     \
+                           second needs the merge under 32 KiB; not measured on a T4); prefetch 64 registers */ \
   X(80, 32, 128, 4, 4)  /* 64 KiB, 3 x 16 KiB in flight */                                    \
   X(80, 64, 128, 4, 3)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
   X(80, 96, 64, 4, 4)   /* 96 KiB, 3 x 24 KiB in flight */                                    \
