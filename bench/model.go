@@ -35,6 +35,7 @@ const (
 	DirFwd    = "fwd"
 	DirBwd    = "bwd"
 	DirFwdBwd = "fwdbwd" // forward then backward; for GoFlash the sum of the two medians
+	DirDecode = "decode" // KV-cache decode: Nq new rows against a cache of Nk entries per sequence
 )
 
 // Status of a row, and of the PyTorch side as a whole (ok, skipped, error).
@@ -75,7 +76,18 @@ type Row struct {
 	GQA string `json:"gqa,omitempty"`
 	// Kernel is the GPU kernel variant that ran.
 	Kernel string `json:"kernel,omitempty"`
+	// TBps (decode rows): the bytes of K and V one call must read
+	// (Shape.KVBytes) over MS, in TB/s.
+	TBps float64 `json:"tbps,omitempty"`
 }
+
+// KVBytes is what a decode call must read of the cache: every sequence's K
+// and V rows, B * Nk * Hkv * D elements each, fp16.
+func (s Shape) KVBytes() int64 { return 2 * 2 * int64(s.B) * int64(s.Nk) * int64(s.Hkv) * int64(s.D) }
+
+// DecodeTBps is the achieved bandwidth of a decode call of shape s taking ms
+// milliseconds: KVBytes over the time, in TB/s.
+func DecodeTBps(s Shape, ms float64) float64 { return float64(s.KVBytes()) / (ms * 1e-3) / 1e12 }
 
 // Key identifies the problem and direction of a row, across implementations.
 func (r Row) Key() string {
@@ -142,6 +154,10 @@ type Settings struct {
 	Backend       string `json:"backend"`
 	Direction     string `json:"direction"`
 	Workers       int    `json:"cpu_workers,omitempty"`
+	// PageSize (decode): the paged cache's block size, 0 for contiguous;
+	// PeakTBps the HBM bandwidth the decode rows are compared with (0: none given).
+	PageSize int     `json:"page_size,omitempty"`
+	PeakTBps float64 `json:"peak_tbps,omitempty"`
 }
 
 // Result is a whole benchmark run, as written to bench.json.
@@ -181,13 +197,15 @@ func SortRows(rows []Row) {
 	})
 }
 
-// DirOrder is the rank of a direction in tables: fwd, bwd, fwdbwd.
+// DirOrder is the rank of a direction in tables: fwd, bwd, fwdbwd, decode.
 func DirOrder(d string) int {
 	switch d {
 	case DirFwd:
 		return 0
 	case DirBwd:
 		return 1
+	case DirFwdBwd:
+		return 2
 	}
-	return 2
+	return 3
 }

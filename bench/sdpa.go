@@ -101,9 +101,13 @@ type OutputRow struct {
 func (o *Output) Rows() []Row {
 	var rows []Row
 	for _, r := range o.Results {
-		rows = append(rows, Row{Impl: ImplTorchPref + r.Backend, Direction: r.Direction, Shape: r.Shape,
+		row := Row{Impl: ImplTorchPref + r.Backend, Direction: r.Direction, Shape: r.Shape,
 			Status: r.Status, Reason: r.Reason, MS: r.MS, FLOPs: r.FLOPs, TFLOPs: r.TFLOPs,
-			ExtraBytes: r.ExtraBytes, GQA: r.GQA})
+			ExtraBytes: r.ExtraBytes, GQA: r.GQA}
+		if r.Direction == DirDecode && r.Status == StatusOK && r.MS > 0 {
+			row.TBps = DecodeTBps(r.Shape, r.MS)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }

@@ -13,7 +13,7 @@ also be run by hand:
 Spec (every field optional except shapes):
     {"reps": 20, "warmup": 5, "device": 0, "seed": 0, "emulate": "",
      "backends": ["flash", "efficient", "math"],
-     "directions": ["fwd"],                 # any of fwd, bwd, fwdbwd
+     "directions": ["fwd"],                 # any of fwd, bwd, fwdbwd, decode
      "shapes": [{"b": 8, "hq": 16, "hkv": 16, "nq": 2048, "nk": 2048,
                  "d": 128, "causal": false}]}
 
@@ -28,6 +28,11 @@ Method, chosen to match GoFlash's own benchmark:
     this is plain is_causal=True;
   * GQA (hq > hkv) uses enable_gqa=True; a backend that rejects it gets k/v
     expanded to hq heads before timing ("gqa": "expanded" in the result);
+  * "decode" is the forward call on a decode shape (nq new rows per sequence
+    against a cache of nk entries, `goflash bench --decode`): timed as fwd,
+    except that with nq == 1 causal is no mask at all (the one row is the
+    cache's last position and sees every entry), so SDPA runs it unmasked
+    rather than with a lower-right mask that its flash backend refuses;
   * device memory of one call: "alloc_bytes" is torch.cuda.max_memory_allocated()
     during the call minus memory_allocated() before it (outputs included);
     "extra_bytes" is that minus the outputs (O for fwd; dQ, dK, dV for bwd;
@@ -61,11 +66,11 @@ import warnings
 
 SCHEMA = "goflash-sdpa/1"
 BACKENDS = ("flash", "efficient", "math")
-DIRECTIONS = ("fwd", "bwd", "fwdbwd")
+DIRECTIONS = ("fwd", "bwd", "fwdbwd", "decode")
 # Bytes per element of the B*Hq*Nq*Nk score matrix that the math backend
 # keeps alive, estimated from the H200 anchors (37.5 GB at B=2, H=32,
 # N=8192: about 8.7 bytes per score in the forward pass) with a margin.
-MATH_BYTES_PER_SCORE = {"fwd": 10, "bwd": 20, "fwdbwd": 20}
+MATH_BYTES_PER_SCORE = {"fwd": 10, "bwd": 20, "fwdbwd": 20, "decode": 10}
 EMULATIONS = ("sm75",)
 # What a forced flash call raises on sm_75 in PyTorch 2.x, and the warning
 # its architecture check prints (sdp_utils.cpp; the upper end of the range
@@ -158,7 +163,7 @@ def flops(s, direction):
     f = 4.0 * s["b"] * s["hq"] * s["nq"] * s["nk"] * s["d"]
     if s["causal"]:
         f /= 2
-    return f * {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}[direction]
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5, "decode": 1.0}[direction]
 
 
 def driver_version():
@@ -228,7 +233,7 @@ def main(argv):
         res = dict(s)
         res.update(backend=backend, direction=direction, flops=flops(s, direction), gqa="")
         b, hq, hkv, nq, nk, d = s["b"], s["hq"], s["hkv"], s["nq"], s["nk"], s["d"]
-        grad = direction != "fwd"
+        grad = direction in ("bwd", "fwdbwd")
         # BSHD storage, (B, H, N, D) views: the layout GoFlash reads.
         q = torch.randn(b, nq, hq, d, device=dev, dtype=torch.float16).transpose(1, 2)
         k = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
@@ -242,7 +247,7 @@ def main(argv):
                 return res
         kw = {}
         mask = None
-        if s["causal"]:
+        if s["causal"] and not (direction == "decode" and nq == 1):
             if nq == nk:
                 kw["is_causal"] = True
             elif causal_lower_right is not None:
@@ -279,8 +284,8 @@ def main(argv):
             # Bytes of the outputs in fp16: O (B*Nq*Hq*D) and dQ, dK, dV.
             o_bytes = 2 * b * nq * hq * d
             grad_bytes = 2 * (q.numel() + k.numel() + v.numel())
-            outputs = {"fwd": o_bytes, "bwd": grad_bytes, "fwdbwd": o_bytes + grad_bytes}[direction]
-            if direction == "fwd":
+            outputs = {"fwd": o_bytes, "bwd": grad_bytes, "fwdbwd": o_bytes + grad_bytes, "decode": o_bytes}[direction]
+            if not grad:
                 del out
                 with torch.no_grad():
                     res["ms"] = median_ms(fwd)

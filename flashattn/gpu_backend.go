@@ -96,7 +96,7 @@ func (p problem) gpuUnsupported() error {
 		feature, value = "softcap", fmt.Sprint(p.Softcap)
 	case p.ALiBi != nil:
 		feature, value = "ALiBi", fmt.Sprintf("%d slopes", len(p.ALiBi))
-	case p.entry != "":
+	case p.entry != "" && p.entry != kvEntry: // decode has kernels (gpu_decode.go)
 		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
 	default:
 		return nil
@@ -111,6 +111,13 @@ func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
 		return nil, err
 	}
 	defer d.mu.Unlock()
+	if p.entry == kvEntry {
+		dec, comb, err := d.decodeKernels(p, FP16)
+		if err != nil {
+			return nil, err
+		}
+		return []KernelInfo{dec.info, comb.info}, nil
+	}
 	if backward {
 		ks, err := d.bwdKernels(p, FP16)
 		if err != nil {

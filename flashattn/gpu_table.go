@@ -1,6 +1,10 @@
 package flashattn
 
-import "github.com/goflash/goflash/internal/kernels"
+import (
+	"slices"
+
+	"github.com/goflash/goflash/internal/kernels"
+)
 
 // KernelTable lists the forward kernels shipped for a GPU of compute
 // capability arch (e.g. 75 for a T4, 90 for an H100/H200), one per head dim
@@ -20,11 +24,16 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 // kernel (see Device.Backward and BackwardKernels).
 func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
 
+// backwardPasses are the passes BackwardKernelTable lists (decode kernels are
+// in neither table).
+var backwardPasses = []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ, kernels.BwdDKDVQ, kernels.BwdDQConv}
+
 func passTable(arch int, backward bool) []KernelInfo {
 	path := kernels.Path(arch)
 	var out []KernelInfo
 	for _, v := range kernels.Variants() {
-		if v.Arch != path || (v.Pass != kernels.Fwd) != backward || v.BF16 {
+		bwd := slices.Contains(backwardPasses, v.Pass)
+		if v.Arch != path || (v.Pass != kernels.Fwd && !bwd) || bwd != backward || v.BF16 {
 			continue
 		}
 		out = append(out, kernelInfo(v))

@@ -27,8 +27,9 @@ type KVCache struct {
 	BlockSize int
 }
 
-// PageMultiple is what a paged cache's BlockSize must be a multiple of:
-// the key tile a GPU decode kernel reads a block in.
+// PageMultiple is what a paged cache's BlockSize must be a multiple of: the
+// GPU decode kernels read one block-table entry per that many rows
+// (kernels/decode.cuh's kPageMultiple).
 const PageMultiple = 16
 
 // kvCall is one KV-cache call after its checks: the problem (Nk the
@@ -38,6 +39,9 @@ type kvCall struct {
 	c              KVCache
 	kCache, vCache *Tensor
 }
+
+// kvEntry is the entry name of KV-cache problems (problem.entry).
+const kvEntry = "KV cache"
 
 // resolveKVCache checks a KV-cache call's tensors, cache description and options.
 func resolveKVCache(q, kCache, vCache *Tensor, c KVCache, opts *Options) (kvCall, error) {
@@ -49,42 +53,53 @@ func resolveKVCache(q, kCache, vCache *Tensor, c KVCache, opts *Options) (kvCall
 			return kvCall{}, err
 		}
 	}
-	if err := expectShape("vCache", vCache.Shape, kCache.Shape); err != nil {
+	p, err := resolveKVShapes(q.Shape, kCache.Shape, vCache.Shape, c, opts)
+	if err != nil {
 		return kvCall{}, err
 	}
-	if len(c.SeqLens) != q.Shape.B {
-		return kvCall{}, &DataError{Arg: "SeqLens", Reason: fmt.Sprintf("has %d entries, q's B is %d", len(c.SeqLens), q.Shape.B)}
+	return kvCall{p: p, c: c, kCache: kCache, vCache: vCache}, nil
+}
+
+// resolveKVShapes checks a KV-cache call's shapes, cache description and
+// options (host or device tensors) and returns its problem: Nk is the
+// largest SeqLens (at least 1).
+func resolveKVShapes(q, kCache, vCache Shape, c KVCache, opts *Options) (problem, error) {
+	if err := expectShape("vCache", vCache, kCache); err != nil {
+		return problem{}, err
+	}
+	if len(c.SeqLens) != q.B {
+		return problem{}, &DataError{Arg: "SeqLens", Reason: fmt.Sprintf("has %d entries, q's B is %d", len(c.SeqLens), q.B)}
 	}
 	// capacity is how many entries batch b's part of the cache holds.
-	capacity := func(int) int { return kCache.Shape.N }
+	capacity := func(int) int { return kCache.N }
 	if c.BlockTable == nil {
 		if c.BlockSize != 0 {
-			return kvCall{}, &OptionError{Option: "BlockSize", Value: fmt.Sprint(c.BlockSize), Reason: "a contiguous cache (no BlockTable) has no blocks: want 0"}
+			return problem{}, &OptionError{Option: "BlockSize", Value: fmt.Sprint(c.BlockSize), Reason: "a contiguous cache (no BlockTable) has no blocks: want 0"}
 		}
-		if kCache.Shape.B != q.Shape.B {
-			return kvCall{}, &ShapeError{Arg: "kCache", Dim: "B", Got: kCache.Shape.B, Want: fmt.Sprintf("== %d (q's B; a paged cache has a BlockTable)", q.Shape.B)}
+		if kCache.B != q.B {
+			return problem{}, &ShapeError{Arg: "kCache", Dim: "B", Got: kCache.B, Want: fmt.Sprintf("== %d (q's B; a paged cache has a BlockTable)", q.B)}
 		}
 	} else {
 		if c.BlockSize < 1 || c.BlockSize%PageMultiple != 0 {
-			return kvCall{}, &OptionError{Option: "BlockSize", Value: fmt.Sprint(c.BlockSize), Reason: fmt.Sprintf("want a positive multiple of %d", PageMultiple)}
+			return problem{}, &OptionError{Option: "BlockSize", Value: fmt.Sprint(c.BlockSize), Reason: fmt.Sprintf("want a positive multiple of %d", PageMultiple)}
 		}
-		if kCache.Shape.N != c.BlockSize {
-			return kvCall{}, &ShapeError{Arg: "kCache", Dim: "N", Got: kCache.Shape.N, Want: fmt.Sprintf("== BlockSize (%d): a paged cache is (blocks, BlockSize, Hkv, D)", c.BlockSize)}
+		if kCache.N != c.BlockSize {
+			return problem{}, &ShapeError{Arg: "kCache", Dim: "N", Got: kCache.N, Want: fmt.Sprintf("== BlockSize (%d): a paged cache is (blocks, BlockSize, Hkv, D)", c.BlockSize)}
 		}
-		if len(c.BlockTable) != q.Shape.B {
-			return kvCall{}, &DataError{Arg: "BlockTable", Reason: fmt.Sprintf("has %d rows, q's B is %d", len(c.BlockTable), q.Shape.B)}
+		if len(c.BlockTable) != q.B {
+			return problem{}, &DataError{Arg: "BlockTable", Reason: fmt.Sprintf("has %d rows, q's B is %d", len(c.BlockTable), q.B)}
 		}
 		capacity = func(b int) int { return len(c.BlockTable[b]) * c.BlockSize }
 	}
-	d := Dims{B: q.Shape.B, Nq: q.Shape.N, Hq: q.Shape.H, Hkv: kCache.Shape.H, D: q.Shape.D}
+	d := Dims{B: q.B, Nq: q.N, Hq: q.H, Hkv: kCache.H, D: q.D}
 	for b, n := range c.SeqLens {
 		if n < 0 || n > capacity(b) {
-			return kvCall{}, &DataError{Arg: "SeqLens", Reason: fmt.Sprintf("batch %d has %d entries, its cache holds 0 to %d", b, n, capacity(b))}
+			return problem{}, &DataError{Arg: "SeqLens", Reason: fmt.Sprintf("batch %d has %d entries, its cache holds 0 to %d", b, n, capacity(b))}
 		}
 		if c.BlockTable != nil && n > 0 {
 			for i, blk := range c.BlockTable[b][:ceilDiv(n, c.BlockSize)] { // the blocks in use
-				if blk < 0 || blk >= kCache.Shape.B {
-					return kvCall{}, &DataError{Arg: "BlockTable", Reason: fmt.Sprintf("batch %d, block %d is %d: the cache has blocks 0 to %d", b, i, blk, kCache.Shape.B-1)}
+				if blk < 0 || blk >= kCache.B {
+					return problem{}, &DataError{Arg: "BlockTable", Reason: fmt.Sprintf("batch %d, block %d is %d: the cache has blocks 0 to %d", b, i, blk, kCache.B-1)}
 				}
 			}
 		}
@@ -92,20 +107,20 @@ func resolveKVCache(q, kCache, vCache *Tensor, c KVCache, opts *Options) (kvCall
 	}
 	d.Nk = max(d.Nk, 1) // the options are checked for a problem with a key
 	if err := d.Validate(); err != nil {
-		return kvCall{}, err
+		return problem{}, err
 	}
-	if kCache.Shape.D != d.D {
-		return kvCall{}, &ShapeError{Arg: "kCache", Dim: "D", Got: kCache.Shape.D, Want: fmt.Sprintf("== %d", d.D)}
+	if kCache.D != d.D {
+		return problem{}, &ShapeError{Arg: "kCache", Dim: "D", Got: kCache.D, Want: fmt.Sprintf("== %d", d.D)}
 	}
 	if opts != nil && opts.Trace != nil {
-		return kvCall{}, &OptionError{Option: "Trace", Value: "set", Reason: "a KV-cache call records no trace"}
+		return problem{}, &OptionError{Option: "Trace", Value: "set", Reason: "a KV-cache call records no trace"}
 	}
 	p, err := opts.resolve(d)
 	if err != nil {
-		return kvCall{}, err
+		return problem{}, err
 	}
-	p.entry = "KV cache"
-	return kvCall{p: p, c: c, kCache: kCache, vCache: vCache}, nil
+	p.entry = kvEntry
+	return p, nil
 }
 
 // seq is the problem of batch b alone: its own Nk, B = 1.
@@ -142,8 +157,9 @@ func (k kvCall) keys(t *Tensor, b, n int) *Tensor {
 
 // ForwardKVCache is Forward for decoding: q (B, Nq, Hq, D), usually a few
 // rows per sequence, against the cache c describes. Result.Out is
-// (B, Nq, Hq, D) and Result.LSE (B, Hq, Nq). The GPU has no decode path
-// yet: Auto runs it on the CPU, saying why.
+// (B, Nq, Hq, D) and Result.LSE (B, Hq, Nq). On the GPU the whole batch is
+// one decode call (Device.ForwardKVCache after uploading q and the caches);
+// windows, softcap and ALiBi run on the CPU, Auto saying why.
 func ForwardKVCache(q, kCache, vCache *Tensor, c KVCache, opts *Options) (*Result, error) {
 	return ForwardKVCacheContext(context.Background(), q, kCache, vCache, c, opts)
 }
@@ -162,6 +178,11 @@ func ForwardKVCacheContext(ctx context.Context, q, kCache, vCache *Tensor, c KVC
 	if err != nil {
 		return nil, err
 	}
+	d := kc.p.Dims
+	if g, ok := im.(gpuImpl); ok { // the whole batch in one decode call
+		res, err := g.dev.ForwardKVCacheHost(q, kCache, vCache, c, opts)
+		return res, lostDefault(g.dev, err)
+	}
 	// Outputs, plus the largest batch's scratch and (paged) its gathered k and v.
 	var most float64
 	for b, n := range c.SeqLens {
@@ -174,7 +195,6 @@ func ForwardKVCacheContext(ctx context.Context, q, kCache, vCache *Tensor, c KVC
 			most = max(most, im.hostBytes(p, opts, false)+floats(gathered))
 		}
 	}
-	d := kc.p.Dims
 	if err := reserve(fmt.Sprintf("ForwardKVCache of %+v on %s", d, be), floats(d.QShape().Numel(), d.LSELen())+most); err != nil {
 		return nil, err
 	}

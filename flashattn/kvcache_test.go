@@ -38,7 +38,8 @@ func TestKVCacheAlone(t *testing.T) {
 }
 
 // TestKVCacheErrors: a cache description that does not fit is a typed
-// error, and the GPU refuses decode (Auto runs it on the CPU, saying why).
+// error, and the GPU refuses decode with a window (before looking for a
+// device; Auto runs it on the CPU, saying why).
 func TestKVCacheErrors(t *testing.T) {
 	q := flashattn.Random(flashattn.Shape{B: 2, N: 1, H: 2, D: 8}, 1)
 	kc := flashattn.Random(flashattn.Shape{B: 2, N: 40, H: 1, D: 8}, 2)
@@ -64,7 +65,7 @@ func TestKVCacheErrors(t *testing.T) {
 		{"block-out-of-range", pk, flashattn.KVCache{SeqLens: []int{3, 17}, BlockTable: [][]int{{0}, {4, 5}}, BlockSize: 16}, nil, want{"data", "BlockTable"}},
 		{"block-negative", pk, flashattn.KVCache{SeqLens: []int{3, 4}, BlockTable: [][]int{{-1}, {4}}, BlockSize: 16}, nil, want{"data", "BlockTable"}},
 		{"alibi-length", kc, flashattn.KVCache{SeqLens: []int{3, 4}}, &flashattn.Options{ALiBi: []float64{1}}, want{"option", "ALiBi"}},
-		{"gpu", kc, flashattn.KVCache{SeqLens: []int{3, 4}}, &flashattn.Options{Backend: flashattn.GPU}, want{"unsupported", "KV cache"}},
+		{"gpu-window", kc, flashattn.KVCache{SeqLens: []int{3, 4}}, &flashattn.Options{Backend: flashattn.GPU, Window: &flashattn.Window{Left: 2, Right: 0}}, want{"unsupported", "sliding window"}},
 	} {
 		_, err := flashattn.ForwardKVCache(q, c.k, c.k, c.c, c.o)
 		var (

@@ -68,6 +68,15 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   "$tmp/tiles" bwd | tee "$tmp/bwd.rows"
   echo
+  echo "## Decode tiles (kernels/traits.cuh)"
+  echo
+  echo "Br: packed query rows per CTA (Nq x Hq/Hkv, one m16 tile); Bc: keys per block; Bw: keys per warp per"
+  echo "block; combine kernels merge the splits (no tile, no shared memory)."
+  echo
+  echo "| symbol | arch | D | causal | Br | Bc | warps | stages | Bw | bf16 | dynamic smem bytes |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  "$tmp/tiles" decode | tee "$tmp/decode.rows"
+  echo
   echo "## Kernel ladder (kernels/ladder/, tutorial chapter 6)"
   echo
   echo "Rungs 1-4: the same code on both paths, static shared memory only; rung 5 is the shipped forward kernel."
@@ -125,7 +134,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
       for (i = 1; i <= 4; ++i) if (by[order[i]] == n) why = why (why == "" ? "" : ", ") order[i]
       printf "| %s | %s | %d | %s | %d | %d | %d | %s |\n", $2, $3, w, $4, sm, n, n * w, why
     }
-  ' "$tmp/fwd.rows" "$tmp/bwd.rows" "$tmp/ladder.rows" "$tmp/res.rows"
+  ' "$tmp/fwd.rows" "$tmp/bwd.rows" "$tmp/decode.rows" "$tmp/ladder.rows" "$tmp/res.rows"
 } >"$tmp/resources.md"
 
 "$tmp/tiles" go >"$tmp/table_gen.go"

@@ -134,3 +134,65 @@ static_assert(offsetof(BwdParams, scale_log2) == 296, "ScaleLog2");
 static_assert(offsetof(BwdParams, scale) == 300, "Scale");
 static_assert(offsetof(BwdParams, dq_accum) == 304, "DQAccum");
 static_assert(sizeof(BwdParams) == 312, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
+
+// DecodeParams: the argument of the KV-cache decode kernels (decode.cuh: the
+// decode kernel and the split combine). Same conventions as FwdParams.
+struct DecodeParams {
+  // q, o (B, Nq, Hq, D) and the caches, 16-bit; lse fp32 (B, Hq, Nq).
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  // Split workspace (splits > 1): partial O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), fp32.
+  float* o_part;
+  float* lse_part;
+  const int32_t* seqlens;      // (B): cache entries of each sequence
+  const int32_t* block_table;  // (B, table_stride) block indices, or null: a contiguous cache
+
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;  // batch stride: a block's when paged
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
+
+  int32_t table_stride, page_size;  // paged: block-table row length, entries per block
+  int32_t b, nq, hq, hkv, d;
+  int32_t splits;  // grid x of the decode kernel
+  int32_t causal;  // bottom-right per sequence (a flag, not a template: it only touches the last blocks)
+  float scale_log2;
+  float scale;
+};
+
+static_assert(offsetof(DecodeParams, q) == 0, "Q");
+static_assert(offsetof(DecodeParams, k) == 8, "K");
+static_assert(offsetof(DecodeParams, v) == 16, "V");
+static_assert(offsetof(DecodeParams, o) == 24, "O");
+static_assert(offsetof(DecodeParams, lse) == 32, "LSE");
+static_assert(offsetof(DecodeParams, o_part) == 40, "OPart");
+static_assert(offsetof(DecodeParams, lse_part) == 48, "LSEPart");
+static_assert(offsetof(DecodeParams, seqlens) == 56, "SeqLens");
+static_assert(offsetof(DecodeParams, block_table) == 64, "BlockTable");
+static_assert(offsetof(DecodeParams, q_batch_stride) == 72, "QBatchStride");
+static_assert(offsetof(DecodeParams, q_row_stride) == 80, "QRowStride");
+static_assert(offsetof(DecodeParams, q_head_stride) == 88, "QHeadStride");
+static_assert(offsetof(DecodeParams, k_batch_stride) == 96, "KBatchStride");
+static_assert(offsetof(DecodeParams, k_row_stride) == 104, "KRowStride");
+static_assert(offsetof(DecodeParams, k_head_stride) == 112, "KHeadStride");
+static_assert(offsetof(DecodeParams, v_batch_stride) == 120, "VBatchStride");
+static_assert(offsetof(DecodeParams, v_row_stride) == 128, "VRowStride");
+static_assert(offsetof(DecodeParams, v_head_stride) == 136, "VHeadStride");
+static_assert(offsetof(DecodeParams, o_batch_stride) == 144, "OBatchStride");
+static_assert(offsetof(DecodeParams, o_row_stride) == 152, "ORowStride");
+static_assert(offsetof(DecodeParams, o_head_stride) == 160, "OHeadStride");
+static_assert(offsetof(DecodeParams, table_stride) == 168, "TableStride");
+static_assert(offsetof(DecodeParams, page_size) == 172, "PageSize");
+static_assert(offsetof(DecodeParams, b) == 176, "B");
+static_assert(offsetof(DecodeParams, nq) == 180, "Nq");
+static_assert(offsetof(DecodeParams, hq) == 184, "Hq");
+static_assert(offsetof(DecodeParams, hkv) == 188, "Hkv");
+static_assert(offsetof(DecodeParams, d) == 192, "D");
+static_assert(offsetof(DecodeParams, splits) == 196, "Splits");
+static_assert(offsetof(DecodeParams, causal) == 200, "Causal");
+static_assert(offsetof(DecodeParams, scale_log2) == 204, "ScaleLog2");
+static_assert(offsetof(DecodeParams, scale) == 208, "Scale");
+static_assert(sizeof(DecodeParams) == 216, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");

@@ -1,10 +1,11 @@
 // tiles.cu: host program run by build.sh; prints the tile tables of traits.cuh
 // and ladder/ladder.cuh, one entry per shipped symbol: as markdown rows for
-// resources.md (argument "fwd", "bwd" or "ladder": that table) or as Go
+// resources.md (argument "fwd", "bwd", "decode" or "ladder": that table) or as Go
 // (argument "go") for internal/kernels/table_gen.go.
 #include <cstdio>
 #include <cstring>
 #include "bwd_kv.cuh"
+#include "decode.cuh"
 #include "ladder/ladder.cuh"
 
 static const char* mode = "fwd";
@@ -86,6 +87,28 @@ void kvq_row() {
     std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
 }
 
+// Decode (decode.cuh): Br is the packed query rows per CTA, Bc the keys per
+// block; the combine kernel has no tile (one thread per 8 columns of a row).
+// Both ship fp16 on each path and bf16 on sm_80, as the forward.
+template <int A, int D>
+void decode_row() {
+  using T = typename DecodeTraits<A, D>::type;
+  for (int k = 0; k < (A == 80 ? 2 : 1); ++k) {
+    const bool bf16 = k == 1;
+    for (int combine = 0; combine < 2; ++combine) {
+      char sym[64];
+      std::snprintf(sym, sizeof sym, "fa2_decode_%ssm%d_d%d%s", combine ? "combine_" : "", A, D, bf16 ? "_bf16" : "");
+      const int br = combine ? 0 : T::kRows, bc = combine ? 0 : T::kBc, smem = combine ? 0 : T::kSmemBytes;
+      const int warps = combine ? fa2::kCombineThreads / 32 : T::kWarps;
+      if (is("go"))
+        go_row(combine ? "DecodeCombine" : "Decode", A, D, false, sym, br, bc, warps, smem, 0, bf16);
+      else if (is("decode"))
+        std::printf("| %s | %d | %d | 0 | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, br, bc, warps,
+                    combine ? 0 : T::kStages, combine ? 0 : T::kBw, bf16 ? "yes" : "no", smem);
+    }
+  }
+}
+
 // The kernel ladder (ladder/ladder.cuh): Arch 0, both paths run the same code;
 // shared memory is static, so no dynamic bytes.
 template <int R, class T, int D>
@@ -112,6 +135,8 @@ int main(int argc, char** argv) {
   FA2_BWD_TILES(BWD_ROW)
 #define KVQ_ROW(A, D, ...) kvq_row<A, D>();
   FA2_BWD_KVQ_TILES(KVQ_ROW)
+#define DECODE_ROW(A, D, ...) decode_row<A, D>();
+  FA2_DECODE_TILES(DECODE_ROW)
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)

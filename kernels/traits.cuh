@@ -263,3 +263,67 @@ template <int Arch, int D> struct BwdKVQTraits;
   template <> struct BwdKVQTraits<A, D> { using type = BwdKVQTile<A, D, __VA_ARGS__>; };
 FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_TRAITS)
 #undef FA2_BWD_KVQ_TRAITS
+
+// Decode tiles (decode.cuh: the KV-cache forward, split-KV). A CTA owns one
+// (batch, kv head, split) and one m16 tile of packed query rows (Nq x Hq/Hkv),
+// and walks its key blocks of Bc rows; each warp takes Bw = Bc/Warps keys of
+// every block. Decode reads each K/V byte once for a few rows, so the tiles are
+// sized for bytes in flight, not for mma reuse.
+//
+// DecodeTile<Arch, D, Bc, Warps, Stages>:
+//   Stages  K/V buffers on the sm_80 path (a cp.async ring: Stages-1 blocks in
+//           flight while one is consumed); the Turing path holds one block in
+//           shared memory and the next in registers (Stages 1).
+// Shared memory is the K/V buffers, reused at the end for the warps' fp32 O
+// and LSE (merged by LSE), whichever is larger.
+template <int Arch_, int D_, int Bc_, int Warps_, int Stages_>
+struct DecodeTile {
+  static constexpr int kArch = Arch_, kD = D_, kBc = Bc_, kWarps = Warps_, kStages = Stages_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRows = 16;           // packed query rows per CTA (one m16 tile)
+  static constexpr int kBw = kBc / kWarps;  // keys per warp per block
+  static_assert(kBw % 16 == 0 && kBw * kWarps == kBc, "each warp takes a multiple of 16 keys of a block");
+  static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
+  static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
+  static constexpr int kKVBytes = kStages * 2 * kBc * kD * 2;
+  // The warps' merge (decode.cuh): fp32 O rows of kMergeLD floats (4 of pad spread
+  // the 8 rows of one store over the banks), then one LSE per row.
+  static constexpr int kMergeLD = kD + 4;
+  static constexpr int kMergeBytes = kWarps * kRows * kMergeLD * 4 + kWarps * kRows * 4;
+  static constexpr int kSmemBytes = kKVBytes > kMergeBytes ? kKVBytes : kMergeBytes;
+  static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
+  static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
+};
+
+// FA2_DECODE_TILES(X): THE list of shipped decode kernels, one
+// X(arch, d, Bc, warps, stages) per (arch path, head dim): fa2_decode_sm{A}_d{D}
+// (causal is a parameter: it masks only the last blocks) and its split merge
+// fa2_decode_combine_sm{A}_d{D} (no tensor cores: the same code on both paths,
+// so each path's module is complete); every sm_80 row ships bf16 twins
+// (_bf16), as the forward's.
+//
+// Turing (T4: 320 GB/s over 40 SMs, ~8 KB per SM in flight covers the latency):
+// one block in shared memory, the next in registers (48-64 registers per
+// thread), 16-32 KiB per block in flight.
+// sm_80+: a 3-4 deep cp.async ring of <= 96 KiB, 2-3 blocks (48-64 KiB) in
+// flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's or
+// an sm_86/89 SM's (resources.md). H200 numbers: kernels/dev/RESULTS.md.
+// D256 runs 2 warps so that a warp still takes 16 keys of a 32-key block.
+#define FA2_DECODE_TILES(X)                                                                   \
+  X(75, 32, 128, 4, 1)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
+  X(75, 64, 128, 4, 1)  /* 32 KiB; prefetch 64 registers */                                   \
+  X(75, 96, 64, 4, 1)   /* 24 KiB (merge area 25 KiB); prefetch 64 registers (D96: 12 of 16 lanes copy) */ \
+  X(75, 128, 64, 4, 1)  /* 32 KiB (merge area 33 KiB, so one CTA of 4 warps per T4 SM: a     \
+                           second needs the merge under 32 KiB; not measured on a T4); prefetch 64 registers */ \
+  X(80, 32, 128, 4, 4)  /* 64 KiB, 3 x 16 KiB in flight */                                    \
+  X(80, 64, 128, 4, 3)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
+  X(80, 96, 64, 4, 4)   /* 96 KiB, 3 x 24 KiB in flight */                                    \
+  X(80, 128, 64, 4, 3)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
+  X(80, 256, 32, 2, 3)  /* 96 KiB, 2 x 32 KiB in flight */
+
+// DecodeTraits<Arch, D>::type ships.
+template <int Arch, int D> struct DecodeTraits;
+#define FA2_DECODE_TRAITS(A, D, BC, W, S) \
+  template <> struct DecodeTraits<A, D> { using type = DecodeTile<A, D, BC, W, S>; };
+FA2_DECODE_TILES(FA2_DECODE_TRAITS)
+#undef FA2_DECODE_TRAITS

@@ -55,7 +55,7 @@ func Answer(kind string, spec bench.Spec) (bench.Output, error) {
 		for _, d := range spec.Directions {
 			for _, b := range spec.Backends {
 				fl := flashattn.Dims{B: s.B, Nq: s.Nq, Nk: s.Nk, Hq: s.Hq, Hkv: s.Hkv, D: s.D}.FLOPs(s.Causal) *
-					map[string]float64{bench.DirFwd: 1, bench.DirBwd: 2.5, bench.DirFwdBwd: 3.5}[d]
+					map[string]float64{bench.DirFwd: 1, bench.DirBwd: 2.5, bench.DirFwdBwd: 3.5, bench.DirDecode: 1}[d]
 				r := bench.OutputRow{Shape: s, Backend: b, Direction: d, FLOPs: fl, Status: bench.StatusOK, TFLOPs: Rates[b]}
 				switch {
 				case kind == T4 && b == "flash":

@@ -37,7 +37,15 @@ Examples:
   goflash bench --compare-torch --out results/   # side by side with PyTorch
   goflash bench --seqlens 1024,4096 --headdims 128 --causal true --direction both
   goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
-  goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU`
+  goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
+  goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
+
+--decode times KV-cache decoding on the GPU instead (direction "decode"): --nq
+new rows per sequence (default 1) against caches of --seqlens entries (default
+1024 to 131072), --batch (default 1), --heads / --kv-heads (default 32/8: GQA),
+--headdims (default 128), contiguous or paged in blocks of --page entries. Its
+figure is the bytes of K and V read over the median time (TB/s), beside SDPA
+timing the same forward (q of Nq rows over the whole cache, enable_gqa).`
 
 // benchOpts are the parsed flags of goflash bench.
 type benchOpts struct {
@@ -57,11 +65,19 @@ type benchOpts struct {
 	torchEmulate  string
 	noReport      bool
 	seed          uint64
+	decode        bool    // time KV-cache decode (direction "decode")
+	nq            int     // --decode: new rows per sequence
+	page          int     // --decode: paged cache block size (0: contiguous)
+	peakTBps      float64 // --decode: the device's HBM bandwidth, for the fraction reached
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	o := benchOpts{}
 	fs := newFlags("bench", benchSynopsis, stdout)
+	fs.BoolVar(&o.decode, "decode", false, "time KV-cache decode on the GPU: --nq rows per sequence against caches of --seqlens entries (see above)")
+	fs.IntVar(&o.nq, "nq", 1, "--decode: new query rows per sequence (1-16 typical)")
+	fs.IntVar(&o.page, "page", 0, "--decode: paged cache in blocks of this many entries, a multiple of 16 dividing every cache length (0: contiguous)")
+	fs.Float64Var(&o.peakTBps, "peak-tbps", 0, "--decode: the GPU's HBM bandwidth in TB/s (4.8 for an H200), to print the fraction reached")
 	fs.IntVar(&o.shapes.batch, "batch", 0, "batch size B (0: tokens/N)")
 	fs.IntVar(&o.shapes.heads, "heads", 0, "query heads H (0: hidden/D)")
 	fs.IntVar(&o.shapes.kvHeads, "kv-heads", 0, "key/value heads Hkv, a divisor of H (0: H; fewer is GQA)")
@@ -170,7 +186,7 @@ type benchPlan struct {
 // usable or required, else the CPU), the cases, the implementations and the
 // repetitions. With a GPU, the caller closes p.gpu.
 func planBench(o benchOpts) (p *benchPlan, err error) {
-	if !slices.Contains([]string{"fwd", "bwd", "both"}, o.direction) {
+	if !slices.Contains([]string{"fwd", "bwd", "both"}, o.direction) && !(o.decode && o.direction == dirDecode) {
 		return nil, usagef("--direction %q: want fwd, bwd or both", o.direction)
 	}
 	if !slices.Contains([]string{"auto", "gpu", "cpu", "cpu-flash", "cpu-naive"}, o.backend) {
@@ -184,6 +200,13 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	}
 	if o.torchEmulate != "" && (!o.compareTorch || !slices.Contains(bench.Emulations, o.torchEmulate)) {
 		return nil, usagef("--torch-emulate %q: want one of %q, with --compare-torch", o.torchEmulate, bench.Emulations)
+	}
+	if o.decode {
+		if err := decodePlanOpts(&o); err != nil {
+			return nil, err
+		}
+	} else if o.nq != 1 || o.page != 0 || o.peakTBps != 0 {
+		return nil, usagef("--nq, --page and --peak-tbps go with --decode")
 	}
 	res := &BenchResult{Schema: benchSchema, Meta: newMeta()}
 
@@ -206,6 +229,9 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 			gpuWhy = gerr.Error()
 		}
 	}
+	if o.decode && gpu == nil {
+		return nil, usagef("--decode times the GPU decode kernels and needs a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
+	}
 	if (o.forceArch != 0 || o.withSM75) && gpu == nil {
 		return nil, usagef("--force-arch and --with-sm75 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
 	}
@@ -225,7 +251,13 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, Workers: o.workers}
+	if o.decode {
+		for i := range cases {
+			cases[i].Dims.Nq, cases[i].Page = o.nq, o.page
+		}
+	}
+	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, Workers: o.workers,
+		PageSize: o.page, PeakTBps: o.peakTBps}
 
 	impls, err := sweepImpls(o, res, gpu, cases, reps, warmup)
 	if err != nil {
@@ -237,6 +269,8 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 		dirs = []string{dirBwd}
 	case "both":
 		dirs = []string{dirFwd, dirBwd}
+	case dirDecode:
+		dirs = []string{dirDecode}
 	}
 	return &benchPlan{res: res, gpu: gpu, cases: cases, dirs: dirs, impls: impls, reps: reps, warmup: warmup}, nil
 }
@@ -296,7 +330,7 @@ func compareTorch(ctx context.Context, o benchOpts, p *benchPlan, stderr io.Writ
 		res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
 	} else {
 		fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA flash, efficient, math)...\n", o.python, shortPath(script), len(p.cases))
-		tm, rows := runTorch(ctx, o.python, script, p.cases, torchDirections(o.direction), p.reps, p.warmup, o.device, o.torchEmulate, stderr)
+		tm, rows := runTorch(ctx, o.python, script, p.cases, torchDirections(res.Settings.Direction), p.reps, p.warmup, o.device, o.torchEmulate, stderr)
 		res.Torch = &tm
 		res.Rows = append(res.Rows, rows...)
 	}
@@ -393,7 +427,7 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 		}})
 		// The default GPU backward may add dQ with atomics (the single pass):
 		// the deterministic one is its own line.
-		if o.direction != "fwd" && !o.deterministic && o.forceArch != 75 {
+		if (o.direction == "bwd" || o.direction == "both") && !o.deterministic && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUDet, func(_ context.Context, c Case, dir string) Row {
 				r := gpu.Bench(c, dir, arch, true, warmup, reps)
 				r.Impl = implGPUDet
@@ -628,6 +662,7 @@ func printBenchText(stdout io.Writer, res *BenchResult, paths []string) {
 	}
 	fmt.Fprintf(stdout, "median of %d calls after %d warm-up; TFLOP/s by the FA2 convention\n\n", res.Settings.Reps, res.Settings.Warmup)
 	printTable(stdout, res.Table)
+	printDecodeBandwidth(stdout, res)
 	fmt.Fprintln(stdout)
 	for _, p := range paths {
 		fmt.Fprintf(stdout, "wrote %s\n", p)

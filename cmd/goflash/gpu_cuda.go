@@ -111,6 +111,9 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup
 	if err := g.Use(path); err != nil {
 		return failed(row, err)
 	}
+	if dir == dirDecode {
+		return g.benchDecode(c, row, warmup, reps)
+	}
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
 	if dir != dirFwd {
 		row.FLOPs = d.BackwardFLOPs(c.Causal)

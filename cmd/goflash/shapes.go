@@ -12,6 +12,7 @@ import (
 type Case struct {
 	Dims   flashattn.Dims
 	Causal bool
+	Page   int // decode: paged cache block size (0: contiguous)
 }
 
 func (c Case) String() string {
@@ -27,6 +28,9 @@ func (c Case) String() string {
 	s += fmt.Sprintf(" D=%d", d.D)
 	if c.Causal {
 		s += " causal"
+	}
+	if c.Page > 0 {
+		s += fmt.Sprintf(" page=%d", c.Page)
 	}
 	return s
 }

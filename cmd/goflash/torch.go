@@ -39,6 +39,8 @@ func torchDirections(direction string) []string {
 		return []string{dirBwd}
 	case "both":
 		return []string{dirFwd, dirBwd, dirFwdBwd}
+	case dirDecode:
+		return []string{dirDecode}
 	}
 	return []string{dirFwd}
 }

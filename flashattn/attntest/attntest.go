@@ -117,9 +117,9 @@ type Backend struct {
 	HeadDims []int
 	// MaxN, when > 0, skips cases with Nq or Nk above it (for slow backends).
 	MaxN int
-	// Plain backends run no score modifier (Case.Mods) and neither varlen
-	// nor KV-cache calls: for those cases they must return a
-	// *flashattn.UnsupportedError.
+	// Plain backends run no score modifier (Case.Mods) and no varlen call
+	// (KV-cache calls without modifiers they run): for those cases they
+	// must return a *flashattn.UnsupportedError.
 	Plain bool
 }
 
@@ -189,6 +189,6 @@ func ForBackend(be flashattn.Backend) Backend {
 			return res, err
 		},
 		Precision: p,
-		Plain:     be == flashattn.GPU, // the kernels have no window, softcap, ALiBi, varlen or decode yet
+		Plain:     be == flashattn.GPU, // the kernels have no window, softcap, ALiBi or varlen yet
 	}
 }

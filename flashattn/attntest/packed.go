@@ -72,8 +72,8 @@ type KVCase struct {
 }
 
 // KVCases covers Nq = 1 and Nq > 1, an empty cache and a full one, a cache
-// length on a block boundary, contiguous and paged caches, GQA, and the
-// masks and score modifiers.
+// length on a block boundary, contiguous and paged caches, GQA and MQA, and
+// the masks and score modifiers.
 func KVCases() []KVCase {
 	lens := []int{37, 0, 100, 16}
 	cs := []KVCase{
@@ -82,10 +82,23 @@ func KVCases() []KVCase {
 		{Case{Name: "decode-Nq5-causal-paged32", Nq: 5, Causal: true}, lens, 100, 32},
 		{Case{Name: "decode-Nq5-causal-window-softcap-alibi", Nq: 5, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, Softcap: 6, ALiBi: true}, lens, 100, 0},
 		{Case{Name: "decode-Nq2-window-alibi-paged16", Nq: 2, Window: &flashattn.Window{Left: 9, Right: 0}, ALiBi: true}, lens, 100, 16},
+		// What the GPU decode kernels tile: several key blocks per sequence
+		// (64-128 keys), pages that straddle a block (48), a GQA group of 8
+		// packed with Nq into one 16-row tile or spilling over several
+		// (Nq 16 x 4 = 64 rows), a cache length one past a block, causal
+		// rows that see no key (SeqLens 1 < Nq).
+		{Case{Name: "decode-Nq1-gqa8-d128", Nq: 1, Hq: 16, Hkv: 2, D: 128}, []int{300, 1, 517, 0, 129}, 520, 0},
+		{Case{Name: "decode-Nq2-gqa8-d64-paged48", Nq: 2, Hq: 8, Hkv: 1, D: 64}, []int{300, 1, 517, 0, 129}, 520, 48},
+		{Case{Name: "decode-Nq16-causal-gqa4-d64-paged16", Nq: 16, Causal: true, Hq: 8, Hkv: 2, D: 64}, []int{200, 1, 65, 0}, 200, 16},
+		{Case{Name: "decode-Nq3-causal-mqa-d96", Nq: 3, Causal: true, Hq: 6, Hkv: 1, D: 96}, []int{257, 2, 130}, 260, 0},
 	}
 	for i := range cs {
-		cs[i].B, cs[i].Hq, cs[i].Hkv, cs[i].D = len(cs[i].SeqLens), 4, 2, 32
-		cs[i].Seed = uint64(60000 + 1000*i)
+		c := &cs[i]
+		c.B = len(c.SeqLens)
+		if c.Hq == 0 {
+			c.Hq, c.Hkv, c.D = 4, 2, 32
+		}
+		c.Seed = uint64(60000 + 1000*i)
 	}
 	return cs
 }
@@ -181,7 +194,8 @@ func RunVarlen(t *testing.T, b Backend) {
 }
 
 // RunKVCache runs every KVCase against b's ForwardKVCache (skipped when b
-// has none; a Plain backend must refuse it).
+// has none; a Plain backend runs the cases without score modifiers and
+// must refuse the others).
 func RunKVCache(t *testing.T, b Backend) {
 	for _, c := range KVCases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -190,7 +204,7 @@ func RunKVCache(t *testing.T, b Backend) {
 			}
 			q, kc, vc, k, v, cache := c.Inputs()
 			o := c.Options()
-			if b.Plain || !b.supports(c.D) {
+			if !b.supportsCase(c.Case) {
 				_, err := b.ForwardKVCache(q, k, v, cache, o)
 				expectUnsupported(t, "ForwardKVCache", c.Case, err)
 				return

@@ -58,6 +58,17 @@ func LookupBF16(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) 
 	return lookup(pass, true, arch, headDim, causal)
 }
 
+// LookupDecode returns the decode kernel and its split combine for arch and
+// head dim (bf16: the sm_80 path only); ok is false where there are none.
+func LookupDecode(arch, headDim int, bf16 bool) (dec, combine Variant, ok bool) {
+	dec, ok = lookup(Decode, bf16, arch, headDim, false)
+	if !ok {
+		return Variant{}, Variant{}, false
+	}
+	combine, ok = lookup(DecodeCombine, bf16, arch, headDim, false)
+	return dec, combine, ok
+}
+
 func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool) (v Variant, ok bool) {
 	p := Path(arch)
 	for _, v := range variants {

@@ -49,6 +49,22 @@
 //
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
+// KV-cache decode is two kernels of the same arch path, head dim and dtype,
+// each with one DecodeParams by value (causal is its Causal field):
+//   - Decode: grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)), block Warps*32,
+//     SmemBytes; q, o (B, Nq, Hq, D) with the forward's layout rules; the
+//     cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv, D) with
+//     BlockTable (B, TableStride) int32, PageSize a multiple of 16; SeqLens (B)
+//     int32. With Splits 1 it writes O and the LSE of every row; otherwise
+//     OPart (Splits, B*Hq*Nq, D) and LSEPart (Splits, B*Hq*Nq) fp32, rows in
+//     the LSE's order;
+//   - DecodeCombine (only when Splits > 1, after Decode): grid
+//     ceil(B*Hq*Nq*D/8 / (Warps*32)), block Warps*32, no shared memory; writes
+//     O and the LSE.
+//
+// Causal is bottom-right per sequence: query row i of batch b sees cache
+// entry j iff j <= i + SeqLens[b] - Nq; a row that sees no entry gets O = 0,
+// LSE -Inf.
 package kernels
 
 import "sort"
@@ -94,16 +110,37 @@ func DQAccumLen(v Variant, b, nq, hq int) int {
 	return b * hq * ((nq + v.Br - 1) / v.Br * v.Br) * v.HeadDim
 }
 
+// DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
+// argument of the decode kernel and its split combine.
+type DecodeParams struct {
+	Q, K, V, O, LSE     uint64 // device pointers
+	OPart, LSEPart      uint64 // split workspace (fp32), used when Splits > 1
+	SeqLens, BlockTable uint64 // int32 (B) and (B, TableStride); BlockTable 0: contiguous cache
+
+	QBatchStride, QRowStride, QHeadStride int64 // elements
+	KBatchStride, KRowStride, KHeadStride int64 // KBatchStride: a block's when paged
+	VBatchStride, VRowStride, VHeadStride int64
+	OBatchStride, ORowStride, OHeadStride int64
+
+	TableStride, PageSize int32
+	B, Nq, Hq, Hkv, D     int32
+	Splits, Causal        int32
+	ScaleLog2             float32
+	Scale                 float32
+}
+
 // Pass says which step of attention a kernel computes.
 type Pass int
 
 const (
-	Fwd       Pass = iota // O and the LSE
-	BwdPre                // Di = rowsum(dO * O)
-	BwdDKDV               // dK and dV
-	BwdDQ                 // dQ
-	BwdDKDVQ              // the single pass: dK, dV, and dQ added to an fp32 accumulator
-	BwdDQConv             // the single pass's dQ from its accumulator
+	Fwd           Pass = iota // O and the LSE
+	BwdPre                    // Di = rowsum(dO * O)
+	BwdDKDV                   // dK and dV
+	BwdDQ                     // dQ
+	BwdDKDVQ                  // the single pass: dK, dV, and dQ added to an fp32 accumulator
+	BwdDQConv                 // the single pass's dQ from its accumulator
+	Decode                    // KV-cache decode: O and LSE, or each split's partial ones
+	DecodeCombine             // the splits' partial O and LSE merged by LSE
 )
 
 func (p Pass) String() string {
@@ -120,6 +157,10 @@ func (p Pass) String() string {
 		return "bwd_dkdvq"
 	case BwdDQConv:
 		return "bwd_dqconv"
+	case Decode:
+		return "decode"
+	case DecodeCombine:
+		return "decode_combine"
 	}
 	return "pass?"
 }

@@ -70,6 +70,7 @@ func TestParamsLayout(t *testing.T) {
 	}{
 		{"FwdParams", reflect.TypeFor[FwdParams](), unsafe.Sizeof(FwdParams{})},
 		{"BwdParams", reflect.TypeFor[BwdParams](), unsafe.Sizeof(BwdParams{})},
+		{"DecodeParams", reflect.TypeFor[DecodeParams](), unsafe.Sizeof(DecodeParams{})},
 	} {
 		re := regexp.MustCompile(`static_assert\(offsetof\(` + c.name + `, \w+\) == (\d+), "(\w+)"\)`)
 		ms := re.FindAllStringSubmatch(src, -1)
@@ -198,6 +199,44 @@ func TestTableMatchesTraits(t *testing.T) {
 	}
 }
 
+// Every X(arch, d, Bc, warps, stages) row of FA2_DECODE_TILES ships a decode
+// kernel and its combine, fp16, plus bf16 twins on the sm_80 path, and
+// nothing else does.
+func TestDecodeTableMatchesTraits(t *testing.T) {
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), \d+\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_DECODE_TILES"), -1)
+	want := 0
+	for _, r := range rows {
+		a, _ := strconv.Atoi(r[1])
+		d, _ := strconv.Atoi(r[2])
+		bc, _ := strconv.Atoi(r[3])
+		w, _ := strconv.Atoi(r[4])
+		for _, bf16 := range []bool{false, true} {
+			dec, comb, ok := LookupDecode(a, d, bf16)
+			if ok != (!bf16 || a == 80) {
+				t.Errorf("%s bf16=%v: found %v", r[0], bf16, ok)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			want += 2
+			if dec.Pass != Decode || dec.Arch != a || dec.Bc != bc || dec.Warps != w || dec.Br != 16 || dec.BF16 != bf16 || dec.SmemBytes <= 0 ||
+				comb.Pass != DecodeCombine || comb.Arch != a || comb.HeadDim != d || comb.BF16 != bf16 || comb.SmemBytes != 0 {
+				t.Errorf("%s bf16=%v: table has %+v and %+v", r[0], bf16, dec, comb)
+			}
+		}
+	}
+	got := 0
+	for _, v := range variants {
+		if v.Pass == Decode || v.Pass == DecodeCombine {
+			got++
+		}
+	}
+	if len(rows) == 0 || got != want {
+		t.Errorf("traits.cuh has %d decode rows (%d kernels), the table %d decode kernels", len(rows), want, got)
+	}
+}
+
 type resource struct{ regs, stack, spillSt, spillLd, smem int }
 
 // resources parses the "Resources per SASS arch" table: symbol -> sm -> numbers.
@@ -306,6 +345,9 @@ func TestLookup(t *testing.T) {
 		seen[v.Symbol] = true
 		if prefix := "fa2_" + v.Pass.String() + "_"; !strings.HasPrefix(v.Symbol, prefix) {
 			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, v.Pass, prefix)
+		}
+		if v.Pass == Decode || v.Pass == DecodeCombine {
+			continue // their warps share the rows: TestDecodeTableMatchesTraits
 		}
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchDecode: --decode plans the decode sweep (Llama-like defaults,
+// direction decode, nq and page passed on), asks sdpa.py for the same
+// shapes and prints each shape's bandwidth beside the best SDPA backend.
+func TestBenchDecode(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sdpa.py")
+	os.WriteFile(script, []byte("# fake\n"), 0o644)
+	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	code, stdout, stderr := runCLI(t, "bench", "--decode", "--seqlens", "1024,32768", "--nq", "2", "--page", "256", "--peak-tbps", "5",
+		"--compare-torch", "--reps", "1", "--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var res BenchResult
+	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Settings.Direction != dirDecode || res.Settings.PageSize != 256 || res.Settings.PeakTBps != 5 || len(res.Table) != 2 {
+		t.Fatalf("settings %+v, %d table lines", res.Settings, len(res.Table))
+	}
+	for _, l := range res.Table {
+		if l.Direction != dirDecode || l.B != 1 || l.Hq != 32 || l.Hkv != 8 || l.Nq != 2 || l.D != 128 || l.Causal || len(l.Torch) != 3 || l.VsFlash <= 0 {
+			t.Errorf("line %+v", l)
+		}
+	}
+	for _, r := range res.Rows {
+		if r.Status == statusOK && r.TBps <= 0 {
+			t.Errorf("row without bandwidth: %+v", r)
+		}
+	}
+	for _, want := range []string{"decode bandwidth", "ours TB/s", "80%", "torch-flash"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--decode", "--direction", "bwd"},
+		{"--decode", "--page", "24"},
+		{"--decode", "--page", "48", "--seqlens", "1024"},
+		{"--decode", "--kv-len", "64"},
+		{"--nq", "4"},
+	} {
+		if code, _, _ := runCLI(t, append(append([]string{"bench"}, bad...), "--out", t.TempDir())...); code != 2 {
+			t.Errorf("bench %v: exit %d, want 2 (usage)", bad, code)
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package flashattn
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/goflash/goflash/internal/cuda"
+	"github.com/goflash/goflash/internal/kernels"
+)
+
+// The GPU decode path (kernels/decode.cuh): ForwardKVCache on the device.
+// One decode kernel per call, split over the cache (flash-decoding) when
+// B*Hkv alone would leave SMs idle, plus a combine kernel that merges the
+// splits by their LSEs.
+
+// decodeSplits is the number of KV splits of a decode call with ctas CTAs
+// per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs, whose
+// longest sequence has maxLen entries in blocks of bc keys. The grid aims at
+// one full wave of two CTAs per SM (an H100/H200 SM holds two 96 KiB decode
+// CTAs; where one fits, two equal waves): one split when B*Hkv alone has
+// that many CTAs, otherwise the most splits that stay within the wave (a
+// few CTAs over it would run as a second wave of their own: measured on the
+// H200, 288 CTAs took 1.4x the time per byte of 264), but no split shorter
+// than minSplitBlocks blocks (so that each CTA's next block is in flight
+// while it computes one) and at most maxSplits.
+func decodeSplits(ctas, sms, maxLen, bc int) int {
+	if forcedSplits > 0 {
+		return forcedSplits
+	}
+	const minSplitBlocks, maxSplits = 2, 128
+	s := (2 * sms) / ctas
+	s = min(s, maxLen/(minSplitBlocks*bc), maxSplits)
+	return max(s, 1)
+}
+
+// forcedSplits, when positive, replaces decodeSplits' choice (tests: both
+// the split and unsplit code paths on small shapes).
+var forcedSplits int
+
+// decodeWorkspace is the length of the split workspace of a decode call:
+// the partial O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32;
+// none for one split.
+func decodeWorkspace(d Dims, splits int) (oPart, lsePart int) {
+	if splits <= 1 {
+		return 0, 0
+	}
+	return splits * d.LSELen() * d.D, splits * d.LSELen()
+}
+
+// decodeRowTiles is the number of packed-row tiles (grid z) of a decode
+// call: Nq*Hq/Hkv query rows read each kv head, br of them per CTA.
+func decodeRowTiles(d Dims, br int) int { return ceilDiv(d.Nq*d.Groups(), br) }
+
+// decodeKernels finds and loads the decode kernel and its combine for p and
+// element type dt; d.mu is held.
+func (d *Device) decodeKernels(p problem, dt DType) (dec, comb *loadedKernel, err error) {
+	if err := checkDType(dt, d.path); err != nil {
+		return nil, nil, err
+	}
+	if d.rung != 0 {
+		return nil, nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
+			Reason: "the kernel ladder has no decode kernels"}
+	}
+	if err := d.checkProblem(p); err != nil {
+		return nil, nil, err
+	}
+	dv, cv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)
+	if !ok {
+		return nil, nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(p.D),
+			Reason: fmt.Sprintf("the sm_%d decode kernels exist for head dims %v", d.path, kernels.PassHeadDims(kernels.Decode, d.path))}
+	}
+	if dec, err = d.load(dv); err != nil {
+		return nil, nil, err
+	}
+	if comb, err = d.load(cv); err != nil {
+		return nil, nil, err
+	}
+	if n := decodeRowTiles(p.Dims, dv.Br); n > 65535 {
+		return nil, nil, &UnsupportedError{Backend: GPU, Feature: "Nq*Hq/Hkv", Value: fmt.Sprint(p.Nq * p.Groups()),
+			Reason: fmt.Sprintf("%d packed-row tiles of %d: at most 65535 (grid z)", n, dv.Br)}
+	}
+	return dec, comb, nil
+}
+
+// decodeOp is one decode call: its kernels, the uploaded sequence lengths
+// and block table, the split workspace and the parameter block.
+type decodeOp struct {
+	d          *Device
+	dec, comb  *loadedKernel
+	splits     int
+	scratch    []*cuda.Buffer // seqlens, block table, workspace: freed after the call
+	params     *kernels.DecodeParams
+	args       *cuda.Args
+	cfg, ccfg  cuda.LaunchConfig
+	res        *DeviceResult
+	paged      bool
+	cacheBytes int64 // K and V bytes the kernel reads: sum over batches of SeqLens[b]*Hkv*D*2 elements
+}
+
+// newDecode allocates the outputs (poisoned) and the workspace, uploads the
+// cache description and fills the parameter block; d.mu is held and
+// q, k, v are checked (resolveKVShapes, one dtype).
+func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *decodeOp, err error) {
+	dec, comb, err := d.decodeKernels(p, q.dtype)
+	if err != nil {
+		return nil, err
+	}
+	ctas := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br)
+	op = &decodeOp{d: d, dec: dec, comb: comb, splits: decodeSplits(ctas, d.info.SMs, p.Nk, dec.info.Bc),
+		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, op.free())
+		}
+	}()
+	op.args = cuda.NewArgs(unsafe.Pointer(op.params))
+	alloc := func(what string, bytes int) (*cuda.Buffer, error) {
+		b, err := d.ctx.Alloc(bytes)
+		if err != nil {
+			return nil, fmt.Errorf("flashattn: allocating the decode %s on %s: %w", what, d.info, err)
+		}
+		op.scratch = append(op.scratch, b)
+		return b, nil
+	}
+
+	lens := make([]int32, p.B)
+	for b, n := range c.SeqLens {
+		lens[b] = int32(n)
+		op.cacheBytes += int64(n) * int64(2*p.Hkv*p.D*q.dtype.Size())
+	}
+	seqlens, err := alloc("sequence lengths", 4*len(lens))
+	if err != nil {
+		return op, err
+	}
+	if err := cuda.CopyToDevice(seqlens, lens); err != nil {
+		return op, err
+	}
+	pm := op.params
+	pm.SeqLens = seqlens.Ptr()
+	if op.paged {
+		stride := 1
+		for _, row := range c.BlockTable {
+			stride = max(stride, len(row))
+		}
+		flat := make([]int32, p.B*stride)
+		for b, row := range c.BlockTable {
+			for i, blk := range row {
+				flat[b*stride+i] = int32(blk)
+			}
+		}
+		table, err := alloc("block table", 4*len(flat))
+		if err != nil {
+			return op, err
+		}
+		if err := cuda.CopyToDevice(table, flat); err != nil {
+			return op, err
+		}
+		pm.BlockTable, pm.TableStride, pm.PageSize = table.Ptr(), int32(stride), int32(c.BlockSize)
+	}
+	if o, l := decodeWorkspace(p.Dims, op.splits); o > 0 {
+		oPart, err := alloc("partial O", 4*o)
+		if err != nil {
+			return op, err
+		}
+		lPart, err := alloc("partial LSE", 4*l)
+		if err != nil {
+			return op, err
+		}
+		// Poisoned like the outputs: a partial row a split fails to write
+		// reaches O as NaN.
+		if err := errors.Join(oPart.Memset32(nanF32, o), lPart.Memset32(nanF32, l)); err != nil {
+			return op, err
+		}
+		pm.OPart, pm.LSEPart = oPart.Ptr(), lPart.Ptr()
+	}
+
+	out, err := d.allocAs(p.QShape(), q.dtype)
+	if err != nil {
+		return op, err
+	}
+	lse, err := d.ctx.Alloc(p.LSEBytes())
+	if err != nil {
+		return op, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
+	}
+	op.res = &DeviceResult{Dims: p.Dims, Out: out, Kernel: dec.info, lse: lse, lastNoKey: -1}
+	poison := uint32(nanFP16x2)
+	if q.dtype == BF16 {
+		poison = nanBF16x2
+	}
+	if err := errors.Join(out.buf.Memset32(poison, out.buf.Size()/4), lse.Memset32(nanF32, p.LSELen())); err != nil {
+		return op, err
+	}
+
+	f := fieldsOf(p)
+	ks := k.shape.ContiguousStrides() // the cache's own: (B or blocks, Ncache or BlockSize, Hkv, D)
+	kvs := [3]int64{int64(ks[0]), int64(ks[1]), int64(ks[2])}
+	pm.Q, pm.K, pm.V, pm.O, pm.LSE = q.buf.Ptr(), k.buf.Ptr(), v.buf.Ptr(), out.buf.Ptr(), lse.Ptr()
+	set3(f.qs, &pm.QBatchStride, &pm.QRowStride, &pm.QHeadStride)
+	set3(kvs, &pm.KBatchStride, &pm.KRowStride, &pm.KHeadStride)
+	set3(kvs, &pm.VBatchStride, &pm.VRowStride, &pm.VHeadStride)
+	set3(f.qs, &pm.OBatchStride, &pm.ORowStride, &pm.OHeadStride)
+	pm.B, pm.Nq, pm.Hq, pm.Hkv, pm.D = int32(p.B), int32(p.Nq), int32(p.Hq), int32(p.Hkv), int32(p.D)
+	pm.Splits, pm.Scale, pm.ScaleLog2 = int32(op.splits), f.scale, f.scaleLog2
+	if p.Causal {
+		pm.Causal = 1
+	}
+	di, ci := dec.info, comb.info
+	op.cfg = cuda.LaunchConfig{
+		Grid:      [3]uint32{uint32(op.splits), uint32(p.B * p.Hkv), uint32(decodeRowTiles(p.Dims, di.Br))},
+		Block:     [3]uint32{uint32(32 * di.Warps), 1, 1},
+		SharedMem: uint32(di.SmemBytes),
+	}
+	op.ccfg = cuda.LaunchConfig{
+		Grid:  [3]uint32{cdiv(p.LSELen()*p.D/8, 32*ci.Warps), 1, 1}, // one thread per 8 columns of a row
+		Block: [3]uint32{uint32(32 * ci.Warps), 1, 1},
+	}
+	return op, nil
+}
+
+func (op *decodeOp) kernels() []KernelInfo {
+	if op.splits > 1 {
+		return []KernelInfo{op.dec.info, op.comb.info}
+	}
+	return []KernelInfo{op.dec.info}
+}
+
+// enqueue launches the decode kernel and, for more than one split, the
+// combine on the device's stream.
+func (op *decodeOp) enqueue() error {
+	if err := op.dec.fn.Launch(op.cfg, op.d.stream, op.args); err != nil {
+		return err
+	}
+	if op.splits > 1 {
+		return op.comb.fn.Launch(op.ccfg, op.d.stream, op.args)
+	}
+	return nil
+}
+
+func (op *decodeOp) relaunch() error {
+	if err := op.dec.fn.LaunchBound(op.cfg, op.d.stream.Handle(), op.args); err != nil {
+		return err
+	}
+	if op.splits > 1 {
+		return op.comb.fn.LaunchBound(op.ccfg, op.d.stream.Handle(), op.args)
+	}
+	return nil
+}
+
+// freeScratch frees what the call needs only while it runs.
+func (op *decodeOp) freeScratch() error {
+	var err error
+	for _, b := range op.scratch {
+		err = errors.Join(err, b.Free())
+	}
+	op.scratch = nil
+	return err
+}
+
+func (op *decodeOp) free() error {
+	err := op.freeScratch()
+	if op.res != nil {
+		err = errors.Join(err, op.res.Free())
+	}
+	return err
+}
+
+// ForwardKVCache is flashattn.ForwardKVCache on device tensors, for
+// repeated decode steps whose cache stays on the GPU: q (B, Nq, Hq, D)
+// against kCache and vCache, contiguous (B, Ncache, Hkv, D) or paged
+// (blocks, BlockSize, Hkv, D) as c describes, all fp16 or all bf16 (the
+// sm_80 path). The options used are Causal (bottom-right per sequence) and
+// Scale; windows, softcap and ALiBi are an *UnsupportedError. The call
+// uploads SeqLens (and the block table), runs the decode kernel (and, when it
+// splits the cache, the combine), waits, and returns O and the LSE; the split
+// workspace (decodeWorkspace) lives only during the call.
+func (d *Device) ForwardKVCache(q, kCache, vCache *DeviceTensor, c KVCache, o *Options) (*DeviceResult, error) {
+	if d == nil {
+		return nil, ErrDeviceClosed
+	}
+	ts := []*DeviceTensor{q, kCache, vCache}
+	for i, name := range []string{"q", "kCache", "vCache"} {
+		if err := ts[i].usable(name, d); err != nil {
+			return nil, err
+		}
+		if ts[i].dtype != q.dtype {
+			return nil, &DataError{Arg: name, Reason: fmt.Sprintf("is %v, q is %v: mixed dtypes are not converted", ts[i].dtype, q.dtype)}
+		}
+	}
+	p, err := resolveKVShapes(q.shape, kCache.shape, vCache.shape, c, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	r, _, err := d.decode(p, c, q, kCache, vCache)
+	return r, err
+}
+
+// decode runs one decode call and waits for it; d.mu is held.
+func (d *Device) decode(p problem, c KVCache, q, k, v *DeviceTensor) (*DeviceResult, []KernelInfo, error) {
+	op, err := d.newDecode(p, c, q, k, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := d.run(op); err != nil {
+		return nil, nil, errors.Join(err, op.free())
+	}
+	if err := op.freeScratch(); err != nil {
+		return nil, nil, errors.Join(err, op.res.Free())
+	}
+	return op.res, op.kernels(), nil
+}
+
+// forwardKVCacheHost uploads q and the caches, decodes and downloads O and
+// the LSE into out and lse; it returns the kernels that ran.
+func (d *Device) forwardKVCacheHost(k kvCall, q, out *Tensor, lse []float32) (ks []KernelInfo, err error) {
+	in, err := d.uploadAll([]string{"q", "kCache", "vCache"}, q, k.kCache, k.vCache)
+	defer func() { err = errors.Join(err, freeAll(in)) }()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	r, ks, err := d.decode(k.p, k.c, in[0], in[1], in[2])
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	if err := r.Out.downloadInto(out.Data); err != nil {
+		return nil, err
+	}
+	return ks, r.lseInto(lse)
+}
+
+// decodeHostBytes is what the GPU decode path allocates on the host beyond
+// its outputs: fp16 copies of q and both whole caches up, O down, and the
+// int32 lengths and block table.
+func decodeHostBytes(k kvCall) float64 {
+	q := float64(k.p.QShape().Numel())
+	cache := float64(k.kCache.Shape.Numel())
+	ints := len(k.c.SeqLens)
+	for _, row := range k.c.BlockTable {
+		ints += len(row)
+	}
+	return 2*(2*q+2*cache) + 4*float64(ints)
+}
+
+// ForwardKVCacheHost is ForwardKVCache for host tensors, as
+// flashattn.ForwardKVCache with the GPU backend runs it, but on this device
+// (with its kernel path, see ForcePath): upload (fp16), Device.ForwardKVCache,
+// download. All device memory is freed on return; Result.Reason names the
+// device and the kernels.
+func (d *Device) ForwardKVCacheHost(q, kCache, vCache *Tensor, c KVCache, o *Options) (*Result, error) {
+	if d == nil {
+		return nil, ErrDeviceClosed
+	}
+	kc, err := resolveKVCache(q, kCache, vCache, c, o)
+	if err != nil {
+		return nil, err
+	}
+	dm := kc.p.Dims
+	if err := reserve(fmt.Sprintf("ForwardKVCache of %+v on %s", dm, GPU), floats(dm.QShape().Numel(), dm.LSELen())+decodeHostBytes(kc)); err != nil {
+		return nil, err
+	}
+	out, lse := newOutput(dm.QShape()), newBuffer(dm.LSELen())
+	ks, err := d.forwardKVCacheHost(kc, q, out, lse)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Dims: dm, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(ks...)}, nil
+}

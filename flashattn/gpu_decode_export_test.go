@@ -1,0 +1,14 @@
+package flashattn
+
+// ForceDecodeSplits makes every decode call use n KV splits (0: the
+// automatic choice) and returns the previous setting. Test builds only.
+func ForceDecodeSplits(n int) (previous int) {
+	previous, forcedSplits = forcedSplits, n
+	return previous
+}
+
+// DecodeSplits is decodeSplits' automatic choice.
+func DecodeSplits(ctas, sms, maxLen, bc int) int {
+	defer ForceDecodeSplits(ForceDecodeSplits(0))
+	return decodeSplits(ctas, sms, maxLen, bc)
+}

@@ -1,0 +1,202 @@
+package flashattn_test
+
+import (
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/flashattn/attntest"
+)
+
+// The split rule needs no GPU: one split once B*Hkv fills two CTAs per SM,
+// otherwise the most that stay within that wave, never splits shorter than
+// 2 blocks.
+func TestDecodeSplitRule(t *testing.T) {
+	for _, c := range []struct{ ctas, sms, maxLen, bc, want int }{
+		{264, 132, 131072, 64, 1},  // B*Hkv = 264 fills an H200 twice over
+		{500, 132, 1 << 20, 64, 1}, // more than full
+		{8, 132, 131072, 64, 33},   // B=1, Hkv=8, a 128k cache: 264/8
+		{32, 132, 131072, 64, 8},   // B=4: 256 CTAs, not 288 (a second wave of 24)
+		{8, 132, 1024, 64, 8},      // a 1k cache: 16 blocks, at least 2 per split
+		{8, 132, 100, 64, 1},       // shorter than 2 blocks: one split
+		{1, 132, 1 << 24, 64, 128}, // capped
+		{4, 40, 32768, 64, 20},     // a T4: 80/4
+		{200, 132, 131072, 64, 1},  // 200 CTAs: a second split would need 400
+	} {
+		if got := flashattn.DecodeSplits(c.ctas, c.sms, c.maxLen, c.bc); got != c.want {
+			t.Errorf("decodeSplits(ctas %d, SMs %d, len %d, Bc %d) = %d, want %d", c.ctas, c.sms, c.maxLen, c.bc, got, c.want)
+		}
+	}
+}
+
+// PageMultiple is what the decode kernels' paged copies assume of a block
+// size (decode.cuh reads one block-table entry per group of that many rows).
+func TestPageMultipleMatchesKernels(t *testing.T) {
+	src, err := os.ReadFile("../kernels/decode.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`constexpr int kPageMultiple = (\d+);`).FindSubmatch(src)
+	if m == nil || string(m[1]) != itoa(flashattn.PageMultiple) {
+		t.Errorf("decode.cuh's kPageMultiple %q, flashattn.PageMultiple %d", m, flashattn.PageMultiple)
+	}
+}
+
+// TestGPUKVCacheConformance runs the suite's decode cases on both kernel
+// paths (the sm_75 one from its PTX), each with the automatic split count,
+// one split (the decode kernel writes O itself) and 3 and 7 splits (partial
+// results merged by the combine kernel; with 7 some splits of the short
+// sequences are empty). Outputs are NaN-poisoned before the launch, so
+// attntest reports any element left unwritten.
+func TestGPUKVCacheConformance(t *testing.T) {
+	dev := openGPU(t)
+	for _, path := range []int{0, 75} {
+		if err := dev.ForcePath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, splits := range []int{0, 1, 3, 7} {
+			name := "path" + itoa(path) + "-splits" + itoa(splits)
+			t.Run(name, func(t *testing.T) {
+				defer flashattn.ForceDecodeSplits(flashattn.ForceDecodeSplits(splits))
+				b := attntest.Backend{Name: "gpu-decode-" + name, Precision: attntest.FP16, Plain: true, HeadDims: dev.HeadDims(),
+					ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
+						res, err := dev.ForwardKVCacheHost(q, kc, vc, c, o)
+						if err == nil && splits > 1 && !strings.Contains(res.Reason, "decode_combine") {
+							t.Errorf("%d splits ran %s", splits, res.Reason)
+						}
+						if err == nil && splits == 1 && strings.Contains(res.Reason, "decode_combine") {
+							t.Errorf("one split ran %s", res.Reason)
+						}
+						return res, err
+					}}
+				attntest.RunKVCache(t, b)
+			})
+		}
+	}
+	if err := dev.ForcePath(0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGPUKVCacheDevice: decode steps on a cache that stays on the device
+// give, bit for bit, what the host path gives; masks are refused typed.
+func TestGPUKVCacheDevice(t *testing.T) {
+	dev := openGPU(t)
+	c := attntest.KVCases()[6] // decode-Nq2-gqa8-d64-paged48
+	q, _, _, k, v, cache := c.Inputs()
+	dq, err := dev.Upload(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dq.Free()
+	dk, err := dev.Upload(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dk.Free()
+	dv, err := dev.Upload(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dv.Free()
+	for step, lens := range [][]int{cache.SeqLens, {301, 2, 518, 1, 130}} {
+		cache.SeqLens = lens
+		want, err := dev.ForwardKVCacheHost(q, k, v, cache, c.Options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := dev.ForwardKVCache(dq, dk, dv, cache, c.Options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.Out.Download()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lse, err := r.LSE()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Free(); err != nil {
+			t.Fatal(err)
+		}
+		if !bitsEqual(out.Data, want.Out.Data) || !bitsEqual(lse, want.LSE) {
+			t.Errorf("step %d: device decode differs from the host path", step)
+		}
+	}
+	// The public entry point runs the same kernels through the default device.
+	pub, err := flashattn.ForwardKVCache(q, k, v, cache, &flashattn.Options{Backend: flashattn.GPU, Causal: c.Causal})
+	want, herr := dev.ForwardKVCacheHost(q, k, v, cache, c.Options())
+	if err != nil || herr != nil || pub.Backend != flashattn.GPU || !strings.Contains(pub.Reason, "fa2_decode_") ||
+		!bitsEqual(pub.Out.Data, want.Out.Data) || !bitsEqual(pub.LSE, want.LSE) {
+		t.Errorf("ForwardKVCache with Backend GPU: %v, %v; %+v", err, herr, pub)
+	}
+	_, err = dev.ForwardKVCache(dq, dk, dv, cache, &flashattn.Options{Window: &flashattn.Window{Left: 4, Right: 0}})
+	var ue *flashattn.UnsupportedError
+	if !errors.As(err, &ue) || ue.Feature != "sliding window" {
+		t.Errorf("window: %v, want an *UnsupportedError", err)
+	}
+	if _, err := dev.ForwardKVCache(dq, dk, dk, flashattn.KVCache{SeqLens: []int{1}}, nil); err == nil {
+		t.Error("SeqLens of the wrong length: no error")
+	}
+}
+
+// TestGPUKVCacheBF16: the bf16 decode kernels (sm_80 path), through the
+// Device API, against the suite's bf16 baseline.
+func TestGPUKVCacheBF16(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() < 80 {
+		t.Skip("bf16 needs sm_80")
+	}
+	b := attntest.Backend{Name: "gpu-decode-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
+		ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
+			var ts []*flashattn.DeviceTensor
+			defer func() {
+				for _, d := range ts {
+					_ = d.Free()
+				}
+			}()
+			for _, x := range []*flashattn.Tensor{q, kc, vc} {
+				d, err := dev.UploadBF16(x)
+				if err != nil {
+					return nil, err
+				}
+				ts = append(ts, d)
+			}
+			r, err := dev.ForwardKVCache(ts[0], ts[1], ts[2], c, o)
+			if err != nil {
+				return nil, err
+			}
+			defer r.Free()
+			out, err := r.Out.Download()
+			if err != nil {
+				return nil, err
+			}
+			lse, err := r.LSE()
+			return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
+		}}
+	attntest.RunKVCache(t, b)
+}
+
+// TestGPUBenchKVCache: the decode benchmark times the decode call on a
+// contiguous and a paged cache and counts the bytes it must read.
+func TestGPUBenchKVCache(t *testing.T) {
+	dev := openGPU(t)
+	dims := flashattn.Dims{B: 2, Nq: 1, Nk: 4096, Hq: 8, Hkv: 2, D: 128}
+	for _, page := range []int{0, 256} {
+		r, err := dev.BenchKVCache(dims, page, &flashattn.Options{Causal: true}, 1, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(2 * 4096 * 2 * 128 * 2 * 2); r.KVBytes != want || r.Splits < 1 || r.TBps <= 0 || r.MedianMs <= 0 || r.PageSize != page {
+			t.Errorf("page %d: %+v (want %d bytes)", page, r, want)
+		}
+		t.Logf("page %d: %.1f us, %.2f TB/s, %d splits, kernels %d", page, 1e3*r.MedianMs, r.TBps, r.Splits, len(r.Kernels))
+	}
+	if _, err := dev.BenchKVCache(dims, 48, nil, 1, 1); err == nil {
+		t.Error("a page size that does not divide Nk: no error")
+	}
+}

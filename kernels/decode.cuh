@@ -1,0 +1,369 @@
+// decode.cuh: the KV-cache decode forward (flash-decoding), both arch paths.
+//
+// Decode reads every cached K and V row once per step for a handful of query
+// rows, so it is bound by HBM bandwidth, not by the tensor cores. Two things
+// keep the bytes moving:
+//   - GQA packing: a CTA owns one (batch, kv head) and the Nq x Hq/Hkv query
+//     rows that read it, packed into one m16 tile (packed row r = query row
+//     r / G of query head hk*G + r % G, G = Hq/Hkv), so each K/V row read from
+//     HBM feeds every query head of its group; more than 16 packed rows take
+//     more tiles (grid z), which read the same K/V again, mostly from L2;
+//   - split-KV: grid x splits each sequence's key blocks into equal ranges, so
+//     a small B*Hkv still fills the GPU. Each split writes a partial O and its
+//     LSE (fp32 workspace); decode_combine_kernel merges them by their LSEs.
+//     With one split the CTA writes O and the LSE itself.
+// Inside a CTA the warps share the rows and split each block of Bc keys
+// (Bw = Bc/Warps each): every warp keeps its own m, l, O, and the warps are
+// merged by their LSEs at the end, exactly as the splits are (lse_merge).
+// The tensor-core products are the forward's (gemm.cuh); on Turing the
+// m16n8k8 mma computes 16 rows where a CUDA-core dot product would compute
+// only the live ones, but either way the SM waits on HBM, and one code path
+// for both archs is worth more than the idle FLOPs.
+//
+// The cache is contiguous (row n of batch b at k + b*batch_stride +
+// n*row_stride) or paged (block_table: row n of batch b in block
+// table[b][n / page] at row n % page; batch_stride is then a block's).
+// Keys past seqlens[b] are zero-filled in shared memory and masked; causal is
+// bottom-right per sequence: query row i sees key j iff j <= i + len_b - Nq.
+#pragma once
+#include <cuda_fp16.h>
+#include "params.cuh"
+#include "traits.cuh"
+#include "mma.cuh"
+#include "softmax.cuh"
+#include "tile_io.cuh"
+#include "gemm.cuh"
+#include "entry.cuh"
+
+namespace fa2 {
+
+// The rows of one K or V head of batch b's cache.
+struct CacheRows {
+  const __half* base;  // the head's first element in block/batch 0
+  int64_t batch_stride, row_stride;
+  const int32_t* table;  // batch b's block-table row, or null (contiguous)
+  int page;
+  __device__ __forceinline__ const __half* row(int n) const {
+    if (table) return base + table[n / page] * batch_stride + (n % page) * row_stride;
+    return base + n * row_stride;  // base already holds batch b
+  }
+};
+
+// The block-table entries of this thread's rows of one block of a paged
+// cache (TileMap's rows), read a block ahead of its copy: a table load is a
+// global load the row address depends on, and K and V share it. Blocks
+// (pages) are multiples of 16 rows, so one entry serves each 16-row group the
+// thread copies in: with a row step RS < 16 (RS divides 16, r0 < RS) row
+// r0 + k*RS lies in group k*RS/16, known at compile time.
+constexpr int kPageMultiple = 16;  // a block size divides by it: flashattn.PageMultiple
+template <int ROWS, int D, int NT>
+struct PageRegs {
+  using Map = TileMap<ROWS, D, NT>;
+  static constexpr int P = kPageMultiple, G = Map::RS < P ? Map::N * Map::RS / P : Map::N;  // entries per thread
+  static_assert(Map::RS >= P ? Map::RS % P == 0 : P % Map::RS == 0, "rows per step must tile 16-row groups");
+  int32_t pg[G];
+  __device__ __forceinline__ static constexpr int group(int k) { return Map::RS < P ? k * Map::RS / P : k; }
+  __device__ __forceinline__ void load(const CacheRows& c, int n0, int valid, int tid) {
+    const Map m(tid);
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      const int r = m.r0 + (Map::RS < P ? P * j : j * Map::RS);  // the group's first row of this thread
+      pg[j] = c.table && r < valid ? c.table[(n0 + r) / c.page] : 0;
+    }
+  }
+};
+
+// Rows [n0, n0+ROWS) of the cache into swizzled smem (cp.async; the caller
+// commits), a paged cache's blocks from pr (PageRegs of the same rows); rows
+// >= valid are zero-filled (V must be 0 there: P is 0 but 0 * garbage may be NaN).
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void cp_cache_tile(__half* s, const CacheRows& c, const PageRegs<ROWS, D, NT>& pr, int n0,
+                                              int valid, int tid) {
+  const TileMap<ROWS, D, NT> m(tid);
+  if (!m.active()) return;
+#pragma unroll
+  for (int k = 0; k < m.N; ++k) {
+    const int r = m.r0 + k * m.RS, n = n0 + r;
+    const bool ok = r < valid;
+    const __half* src = c.base;  // rows past valid read nothing
+    if (ok) {
+      const int64_t blk = c.table ? static_cast<int64_t>(pr.pg[PageRegs<ROWS, D, NT>::group(k)]) * c.batch_stride : 0;
+      src = c.base + blk + (c.table ? n % c.page : n) * c.row_stride + m.c * 8;
+    }
+    cp_async_16(smem_u32(s + Swizzle<D>::offset(r, m.c)), src, ok ? 16 : 0);
+  }
+}
+
+// The Turing path's prefetch of cache rows into a RegTile.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_cache_regs(RegTile<ROWS, D, NT>& t, const CacheRows& c, int n0, int valid, int tid) {
+  using Map = TileMap<ROWS, D, NT>;
+  const Map m(tid);
+  if (!m.active()) return;
+#pragma unroll
+  for (int k = 0; k < Map::N; ++k) {
+    const int r = m.r0 + k * Map::RS;
+    t.r[k] = r < valid ? __ldg(reinterpret_cast<const uint4*>(c.row(n0 + r) + m.c * 8)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The packed rows' scores outside the mask to -inf: lane (g, t) holds packed
+// rows row0+g(+8), keys col0+8j+2t(+1) of s[0][j][*]; lim0 is the highest key
+// query row 0 sees (len-1, or len-Nq under causal, where row i sees lim0 + i).
+template <int NS>
+__device__ __forceinline__ void decode_mask(float (&s)[1][NS][4], int row0, int col0, int lane, int group, int len,
+                                            int lim0, bool causal) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = (row0 + g + 8 * hr) / group;  // the packed row's query row
+    const int lim = (causal ? min(len - 1, lim0 + i) : len - 1) - col0;
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (8 * j + 2 * t + e > lim) s[0][j][2 * hr + e] = -INFINITY;
+  }
+}
+
+// Merging partial results by their LSEs: L = log sum_w exp(lse_w) and the
+// weight of part w is exp(lse_w - L). Parts that saw no key have lse -inf
+// (weight 0); if none saw one, L = -inf and O = 0.
+struct LseMerge {
+  float mx = -INFINITY, sum = 0.f;
+  __device__ __forceinline__ void max_of(float l) { mx = fmaxf(mx, l); }
+  __device__ __forceinline__ float weight(float l) const { return mx == -INFINITY ? 0.f : __expf(l - mx); }
+  __device__ __forceinline__ void add(float w) { sum += w; }
+  __device__ __forceinline__ float lse() const { return sum > 0.f ? mx + __logf(sum) : -INFINITY; }
+  __device__ __forceinline__ float inv() const { return sum > 0.f ? 1.f / sum : 0.f; }
+};
+
+// Where packed row r of a CTA's (b, kv head) lands: its LSE index (b, h, i)
+// and its O row; r must be < Nq*G.
+struct PackedRow {
+  int64_t lse_idx;
+  int64_t o_off;  // element offset of the row in O
+  __device__ __forceinline__ PackedRow(const DecodeParams& p, int b, int hk, int r) {
+    const int group = p.hq / p.hkv, i = r / group, h = hk * group + r % group;
+    lse_idx = (static_cast<int64_t>(b) * p.hq + h) * p.nq + i;
+    o_off = b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride;
+  }
+};
+
+// 8 fp32 values as E into 16 bytes of O.
+template <class E>
+__device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
+  uint4 u;
+  u.x = pack2<E>(x[0], x[1]);
+  u.y = pack2<E>(x[2], x[3]);
+  u.z = pack2<E>(x[4], x[5]);
+  u.w = pack2<E>(x[6], x[7]);
+  *reinterpret_cast<uint4*>(o) = u;
+}
+
+template <class T, class E = __half>
+__device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
+  static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
+  constexpr int A = T::kArch, D = T::kD, Bc = T::kBc, NT = T::kThreads, W = T::kWarps;
+  constexpr int Bw = T::kBw;  // keys per warp per block
+  constexpr int KD = D / 16, NS = Bw / 8, KB = Bw / 16, NO = D / 8, C = D / 8;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
+  const int group = p.hq / p.hkv, rows = p.nq * group;
+  constexpr int R = T::kRows;  // packed rows per CTA: one m16 tile
+  static_assert(R == 16, "the packed rows are one m16 tile");
+  const int row0 = blockIdx.z * R;  // the tile's first packed row
+  const int len = p.seqlens[b];
+  // This split's key blocks: an equal share of the sequence's (empty when the
+  // sequence has fewer blocks than there are splits; then O = 0, LSE = -inf).
+  const int nblk = (len + Bc - 1) / Bc, split = blockIdx.x, splits = gridDim.x;
+  const int n_begin = static_cast<int>(static_cast<int64_t>(nblk) * split / splits);
+  const int n_end = static_cast<int>(static_cast<int64_t>(nblk) * (split + 1) / splits);
+  const int lim0 = p.causal ? len - p.nq : len - 1;  // highest key query row 0 sees
+  const int n_mask = lim0 + 1 <= 0 ? 0 : min(len / Bc, (lim0 + 1) / Bc);  // blocks before need no mask
+
+  // Q fragments straight from global (rows past Nq*G are 0): lane (g, t) holds
+  // packed rows g, g+8, columns 16kk + 2t (+8) of each k16 step.
+  uint32_t qf[1][KD][4];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = row0 + g + 8 * hh;
+    const bool live = r < rows;
+    const int i = live ? r / group : 0, h = hk * group + (live ? r % group : 0);
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(static_cast<const __half*>(p.q) + b * p.q_batch_stride +
+                                                          i * p.q_row_stride + h * p.q_head_stride) + t;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      qf[0][kk][hh] = live ? q[8 * kk] : 0u;
+      qf[0][kk][2 + hh] = live ? q[8 * kk + 4] : 0u;
+    }
+  }
+
+  const int32_t* table = p.block_table ? p.block_table + static_cast<int64_t>(b) * p.table_stride : nullptr;
+  const int64_t kb = table ? 0 : b * p.k_batch_stride, vb = table ? 0 : b * p.v_batch_stride;
+  const CacheRows ck{static_cast<const __half*>(p.k) + kb + hk * p.k_head_stride, p.k_batch_stride, p.k_row_stride, table,
+                     p.page_size};
+  const CacheRows cv{static_cast<const __half*>(p.v) + vb + hk * p.v_head_stride, p.v_batch_stride, p.v_row_stride, table,
+                     p.page_size};
+
+  __half* sK = smem;
+  __half* sV = smem + T::kStages * Bc * D;
+  const LdAddr<D, kRowsFirst> la(lane);   // V
+  const LdAddr<D, kChunksFirst> lk(lane);  // K
+  const uint32_t aK = smem_u32(sK), aV = smem_u32(sV);
+
+  float o[1][NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][n][e] = 0.f;
+  OnlineSoftmax<1> sm;
+  sm.init();
+
+  // One block of keys from the buffers at kbase/vbase: this warp's Bw keys.
+  auto step = [&](int n, uint32_t kbase, uint32_t vbase) {
+    float s[1][NS][4];
+    gemm_abt<A, D, 1, Bw, true, E>(s, qf, la, 0, 0, lk, kbase, warp * Bw);  // S = Q K^T
+    if (n >= n_mask) decode_mask<NS>(s, row0, n * Bc + warp * Bw, lane, group, len, lim0, p.causal);
+    sm.step(s, o, p.scale_log2);
+    uint32_t pf[1][KB][4];
+    pack_a<1, Bw, E>(s, pf);
+    gemm_pb<A, D, 1, Bw, E>(o, pf, la, vbase, warp * Bw);  // O += P V
+  };
+
+  if constexpr (A == 80) {
+    // Stages-deep cp.async ring: block n lives in buffer (n - n_begin) % Stages;
+    // Stages-1 blocks are in flight while one is consumed.
+    constexpr int S = T::kStages;
+    PageRegs<Bc, D, NT> pr{};  // the table entries of the next block to issue
+    auto issue = [&](int n, int buf) {
+      if (n < n_end) {
+        cp_cache_tile<Bc, D, NT>(sK + buf * Bc * D, ck, pr, n * Bc, len - n * Bc, tid);
+        cp_cache_tile<Bc, D, NT>(sV + buf * Bc * D, cv, pr, n * Bc, len - n * Bc, tid);
+        if (n + 1 < n_end) pr.load(ck, (n + 1) * Bc, len - (n + 1) * Bc, tid);
+      }
+      cp_async_commit();  // empty groups keep the wait count below uniform
+    };
+    if (n_begin < n_end) pr.load(ck, n_begin * Bc, len - n_begin * Bc, tid);
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) issue(n_begin + s, s);
+    int buf = 0;
+    for (int n = n_begin; n < n_end; ++n) {
+      cp_async_wait<S - 2>();
+      __syncthreads();  // block n landed; every warp is done with block n-1's buffer
+      issue(n + S - 1, buf == 0 ? S - 1 : buf - 1);
+      step(n, aK + buf * Bc * D * 2, aV + buf * Bc * D * 2);
+      buf = buf == S - 1 ? 0 : buf + 1;
+    }
+    cp_async_wait<0>();
+  } else {
+    RegTile<Bc, D, NT> rk, rv;
+    if (n_begin < n_end) {
+      load_cache_regs<Bc, D, NT>(rk, ck, n_begin * Bc, len - n_begin * Bc, tid);
+      load_cache_regs<Bc, D, NT>(rv, cv, n_begin * Bc, len - n_begin * Bc, tid);
+      rk.store(sK, tid);
+      rv.store(sV, tid);
+      __syncthreads();
+    }
+    for (int n = n_begin; n < n_end; ++n) {
+      const bool more = n + 1 < n_end;
+      if (more) {  // the next block's loads are in flight during the whole step
+        load_cache_regs<Bc, D, NT>(rk, ck, (n + 1) * Bc, len - (n + 1) * Bc, tid);
+        load_cache_regs<Bc, D, NT>(rv, cv, (n + 1) * Bc, len - (n + 1) * Bc, tid);
+      }
+      step(n, aK, aV);
+      if (more) {
+        __syncthreads();  // every warp is done with block n
+        rk.store(sK, tid);
+        rv.store(sV, tid);
+        __syncthreads();
+      }
+    }
+  }
+
+  // Each warp's O (normalised) and LSE into shared memory, then merged by LSE.
+  float lse[1][2];
+  sm.finish(o, p.scale, lse);
+  __syncthreads();  // every warp is done with the K/V buffers
+  constexpr int LD = T::kMergeLD;
+  float* sO = reinterpret_cast<float*>(smem_raw);  // [W][R][LD]
+  float* sL = sO + W * R * LD;                     // [W][R]
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int row = g + 8 * hh;
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      *reinterpret_cast<float2*>(sO + (warp * R + row) * LD + 8 * n + 2 * t) = make_float2(o[0][n][2 * hh], o[0][n][2 * hh + 1]);
+    if (t == 0) sL[warp * R + row] = lse[0][hh];
+  }
+  __syncthreads();
+  const int live_rows = min(R, rows - row0);
+  for (int idx = tid; idx < live_rows * C; idx += NT) {
+    const int row = idx / C, c = idx % C;
+    LseMerge mg;
+#pragma unroll
+    for (int w = 0; w < W; ++w) mg.max_of(sL[w * R + row]);
+    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float wt = mg.weight(sL[w * R + row]);
+      mg.add(wt);
+      const float4* src = reinterpret_cast<const float4*>(sO + (w * R + row) * LD + c * 8);
+      const float4 a = src[0], bb = src[1];
+      x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
+      x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
+    }
+    const float inv = mg.inv();
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] *= inv;
+    const PackedRow pr(p, b, hk, row0 + row);
+    if (splits == 1) {
+      store8<E>(static_cast<E*>(p.o) + pr.o_off + c * 8, x);
+      if (c == 0) p.lse[pr.lse_idx] = mg.lse();
+    } else {  // partial results: (splits, B*Hq*Nq, D) and (splits, B*Hq*Nq)
+      const int64_t part = static_cast<int64_t>(split) * p.b * p.hq * p.nq + pr.lse_idx;
+      float4* dst = reinterpret_cast<float4*>(p.o_part + part * D + c * 8);
+      dst[0] = make_float4(x[0], x[1], x[2], x[3]);
+      dst[1] = make_float4(x[4], x[5], x[6], x[7]);
+      if (c == 0) p.lse_part[part] = mg.lse();
+    }
+  }
+}
+
+// The split merge: one thread per (row of the LSE, 8 columns of O); the rows
+// are the LSE's (b, h, i), so O's row is found from its index.
+constexpr int kCombineThreads = 128;
+template <int D, class E = __half>
+__device__ __forceinline__ void decode_combine_kernel(const DecodeParams& p) {
+  constexpr int C = D / 8;
+  const int64_t rows = static_cast<int64_t>(p.b) * p.hq * p.nq;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
+  if (idx >= rows * C) return;
+  const int64_t r = idx / C;
+  const int c = static_cast<int>(idx % C);
+  LseMerge mg;
+  for (int s = 0; s < p.splits; ++s) mg.max_of(p.lse_part[s * rows + r]);
+  float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int s = 0; s < p.splits; ++s) {
+    const float wt = mg.weight(p.lse_part[s * rows + r]);
+    mg.add(wt);
+    if (wt == 0.f) continue;  // a split without keys: its partial O is 0
+    const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * rows + r) * D + c * 8);
+    const float4 a = src[0], bb = src[1];
+    x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
+    x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
+  }
+  const float inv = mg.inv();
+#pragma unroll
+  for (int e = 0; e < 8; ++e) x[e] *= inv;
+  const int i = static_cast<int>(r % p.nq), bh = static_cast<int>(r / p.nq), h = bh % p.hq, b = bh / p.hq;
+  store8<E>(static_cast<E*>(p.o) + b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride + c * 8, x);
+  if (c == 0) p.lse[r] = mg.lse();
+}
+
+}  // namespace fa2

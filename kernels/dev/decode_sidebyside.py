@@ -1,0 +1,240 @@
+"""KV-cache decode, side by side in ONE process on one GPU: PyTorch SDPA (flash,
+efficient, cuDNN) and GoFlash's shipped decode kernels (internal/kernels/fa2.fatbin,
+launched through the driver API with ctypes as the Go code launches them),
+interleaved call by call.
+
+Decode is memory bound: the figure of merit is the bytes of K and V read
+(B * Ncache * Hkv * D * 2 tensors * 2 bytes) over the median time, against the
+H200's ~4.8 TB/s. Each timed call starts with a cold L2 (a 512 MiB buffer is
+written between calls, outside the timed span), as in a model where every layer
+reads its own cache; otherwise a small cache would be served from the 50+ MiB L2.
+
+SDPA gets q (B, Hq, Nq, D) and the cache (B, Hkv, N, D) with enable_gqa=True
+(no copies); a backend that refuses GQA is timed on K/V repeated to Hq heads
+(repeat_interleave, made before timing; it then reads Hq/Hkv times the bytes) and
+marked "rep". Nq = 1, so causal (bottom-right) equals no mask: SDPA runs
+is_causal=False. Before timing, each shape's O is checked against float32 math.
+
+Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize]
+  --ptx75: the Turing kernels from internal/kernels/fa2_sm75.ptx (driver JIT);
+  --splits N: force N KV splits (default: the rule of flashattn/gpu_decode.go);
+  --sanitize: one small contiguous and one paged call of each head dim, no
+              timing (for compute-sanitizer).
+"""
+import ctypes
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, "kernels/dev")
+from sidebyside import Module, ck, cu  # noqa: E402  (the loader and the driver)
+
+
+class DecodeParams(ctypes.Structure):  # kernels/params.cuh
+    _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "lse", "o_part", "lse_part", "seqlens", "table")] + \
+               [(n, ctypes.c_int64) for n in ("qb", "qs", "qh", "kb", "ks", "kh", "vb", "vs", "vh", "ob", "os", "oh")] + \
+               [(n, ctypes.c_int32) for n in ("table_stride", "page", "b", "nq", "hq", "hkv", "d", "splits", "causal")] + \
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
+
+
+assert ctypes.sizeof(DecodeParams) == 216
+
+
+def splits_rule(ctas, sms, max_len, bc):
+    """flashattn/gpu_decode.go decodeSplits, the same rule."""
+    return max(1, min((2 * sms) // ctas, max_len // (2 * bc), 128))
+
+
+def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None):
+    """q, o (B, Nq, Hq, D); k, v the cache (B, N, Hkv, D) or paged (blocks, page, Hkv, D), fp16
+    contiguous; lse (B, Hq, Nq) fp32; seqlens int32 (B); table int32 (B, T) or None."""
+    b, nq, hq, d = q.shape
+    hkv = k.shape[2]
+    f, br, bc, warps, smem = m.fn(f"fa2_decode_sm{arch}_d{d}")
+    cf, _, _, cwarps, _ = m.fn(f"fa2_decode_combine_sm{arch}_d{d}")
+    tiles = -(-nq * (hq // hkv) // br)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    s = splits or splits_rule(b * hkv * tiles, sms, int(seqlens.max().item()), bc)
+    rows = b * hq * nq
+    opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
+    lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
+    p = DecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                     opart.data_ptr() if s > 1 else 0, lpart.data_ptr() if s > 1 else 0, seqlens.data_ptr(),
+                     table.data_ptr() if table is not None else 0,
+                     *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+                     table.shape[1] if table is not None else 0, page, b, nq, hq, hkv, d, s, int(causal),
+                     1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+    args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    cgrid = -(-rows * (d // 8) // (cwarps * 32))
+
+    def call():
+        ck(cu.cuLaunchKernel(f, s, b * hkv, tiles, warps * 32, 1, 1, smem, stream, args, None), "decode")
+        if s > 1:
+            ck(cu.cuLaunchKernel(cf, cgrid, 1, 1, cwarps * 32, 1, 1, 0, stream, args, None), "combine")
+    call.keep = (p, args, opart, lpart)
+    call.splits = s
+    return call
+
+
+FLUSH = None
+
+
+def timed(fn, reps):
+    global FLUSH
+    if FLUSH is None:
+        FLUSH = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(reps):
+        FLUSH.zero_()  # evicts the cache from L2, outside the timed span
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(100_000)  # GPU busy while the host enqueues: host overhead stays out of the time
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1))
+    return ts
+
+
+def paged_copy(k, v, page, gen):
+    """The cache in blocks of `page` rows, in a shuffled order; returns k, v, table."""
+    b, n, h, d = k.shape
+    per = -(-n // page)
+    perm = torch.randperm(b * per, generator=gen).to("cuda")
+    kp = torch.zeros(b * per, page, h, d, device="cuda", dtype=k.dtype)
+    vp = torch.zeros_like(kp)
+    pad = per * page - n
+    kr = F.pad(k, (0, 0, 0, 0, 0, pad)).reshape(b * per, page, h, d)
+    vr = F.pad(v, (0, 0, 0, 0, 0, pad)).reshape(b * per, page, h, d)
+    kp[perm] = kr
+    vp[perm] = vr
+    return kp, vp, perm.reshape(b, per).to(torch.int32).contiguous()
+
+
+def sdpa_calls(qt, kt, vt, hq, hkv):
+    """name -> (call, note): SDPA's backends on q (B, Hq, Nq, D), k, v (B, Hkv, N, D)."""
+    out = {}
+    rep = None
+    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                     ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        def gqa(be=be):
+            with sdpa_kernel(be):
+                return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+        try:
+            gqa()
+            out[name] = (gqa, "gqa")
+            continue
+        except RuntimeError:
+            pass
+        if rep is None:
+            rep = (kt.repeat_interleave(hq // hkv, dim=1), vt.repeat_interleave(hq // hkv, dim=1))
+
+        def reps(be=be):
+            with sdpa_kernel(be):
+                return F.scaled_dot_product_attention(qt, rep[0], rep[1])
+        try:
+            reps()
+            out[name] = (reps, "rep")
+        except RuntimeError as e:
+            out[name] = (None, str(e).split("\n")[0][:40])
+    return out
+
+
+def bench(m, arch, splits):
+    peak = 4.8e12
+    print(f"{'B':>2} {'Hq':>3} {'Hkv':>3} {'D':>3} {'Ncache':>7} {'layout':>8} | KV MB | "
+          f"{'flash':>9} {'effic.':>9} {'cudnn':>9} {'ours':>7} us | ours TB/s (of 4.8) | vs best SDPA | splits | max|err| (flash's)")
+    gen = torch.Generator().manual_seed(1)
+    fails = 0
+    every = (1024, 4096, 16384, 32768, 65536, 131072)
+    for (b, hq, hkv, d), lengths in (((1, 32, 8, 128), every), ((4, 32, 8, 128), (4096, 32768, 131072)),
+                                     ((1, 64, 8, 128), (32768, 131072)), ((1, 32, 8, 64), (32768, 131072))):
+        for n in lengths:
+            torch.manual_seed(n + b)
+            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
+            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # strided views, no copies
+            kt, vt = kt.contiguous(), vt.contiguous()  # SDPA's own layout for the cache (B, Hkv, N, D)
+            with sdpa_kernel(SDPBackend.MATH):
+                ref = F.scaled_dot_product_attention(qt[:1].float(), kt[:1].float(), vt[:1].float(), enable_gqa=True)
+            sd = sdpa_calls(qt, kt, vt, hq, hkv)
+            ferr = (sd["flash"][0]()[:1].float() - ref).abs().max().item() if sd["flash"][0] else float("nan")
+            kv_bytes = 2 * b * n * hkv * d * 2
+            layouts = [("contig", k, v, None, 0)]
+            if b == 1 and hq == 32 and d == 128 and n in (32768, 131072):
+                for page in (16, 256):
+                    kp, vp, tab = paged_copy(k, v, page, gen)
+                    layouts.append((f"paged{page}", kp, vp, tab, page))
+            for lname, kk, vv, tab, page in layouts:
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full((b, hq, 1), float("nan"), device="cuda")
+                ours = decode_call(m, arch, q, kk, vv, o, lse, seqlens, tab, page, False, splits)
+                ours()
+                torch.cuda.synchronize()
+                err = (o[:1].transpose(1, 2).float() - ref).abs().max().item()
+                bad = torch.isnan(o).any().item() or not err <= 2 * ferr + 1e-3
+                fails += bad
+                ts = {name: [] for name in sd}
+                ts["ours"] = []
+                for _ in range(4):  # interleaved: 4 rounds of 5 timed calls each
+                    for name, (fn, _) in sd.items():
+                        if fn and lname == "contig":
+                            ts[name] += timed(fn, 5)
+                    ts["ours"] += timed(ours, 5)
+                med = {name: sorted(t)[len(t) // 2] * 1e3 if t else float("nan") for name, t in ts.items()}
+                best = min((med[x] for x in sd if sd[x][0] and lname == "contig"), default=float("nan"))
+                col = lambda x: (f"{med[x]:7.1f}" + ("r" if sd[x][1] == "rep" else " ") + " ") if sd[x][0] and lname == "contig" else f"{'-':>9}"
+                tbps = kv_bytes / (med["ours"] * 1e-6) / 1e12
+                print(f"{b:>2} {hq:>3} {hkv:>3} {d:>3} {n:>7} {lname:>8} | {kv_bytes / 1e6:5.0f} | {col('flash')}{col('efficient')}{col('cudnn')}"
+                      f"{med['ours']:7.1f}    | {tbps:5.2f} ({tbps * 1e12 / peak:4.0%})      | "
+                      f"{best / med['ours']:8.2f}x    | {ours.splits:>6} | {err:.1e} ({ferr:.1e})" + ("  FAIL" if bad else ""), flush=True)
+                del o, lse, ours
+            del q, k, v, kt, vt, qt, sd, ref, layouts
+            torch.cuda.empty_cache()
+    print("all shapes within 2x flash's error, no NaN" if not fails else f"{fails} shapes FAILED")
+
+
+def sanitize(m, arch):
+    """Small calls for compute-sanitizer: every head dim, contiguous and paged, 1 and 3 splits."""
+    gen = torch.Generator().manual_seed(2)
+    dims = (32, 64, 96, 128) + ((256,) if arch == 80 else ())
+    for d in dims:
+        for splits in (1, 3):
+            b, nq, hq, hkv, n = 3, 2, 8, 2, 300
+            q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
+            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            seqlens = torch.tensor([n, 1, 130], dtype=torch.int32, device="cuda")
+            kp, vp, tab = paged_copy(k, v, 48, gen)
+            for kk, vv, t, page in ((k, v, None, 0), (kp, vp, tab, 48)):
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full((b, hq, nq), float("nan"), device="cuda")
+                decode_call(m, arch, q, kk, vv, o, lse, seqlens, t, page, True, splits)()
+                torch.cuda.synchronize()
+                assert not torch.isnan(o).any().item(), f"D{d} splits {splits}: NaN left in O"
+    print("sanitize calls done", flush=True)
+
+
+def main():
+    args = sys.argv[1:]
+    ptx75 = "--ptx75" in args
+    splits = int(args[args.index("--splits") + 1]) if "--splits" in args else None
+    path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
+    m = Module(path)
+    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
+    if "--sanitize" in args:
+        sanitize(m, 75 if ptx75 else 80)
+    else:
+        bench(m, 75 if ptx75 else 80, splits)
+
+
+if __name__ == "__main__":
+    main()
