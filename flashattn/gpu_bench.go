@@ -208,27 +208,27 @@ const launchFloorReps = 20
 
 // launchFloor is the median host time of op.relaunch over n calls: the
 // driver's cuLaunchKernel for op's kernels and parameters, nothing of ours.
-// The context is bound once around the loop, as LaunchBound requires, and
-// the stream drained after it; d.mu is held and the OS thread locked.
+// Each relaunch starts, like each timed enqueue, on an idle stream (a launch
+// behind queued work costs the driver more), with the context bound as
+// LaunchBound requires; d.mu is held and the OS thread locked.
 func (d *Device) launchFloor(op deviceOp, n int) (float64, error) {
-	if err := d.ctx.Bind(); err != nil {
-		return 0, err
-	}
 	us := make([]float64, n)
-	var err error
 	for i := range us {
+		if err := d.stream.Synchronize(); err != nil {
+			return 0, err
+		}
+		if err := d.ctx.Bind(); err != nil {
+			return 0, err
+		}
 		t0 := time.Now()
-		err = op.relaunch()
+		err := op.relaunch()
 		us[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+		d.ctx.Unbind()
 		if err != nil {
-			break
+			return 0, err
 		}
 	}
-	d.ctx.Unbind()
-	if err = errors.Join(err, d.stream.Synchronize()); err != nil {
-		return 0, err
-	}
-	return stats.Median(us), nil
+	return stats.Median(us), d.stream.Synchronize()
 }
 
 // timeCalls enqueues op warmup times untimed, then reps times each timed
