@@ -22,7 +22,8 @@
 //
 // The cache is contiguous (row n of batch b at k + b*batch_stride +
 // n*row_stride) or paged (block_table: row n of batch b in block
-// table[b][n / page] at row n % page; batch_stride is then a block's).
+// table[b][n / page] at row n % page; batch_stride is then a block's), the
+// division done once per 16-row group (CacheBlock).
 // Keys past seqlens[b] are zero-filled in shared memory and masked; causal is
 // bottom-right per sequence: query row i sees key j iff j <= i + len_b - Nq.
 #pragma once
@@ -43,68 +44,68 @@ struct CacheRows {
   int64_t batch_stride, row_stride;
   const int32_t* table;  // batch b's block-table row, or null (contiguous)
   int page;
-  __device__ __forceinline__ const __half* row(int n) const {
-    if (table) return base + table[n / page] * batch_stride + (n % page) * row_stride;
-    return base + n * row_stride;  // base already holds batch b
-  }
 };
 
-// The block-table entries of this thread's rows of one block of a paged
-// cache (TileMap's rows), read a block ahead of its copy: a table load is a
-// global load the row address depends on, and K and V share it. Blocks
-// (pages) are multiples of 16 rows, so one entry serves each 16-row group the
-// thread copies in: with a row step RS < 16 (RS divides 16, r0 < RS) row
-// r0 + k*RS lies in group k*RS/16, known at compile time.
+// Where this thread's rows of one block of keys (TileMap's rows) lie in the
+// cache, found a block ahead of the copy and shared by K and V (their strides
+// apply at the copy). Pages are multiples of 16 rows and blocks start at
+// multiples of 16, so a 16-row group lies in one page: one block-table load
+// and one division by the runtime page size per group, none per row. With a
+// row step RS < 16 (RS divides 16, r0 < RS) row r0 + k*RS is in group
+// k*RS/16, delta(k) rows after the thread's first row there (compile time).
 constexpr int kPageMultiple = 16;  // a block size divides by it: flashattn.PageMultiple
 template <int ROWS, int D, int NT>
-struct PageRegs {
+struct CacheBlock {
   using Map = TileMap<ROWS, D, NT>;
-  static constexpr int P = kPageMultiple, G = Map::RS < P ? Map::N * Map::RS / P : Map::N;  // entries per thread
+  static constexpr int P = kPageMultiple, G = Map::RS < P ? Map::N * Map::RS / P : Map::N;  // groups per thread
   static_assert(Map::RS >= P ? Map::RS % P == 0 : P % Map::RS == 0, "rows per step must tile 16-row groups");
-  int32_t pg[G];
   __device__ __forceinline__ static constexpr int group(int k) { return Map::RS < P ? k * Map::RS / P : k; }
+  __device__ __forceinline__ static constexpr int delta(int k) { return Map::RS < P ? k * Map::RS - P * group(k) : 0; }
+  int32_t blk[G];  // the group's page (0 when contiguous: base holds batch b)
+  int32_t row[G];  // the thread's first row of the group, within its page (or the sequence)
   __device__ __forceinline__ void load(const CacheRows& c, int n0, int valid, int tid) {
     const Map m(tid);
 #pragma unroll
     for (int j = 0; j < G; ++j) {
-      const int r = m.r0 + (Map::RS < P ? P * j : j * Map::RS);  // the group's first row of this thread
-      pg[j] = c.table && r < valid ? c.table[(n0 + r) / c.page] : 0;
+      const int r = m.r0 + (Map::RS < P ? P * j : j * Map::RS), n = n0 + r;
+      const int q = c.table && r < valid ? n / c.page : 0;
+      blk[j] = c.table && r < valid ? c.table[q] : 0;
+      row[j] = n - q * c.page;
     }
+  }
+  // Row r0 + k*RS, column chunk ch, of the head c describes.
+  __device__ __forceinline__ const __half* addr(const CacheRows& c, int k, int ch) const {
+    return c.base + static_cast<int64_t>(blk[group(k)]) * c.batch_stride +
+           static_cast<int64_t>(row[group(k)] + delta(k)) * c.row_stride + ch * 8;
   }
 };
 
-// Rows [n0, n0+ROWS) of the cache into swizzled smem (cp.async; the caller
-// commits), a paged cache's blocks from pr (PageRegs of the same rows); rows
-// >= valid are zero-filled (V must be 0 there: P is 0 but 0 * garbage may be NaN).
+// This thread's rows of a block (its CacheBlock cb) into swizzled smem
+// (cp.async; the caller commits); rows >= valid are zero-filled (V must be 0
+// there: P is 0 but 0 * garbage may be NaN).
 template <int ROWS, int D, int NT>
-__device__ __forceinline__ void cp_cache_tile(__half* s, const CacheRows& c, const PageRegs<ROWS, D, NT>& pr, int n0,
-                                              int valid, int tid) {
+__device__ __forceinline__ void cp_cache_tile(__half* s, const CacheRows& c, const CacheBlock<ROWS, D, NT>& cb, int valid,
+                                              int tid) {
   const TileMap<ROWS, D, NT> m(tid);
   if (!m.active()) return;
 #pragma unroll
   for (int k = 0; k < m.N; ++k) {
-    const int r = m.r0 + k * m.RS, n = n0 + r;
+    const int r = m.r0 + k * m.RS;
     const bool ok = r < valid;
-    const __half* src = c.base;  // rows past valid read nothing
-    if (ok) {
-      const int64_t blk = c.table ? static_cast<int64_t>(pr.pg[PageRegs<ROWS, D, NT>::group(k)]) * c.batch_stride : 0;
-      src = c.base + blk + (c.table ? n % c.page : n) * c.row_stride + m.c * 8;
-    }
-    cp_async_16(smem_u32(s + Swizzle<D>::offset(r, m.c)), src, ok ? 16 : 0);
+    cp_async_16(smem_u32(s + Swizzle<D>::offset(r, m.c)), ok ? cb.addr(c, k, m.c) : c.base, ok ? 16 : 0);  // rows past valid read nothing
   }
 }
 
 // The Turing path's prefetch of cache rows into a RegTile.
 template <int ROWS, int D, int NT>
-__device__ __forceinline__ void load_cache_regs(RegTile<ROWS, D, NT>& t, const CacheRows& c, int n0, int valid, int tid) {
+__device__ __forceinline__ void load_cache_regs(RegTile<ROWS, D, NT>& t, const CacheRows& c,
+                                                const CacheBlock<ROWS, D, NT>& cb, int valid, int tid) {
   using Map = TileMap<ROWS, D, NT>;
   const Map m(tid);
   if (!m.active()) return;
 #pragma unroll
-  for (int k = 0; k < Map::N; ++k) {
-    const int r = m.r0 + k * Map::RS;
-    t.r[k] = r < valid ? __ldg(reinterpret_cast<const uint4*>(c.row(n0 + r) + m.c * 8)) : make_uint4(0, 0, 0, 0);
-  }
+  for (int k = 0; k < Map::N; ++k)
+    t.r[k] = m.r0 + k * Map::RS < valid ? __ldg(reinterpret_cast<const uint4*>(cb.addr(c, k, m.c))) : make_uint4(0, 0, 0, 0);
 }
 
 // The packed rows' scores outside the mask to -inf: lane (g, t) holds packed
@@ -240,16 +241,16 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     // Stages-deep cp.async ring: block n lives in buffer (n - n_begin) % Stages;
     // Stages-1 blocks are in flight while one is consumed.
     constexpr int S = T::kStages;
-    PageRegs<Bc, D, NT> pr{};  // the table entries of the next block to issue
+    CacheBlock<Bc, D, NT> cb{};  // where the next block to issue lies
     auto issue = [&](int n, int buf) {
       if (n < n_end) {
-        cp_cache_tile<Bc, D, NT>(sK + buf * Bc * D, ck, pr, n * Bc, len - n * Bc, tid);
-        cp_cache_tile<Bc, D, NT>(sV + buf * Bc * D, cv, pr, n * Bc, len - n * Bc, tid);
-        if (n + 1 < n_end) pr.load(ck, (n + 1) * Bc, len - (n + 1) * Bc, tid);
+        cp_cache_tile<Bc, D, NT>(sK + buf * Bc * D, ck, cb, len - n * Bc, tid);
+        cp_cache_tile<Bc, D, NT>(sV + buf * Bc * D, cv, cb, len - n * Bc, tid);
+        if (n + 1 < n_end) cb.load(ck, (n + 1) * Bc, len - (n + 1) * Bc, tid);
       }
       cp_async_commit();  // empty groups keep the wait count below uniform
     };
-    if (n_begin < n_end) pr.load(ck, n_begin * Bc, len - n_begin * Bc, tid);
+    if (n_begin < n_end) cb.load(ck, n_begin * Bc, len - n_begin * Bc, tid);
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) issue(n_begin + s, s);
     int buf = 0;
@@ -263,9 +264,12 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     cp_async_wait<0>();
   } else {
     RegTile<Bc, D, NT> rk, rv;
+    CacheBlock<Bc, D, NT> cb{};  // where the next block to load lies
     if (n_begin < n_end) {
-      load_cache_regs<Bc, D, NT>(rk, ck, n_begin * Bc, len - n_begin * Bc, tid);
-      load_cache_regs<Bc, D, NT>(rv, cv, n_begin * Bc, len - n_begin * Bc, tid);
+      cb.load(ck, n_begin * Bc, len - n_begin * Bc, tid);
+      load_cache_regs<Bc, D, NT>(rk, ck, cb, len - n_begin * Bc, tid);
+      load_cache_regs<Bc, D, NT>(rv, cv, cb, len - n_begin * Bc, tid);
+      if (n_begin + 1 < n_end) cb.load(ck, (n_begin + 1) * Bc, len - (n_begin + 1) * Bc, tid);
       rk.store(sK, tid);
       rv.store(sV, tid);
       __syncthreads();
@@ -273,8 +277,9 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     for (int n = n_begin; n < n_end; ++n) {
       const bool more = n + 1 < n_end;
       if (more) {  // the next block's loads are in flight during the whole step
-        load_cache_regs<Bc, D, NT>(rk, ck, (n + 1) * Bc, len - (n + 1) * Bc, tid);
-        load_cache_regs<Bc, D, NT>(rv, cv, (n + 1) * Bc, len - (n + 1) * Bc, tid);
+        load_cache_regs<Bc, D, NT>(rk, ck, cb, len - (n + 1) * Bc, tid);
+        load_cache_regs<Bc, D, NT>(rv, cv, cb, len - (n + 1) * Bc, tid);
+        if (n + 2 < n_end) cb.load(ck, (n + 2) * Bc, len - (n + 2) * Bc, tid);
       }
       step(n, aK, aV);
       if (more) {

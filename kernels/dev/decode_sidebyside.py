@@ -15,14 +15,18 @@ SDPA gets q (B, Hq, Nq, D) and the cache (B, Hkv, N, D) with enable_gqa=True
 marked "rep". Nq = 1, so causal (bottom-right) equals no mask: SDPA runs
 is_causal=False. Before timing, each shape's O is checked against float32 math.
 
-Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize]
+Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize] [--tiles CUBIN]
   --ptx75: the Turing kernels from internal/kernels/fa2_sm75.ptx (driver JIT);
   --splits N: force N KV splits (default: the rule of flashattn/gpu_decode.go);
   --sanitize: one small contiguous and one paged call of each head dim, no
-              timing (for compute-sanitizer).
+              timing (for compute-sanitizer);
+  --tiles CUBIN: B = 1, 32/8 heads, D 128: the shipped kernel beside the
+              candidate tiles of kernels/dev/decode_tiles.cu (built into CUBIN),
+              each split to fill the CTAs that fit an SM, and SDPA flash/cuDNN.
 """
 import ctypes
 import math
+import os
 import sys
 
 import torch
@@ -223,6 +227,78 @@ def sanitize(m, arch):
     print("sanitize calls done", flush=True)
 
 
+def occupancy(m, sym):
+    """CTAs of sym resident per SM (the driver's answer for its threads and shared memory)."""
+    f, _, _, warps, smem = m.fn(sym)
+    n = ctypes.c_int()
+    ck(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), f, warps * 32, ctypes.c_size_t(smem)), sym)
+    return n.value
+
+
+def tiles_bench(m, cubin):
+    """The shipped D128 decode kernel and decode_tiles.cu's candidates, B 1, contiguous and paged."""
+    import re
+    dev = Module(cubin)
+    cands = re.findall(r"^FA2_DEV_DECODE\((\d+), (\d+), (\d+)\)", open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_tiles.cu")).read(), re.M)
+    for bc, w, st in ((int(x) for x in c) for c in cands):
+        kv, merge = st * 2 * bc * 128 * 2, w * 16 * (128 + 4) * 4 + w * 16 * 4  # traits.cuh's DecodeTile
+        dev.tiles[f"dev_decode_bc{bc}_w{w}_s{st}"] = (16, bc, w, max(kv, merge))
+    dev.tiles["dev_decode_combine_d128"] = m.tiles["fa2_decode_combine_sm80_d128"]  # the same code
+    kerns = [("shipped", m, "fa2_decode_sm80_d128", "fa2_decode_combine_sm80_d128")]
+    kerns += [(sym[len("dev_decode_"):], dev, sym, "dev_decode_combine_d128") for sym in dev.tiles if sym.startswith("dev_decode_bc")]
+    occ = {name: occupancy(mm, sym) for name, mm, sym, _ in kerns}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print("CTAs per SM:", occ, flush=True)
+    print(f"{'Ncache':>7} {'layout':>8} {'kernel':>14} | {'us':>7} | TB/s (of 4.8) | splits | max|err| (flash's)")
+    gen = torch.Generator().manual_seed(1)
+    b, hq, hkv, d = 1, 32, 8, 128
+    for n in (4096, 16384, 32768, 65536, 131072):
+        torch.manual_seed(n)
+        q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
+        k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+        v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = F.scaled_dot_product_attention(qt.float(), kt.float(), vt.float(), enable_gqa=True)
+        sd = sdpa_calls(qt, kt, vt, hq, hkv)
+        ferr = (sd["flash"][0]().float() - ref).abs().max().item()
+        layouts = [("contig", k, v, None, 0)]
+        if n >= 32768:
+            for page in (16, 256):
+                layouts.append((f"paged{page}",) + paged_copy(k, v, page, gen) + (page,))
+        calls = {("contig", nm): (sd[nm][0], None) for nm in ("flash", "cudnn") if sd[nm][0]}
+        for lname, kk, vv, tab, page in layouts:
+            for name, mm, sym, comb in kerns:
+                _, _, bc, _, _ = mm.fn(sym)
+                s = max(1, min(occ[name] * sms // (b * hkv), n // (2 * bc), 128))
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full((b, hq, 1), float("nan"), device="cuda")
+                fn = mm.fn
+                mm.fn = lambda x, fn=fn, sym=sym, comb=comb: fn(comb if "combine" in x else sym)
+                try:
+                    c = decode_call(mm, 80, q, kk, vv, o, lse, seqlens, tab, page, False, s)
+                finally:
+                    del mm.fn
+                c()
+                torch.cuda.synchronize()
+                err = (o.transpose(1, 2).float() - ref).abs().max().item()
+                calls[(lname, name)] = (c, (err, torch.isnan(o).any().item() or not err <= 2 * ferr + 1e-3))
+        ts = {key: [] for key in calls}
+        for _ in range(4):  # interleaved: 4 rounds of 5 timed calls each
+            for key, (fn, _) in calls.items():
+                ts[key] += timed(fn, 5)
+        kv_bytes = 2 * b * n * hkv * d * 2
+        for key, t in ts.items():
+            us = sorted(t)[len(t) // 2] * 1e3
+            fn, chk = calls[key]
+            tb = kv_bytes / us / 1e6
+            tail = f"{fn.splits:>6} | {chk[0]:.1e} ({ferr:.1e})" + ("  FAIL" if chk[1] else "") if chk else f"{'':>6} |"
+            print(f"{n:>7} {key[0]:>8} {key[1]:>14} | {us:7.1f} | {tb:5.2f} ({tb / 4.8:4.0%})   | {tail}", flush=True)
+        del calls, ts, q, k, v, kt, vt, sd, layouts
+        torch.cuda.empty_cache()
+
+
 def main():
     args = sys.argv[1:]
     ptx75 = "--ptx75" in args
@@ -232,6 +308,8 @@ def main():
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:
         sanitize(m, 75 if ptx75 else 80)
+    elif "--tiles" in args:
+        tiles_bench(m, args[args.index("--tiles") + 1])
     else:
         bench(m, 75 if ptx75 else 80, splits)
 
