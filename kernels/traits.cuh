@@ -261,10 +261,13 @@ struct BwdKVQTile {
 //         dQ atomic now covers 128 keys, half the atomics per FLOP of the base
 //         row. S^T 2x4 (64 keys x 16 queries), dK/dV 4x2 (32 keys x 64 columns),
 //         dQ 2x4; K and V in shared memory (their fragments and the 128 dK/dV
-//         accumulator registers would not fit 255); 161 KiB, 1 CTA/SM. FA2's
-//         own grids (S^T 4x2, dK/dV 4x2) spilled 40 B (nvcc 11.8, sm_90,
-//         non-causal); S^T 4x2 with dK/dV 2x4 8-36 B; S^T 8x1 4-12 B, and with
-//         K, V in registers 200-300 B.
+//         accumulator registers would not fit 255); 161 KiB, 251-255 registers,
+//         1 CTA/SM, no spills. H200, N 2048, non-causal (RESULTS.md): fused
+//         kernel 2.47 ms against the base row's 2.94, whole backward 3.17 ms
+//         against 3.63. FA2's own grids (S^T 4x2, dK/dV 4x2: 2.36 ms) spilled
+//         40 B (nvcc 11.8, sm_90, non-causal) and S^T 4x2 with dK/dV 2x4 (2.27
+//         ms) 8-36 B (causal); S^T 8x1 4-12 B, and with K, V in registers
+//         200-300 B.
 //   D128: 64 keys x 64 queries, 8 warps: S^T 4x2 (16 keys x 32 queries, K and
 //         V fragments in registers), dK/dV 2x4 (32 keys x 32 columns), dQ 2x4;
 //         97 KiB, 235-239 registers, 1 CTA/SM. 4 warps x 32 keys (2 CTAs/SM)

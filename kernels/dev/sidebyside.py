@@ -125,14 +125,13 @@ class Module:
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
         cs = "_causal" if causal else ""
-        large = sfx + "_large"
-        if not deterministic and all(self.tiles.get(s + large + c, (0, 0, 0, 1 << 30))[3] <= self.smem_optin
-                                     for s in ("fa2_bwd_dkdvq",) for c in ("", "_causal")):
-            sfx = large
-        single = not deterministic and "fa2_bwd_dkdvq" + sfx + cs in self.tiles
+        qsfx = sfx  # the single pass's: its _large set where every one of its kernels fits
+        if all(self.tiles.get("fa2_bwd_dkdvq" + sfx + "_large" + c, (0, 0, 0, 1 << 30))[3] <= self.smem_optin for c in ("", "_causal")):
+            qsfx = sfx + "_large"
+        single = not deterministic and "fa2_bwd_dkdvq" + qsfx + cs in self.tiles
         pre = self.fn("fa2_bwd_pre" + sfx)
-        kv = self.fn(("fa2_bwd_dkdvq" if single else "fa2_bwd_dkdv") + sfx + cs)
-        dqk = self.fn("fa2_bwd_dqconv" + sfx if single else "fa2_bwd_dq" + sfx + cs)
+        kv = self.fn("fa2_bwd_dkdvq" + qsfx + cs if single else "fa2_bwd_dkdv" + sfx + cs)
+        dqk = self.fn("fa2_bwd_dqconv" + qsfx if single else "fa2_bwd_dq" + sfx + cs)
         acc = None
         if single:  # fp32 (B, H, ceil(N/Br)*Br, D), zero before the call; the convert kernel re-zeroes it
             acc = torch.zeros(b * h * ((n + kv[1] - 1) // kv[1] * kv[1]) * d, device="cuda", dtype=torch.float32)
@@ -155,7 +154,7 @@ class Module:
                 ck(cu.cuLaunchKernel(f, gx, gy, 1, warps * 32, 1, 1, smem, stream, args, None), "bwd")
         call.keep = (p, args, acc)
         call.single = single
-        call.large = sfx.endswith("_large")
+        call.large = single and qsfx != sfx
         return call
 
 
