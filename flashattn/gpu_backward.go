@@ -112,7 +112,7 @@ var (
 // deterministic, else the three-kernel backward; d.mu is held.
 func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
 	passes := threePass
-	if _, ok := kernels.LookupPass(kernels.BwdDKDVQ, d.path, dims.D, causal); ok && !deterministic && dt == FP16 {
+	if _, ok := d.lookup(kernels.BwdDKDVQ, false, dims.D, causal); ok && !deterministic && dt == FP16 {
 		passes = singlePass
 	}
 	var ks [3]*loadedKernel
@@ -266,14 +266,13 @@ type bwdOp struct {
 }
 
 // dqAccumLen is the float32 length of the dQ accumulator the kernels ks
-// need: 0 unless they are the single pass.
+// need: 0 unless they are the single pass (its fused kernel's tile, Large
+// or not, sets the accumulator's query blocks).
 func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
-	k := ks[1].info
-	v, ok := kernels.LookupPass(kernels.BwdDKDVQ, k.Path, k.HeadDim, k.Causal)
-	if !ok || v.Symbol != k.Symbol {
-		return 0
+	if v := ks[1].v; v.Pass == kernels.BwdDKDVQ {
+		return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq)
 	}
-	return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq)
+	return 0
 }
 
 // extraBytes is the device memory the call allocates beyond its operands:

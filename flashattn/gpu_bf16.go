@@ -95,7 +95,7 @@ func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	v, ok := kernels.LookupBF16(pass, d.path, dims.D, causal)
+	v, ok := d.lookup(pass, true, dims.D, causal)
 	if !ok {
 		what := "bf16 kernels"
 		if pass != kernels.Fwd {

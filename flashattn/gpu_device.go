@@ -104,6 +104,10 @@ type Device struct {
 	info     DeviceInfo
 	stream   *cuda.Stream
 	maxGridY int
+	// smemOptin is the shared memory per block a kernel may opt in to
+	// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN): it decides
+	// whether the table's Large rows run here (kernels.LookupFit).
+	smemOptin int
 
 	// path is the kernel path in use: 75 (Turing code) or 80 (sm_80+ code).
 	// forced is set by ForcePath(75) on a newer GPU: the Turing code then
@@ -126,6 +130,7 @@ type Device struct {
 
 type loadedKernel struct {
 	fn   *cuda.Function
+	v    kernels.Variant // its row of the table
 	info KernelInfo
 }
 
@@ -147,6 +152,9 @@ func OpenDevice(ordinal int) (*Device, error) {
 			Reason: fmt.Sprintf("%s: the FA2 kernels need Turing (sm_75) or newer", d.info)})
 	}
 	if d.maxGridY, err = c.Attribute(cuda.AttrMaxGridDimY); err != nil {
+		return fail(err)
+	}
+	if d.smemOptin, err = c.Attribute(cuda.AttrMaxSharedPerBlockOpt); err != nil {
 		return fail(err)
 	}
 	if d.stream, err = c.NewStream(); err != nil {
@@ -303,7 +311,7 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	v, ok := kernels.LookupPass(pass, d.path, dims.D, causal)
+	v, ok := d.lookup(pass, false, dims.D, causal)
 	if !ok {
 		what := "kernels"
 		if pass != kernels.Fwd {
@@ -313,6 +321,13 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
 	}
 	return d.load(v)
+}
+
+// lookup is the table's variant of a pass for the path in use, a head dim
+// and dtype on this device: the Large rows where its opt-in shared memory
+// fits them (kernels.LookupFit).
+func (d *Device) lookup(pass kernels.Pass, bf16 bool, headDim int, causal bool) (kernels.Variant, bool) {
+	return kernels.LookupFit(pass, bf16, d.path, headDim, causal, d.smemOptin)
 }
 
 // load returns variant v's function, loading the module and preparing the
@@ -342,7 +357,7 @@ func (d *Device) load(v kernels.Variant) (*loadedKernel, error) {
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
 		}
 	}
-	k := &loadedKernel{fn: fn, info: kernelInfo(v)}
+	k := &loadedKernel{fn: fn, v: v, info: kernelInfo(v)}
 	k.info.FromPTX = d.forced
 	if v.Arch == 0 { // a ladder rung: the same code on both paths, from the module of this one
 		k.info.Path = d.path

@@ -21,7 +21,11 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
 // "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's
 // single pass, a causal and non-causal "bwd_dkdvq" and one "bwd_dqconv"
-// kernel (see Device.Backward and BackwardKernels).
+// kernel (see Device.Backward and BackwardKernels). A head dim may list
+// two single-pass sets: the Large one (symbols ..._large, more than 99 KiB
+// of shared memory per CTA) runs where the device's opt-in limit fits it
+// (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere
+// (sm_86/89).
 func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
 
 // backwardPasses are the passes BackwardKernelTable lists (decode kernels are
@@ -66,12 +70,15 @@ type KernelInfo struct {
 	// DType is the element type of q, k, v and O (and dO and the
 	// gradients): FP16, or BF16 for the sm_80 path's bf16 kernels.
 	DType DType `json:"dtype,omitempty"`
+	// Large: the kernel needs more than 99 KiB of shared memory per CTA and
+	// runs only on devices whose opt-in limit fits it (BackwardKernelTable).
+	Large bool `json:"large,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
-		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v)}
+		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large}
 }
 
 func dtypeOf(v kernels.Variant) DType {

@@ -50,6 +50,12 @@ func TestBackwardKernelTable(t *testing.T) {
 		count := map[string]int{}
 		for _, k := range tab {
 			count[k.Pass]++
+			if k.Large {
+				count["large"]++
+				if k.SmemBytes <= 99<<10 && k.Pass != "bwd_dqconv" {
+					t.Errorf("sm_%d: Large kernel %s needs only %d bytes of shared memory", arch, k.Symbol, k.SmemBytes)
+				}
+			}
 			rowsOnly := k.Pass == "bwd_pre" || k.Pass == "bwd_dqconv" // no tensor cores, no shared memory
 			if k.Symbol == "" || k.Warps < 1 || k.Br < 16 || (!rowsOnly && (k.Bc < 16 || k.SmemBytes <= 0)) {
 				t.Errorf("sm_%d: bad row %+v", arch, k)
@@ -60,13 +66,14 @@ func TestBackwardKernelTable(t *testing.T) {
 		}
 		// D 32, 64, 96, 128: one pre kernel each, dK/dV and dQ causal and not;
 		// on the sm_80 path D128 also has the single pass (causal and not) and
-		// its dQ convert kernel.
+		// its dQ convert kernel, twice: the Large set (> 99 KiB, for devices
+		// whose opt-in limit fits it) and the <= 99 KiB one.
 		single := 0
 		if arch >= 80 {
-			single = 1
+			single = 2
 		}
 		if count["bwd_pre"] != 4 || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_dkdvq"] != 2*single ||
-			count["bwd_dqconv"] != single || len(tab) != 20+3*single {
+			count["bwd_dqconv"] != single || len(tab) != 20+3*single || count["large"] != 3*single/2 {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}
 	}

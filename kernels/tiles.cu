@@ -12,10 +12,11 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
-                   int rung = 0, bool bf16 = false) {
+                   int rung = 0, bool bf16 = false, bool large = false) {
   std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
               pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
   if (bf16) std::printf(", BF16: true");
+  if (large) std::printf(", Large: true");
   std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
 }
 
@@ -67,22 +68,24 @@ void bwd_row() {
 
 // The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc
 // key rows per CTA; stages 2, a step is one chunk, regs = K and V fragments in
-// registers) and the dQ convert kernel (pre's grid and block).
-template <int A, int D>
+// registers) and the dQ convert kernel (pre's grid and block); a large row's
+// symbols end in _large (both marked Large in the Go table).
+template <int A, int D, bool L>
 void kvq_row() {
-  using T = typename BwdKVQTraits<A, D>::type;
+  using T = typename BwdKVQTraits<A, D, L>::type;
+  const char* sfx = L ? "_large" : "";
   char sym[64];
   for (int causal = 0; causal < 2; ++causal) {
-    std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq_sm%d_d%d%s", A, D, causal ? "_causal" : "");
+    std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq_sm%d_d%d%s%s", A, D, sfx, causal ? "_causal" : "");
     if (is("go"))
-      go_row("BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes);
+      go_row("BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, L);
     else if (is("bwd"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
                   T::kKVRegs ? "yes" : "no", T::kSmemBytes);
   }
-  std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d", A, D);
+  std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d%s", A, D, sfx);
   if (is("go"))
-    go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0);
+    go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, false, L);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
 }
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
 #define BWD_ROW(A, D, ...) bwd_row<A, D>();
   FA2_FWD_TILES(FWD_ROW)
   FA2_BWD_TILES(BWD_ROW)
-#define KVQ_ROW(A, D, ...) kvq_row<A, D>();
+#define KVQ_ROW(A, D, SIZE, ...) kvq_row<A, D, FA2_KVQ_LARGE_##SIZE>();
   FA2_BWD_KVQ_TILES(KVQ_ROW)
 #define DECODE_ROW(A, D, ...) decode_row<A, D>();
   FA2_DECODE_TILES(DECODE_ROW)

@@ -232,20 +232,42 @@ struct BwdKVQTile {
   static_assert(!KVRegs_ || Bc_ * D_ <= kStreamElems, "V is staged in stream buffer 1");
   static_assert(Bc_ * D_ <= 2 * kStreamElems, "dV is staged in the stream area");
   static constexpr int kSmemBytes = 2 * ((KVRegs_ ? 1 : 2) * Bc_ * D_ + 2 * kStreamElems + 2 * kTileS) + 2 * 2 * Br_ * 4;
-  static_assert(kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
+  // Above 99 KiB (sm_86/89's opt-in limit) a tile is a large row: it runs only
+  // where the opt-in limit allows (A100 163 KiB, H100/H200 227 KiB) and needs a
+  // <= 99 KiB sibling for the other parts (FA2_BWD_KVQ_TILES).
+  static constexpr bool kLarge = kSmemBytes > 99 * 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "H100/H200 allow at most 227 KiB per CTA");
 };
 
 // FA2_BWD_KVQ_TILES(X): THE list of the single pass's kernels, one
-// X(arch, d, Bc, Br, warps, SK, VK, QM, kvregs, minblocks) per head dim; each
-// row ships fa2_bwd_dkdvq_sm80_d{D}[_causal] (dK, dV and dQ by atomics: the
-// default backward; Options.Deterministic runs FA2_BWD_TILES' three kernels)
-// and fa2_bwd_dqconv_sm80_d{D}. Head dims without a row run the three-kernel
-// backward on both paths, as does Turing (these kernels stream with cp.async).
+// X(arch, d, size, Bc, Br, warps, SK, VK, QM, kvregs, minblocks) per (head dim,
+// size); each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK, dV and dQ by
+// atomics: the default backward; Options.Deterministic runs FA2_BWD_TILES'
+// three kernels) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
+// the tile's). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
+// (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room). Per head dim
+// the list holds at most one row of each, the large one first, and a device
+// runs the first row whose shared memory fits its opt-in limit per block
+// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: A100 163 KiB, H100/H200
+// 227 KiB; sm_86/89 99 KiB keep the base row; internal/kernels.LookupFit).
+// Head dims without a row run the three-kernel backward on both paths, as does
+// Turing (these kernels stream with cp.async).
 // The dQ accumulator is the cost that decides (H200, kernels/dev/RESULTS.md):
 // added in the mma C layout (8 half-used 32-byte sectors per atomic
 // instruction) it made the D128 kernel 18.5 ms against 8.0 ms without dQ (N
 // 8192; ncu: L2 59% busy with atomics, issue slots 18%, 0.23 eligible warps);
 // in fragment order (4 whole sectors) 11.3 ms, against 13.2 ms for dK/dV + dQ.
+//   D128 large: 128 keys x 64 queries, 8 warps (FA2's sm_80 D128 shape): each
+//         dQ atomic now covers 128 keys, half the atomics per FLOP of the base
+//         row. S^T 2x4 (64 keys x 16 queries), dK/dV 4x2 (32 keys x 64 columns),
+//         dQ 2x4; K and V in shared memory (their fragments and the 128 dK/dV
+//         accumulator registers would not fit 255); 161 KiB, 251-255 registers,
+//         1 CTA/SM, no spills. H200, N 2048, non-causal (RESULTS.md): fused
+//         kernel 2.47 ms against the base row's 2.94, whole backward 3.17 ms
+//         against 3.63. FA2's own grids (S^T 4x2, dK/dV 4x2: 2.36 ms) spilled
+//         40 B (nvcc 11.8, sm_90, non-causal) and S^T 4x2 with dK/dV 2x4 (2.27
+//         ms) 8-36 B (causal); S^T 8x1 4-12 B, and with K, V in registers
+//         200-300 B.
 //   D128: 64 keys x 64 queries, 8 warps: S^T 4x2 (16 keys x 32 queries, K and
 //         V fragments in registers), dK/dV 2x4 (32 keys x 32 columns), dQ 2x4;
 //         97 KiB, 235-239 registers, 1 CTA/SM. 4 warps x 32 keys (2 CTAs/SM)
@@ -255,12 +277,25 @@ struct BwdKVQTile {
 //        the three-kernel backward but its causal kernel spills (24 B on sm_80,
 //        8 B on sm_90, nvcc 11.8); the spill-free variants (K, V in shared
 //        memory; S^T 8x1) were not measured with the fragment-order accumulator.
-#define FA2_BWD_KVQ_TILES(X) \
-  X(80, 128, 64, 64, 8, 4, 2, 2, true, 1) /* 97 KiB */
+#define FA2_BWD_KVQ_TILES(X)                                                                        \
+  X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
+  X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */
 
-template <int Arch, int D> struct BwdKVQTraits;
-#define FA2_BWD_KVQ_TRAITS(A, D, ...) \
-  template <> struct BwdKVQTraits<A, D> { using type = BwdKVQTile<A, D, __VA_ARGS__>; };
+// size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB
+// and a large row must need more (else it is the base row).
+#define FA2_KVQ_SFX_base
+#define FA2_KVQ_SFX_large _large
+#define FA2_KVQ_LARGE_base false
+#define FA2_KVQ_LARGE_large true
+#define FA2_CAT_(a, b) a##b
+#define FA2_CAT(a, b) FA2_CAT_(a, b)
+
+template <int Arch, int D, bool Large> struct BwdKVQTraits;
+#define FA2_BWD_KVQ_TRAITS(A, D, SIZE, ...)                                                            \
+  template <> struct BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE> {                                          \
+    using type = BwdKVQTile<A, D, __VA_ARGS__>;                                                          \
+    static_assert(type::kLarge == FA2_KVQ_LARGE_##SIZE, "a base row fits 99 KiB, a large row needs more"); \
+  };
 FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_TRAITS)
 #undef FA2_BWD_KVQ_TRAITS
 

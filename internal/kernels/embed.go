@@ -45,38 +45,68 @@ func Lookup(arch, headDim int, causal bool) (v Variant, ok bool) {
 	return LookupPass(Fwd, arch, headDim, causal)
 }
 
-// LookupPass is Lookup for any pass (fp16 kernels). BwdPre and BwdDQConv
-// kernels do not depend on the mask: causal is ignored for them.
+// BaseSmemBytes is the shared memory per block every sm_80+ part can opt in
+// to (sm_86/89: 99 KiB): rows above it are Large. LookupPass and LookupBF16
+// assume it; LookupFit takes a device's own limit.
+const BaseSmemBytes = 99 << 10
+
+// LookupPass is Lookup for any pass (fp16 kernels) on a device that allows
+// BaseSmemBytes per block (LookupFit with that limit: never a Large kernel).
+// BwdPre and BwdDQConv kernels do not depend on the mask: causal is ignored
+// for them.
 func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
-	return lookup(pass, false, arch, headDim, causal)
+	return lookup(pass, false, arch, headDim, causal, BaseSmemBytes)
 }
 
 // LookupBF16 is LookupPass for the bf16 kernels: every fp16 kernel of the
 // sm_80 path has one with the same tile; ok is false on the sm_75 path (no
 // bf16 tensor cores) and for head dims without one.
 func LookupBF16(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
-	return lookup(pass, true, arch, headDim, causal)
+	return lookup(pass, true, arch, headDim, causal, BaseSmemBytes)
+}
+
+// LookupFit is LookupPass (bf16: LookupBF16) for a device whose opt-in
+// shared memory per block (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+// is smemOptin bytes: per pass and head dim the table may hold a Large row
+// and a <= BaseSmemBytes one; the device runs the Large kernels of a (path,
+// head dim, dtype) when every one of them fits its limit (they share the dQ
+// accumulator's layout, so they go together), else the other row.
+func LookupFit(pass Pass, bf16 bool, arch, headDim int, causal bool, smemOptin int) (v Variant, ok bool) {
+	return lookup(pass, bf16, arch, headDim, causal, smemOptin)
 }
 
 // LookupDecode returns the decode kernel and its split combine for arch and
 // head dim (bf16: the sm_80 path only); ok is false where there are none.
 func LookupDecode(arch, headDim int, bf16 bool) (dec, combine Variant, ok bool) {
-	dec, ok = lookup(Decode, bf16, arch, headDim, false)
+	dec, ok = lookup(Decode, bf16, arch, headDim, false, BaseSmemBytes)
 	if !ok {
 		return Variant{}, Variant{}, false
 	}
-	combine, ok = lookup(DecodeCombine, bf16, arch, headDim, false)
+	combine, ok = lookup(DecodeCombine, bf16, arch, headDim, false, BaseSmemBytes)
 	return dec, combine, ok
 }
 
-func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool) (v Variant, ok bool) {
+func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool, smemOptin int) (v Variant, ok bool) {
 	p := Path(arch)
+	large := largeFits(p, headDim, bf16, smemOptin)
 	for _, v := range variants {
-		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre || pass == BwdDQConv) {
+		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre || pass == BwdDQConv) &&
+			(!v.Large || large) {
 			return v, true
 		}
 	}
 	return Variant{}, false
+}
+
+// largeFits says whether the Large kernels of (path, head dim, dtype), if
+// any, all fit smemOptin bytes of shared memory per block.
+func largeFits(path, headDim int, bf16 bool, smemOptin int) bool {
+	for _, v := range variants {
+		if v.Large && v.Arch == path && v.HeadDim == headDim && v.BF16 == bf16 && v.SmemBytes > smemOptin {
+			return false
+		}
+	}
+	return true
 }
 
 // HeadDims lists, ascending, the head dims with forward kernels for compute
@@ -90,7 +120,7 @@ func PassHeadDims(pass Pass, arch int) []int {
 	p := Path(arch)
 	var ds []int
 	for _, v := range variants {
-		if v.Pass == pass && v.Arch == p && !v.Causal && !v.BF16 {
+		if v.Pass == pass && v.Arch == p && !v.Causal && !v.BF16 && !v.Large { // a Large row has a base sibling
 			ds = append(ds, v.HeadDim)
 		}
 	}

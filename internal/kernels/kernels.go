@@ -45,7 +45,11 @@
 //     fp16, every row < Nq, and leaves DQAccum zero again.
 //
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
-// call to call (dK and dV do not).
+// call to call (dK and dV do not). A head dim may have two single-pass rows:
+// a Large one (symbols ..._large, more than 99 KiB of shared memory) for
+// devices whose opt-in limit fits it, and a <= 99 KiB one (LookupFit); the
+// BwdDQConv kernel of the row that runs must be the one launched (the
+// accumulator's layout is its tile's).
 //
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
@@ -182,6 +186,12 @@ type Variant struct {
 	// path only: fa2_{fwd,bwd_pre,bwd_dkdv,bwd_dq}_sm80_d{D}_bf16[_causal],
 	// the fp16 tile on bf16 mma); else fp16.
 	BF16 bool
+	// Large marks a kernel of a large row (traits.cuh: more than 99 KiB of
+	// shared memory for its set, symbols ending in _large, listed before the
+	// <= 99 KiB row of the same pass and head dim): it runs only on devices
+	// whose opt-in limit fits the set (LookupFit), e.g. A100 and H100/H200,
+	// not sm_86/89.
+	Large bool
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
 	// paths, so Arch 0; rung 5 is the shipped forward kernel).

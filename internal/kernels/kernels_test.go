@@ -123,13 +123,14 @@ func TestTableMatchesTraits(t *testing.T) {
 		pass     Pass
 		want     func(n []int) (br, bc int)
 		bf16     bool // every sm_80 row ships a bf16 pair too
+		sized    bool // the third field is the row's size, base or large (FA2_BWD_KVQ_TILES)
 	}
 	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+`
 	for _, k := range []rowKind{
-		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, false},
+		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, false, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		want := 2 * len(rows)
@@ -141,13 +142,26 @@ func TestTableMatchesTraits(t *testing.T) {
 		}
 		for _, r := range rows {
 			n := make([]int, 5)
-			for i := range n {
-				n[i], _ = strconv.Atoi(r[i+1])
+			large, smem := false, BaseSmemBytes // the limit that selects this row
+			for i, f := range r[1:] {
+				if k.sized && i == 2 {
+					large = f == "large"
+					if large {
+						smem = 227 << 10
+					}
+					continue
+				}
+				if k.sized && i > 2 {
+					i--
+				}
+				if i < len(n) {
+					n[i], _ = strconv.Atoi(f)
+				}
 			}
 			br, bc := k.want(n)
 			for _, causal := range []bool{false, true} {
-				v, ok := LookupPass(k.pass, n[0], n[1], causal)
-				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 {
+				v, ok := LookupFit(k.pass, false, n[0], n[1], causal, smem)
+				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 || v.Large != large {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
 				}
 				b, ok := LookupBF16(k.pass, n[0], n[1], causal)
@@ -165,9 +179,9 @@ func TestTableMatchesTraits(t *testing.T) {
 				}
 			}
 			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel
-				_, pre := LookupPass(BwdPre, n[0], n[1], false)
-				_, conv := LookupPass(BwdDQConv, n[0], n[1], false)
-				if !pre || !conv {
+				_, pre := LookupFit(BwdPre, false, n[0], n[1], false, smem)
+				c, conv := LookupFit(BwdDQConv, false, n[0], n[1], false, smem)
+				if !pre || !conv || c.Large != large {
 					t.Errorf("%s: BwdPre kernel %v, BwdDQConv kernel %v", r[0], pre, conv)
 				}
 			}
@@ -292,13 +306,63 @@ func TestResources(t *testing.T) {
 			if r.regs > 255 || r.regs*32*v.Warps > 64*1024 {
 				t.Errorf("%s sm_%d: %d registers x %d threads do not fit an SM", v.Symbol, sm, r.regs, 32*v.Warps)
 			}
-			limit := 99 << 10 // sm_86/89 opt-in maximum, the smallest of the sm_80+ parts
+			limit := BaseSmemBytes // sm_86/89 opt-in maximum, the smallest of the sm_80+ parts
+			if v.Large {
+				limit = 227 << 10 // H100/H200: a Large row runs only where it fits (TestLargeRows)
+			}
 			if v.Arch != 80 {
 				limit = 64 << 10 // Turing's per-block maximum (Arch 0: a ladder rung, on both paths)
 			}
 			if r.smem+v.SmemBytes > limit {
 				t.Errorf("%s sm_%d: %d static + %d dynamic bytes of shared memory > %d", v.Symbol, sm, r.smem, v.SmemBytes, limit)
 			}
+		}
+	}
+}
+
+// A Large row (more than BaseSmemBytes) has a <= BaseSmemBytes sibling of
+// the same pass, head dim, mask and dtype (its symbol without _large), and
+// LookupFit picks it exactly where every Large kernel of its set fits.
+func TestLargeRows(t *testing.T) {
+	for _, v := range variants {
+		if !v.Large {
+			continue
+		}
+		base := strings.Replace(v.Symbol, "_large", "", 1)
+		var sib Variant
+		for _, w := range variants {
+			if w.Symbol == base {
+				sib = w
+			}
+		}
+		if !strings.Contains(v.Symbol, "_large") || sib.Symbol == "" || sib.Large || sib.Pass != v.Pass || sib.HeadDim != v.HeadDim ||
+			sib.Causal != v.Causal || sib.BF16 != v.BF16 || sib.SmemBytes > BaseSmemBytes {
+			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel", v.Symbol, sib, BaseSmemBytes)
+		}
+		if v.Pass != BwdDQConv && v.SmemBytes <= BaseSmemBytes {
+			t.Errorf("%s: %d bytes fit the base limit: it is not a large row", v.Symbol, v.SmemBytes)
+		}
+		need := 0 // the set's largest
+		for _, w := range variants {
+			if w.Large && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16 {
+				need = max(need, w.SmemBytes)
+			}
+		}
+		for _, c := range []struct {
+			name  string
+			optin int
+		}{{"sm_86/89", 99 << 10}, {"A100", 163 << 10}, {"H100/H200", 227 << 10}, {"just short", need - 1}, {"exact", need}} {
+			got, ok := LookupFit(v.Pass, v.BF16, 90, v.HeadDim, v.Causal, c.optin)
+			want := sib
+			if need <= c.optin {
+				want = v
+			}
+			if !ok || got.Symbol != want.Symbol {
+				t.Errorf("LookupFit(%v, D%d, causal %v) with %d bytes (%s) = %s; want %s", v.Pass, v.HeadDim, v.Causal, c.optin, c.name, got.Symbol, want.Symbol)
+			}
+		}
+		if got, _ := LookupPass(v.Pass, 90, v.HeadDim, v.Causal); got.Large {
+			t.Errorf("LookupPass(%v, D%d) = %s: LookupPass assumes %d bytes", v.Pass, v.HeadDim, got.Symbol, BaseSmemBytes)
 		}
 	}
 }

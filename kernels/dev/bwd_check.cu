@@ -75,7 +75,7 @@ struct Bwd {
   bool causal, fused = false;
   int kv_bc, dq_br, acc_br = 0;  // acc_br: the fused tile's Br (dq_accum rows are padded to it)
   Fn pre, kv, dq;
-  std::string tag;  // "" for the shipped tiles, else the dev tile's name
+  std::string tag;  // the shipped single pass's size (base, large), a dev tile's name, or "" (three kernels)
   std::string name() const {
     return std::string(fused ? "kvq" : "") + "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "") +
            (tag.empty() ? "" : "_" + tag);
@@ -154,13 +154,13 @@ static std::vector<Bwd> shipped_tpl() {
                                    (const void*)fa2_bwd_dq_sm##A##_d##D##_causal));
   FA2_BWD_TILES(ADD)
 #undef ADD
-#define ADDQ(A, D, ...)                                                                                                      \
-  v.push_back(make_kvq<BwdKVQTraits<A, D>::type, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                        \
-                                                              (const void*)fa2_bwd_dkdvq_sm##A##_d##D,                      \
-                                                              (const void*)fa2_bwd_dqconv_sm##A##_d##D, ""));               \
-  v.push_back(make_kvq<BwdKVQTraits<A, D>::type, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                         \
-                                                             (const void*)fa2_bwd_dkdvq_sm##A##_d##D##_causal,              \
-                                                             (const void*)fa2_bwd_dqconv_sm##A##_d##D, ""));
+#define ADDQ(A, D, SIZE, ...)                                                                                              \
+  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, false, true>(                                        \
+      (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE),        \
+      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
+  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
+      (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), _causal), \
+      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));
   FA2_BWD_KVQ_TILES(ADDQ)
 #undef ADDQ
 #define ADDDEV(NAME, A, D, ...)                                                                                    \

@@ -16,8 +16,10 @@ Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
 FLOPs = 4*B*H*N*N*D (times 2.5 for the backward, the paper's convention),
 halved when causal.
 
-Usage: python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...]   (from the repo root)
-  default N: 512..16384 forward, 2048 8192 backward; --ptx75: the Turing kernels
+Usage: python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...] [dD ...]   (from the repo root)
+  default N: 512..16384 forward, 2048 8192 backward; dD (backward): head dims, default d64 d128;
+  path column: large = the _large single pass (where the device's opt-in shared memory fits
+  it), single = the <= 99 KiB one, three = the three kernels; --ptx75: the Turing kernels
   from internal/kernels/fa2_sm75.ptx through the driver's JIT.
 """
 import ctypes
@@ -81,6 +83,12 @@ class Module:
         ck(cu.cuModuleLoadData(ctypes.byref(self.mod), self.buf), path)
         self.tiles = tiles()
         self.fns = {}
+        # Opt-in shared memory per block (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN):
+        # a _large single pass runs where it fits, as Go's kernels.LookupFit picks.
+        dev, optin = ctypes.c_int(), ctypes.c_int()
+        ck(cu.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
+        ck(cu.cuDeviceGetAttribute(ctypes.byref(optin), 97, dev), "smem opt-in")
+        self.smem_optin = optin.value
 
     def fn(self, sym):
         if sym not in self.fns:
@@ -117,10 +125,13 @@ class Module:
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
         cs = "_causal" if causal else ""
-        single = not deterministic and "fa2_bwd_dkdvq" + sfx + cs in self.tiles
+        qsfx = sfx  # the single pass's: its _large set where every one of its kernels fits
+        if all(self.tiles.get("fa2_bwd_dkdvq" + sfx + "_large" + c, (0, 0, 0, 1 << 30))[3] <= self.smem_optin for c in ("", "_causal")):
+            qsfx = sfx + "_large"
+        single = not deterministic and "fa2_bwd_dkdvq" + qsfx + cs in self.tiles
         pre = self.fn("fa2_bwd_pre" + sfx)
-        kv = self.fn(("fa2_bwd_dkdvq" if single else "fa2_bwd_dkdv") + sfx + cs)
-        dqk = self.fn("fa2_bwd_dqconv" + sfx if single else "fa2_bwd_dq" + sfx + cs)
+        kv = self.fn("fa2_bwd_dkdvq" + qsfx + cs if single else "fa2_bwd_dkdv" + sfx + cs)
+        dqk = self.fn("fa2_bwd_dqconv" + qsfx if single else "fa2_bwd_dq" + sfx + cs)
         acc = None
         if single:  # fp32 (B, H, ceil(N/Br)*Br, D), zero before the call; the convert kernel re-zeroes it
             acc = torch.zeros(b * h * ((n + kv[1] - 1) // kv[1] * kv[1]) * d, device="cuda", dtype=torch.float32)
@@ -143,6 +154,7 @@ class Module:
                 ck(cu.cuLaunchKernel(f, gx, gy, 1, warps * 32, 1, 1, smem, stream, args, None), "bwd")
         call.keep = (p, args, acc)
         call.single = single
+        call.large = single and qsfx != sfx
         return call
 
 
@@ -197,11 +209,11 @@ def forward(m, arch, ns):
                 del q, k, v, o, lse, qt, kt, vt
 
 
-def backward(m, arch, ns):
+def backward(m, arch, ns, ds):
     print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} {'det':>7} bwd TFLOP/s | "
           "ours/flash det/flash ours/eff | path | max|err| vs fp32 math, ours (flash), det: dQ dK dV")
     fails = 0
-    for d in (64, 128):
+    for d in ds:
         for causal in (False, True):
             for n in ns:
                 b, h = 16384 // n, 2048 // d
@@ -256,7 +268,7 @@ def backward(m, arch, ns):
                 tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
                 es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs["ours"])
                 es += ", det " + " ".join(f"{e:.1e}" + ("NaN" if nan else "") for e, ef, nan in errs["det"])
-                path = "single" if calls["ours"].single else "three"
+                path = ("large" if calls["ours"].large else "single") if calls["ours"].single else "three"
                 print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f} {tf['det']:7.1f}"
                       f"             | {tf['ours'] / tf['flash']:10.2f} {tf['det'] / tf['flash']:9.2f} {tf['ours'] / tf['efficient']:8.2f}"
                       f" | {path:>6} | {es}" + ("  FAIL" if bad else ""), flush=True)
@@ -269,10 +281,14 @@ def main():
     args = sys.argv[1:]
     ptx75, bwd = "--ptx75" in args, "--bwd" in args
     ns = [int(a) for a in args if a.isdigit()] or ([2048, 8192] if bwd else [512, 1024, 2048, 4096, 8192, 16384])
+    ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]  # backward head dims, e.g. d128
     path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
     m = Module(path)
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
-    (backward if bwd else forward)(m, 75 if ptx75 else 80, ns)
+    if bwd:
+        backward(m, 75 if ptx75 else 80, ns, ds)
+    else:
+        forward(m, 75 if ptx75 else 80, ns)
 
 
 if __name__ == "__main__":
