@@ -65,16 +65,11 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   float* gL = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.nq + m0;
   const int rows_q = min(Br, p.nq - m0);
 
-  KeyBlocks kb;
-  int n_begin = 0, n_full = 0;  // kMod: the first block visited, the first needing no mask
-  if constexpr (kMod) {
-    const WindowBlocks wb = window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right);
-    kb = KeyBlocks{wb.n_end, wb.n_mask};
-    n_begin = wb.n_begin;
-    n_full = wb.n_full;
-  } else {
-    kb = key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
-  }
+  // kMod's additions are written `kMod ? added : plain` (folded by the
+  // front end), so that the plain kernels compile to the same instructions.
+  const WindowBlocks wb = kMod ? window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right) : WindowBlocks{};
+  const KeyBlocks kb = kMod ? KeyBlocks{wb.n_end, wb.n_mask} : key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
+  const int n_begin = kMod ? wb.n_begin : 0;  // the first block visited (a constant 0 without kMod)
   if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // no row here sees a key
     for (int idx = tid; idx < rows_q * C; idx += NT)
       *reinterpret_cast<uint4*>(gO + (idx / C) * p.o_row_stride + (idx % C) * 8) = make_uint4(0, 0, 0, 0);
@@ -103,25 +98,19 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   uint32_t qf[T::kQRegs ? MT : 1][T::kQRegs ? KD : 1][4];
 
   auto kv_rows = [&](int n) { return p.nk - n * Bc; };
-  // kMod: the scores the softmax sees are in natural-log units already.
-  const float sm_scale_log2 = kMod ? kLog2e : p.scale_log2, sm_scale = kMod ? 1.f : p.scale;
-  ScoreMods mods{};
-  if constexpr (kMod) mods = ScoreMods::of(p, h);
-  auto mods_or_mask = [&](float (&s)[MT][NS][4], int n, int col0) {
-    if constexpr (kMod) {
-      if (n < n_full || n >= kb.n_mask)
-        mods.template apply<MT, NS, true>(s, m0 + wrow, col0, lane);
-      else
-        mods.template apply<MT, NS, false>(s, m0 + wrow, col0, lane);
-    } else {
-      if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, col0, lane, p.nq, p.nk);
-    }
+  const ScoreMods mods = kMod ? ScoreMods::of(p, h) : ScoreMods{};
+  auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0) {  // kMod only
+    if (n < wb.n_full || n >= kb.n_mask)
+      mods.template apply<MT, NS, true>(s, m0 + wrow, col0, lane);
+    else
+      mods.template apply<MT, NS, false>(s, m0 + wrow, col0, lane);
   };
 
   if constexpr (A == 80) {
     cp_tile<Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
-    cp_tile<Bc, D, NT>(sK, gK + n_begin * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n_begin), tid);
-    if constexpr (T::kStages == 2) cp_tile<Bc, D, NT>(sV, gV + n_begin * Bc * p.v_row_stride, p.v_row_stride, kv_rows(n_begin), tid);
+    cp_tile<Bc, D, NT>(sK, kMod ? gK + n_begin * Bc * p.k_row_stride : gK, p.k_row_stride, kv_rows(n_begin), tid);
+    if constexpr (T::kStages == 2)
+      cp_tile<Bc, D, NT>(sV, kMod ? gV + n_begin * Bc * p.v_row_stride : gV, p.v_row_stride, kv_rows(n_begin), tid);
     cp_async_commit();
     if constexpr (T::kQRegs) {
       cp_async_wait<0>();
@@ -129,7 +118,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       load_frags<D, MT>(qf, la, aQ, wrow);
     }
     for (int n = n_begin; n < kb.n_end; ++n) {
-      const int buf = T::kStages == 2 ? ((n - n_begin) & 1) : 0;
+      const int buf = T::kStages == 2 ? ((kMod ? n - n_begin : n) & 1) : 0;
       const uint32_t kbase = aK + buf * Bc * D * 2, vbase = aV + buf * Bc * D * 2;
       cp_async_wait<0>();
       __syncthreads();  // K_n (and V_n) landed; every warp is done with step n-1's buffers
@@ -147,7 +136,8 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
-        mods_or_mask(s, n, n * Bc + sp * Bs);
+        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
         if constexpr (T::kStages == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V_n landed; every warp is done reading K_n
@@ -155,7 +145,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
             cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
           cp_async_commit();
         }
-        sm.step(s, o, sm_scale_log2);
+        sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
@@ -171,8 +161,8 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       if constexpr (T::kQAliasKV) __syncthreads();  // K/V stores below overwrite Q
     }
     RegTile<Bc, D, NT> rk, rv;
-    rk.load(gK + n_begin * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n_begin), tid);
-    rv.load(gV + n_begin * Bc * p.v_row_stride, p.v_row_stride, kv_rows(n_begin), tid);
+    rk.load(kMod ? gK + n_begin * Bc * p.k_row_stride : gK, p.k_row_stride, kv_rows(n_begin), tid);
+    rv.load(kMod ? gV + n_begin * Bc * p.v_row_stride : gV, p.v_row_stride, kv_rows(n_begin), tid);
     rk.store(sK, tid);
     rv.store(sV, tid);
     __syncthreads();
@@ -186,8 +176,9 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
-        mods_or_mask(s, n, n * Bc + sp * Bs);
-        sm.step(s, o, sm_scale_log2);
+        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, aV + sp * Bs * D * 2, 0);
@@ -204,7 +195,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // Epilogue: normalise, stage O (as E) through shared memory for 16-byte row
   // stores, write L for the rows that exist.
   float lse[MT][2];
-  sm.finish(o, sm_scale, lse);
+  sm.finish(o, kMod ? 1.f : p.scale, lse);
   __syncthreads();  // all warps are done with the K/V (Turing) or Q area
 #pragma unroll
   for (int i = 0; i < MT; ++i)
