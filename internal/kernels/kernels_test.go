@@ -360,7 +360,14 @@ func TestLookup(t *testing.T) {
 			t.Errorf("symbol %s twice", v.Symbol)
 		}
 		seen[v.Symbol] = true
-		if prefix := "fa2_" + v.Pass.String() + "_"; !strings.HasPrefix(v.Symbol, prefix) {
+		prefix := "fa2_" + v.Pass.String() + "_"
+		if v.Pass == FwdMod { // named as its plain twin, plus _mod
+			prefix = "fa2_fwd_"
+			if !strings.HasSuffix(v.Symbol, "_mod") {
+				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
+			}
+		}
+		if !strings.HasPrefix(v.Symbol, prefix) {
 			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, v.Pass, prefix)
 		}
 		if v.Pass == Decode || v.Pass == DecodeCombine {
