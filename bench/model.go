@@ -21,6 +21,7 @@ const (
 	ImplGPU       = "goflash-gpu"
 	ImplGPUSM75   = "goflash-gpu-sm75" // the Turing variant forced on a newer GPU
 	ImplGPUDet    = "goflash-gpu-det"  // the GPU with Options.Deterministic (its backward without atomics)
+	ImplGPUMod    = "goflash-gpu-mod"  // the GPU with goflash bench's --window, --softcap, --alibi (the modified forward)
 	ImplCPUFlash  = "goflash-cpu-flash"
 	ImplCPUNaive  = "goflash-cpu-naive"
 	ImplTorchPref = "torch-" // + a TorchBackends name

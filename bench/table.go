@@ -27,7 +27,7 @@ type Cell struct {
 const StatusAbsent = "absent"
 
 // OtherImpls are shown beside the primary implementation, in this order.
-var OtherImpls = []string{ImplGPUDet, ImplGPUSM75, ImplCPUFlash, ImplCPUNaive}
+var OtherImpls = []string{ImplGPUDet, ImplGPUMod, ImplGPUSM75, ImplCPUFlash, ImplCPUNaive}
 
 // BuildTable joins the rows of one run: one line per (problem, direction),
 // with GoFlash's primary implementation (GPU if it ran, else the forced

@@ -179,10 +179,12 @@ func TestBackendChoice(t *testing.T) {
 	}
 }
 
-// TestGPURefusesScoreMods: the kernels have no window, softcap or ALiBi, so
-// the GPU backend refuses each with an *UnsupportedError naming it (with or
-// without a GPU: the check comes first), and Auto runs them on the CPU
-// saying why. A window that is just the causal mask stays the GPU's.
+// TestGPURefusesScoreMods: the forward kernels run a window, softcap and
+// ALiBi (the FwdMod kernels), the backward and decode kernels do not: the
+// GPU backend refuses the backward with an *UnsupportedError naming the
+// modifier (with or without a GPU: the check comes first), Auto runs it on
+// the CPU saying why, and the forward is never refused for it. A window that
+// is just the causal mask stays the plain kernels'.
 func TestGPURefusesScoreMods(t *testing.T) {
 	d := Dims{B: 1, Nq: 6, Nk: 9, Hq: 2, Hkv: 1, D: 64}
 	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
@@ -199,21 +201,29 @@ func TestGPURefusesScoreMods(t *testing.T) {
 		o := c.o
 		o.Backend = GPU
 		var ue *UnsupportedError
-		if _, err := Forward(q, k, v, &o); !errors.As(err, &ue) || ue.Feature != c.feature {
-			t.Errorf("GPU forward %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
+		if _, err := Forward(q, k, v, &o); errors.As(err, &ue) && ue.Feature == c.feature {
+			t.Errorf("GPU forward %+v: %v, want it run (or refused for want of a GPU)", c.o, err)
 		}
 		lse := make([]float32, d.LSELen())
 		if _, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o); !errors.As(err, &ue) || ue.Feature != c.feature {
 			t.Errorf("GPU backward %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
 		}
+		p, err := c.o.resolve(d)
+		if err != nil || !p.mods() || p.gpuUnsupported(false) != nil {
+			t.Errorf("%+v: %+v, %v; want a problem with modifiers that the GPU forward runs", c.o, p, err)
+		}
+		p.entry = kvEntry
+		if err := p.gpuUnsupported(false); !errors.As(err, &ue) || ue.Feature != c.feature {
+			t.Errorf("decode %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
+		}
 		o.Backend = Auto
-		res, err := Forward(q, k, v, &o)
-		if err != nil || res.Backend != CPUFlash || !strings.Contains(res.Reason, "GPU not used") || !strings.Contains(res.Reason, c.feature) {
-			t.Errorf("Auto %+v: %v (%v), want cpu-flash saying the GPU lacks %s", c.o, res, err, c.feature)
+		g, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o)
+		if err != nil || g.Backend != CPUFlash || !strings.Contains(g.Reason, "GPU not used") || !strings.Contains(g.Reason, c.feature) {
+			t.Errorf("Auto backward %+v: %v (%v), want cpu-flash saying the GPU lacks %s", c.o, g, err, c.feature)
 		}
 	}
 	p, err := (&Options{Window: &Window{Left: -1, Right: 0}}).resolve(d)
-	if err != nil || !p.Causal || p.gpuUnsupported() != nil {
+	if err != nil || !p.Causal || p.mods() || p.gpuUnsupported(true) != nil {
 		t.Errorf("Window{-1, 0}: %+v, %v; want the causal problem, which the GPU runs", p, err)
 	}
 }

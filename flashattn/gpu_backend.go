@@ -62,7 +62,7 @@ func lostDefault(dev *Device, err error) error {
 // hold): every check the run would make is made here, so that Auto falls
 // back to the CPU instead of failing.
 func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string, error) {
-	if err := p.gpuUnsupported(); err != nil {
+	if err := p.gpuUnsupported(backward); err != nil {
 		return nil, "", err // before opening a device: the answer depends on none
 	}
 	ordinal := 0
@@ -87,21 +87,41 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 
 // gpuUnsupported is the *UnsupportedError of a problem that uses a feature
 // the kernels lack (every GPU path checks it, through checkProblem), or nil.
-func (p problem) gpuUnsupported() error {
-	var feature, value string
+// The forward runs windows, softcap and ALiBi (the FwdMod kernels); the
+// backward and decode kernels have none of them.
+func (p problem) gpuUnsupported(backward bool) error {
+	feature, value := p.modFeature()
+	reason := "the CUDA kernels have no such path yet; the CPU backends do"
 	switch {
-	case p.Left >= 0 || p.Right > 0:
-		feature, value = "sliding window", fmt.Sprintf("[%d, %d]", p.Left, p.Right)
-	case p.Softcap != 0:
-		feature, value = "softcap", fmt.Sprint(p.Softcap)
-	case p.ALiBi != nil:
-		feature, value = "ALiBi", fmt.Sprintf("%d slopes", len(p.ALiBi))
 	case p.entry != "" && p.entry != kvEntry: // decode has kernels (gpu_decode.go)
 		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
-	default:
+	case feature == "" || p.entry == "" && !backward:
 		return nil
+	case backward:
+		reason = "the CUDA backward kernels have no such path yet (the forward kernels do); the CPU backends do"
 	}
-	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: "the CUDA kernels have no such path yet; the CPU backends do"}
+	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: reason}
+}
+
+// modFeature names the first score modifier of p and its value, or "" when
+// p has none (the plain kernels run it).
+func (p problem) modFeature() (feature, value string) {
+	switch {
+	case p.Left >= 0 || p.Right > 0:
+		return "sliding window", fmt.Sprintf("[%d, %d]", p.Left, p.Right)
+	case p.Softcap != 0:
+		return "softcap", fmt.Sprint(p.Softcap)
+	case p.ALiBi != nil:
+		return "ALiBi", fmt.Sprintf("%d slopes", len(p.ALiBi))
+	}
+	return "", ""
+}
+
+// mods reports whether p has a window, softcap or ALiBi: the forward runs
+// the FwdMod kernel.
+func (p problem) mods() bool {
+	f, _ := p.modFeature()
+	return f != ""
 }
 
 // kernelsFor loads the kernels of a forward (or backward) call of p and

@@ -133,7 +133,7 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 	if err != nil {
 		return ks, err
 	}
-	return ks, d.checkProblem(p)
+	return ks, d.checkProblem(p, true)
 }
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs

@@ -151,7 +151,7 @@ func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backwa
 	defer func() { _ = op.free() }()
 	ks := op.kernels()
 	r := BenchResult{Dims: dims, Causal: p.Causal, Backward: backward, Kernel: ks[0], Kernels: ks,
-		ExtraBytes: 4 * int64(dims.LSELen())}
+		ExtraBytes: 4 * int64(dims.LSELen()+len(p.ALiBi))} // the LSE, ALiBi's slopes
 	if b, ok := op.(*bwdOp); ok {
 		r.Kernel = ks[1] // dK/dV (or the single pass), the one that does most of the work
 		r.ExtraBytes = b.extraBytes()

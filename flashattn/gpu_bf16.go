@@ -98,7 +98,7 @@ func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 	v, ok := d.lookup(pass, true, dims.D, causal)
 	if !ok {
 		what := "bf16 kernels"
-		if pass != kernels.Fwd {
+		if pass != kernels.Fwd && pass != kernels.FwdMod {
 			what = "bf16 backward kernels"
 		}
 		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),

@@ -62,7 +62,7 @@ func (d *Device) decodeKernels(p problem, dt DType) (dec, comb *loadedKernel, er
 		return nil, nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
 			Reason: "the kernel ladder has no decode kernels"}
 	}
-	if err := d.checkProblem(p); err != nil {
+	if err := d.checkProblem(p, false); err != nil {
 		return nil, nil, err
 	}
 	dv, cv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)

@@ -314,7 +314,7 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 	v, ok := d.lookup(pass, false, dims.D, causal)
 	if !ok {
 		what := "kernels"
-		if pass != kernels.Fwd {
+		if pass != kernels.Fwd && pass != kernels.FwdMod {
 			what = "backward kernels"
 		}
 		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),

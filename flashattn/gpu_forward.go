@@ -12,7 +12,8 @@ import (
 // Forward runs the FA2 forward kernel on device tensors q (B, Nq, Hq, D) and
 // k, v (B, Nk, Hkv, D) and returns O and the LSE on the device. It waits for
 // the kernel, so a kernel fault is reported here. The options used are
-// Causal and Scale; the call costs one extra device buffer, the LSE (B*Hq*Nq
+// Causal, Scale, Window, Softcap and ALiBi (the last three run the modified
+// kernel, KernelInfo.Pass "fwd_mod"; ALiBi's slopes go up per call); the call costs one extra device buffer, the LSE (B*Hq*Nq
 // float32). q, k and v are all fp16 (Upload) or all bf16 (UploadBF16; the
 // sm_80 path only), and O has their dtype.
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
@@ -104,6 +105,9 @@ func (d *Device) forward(p problem, q, k, v *DeviceTensor) (*DeviceResult, error
 	if err := d.run(op); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
+	if err := op.freeSlopes(); err != nil {
+		return nil, errors.Join(err, op.res.Free())
+	}
 	return op.res, nil
 }
 
@@ -156,6 +160,7 @@ type fwdOp struct {
 	f       launchFields
 	q, k, v *DeviceTensor
 	res     *DeviceResult
+	slopes  *cuda.Buffer // ALiBi's slopes (float32, Hq), or nil
 }
 
 // newForward finds the kernel, checks the grid and allocates O and the LSE,
@@ -181,6 +186,18 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	if err := lse.Memset32(nanF32, p.LSELen()); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
+	if p.ALiBi != nil {
+		slopes := make([]float32, len(p.ALiBi))
+		for h, s := range p.ALiBi {
+			slopes[h] = float32(s)
+		}
+		if op.slopes, err = d.ctx.Alloc(4 * len(slopes)); err != nil {
+			return nil, errors.Join(fmt.Errorf("flashattn: allocating the ALiBi slopes on %s: %w", d.info, err), op.free())
+		}
+		if err := cuda.CopyToDevice(op.slopes, slopes); err != nil {
+			return nil, errors.Join(err, op.free())
+		}
+	}
 	return op, nil
 }
 
@@ -188,17 +205,35 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 // (checkProblem); d.mu is held.
 func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKernelAs(p, FP16) }
 
-// fwdKernelAs is fwdKernel for element type dt; d.mu is held.
+// fwdKernelAs is fwdKernel for element type dt: the plain kernel, or with a
+// window, softcap or ALiBi the FwdMod one (causal is its window's right
+// edge 0, a parameter); d.mu is held.
 func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
-	kern, err := d.kernelAs(kernels.Fwd, p.Dims, p.Causal, dt)
+	pass, causal := kernels.Fwd, p.Causal
+	if p.mods() {
+		if d.rung != 0 {
+			f, v := p.modFeature()
+			return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
+		}
+		pass, causal = kernels.FwdMod, false
+	}
+	kern, err := d.kernelAs(pass, p.Dims, causal, dt)
 	if err != nil {
 		return nil, err
 	}
-	return kern, d.checkProblem(p)
+	return kern, d.checkProblem(p, false)
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }
-func (op *fwdOp) free() error           { return op.res.Free() }
+func (op *fwdOp) free() error           { return errors.Join(op.res.Free(), op.freeSlopes()) }
+
+// freeSlopes frees the ALiBi slopes, which no caller sees.
+func (op *fwdOp) freeSlopes() error {
+	if op.slopes == nil || op.slopes.Freed() {
+		return nil
+	}
+	return op.slopes.Free()
+}
 
 // enqueue fills the pinned parameter block and launches the kernel on the
 // device's stream (the launch contract of internal/kernels).
@@ -211,6 +246,10 @@ func (op *fwdOp) enqueue() error {
 	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	f.setFwd(p)
+	p.ALiBi = 0
+	if op.slopes != nil {
+		p.ALiBi = op.slopes.Ptr()
+	}
 	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, d.args)
 }
 
@@ -246,6 +285,7 @@ func bwdConfigs(ks [3]*loadedKernel, f launchFields) [3]cuda.LaunchConfig {
 func (f launchFields) setFwd(p *kernels.FwdParams) {
 	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
 	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
+	p.WindowLeft, p.WindowRight, p.Softcap = f.window[0], f.window[1], f.softcap
 }
 
 func (f launchFields) setBwd(p *kernels.BwdParams) {
@@ -261,6 +301,8 @@ type launchFields struct {
 	dims             [6]int32 // B, Nq, Nk, Hq, Hkv, D
 	scale, scaleLog2 float32  // the kernels use exp2: scale * log2(e)
 	nq, nk, bh, bhkv int      // grid extents: rows, keys, B*Hq, B*Hkv
+	window           [2]int32 // left, right reach (-1 unbounded), for the FwdMod kernels
+	softcap          float32  // 0: none
 }
 
 func fieldsOf(p problem) launchFields {
@@ -271,6 +313,7 @@ func fieldsOf(p problem) launchFields {
 		dims:  [6]int32{int32(p.B), int32(p.Nq), int32(p.Nk), int32(p.Hq), int32(p.Hkv), int32(p.D)},
 		scale: float32(p.Scale), scaleLog2: float32(p.Scale * log2e),
 		nq: p.Nq, nk: p.Nk, bh: p.B * p.Hq, bhkv: p.B * p.Hkv,
+		window: [2]int32{int32(p.Left), int32(p.Right)}, softcap: float32(p.Softcap),
 	}
 }
 
@@ -282,8 +325,8 @@ func cdiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 
 // checkProblem rejects problems whose launch grid the device cannot
 // express and scales with which the kernels' float32 scores could overflow.
-func (d *Device) checkProblem(p problem) error {
-	if err := p.gpuUnsupported(); err != nil {
+func (d *Device) checkProblem(p problem, backward bool) error {
+	if err := p.gpuUnsupported(backward); err != nil {
 		return err
 	}
 	if m := maxGPUScale(p.D); p.Scale > m {

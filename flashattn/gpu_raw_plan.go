@@ -37,6 +37,9 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	if err != nil {
 		return nil, err
 	}
+	if f, v := r.p.modFeature(); f != "" {
+		return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: "raw calls run the plain kernels only (Device.Forward runs score modifiers)"}
+	}
 	kern, err := d.fwdKernelAs(r.p, dt)
 	if err != nil {
 		return nil, err

@@ -38,8 +38,6 @@
 
 namespace fa2 {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // L in the log2 domain for P = exp2(S*scale*log2e - L), and Di, of query row
 // `row` of (b, h): rows past Nq or that see no key get L = +inf (P = 0), Di = 0.
 __device__ __forceinline__ void row_stats(const BwdParams& p, int b, int h, int row, float& l, float& di) {

@@ -9,6 +9,14 @@
 //                                    accumulator layout is the A-fragment layout
 // and finally O /= l, L = m*scale + ln l.
 //
+// kMod (the fa2_fwd_*_mod kernels): a sliding window, softcap and ALiBi from
+// FwdParams (mask.cuh's ScoreMods). The CTA visits only the key blocks of its
+// rows' window (skipping blocks on both edges, as causal does on one), scores
+// go to the softmax modified and in natural-log units, and every block not
+// wholly inside the window is masked per element. kCausal is false for them:
+// causal is window right 0, a parameter. With kMod false the code is the
+// plain kernel's, instruction for instruction.
+//
 // E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 on the
 // sm_80 path (bf16 mma). Only the mma and the fp32 -> 16-bit packing (P, O)
 // depend on it; copies and ldmatrix move the same 16-bit bits, through
@@ -26,8 +34,9 @@
 
 namespace fa2 {
 
-template <class T, bool kCausal, class E = __half>
+template <class T, bool kCausal, class E = __half, bool kMod = false>
 __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
+  static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kBr, Bc = T::kBc, NT = T::kThreads, MT = T::kMTiles;
   constexpr int KD = D / 16;  // k16 steps of S = Q K^T
@@ -45,8 +54,8 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int hk = h / (p.hq / p.hkv);  // GQA: Hq/Hkv query heads share a K/V head
   // Causal: the last row blocks see the most keys; launching them first shortens
-  // the tail where a few long CTAs run alone.
-  const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
+  // the tail where a few long CTAs run alone (so under a window bounded on the right).
+  const int m0 = (kCausal || kMod ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
   const int wrow = warp * 16 * MT;    // the warp's first row in the CTA
 
   const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
@@ -56,8 +65,12 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   float* gL = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.nq + m0;
   const int rows_q = min(Br, p.nq - m0);
 
-  const KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
-  if (kb.n_end == 0) {  // causal with Nq > Nk: no row here sees a key
+  // kMod's additions are written `kMod ? added : plain` (folded by the
+  // front end), so that the plain kernels compile to the same instructions.
+  const WindowBlocks wb = kMod ? window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right) : WindowBlocks{};
+  const KeyBlocks kb = kMod ? KeyBlocks{wb.n_end, wb.n_mask} : key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
+  const int n_begin = kMod ? wb.n_begin : 0;  // the first block visited (a constant 0 without kMod)
+  if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // no row here sees a key
     for (int idx = tid; idx < rows_q * C; idx += NT)
       *reinterpret_cast<uint4*>(gO + (idx / C) * p.o_row_stride + (idx % C) * 8) = make_uint4(0, 0, 0, 0);
     for (int r = tid; r < rows_q; r += NT) gL[r] = -INFINITY;
@@ -85,19 +98,27 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   uint32_t qf[T::kQRegs ? MT : 1][T::kQRegs ? KD : 1][4];
 
   auto kv_rows = [&](int n) { return p.nk - n * Bc; };
+  const ScoreMods mods = kMod ? ScoreMods::of(p, h) : ScoreMods{};
+  auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0) {  // kMod only
+    if (n < wb.n_full || n >= kb.n_mask)
+      mods.template apply<MT, NS, true>(s, m0 + wrow, col0, lane);
+    else
+      mods.template apply<MT, NS, false>(s, m0 + wrow, col0, lane);
+  };
 
   if constexpr (A == 80) {
     cp_tile<Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
-    cp_tile<Bc, D, NT>(sK, gK, p.k_row_stride, kv_rows(0), tid);
-    if constexpr (T::kStages == 2) cp_tile<Bc, D, NT>(sV, gV, p.v_row_stride, kv_rows(0), tid);
+    cp_tile<Bc, D, NT>(sK, kMod ? gK + n_begin * Bc * p.k_row_stride : gK, p.k_row_stride, kv_rows(n_begin), tid);
+    if constexpr (T::kStages == 2)
+      cp_tile<Bc, D, NT>(sV, kMod ? gV + n_begin * Bc * p.v_row_stride : gV, p.v_row_stride, kv_rows(n_begin), tid);
     cp_async_commit();
     if constexpr (T::kQRegs) {
       cp_async_wait<0>();
       __syncthreads();
       load_frags<D, MT>(qf, la, aQ, wrow);
     }
-    for (int n = 0; n < kb.n_end; ++n) {
-      const int buf = T::kStages == 2 ? (n & 1) : 0;
+    for (int n = n_begin; n < kb.n_end; ++n) {
+      const int buf = T::kStages == 2 ? ((kMod ? n - n_begin : n) & 1) : 0;
       const uint32_t kbase = aK + buf * Bc * D * 2, vbase = aV + buf * Bc * D * 2;
       cp_async_wait<0>();
       __syncthreads();  // K_n (and V_n) landed; every warp is done with step n-1's buffers
@@ -115,7 +136,8 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
-        if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
         if constexpr (T::kStages == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V_n landed; every warp is done reading K_n
@@ -123,7 +145,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
             cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
           cp_async_commit();
         }
-        sm.step(s, o, p.scale_log2);
+        sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
@@ -139,12 +161,12 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       if constexpr (T::kQAliasKV) __syncthreads();  // K/V stores below overwrite Q
     }
     RegTile<Bc, D, NT> rk, rv;
-    rk.load(gK, p.k_row_stride, kv_rows(0), tid);
-    rv.load(gV, p.v_row_stride, kv_rows(0), tid);
+    rk.load(kMod ? gK + n_begin * Bc * p.k_row_stride : gK, p.k_row_stride, kv_rows(n_begin), tid);
+    rv.load(kMod ? gV + n_begin * Bc * p.v_row_stride : gV, p.v_row_stride, kv_rows(n_begin), tid);
     rk.store(sK, tid);
     rv.store(sV, tid);
     __syncthreads();
-    for (int n = 0; n < kb.n_end; ++n) {
+    for (int n = n_begin; n < kb.n_end; ++n) {
       const bool more = n + 1 < kb.n_end;
       if (more) {  // global loads in flight during the whole step
         rk.load(gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
@@ -154,8 +176,9 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
-        if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
-        sm.step(s, o, p.scale_log2);
+        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, aV + sp * Bs * D * 2, 0);
@@ -172,7 +195,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // Epilogue: normalise, stage O (as E) through shared memory for 16-byte row
   // stores, write L for the rows that exist.
   float lse[MT][2];
-  sm.finish(o, p.scale, lse);
+  sm.finish(o, kMod ? 1.f : p.scale, lse);
   __syncthreads();  // all warps are done with the K/V (Turing) or Q area
 #pragma unroll
   for (int i = 0; i < MT; ++i)

@@ -6,8 +6,11 @@
 // zeros) are never visible.
 #pragma once
 #include <cmath>
+#include "params.cuh"
 
 namespace fa2 {
+
+constexpr float kLog2e = 1.4426950408889634f;
 
 // Key blocks [0, n_end) hold every key some row of [m0, m0+Br) ∩ [0, Nq) sees;
 // blocks from n_mask on need the per-element mask (the ragged edge, or under
@@ -56,6 +59,85 @@ __device__ __forceinline__ void apply_mask(float (&s)[MT][NT][4], int row0, int 
     }
   }
 }
+
+// The modified forward (fwd_kernel<..., kMod>): a sliding window, softcap and
+// ALiBi, read from FwdParams at run time. Row i sees key j iff
+// i+off-left <= j <= i+off+right (off = Nk - Nq, a bound of -1 leaving that
+// side open; causal is right = 0), and the score of a visible key is
+// x = scale*q.k, capped to c*tanh(x/c), minus slope_h*|i+off-j|: the CPU
+// reference's definition (problem.mask), so the LSE is that of the |distance|
+// form, not FA2's causal slope*j (equal only up to a per-row constant).
+struct WindowBlocks {
+  int n_begin, n_end;   // key blocks [n_begin, n_end) hold every key a row of the CTA sees
+  int n_full, n_mask;   // blocks [n_full, n_mask) are visible to every row: no element mask
+};
+
+// Row i's visible keys are [lo(i), hi(i)], both growing with i; the CTA's rows
+// are [m0, min(m0+Br, Nq)), so its keys span [lo(first), hi(last)] and a block
+// needs no mask iff it lies within [lo(last), hi(first)].
+template <int Br, int Bc>
+__device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, int left, int right) {
+  const int off = nk - nq, first = m0, last = min(m0 + Br, nq) - 1;
+  auto lo = [&](int i) { return left < 0 ? 0 : max(0, i + off - left); };
+  auto hi = [&](int i) { return right < 0 ? nk - 1 : min(nk - 1, i + off + right); };
+  WindowBlocks r;
+  r.n_begin = lo(first) / Bc;
+  r.n_end = hi(last) < lo(first) ? r.n_begin : hi(last) / Bc + 1;  // empty: no row sees a key
+  r.n_full = (lo(last) + Bc - 1) / Bc;
+  r.n_mask = hi(first) + 1 <= 0 ? 0 : (hi(first) + 1) / Bc;
+  return r;
+}
+
+// ScoreMods turns the raw scores q.k of one key block into the scores the
+// softmax sees, in natural-log units (scale applied): the kernel then runs
+// the softmax with scale 1 (exp2 by log2(e)).
+struct ScoreMods {
+  float scale;  // softmax scale
+  float cap;    // softcap c, 0: none
+  float cap_in; // scale / c
+  float slope;  // this head's ALiBi slope, 0: none
+  int off, nk, left, right;
+
+  __device__ __forceinline__ static ScoreMods of(const FwdParams& p, int h) {
+    return ScoreMods{p.scale, p.softcap, p.softcap > 0.f ? p.scale / p.softcap : 0.f,
+                     p.alibi_slopes ? p.alibi_slopes[h] : 0.f, p.nk - p.nq, p.nk, p.window_left, p.window_right};
+  }
+
+  // s[i][j][*] as apply_mask's; kMask: also set to -inf the keys outside the
+  // window (and past Nk). tanhf, not tanh.approx (relative error 2^-11): the
+  // LSE is held to float32 roundings (attntest).
+  template <int MT, int NT, bool kMask>
+  __device__ __forceinline__ void apply(float (&s)[MT][NT][4], int row0, int col0, int lane) const {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = row0 + 16 * i + g + 8 * hr;
+        const int dist0 = row + off - col0 - 2 * t;  // i+off-j of this lane's first key
+        int lo = 0, hi = nk - 1 - col0;  // visible keys, relative to col0
+        if (kMask) {
+          if (left >= 0) lo = row + off - left - col0;
+          if (right >= 0) hi = min(hi, row + off + right - col0);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[i][j][2 * hr + e];
+            float v = cap > 0.f ? cap * tanhf(x * cap_in) : x * scale;
+            if (slope != 0.f) v -= slope * fabsf(float(dist0 - 8 * j - e));
+            if (kMask) {
+              const int k = 8 * j + 2 * t + e;
+              if (k < lo || k > hi) v = -INFINITY;
+            }
+            x = v;
+          }
+        }
+      }
+    }
+  }
+};
 
 // Backward, dK/dV kernel: the CTA owns keys [n0, n0+Bc) and walks query blocks
 // of Br rows. Under causal, row i sees key n0 iff i >= n0 - (Nk - Nq), so blocks

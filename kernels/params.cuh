@@ -23,6 +23,13 @@ struct FwdParams {
   int32_t b, nq, nk, hq, hkv, d;
   float scale_log2;  // softmax scale * log2(e): scores go through exp2
   float scale;       // softmax scale, for the natural-log LSE
+
+  // Read by the modified forward only (fa2_fwd_*_mod, mask.cuh's ScoreMods):
+  // ALiBi slopes fp32 (Hq) or null, the window's reach (-1 unbounded; causal
+  // is right 0) and the softcap (0: none).
+  const float* alibi_slopes;
+  int32_t window_left, window_right;
+  float softcap;  // then 4 bytes of tail padding, as in the Go struct
 };
 
 static_assert(sizeof(void*) == 8, "64-bit device pointers");
@@ -52,7 +59,11 @@ static_assert(offsetof(FwdParams, hkv) == 152, "Hkv");
 static_assert(offsetof(FwdParams, d) == 156, "D");
 static_assert(offsetof(FwdParams, scale_log2) == 160, "ScaleLog2");
 static_assert(offsetof(FwdParams, scale) == 164, "Scale");
-static_assert(sizeof(FwdParams) == 168, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
+static_assert(offsetof(FwdParams, alibi_slopes) == 168, "ALiBi");
+static_assert(offsetof(FwdParams, window_left) == 176, "WindowLeft");
+static_assert(offsetof(FwdParams, window_right) == 180, "WindowRight");
+static_assert(offsetof(FwdParams, softcap) == 184, "Softcap");
+static_assert(sizeof(FwdParams) == 192, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
 
 // BwdParams: the argument of every backward kernel (pre, dK/dV, dQ; the
 // single pass's dK/dV/dQ and dQ convert kernels). Same conventions as FwdParams.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/flashattn/attntest"
 	"github.com/goflash/goflash/internal/stats"
 )
 
@@ -39,6 +40,13 @@ Examples:
   goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
   goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
   goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
+  goflash bench --seqlens 8192 --window 1024,0 --softcap 30 --alibi   # the modified forward beside the plain one
+
+--window, --softcap and --alibi add a GPU line, ` + implGPUMod + `: the same cases with
+that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
+(Press et al.'s, one per head), which run the modified forward kernel
+(fa2_fwd_*_mod); the ` + implGPU + ` line stays the plain kernels'. A causal case
+keeps its causal mask (a window's right must then be 0 or -1).
 
 --decode times KV-cache decoding on the GPU instead (direction "decode"): --nq
 new rows per sequence (default 1) against caches of --seqlens entries (default
@@ -69,6 +77,25 @@ type benchOpts struct {
 	nq            int     // --decode: new rows per sequence
 	page          int     // --decode: paged cache block size (0: contiguous)
 	peakTBps      float64 // --decode: the device's HBM bandwidth, for the fraction reached
+	window        string  // --window "left,right"
+	mods          scoreMods
+}
+
+// scoreMods are the score modifiers of --window, --softcap and --alibi.
+type scoreMods struct {
+	window  *flashattn.Window
+	softcap float64
+	alibi   bool
+}
+
+func (m scoreMods) any() bool { return m.window != nil || m.softcap != 0 || m.alibi }
+
+// apply sets m on o, for a problem of hq query heads.
+func (m scoreMods) apply(o *flashattn.Options, hq int) {
+	o.Window, o.Softcap = m.window, m.softcap
+	if m.alibi {
+		o.ALiBi = attntest.ALiBiSlopes(hq)
+	}
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -78,6 +105,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.nq, "nq", 1, "--decode: new query rows per sequence (1-16 typical)")
 	fs.IntVar(&o.page, "page", 0, "--decode: paged cache in blocks of this many entries, a multiple of 16 dividing every cache length (0: contiguous)")
 	fs.Float64Var(&o.peakTBps, "peak-tbps", 0, "--decode: the GPU's HBM bandwidth in TB/s (4.8 for an H200), to print the fraction reached")
+	fs.StringVar(&o.window, "window", "", "GPU: also time a sliding window of left,right keys around the diagonal (-1 unbounded) as "+implGPUMod)
+	fs.Float64Var(&o.mods.softcap, "softcap", 0, "GPU: also time this softcap (c*tanh(s/c)) as "+implGPUMod)
+	fs.BoolVar(&o.mods.alibi, "alibi", false, "GPU: also time ALiBi (one slope per head) as "+implGPUMod)
 	fs.IntVar(&o.shapes.batch, "batch", 0, "batch size B (0: tokens/N)")
 	fs.IntVar(&o.shapes.heads, "heads", 0, "query heads H (0: hidden/D)")
 	fs.IntVar(&o.shapes.kvHeads, "kv-heads", 0, "key/value heads Hkv, a divisor of H (0: H; fewer is GQA)")
@@ -194,6 +224,16 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	}
 	if o.reps < 0 || o.warmup < -1 || o.workers < 0 || o.device < 0 {
 		return nil, usagef("--reps, --warmup, --workers and --device must not be negative")
+	}
+	if o.window != "" {
+		var w flashattn.Window
+		if n, err := fmt.Sscanf(o.window, "%d,%d", &w.Left, &w.Right); err != nil || n != 2 || w.Left < -1 || w.Right < -1 {
+			return nil, usagef("--window %q: want left,right, each >= 0 or -1 (unbounded)", o.window)
+		}
+		o.mods.window = &w
+	}
+	if o.mods.any() && o.decode {
+		return nil, usagef("--window, --softcap and --alibi time the forward; the decode kernels have none of them")
 	}
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)
@@ -423,20 +463,27 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 		// A GPU case is short and not cancellable once queued: run checks
 		// ctx between cases.
 		impls = append(impls, benchImpl{name, func(_ context.Context, c Case, dir string) Row {
-			return gpu.Bench(c, dir, arch, o.deterministic, warmup, reps)
+			return gpu.Bench(c, dir, arch, o.deterministic, scoreMods{}, warmup, reps)
 		}})
+		if o.mods.any() {
+			impls = append(impls, benchImpl{implGPUMod, func(_ context.Context, c Case, dir string) Row {
+				r := gpu.Bench(c, dir, arch, o.deterministic, o.mods, warmup, reps)
+				r.Impl = implGPUMod
+				return r
+			}})
+		}
 		// The default GPU backward may add dQ with atomics (the single pass):
 		// the deterministic one is its own line.
 		if (o.direction == "bwd" || o.direction == "both") && !o.deterministic && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUDet, func(_ context.Context, c Case, dir string) Row {
-				r := gpu.Bench(c, dir, arch, true, warmup, reps)
+				r := gpu.Bench(c, dir, arch, true, scoreMods{}, warmup, reps)
 				r.Impl = implGPUDet
 				return r
 			}})
 		}
 		if o.withSM75 && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUSM75, func(_ context.Context, c Case, dir string) Row {
-				return gpu.Bench(c, dir, 75, o.deterministic, warmup, reps)
+				return gpu.Bench(c, dir, 75, o.deterministic, scoreMods{}, warmup, reps)
 			}})
 		}
 		if o.direction != "fwd" {

@@ -9,7 +9,7 @@ type gpuDevice interface {
 	// Bench times one case in one direction with the kernels of path (0:
 	// the device's own, 75: the Turing path forced); failures are reported
 	// in the row, not returned.
-	Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row
+	Bench(c Case, dir string, path int, deterministic bool, mods scoreMods, warmup, reps int) Row
 	// Use selects the kernel path: 0 the device's own, 75 the Turing path
 	// (forced through its PTX on a newer GPU).
 	Use(path int) error

@@ -101,7 +101,7 @@ func (g *cudaGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row {
+func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods scoreMods, warmup, reps int) Row {
 	d := c.Dims
 	impl := implGPU
 	if path == 75 {
@@ -115,6 +115,7 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, warmup
 		return g.benchDecode(c, row, warmup, reps)
 	}
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
+	mods.apply(opts, d.Hq)
 	if dir != dirFwd {
 		row.FLOPs = d.BackwardFLOPs(c.Causal)
 		bench = g.dev.BenchBackward

@@ -48,7 +48,7 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, warmup, reps int) Row {
+func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, _ scoreMods, warmup, reps int) Row {
 	d := c.Dims
 	row := Row{Impl: implGPU, Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
 	if path == 75 {

@@ -28,6 +28,7 @@ const (
 	implGPU       = bench.ImplGPU
 	implGPUSM75   = bench.ImplGPUSM75
 	implGPUDet    = bench.ImplGPUDet
+	implGPUMod    = bench.ImplGPUMod
 	implCPUFlash  = bench.ImplCPUFlash
 	implCPUNaive  = bench.ImplCPUNaive
 	implTorchPref = bench.ImplTorchPref

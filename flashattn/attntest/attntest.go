@@ -43,7 +43,8 @@
 //
 // Cases with a sliding window, softcap or ALiBi (Case.Mods) have their truth
 // and baselines from ReferenceScores and BaselineScores; a Plain backend
-// must refuse them with a *flashattn.UnsupportedError.
+// must refuse them with a *flashattn.UnsupportedError (with ModsForward, only
+// in Backward).
 //
 // The checks are pure functions: CompareForward and CompareBackward return
 // what they found (a Comparison), which CheckForward and CheckBackward
@@ -121,6 +122,9 @@ type Backend struct {
 	// (KV-cache calls without modifiers they run): for those cases they
 	// must return a *flashattn.UnsupportedError.
 	Plain bool
+	// ModsForward: a Plain backend whose Forward runs the score modifiers
+	// (its Backward, varlen and KV-cache calls still refuse them).
+	ModsForward bool
 }
 
 func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Contains(b.HeadDims, d) }
@@ -188,7 +192,8 @@ func ForBackend(be flashattn.Backend) Backend {
 			}
 			return res, err
 		},
-		Precision: p,
-		Plain:     be == flashattn.GPU, // the kernels have no window, softcap, ALiBi or varlen yet
+		Precision:   p,
+		Plain:       be == flashattn.GPU, // the kernels have no varlen, nor score modifiers beyond the forward, yet
+		ModsForward: be == flashattn.GPU,
 	}
 }

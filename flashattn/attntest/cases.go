@@ -68,7 +68,8 @@ func ALiBiSlopes(hq int) []float64 {
 // modifiers: sliding windows (each side alone, both, with causal, with
 // Nq != Nk, with rows that see no key, a window of one key, windows narrower
 // than a block so that whole blocks are skipped on both sides), softcap
-// (with scores far beyond the cap), ALiBi, and all of them at once.
+// (with scores far beyond the cap), ALiBi, all of them at once, and pairs of
+// them at the larger head dims (the GPU's modified kernels per tile).
 func Cases() []Case {
 	cs := []Case{
 		{Name: "N1", B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: 16},
@@ -101,6 +102,12 @@ func Cases() []Case {
 		{Name: "alibi-causal-Nq97-Nk33", B: 1, Nq: 97, Nk: 33, Hq: 2, Hkv: 1, D: 64, Causal: true, ALiBi: true, Layout: HeadMajor},
 		{Name: "all-window-softcap-alibi-causal-gqa2", B: 2, Nq: 130, Nk: 150, Hq: 4, Hkv: 2, D: 32, Causal: true,
 			Window: &flashattn.Window{Left: 40, Right: -1}, Softcap: 8, Scale: 0.5, ALiBi: true},
+		// The GPU's modified forward at the head dims above do not reach (D 96, 128, 256).
+		{Name: "window-l100-r20-softcap20-N300-D128", B: 1, Nq: 300, Nk: 300, Hq: 2, Hkv: 1, D: 128,
+			Window: &flashattn.Window{Left: 100, Right: 20}, Softcap: 20},
+		{Name: "alibi-window-l70-causal-Nq150-Nk200-D96", B: 1, Nq: 150, Nk: 200, Hq: 2, Hkv: 2, D: 96, Causal: true,
+			Window: &flashattn.Window{Left: 70, Right: -1}, ALiBi: true},
+		{Name: "alibi-softcap10-N130-D256", B: 1, Nq: 130, Nk: 130, Hq: 2, Hkv: 1, D: 256, Softcap: 10, ALiBi: true},
 	}
 	for i := range cs {
 		cs[i].Seed = uint64(1000 * (i + 1))

@@ -86,6 +86,13 @@ type FwdParams struct {
 	B, Nq, Nk, Hq, Hkv, D int32
 	ScaleLog2             float32 // softmax scale * log2(e): the kernels use exp2
 	Scale                 float32
+
+	// Read by the FwdMod kernels only: ALiBi slopes (float32, Hq) or 0, the
+	// sliding window's reach (-1 unbounded; causal is WindowRight 0) and the
+	// softcap (0: none).
+	ALiBi                   uint64
+	WindowLeft, WindowRight int32
+	Softcap                 float32
 }
 
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of
@@ -145,6 +152,7 @@ const (
 	BwdDQConv                 // the single pass's dQ from its accumulator
 	Decode                    // KV-cache decode: O and LSE, or each split's partial ones
 	DecodeCombine             // the splits' partial O and LSE merged by LSE
+	FwdMod                    // Fwd with a sliding window, softcap and ALiBi (FwdParams' last fields)
 )
 
 func (p Pass) String() string {
@@ -165,6 +173,8 @@ func (p Pass) String() string {
 		return "decode"
 	case DecodeCombine:
 		return "decode_combine"
+	case FwdMod:
+		return "fwd_mod"
 	}
 	return "pass?"
 }

@@ -170,6 +170,20 @@ func TestTableMatchesTraits(t *testing.T) {
 					t.Errorf("%s: bf16 table has %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 			}
+			if k.pass == Fwd { // the modified forward: the same tile, one kernel (causal is a parameter)
+				v, _ := LookupPass(Fwd, n[0], n[1], false)
+				m, ok := LookupPass(FwdMod, n[0], n[1], false)
+				if !ok || m.Br != v.Br || m.Bc != v.Bc || m.Warps != v.Warps || m.SmemBytes != v.SmemBytes || m.BF16 || !strings.HasSuffix(m.Symbol, "_mod") {
+					t.Errorf("%s: FwdMod kernel %+v (found %v), want the plain tile %+v", r[0], m, ok, v)
+				}
+				if _, ok := LookupPass(FwdMod, n[0], n[1], true); ok {
+					t.Errorf("%s: a causal FwdMod kernel; causal is its window's right edge", r[0])
+				}
+				b, ok := LookupBF16(FwdMod, n[0], n[1], false)
+				if ok != (n[0] == 80) || ok && (b.SmemBytes != v.SmemBytes || !strings.HasSuffix(b.Symbol, "_bf16_mod")) {
+					t.Errorf("%s: bf16 FwdMod kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
+				}
+			}
 			if k.pass == BwdDKDV {
 				if _, ok := LookupPass(BwdPre, n[0], n[1], false); !ok {
 					t.Errorf("%s: no BwdPre kernel", r[0])
@@ -186,6 +200,9 @@ func TestTableMatchesTraits(t *testing.T) {
 				}
 			}
 		}
+	}
+	if count[FwdMod] != count[Fwd]/2 {
+		t.Errorf("forward: %d plain, %d modified variants; want one modified per causal pair", count[Fwd], count[FwdMod])
 	}
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
@@ -407,7 +424,14 @@ func TestLookup(t *testing.T) {
 			t.Errorf("symbol %s twice", v.Symbol)
 		}
 		seen[v.Symbol] = true
-		if prefix := "fa2_" + v.Pass.String() + "_"; !strings.HasPrefix(v.Symbol, prefix) {
+		prefix := "fa2_" + v.Pass.String() + "_"
+		if v.Pass == FwdMod { // named as its plain twin, plus _mod
+			prefix = "fa2_fwd_"
+			if !strings.HasSuffix(v.Symbol, "_mod") {
+				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
+			}
+		}
+		if !strings.HasPrefix(v.Symbol, prefix) {
 			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, v.Pass, prefix)
 		}
 		if v.Pass == Decode || v.Pass == DecodeCombine {
