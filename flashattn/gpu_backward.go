@@ -108,11 +108,11 @@ var (
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
-// single pass where the path has one for dims (fp16 only) unless
-// deterministic, else the three-kernel backward; d.mu is held.
+// single pass where the path has one for dims and dt unless deterministic,
+// else the three-kernel backward; d.mu is held.
 func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
 	passes := threePass
-	if _, ok := kernels.LookupPass(kernels.BwdDKDVQ, d.path, dims.D, causal); ok && !deterministic && dt == FP16 {
+	if _, ok := singlePassVariant(d.path, dims.D, causal, dt); ok && !deterministic {
 		passes = singlePass
 	}
 	var ks [3]*loadedKernel
@@ -146,8 +146,7 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 // Scale, which must be those of the forward call, and Deterministic, which
 // picks the path (BackwardKernels): the single pass's dQ, summed with
 // atomics, may differ in its last bits between calls; with Deterministic
-// (and for bf16, which has no single pass yet) every output is
-// bit-reproducible. Beyond its outputs the call allocates Di =
+// every output is bit-reproducible. Beyond its outputs the call allocates Di =
 // rowsum(dO*O), B*Hq*Nq float32, and on the single pass its dQ
 // accumulator, B*Hq*Nq*D float32 (Nq rounded up to the kernel's query
 // block), and frees them before returning (BenchResult.ExtraBytes counts
@@ -265,11 +264,20 @@ type bwdOp struct {
 	g           *DeviceGrads
 }
 
+// singlePassVariant is the single pass's fused kernel for the path, head
+// dim, mask and dtype, if there is one.
+func singlePassVariant(path, headDim int, causal bool, dt DType) (kernels.Variant, bool) {
+	if dt == BF16 {
+		return kernels.LookupBF16(kernels.BwdDKDVQ, path, headDim, causal)
+	}
+	return kernels.LookupPass(kernels.BwdDKDVQ, path, headDim, causal)
+}
+
 // dqAccumLen is the float32 length of the dQ accumulator the kernels ks
 // need: 0 unless they are the single pass.
 func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
 	k := ks[1].info
-	v, ok := kernels.LookupPass(kernels.BwdDKDVQ, k.Path, k.HeadDim, k.Causal)
+	v, ok := singlePassVariant(k.Path, k.HeadDim, k.Causal, k.DType)
 	if !ok || v.Symbol != k.Symbol {
 		return 0
 	}

@@ -2,7 +2,7 @@
 // dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal] (plus fa2_fwd_sm80_d{D}_bf16[_causal]), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
 // fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}), for the single pass
-// fa2_bwd_dkdvq_sm80_d{D}[_causal] and fa2_bwd_dqconv_sm80_d{D}, and for decoding
+// fa2_bwd_dkdvq_sm80_d{D}[_bf16][_causal] and fa2_bwd_dqconv_sm80_d{D}[_bf16], and for decoding
 // fa2_decode_sm{75,80}_d{D} and fa2_decode_combine_sm{75,80}_d{D} (plus _bf16 twins on
 // sm_80), for exactly the (arch, D) rows of traits.cuh's FA2_FWD_TILES, FA2_BWD_TILES,
 // FA2_BWD_KVQ_TILES and FA2_DECODE_TILES; the Go table
@@ -122,7 +122,22 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
   extern "C" __global__ void __launch_bounds__(fa2::kPreThreads) fa2_bwd_dqconv_sm##ARCH##_d##D(const BwdParams p) { \
     fa2::bwd_dq_convert_kernel<BwdKVQTraits<ARCH, D>::type>(p);                                                                               \
   }
-#define FA2_BWD_KVQ_SHIP(A, D, ...) FA2_IF_##A(FA2_BWD_KVQ(A, D))
+// bf16: every row also ships fa2_bwd_{dkdvq,dqconv}_sm80_d{D}_bf16[_causal], the same tile.
+#define FA2_BWD_KVQ_BF16(ARCH, D)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D>::type::kThreads,                              \
+                                               BwdKVQTraits<ARCH, D>::type::kMinBlocks)                            \
+      fa2_bwd_dkdvq_sm##ARCH##_d##D##_bf16(const BwdParams p) {                                                     \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D>::type, false, true, __nv_bfloat16>>(p); \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D>::type::kThreads,                              \
+                                               BwdKVQTraits<ARCH, D>::type::kMinBlocks)                            \
+      fa2_bwd_dkdvq_sm##ARCH##_d##D##_bf16_causal(const BwdParams p) {                                              \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D>::type, true, true, __nv_bfloat16>>(p);  \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(fa2::kPreThreads) fa2_bwd_dqconv_sm##ARCH##_d##D##_bf16(const BwdParams p) { \
+    fa2::bwd_dq_convert_kernel<BwdKVQTraits<ARCH, D>::type, __nv_bfloat16>(p);                                      \
+  }
+#define FA2_BWD_KVQ_SHIP(A, D, ...) FA2_IF_##A(FA2_BWD_KVQ(A, D)) FA2_BF16_##A(FA2_BWD_KVQ_BF16(A, D))
 FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_SHIP)
 
 // KV-cache decode (decode.cuh): the decode kernel and its split merge, fp16 on

@@ -129,7 +129,7 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, false},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		want := 2 * len(rows)
@@ -164,11 +164,13 @@ func TestTableMatchesTraits(t *testing.T) {
 					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 			}
-			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel
+			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
 				_, pre := LookupPass(BwdPre, n[0], n[1], false)
 				_, conv := LookupPass(BwdDQConv, n[0], n[1], false)
-				if !pre || !conv {
-					t.Errorf("%s: BwdPre kernel %v, BwdDQConv kernel %v", r[0], pre, conv)
+				_, pre16 := LookupBF16(BwdPre, n[0], n[1], false)
+				c16, conv16 := LookupBF16(BwdDQConv, n[0], n[1], false)
+				if !pre || !conv || !pre16 || !conv16 || !c16.BF16 || !strings.HasSuffix(c16.Symbol, "_bf16") {
+					t.Errorf("%s: BwdPre kernel %v, BwdDQConv kernel %v; bf16: %v, %+v", r[0], pre, conv, pre16, c16)
 				}
 			}
 		}
