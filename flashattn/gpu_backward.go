@@ -108,11 +108,11 @@ var (
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
-// single pass where the path has one for dims (fp16 only) unless
-// deterministic, else the three-kernel backward; d.mu is held.
+// single pass where the path has one for dims and dt unless deterministic,
+// else the three-kernel backward; d.mu is held.
 func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
 	passes := threePass
-	if _, ok := d.lookup(kernels.BwdDKDVQ, false, dims.D, causal); ok && !deterministic && dt == FP16 {
+	if _, ok := d.lookup(kernels.BwdDKDVQ, dt == BF16, dims.D, causal); ok && !deterministic {
 		passes = singlePass
 	}
 	var ks [3]*loadedKernel
@@ -146,8 +146,7 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 // Scale, which must be those of the forward call, and Deterministic, which
 // picks the path (BackwardKernels): the single pass's dQ, summed with
 // atomics, may differ in its last bits between calls; with Deterministic
-// (and for bf16, which has no single pass yet) every output is
-// bit-reproducible. Beyond its outputs the call allocates Di =
+// every output is bit-reproducible. Beyond its outputs the call allocates Di =
 // rowsum(dO*O), B*Hq*Nq float32, and on the single pass its dQ
 // accumulator, B*Hq*Nq*D float32 (Nq rounded up to the kernel's query
 // block), and frees them before returning (BenchResult.ExtraBytes counts

@@ -128,25 +128,34 @@ func TestGPUConformanceBF16(t *testing.T) {
 // TestGPUConformanceBF16Backward runs the suite, forward and backward, on
 // the bf16 kernels of the default path for the head dims with backward
 // kernels, held to the BF16 baseline (bf16 inputs, P and dS, fp32
-// accumulation). Other head dims must be refused (the forward is covered
-// above; the wrapper refuses it here so that the suite sees the backward's
-// refusal).
+// accumulation), on both backward paths as TestGPUConformanceBackward: the
+// default (the bf16 single pass where there is one) and Deterministic.
+// Other head dims must be refused (the forward is covered above; the
+// wrapper refuses it here so that the suite sees the backward's refusal).
 func TestGPUConformanceBF16Backward(t *testing.T) {
 	dev := openGPU(t)
 	if p := defaultPath(t, dev); p < 80 {
 		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
 	}
-	b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
-		HeadDims: dev.BackwardHeadDims()}
-	fwd := bf16ForwardHost(dev)
-	b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
-		if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
-			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
-		}
-		return fwd(q, k, v, o)
+	for _, det := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
+			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
+				HeadDims: dev.BackwardHeadDims()}
+			if det {
+				b.Name += "-deterministic"
+				b.Backward = withDeterministic(b.Backward)
+			}
+			fwd := bf16ForwardHost(dev)
+			b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+				if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
+					return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
+				}
+				return fwd(q, k, v, o)
+			}
+			t.Logf("%s, bf16 forward and backward, head dims %v", dev.Info(), b.HeadDims)
+			attntest.Run(t, b)
+		})
 	}
-	t.Logf("%s, bf16 forward and backward, head dims %v", dev.Info(), b.HeadDims)
-	attntest.Run(t, b)
 }
 
 // TestBF16Refusals: what bf16 does not do is a typed error before any

@@ -529,6 +529,17 @@ func TestGPUBackwardPaths(t *testing.T) {
 		if r.ExtraBytes != want || !slices.Equal(r.Kernels, map[bool][]flashattn.KernelInfo{false: def, true: det}[o.Deterministic]) {
 			t.Errorf("BenchBackward(%+v): extra bytes %d (want %d), kernels %v", *o, r.ExtraBytes, want, passes(r.Kernels))
 		}
+		if def[0].Path < 80 {
+			continue // no bf16 kernels on the Turing path
+		}
+		// bf16 takes the same path choice, on its own kernels, with the same extra bytes.
+		rb, err := dev.BenchBackwardBF16(d, o, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := passes(rb.Kernels); rb.ExtraBytes != want || !slices.Equal(got, passes(r.Kernels)) || rb.Kernels[1].DType != flashattn.BF16 {
+			t.Errorf("BenchBackwardBF16(%+v): extra bytes %d (want %d), kernels %+v", *o, rb.ExtraBytes, want, rb.Kernels)
+		}
 	}
 	q, k, v := flashattn.Random(d.QShape(), 1), flashattn.Random(d.KVShape(), 2), flashattn.Random(d.KVShape(), 3)
 	dO := flashattn.Random(d.QShape(), 4)

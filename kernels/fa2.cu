@@ -2,7 +2,7 @@
 // dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal] and _mod (plus fa2_fwd_sm80_d{D}_bf16[_causal] and _bf16_mod), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
 // fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}), for the single pass
-// fa2_bwd_dkdvq_sm80_d{D}[_large][_causal] and fa2_bwd_dqconv_sm80_d{D}[_large], and for decoding
+// fa2_bwd_dkdvq_sm80_d{D}[_large][_bf16][_causal] and fa2_bwd_dqconv_sm80_d{D}[_large][_bf16], and for decoding
 // fa2_decode_sm{75,80}_d{D} and fa2_decode_combine_sm{75,80}_d{D} (plus _bf16 twins on
 // sm_80), for exactly the (arch, D) rows of traits.cuh's FA2_FWD_TILES, FA2_BWD_TILES,
 // FA2_BWD_KVQ_TILES and FA2_DECODE_TILES; the Go table
@@ -119,22 +119,24 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 
 // The single pass (bwd_kv.cuh): dK, dV and dQ (fp32 atomics into dq_accum) in
 // one kernel, then the dQ convert kernel (no tensor cores, on pre's grid).
-#define FA2_BWD_KVQ(ARCH, D, SIZE)                                                                                  \
+// Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
+#define FA2_BWD_KVQ(ARCH, D, SIZE, SFX, E)                                                                          \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
-      FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE)(const BwdParams p) {                               \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, false, true>>(p); \
+      FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {                 \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, false, true, E>>(p); \
   }                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
-      FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), _causal)(const BwdParams p) {             \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>>(p); \
+      FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _causal)(const BwdParams p) { \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, true, true, E>>(p); \
   }                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(fa2::kPreThreads)                                                    \
-      FA2_CAT(fa2_bwd_dqconv_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE)(const BwdParams p) {                              \
-    fa2::bwd_dq_convert_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type>(p);                               \
+      FA2_CAT(FA2_CAT(fa2_bwd_dqconv_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {                \
+    fa2::bwd_dq_convert_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, E>(p);                            \
   }
-#define FA2_BWD_KVQ_SHIP(A, D, SIZE, ...) FA2_IF_##A(FA2_BWD_KVQ(A, D, SIZE))
+#define FA2_BWD_KVQ_SHIP(A, D, SIZE, ...) \
+  FA2_IF_##A(FA2_BWD_KVQ(A, D, SIZE, , __half)) FA2_BF16_##A(FA2_BWD_KVQ(A, D, SIZE, _bf16, __nv_bfloat16))
 FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_SHIP)
 
 // KV-cache decode (decode.cuh): the decode kernel and its split merge, fp16 on

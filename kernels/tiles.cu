@@ -72,25 +72,29 @@ void bwd_row() {
 // The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc
 // key rows per CTA; stages 2, a step is one chunk, regs = K and V fragments in
 // registers) and the dQ convert kernel (pre's grid and block); a large row's
-// symbols end in _large (both marked Large in the Go table).
+// symbols end in _large (both marked Large in the Go table); fp16, then the
+// bf16 twins (sm_80 only; _bf16 after the size suffix), the same tile.
 template <int A, int D, bool L>
 void kvq_row() {
   using T = typename BwdKVQTraits<A, D, L>::type;
   const char* sfx = L ? "_large" : "";
   char sym[64];
-  for (int causal = 0; causal < 2; ++causal) {
-    std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq_sm%d_d%d%s%s", A, D, sfx, causal ? "_causal" : "");
+  for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
+    const char* e = bf16 ? "_bf16" : "";
+    for (int causal = 0; causal < 2; ++causal) {
+      std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq_sm%d_d%d%s%s%s", A, D, sfx, e, causal ? "_causal" : "");
+      if (is("go"))
+        go_row("BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
+      else if (is("bwd"))
+        std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
+                    T::kKVRegs ? "yes" : "no", T::kSmemBytes);
+    }
+    std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d%s%s", A, D, sfx, e);
     if (is("go"))
-      go_row("BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, L);
+      go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16, L);
     else if (is("bwd"))
-      std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
-                  T::kKVRegs ? "yes" : "no", T::kSmemBytes);
+      std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
   }
-  std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d%s", A, D, sfx);
-  if (is("go"))
-    go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, false, L);
-  else if (is("bwd"))
-    std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
 }
 
 // Decode (decode.cuh): Br is the packed query rows per CTA, Bc the keys per

@@ -250,8 +250,10 @@ struct BwdKVQTile {
 // runs the first row whose shared memory fits its opt-in limit per block
 // (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: A100 163 KiB, H100/H200
 // 227 KiB; sm_86/89 99 KiB keep the base row; internal/kernels.LookupFit).
-// Head dims without a row run the three-kernel backward on both paths, as does
-// Turing (these kernels stream with cp.async).
+// Every row also ships bf16 twins (_bf16 after the size suffix: the same tile on
+// bf16 mma, as FA2_BWD_TILES' rows). Head dims without a row run the
+// three-kernel backward on both paths, as does Turing (these kernels stream with
+// cp.async).
 // The dQ accumulator is the cost that decides (H200, kernels/dev/RESULTS.md):
 // added in the mma C layout (8 half-used 32-byte sectors per atomic
 // instruction) it made the D128 kernel 18.5 ms against 8.0 ms without dQ (N
@@ -274,9 +276,20 @@ struct BwdKVQTile {
 //         doubles the atomics per FLOP: 20% slower; 32 query rows per step:
 //         dK/dV alone 25% slower.
 //   D64: no row: 128 keys x 64 queries (S^T 4x4 warps of 32x32) measured 1.00-1.06x
-//        the three-kernel backward but its causal kernel spills (24 B on sm_80,
-//        8 B on sm_90, nvcc 11.8); the spill-free variants (K, V in shared
-//        memory; S^T 8x1) were not measured with the fragment-order accumulator.
+//        the three-kernel backward but its causal kernel spills (24 B of stack
+//        on sm_80, 8 B on sm_90, nvcc 11.8). Its spill-free variants (nvcc 11.8:
+//        232-254 registers) are slower than the three kernels (H200, fragment-
+//        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
+//        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
+//        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
+//   D256: no row (nor in FA2_BWD_TILES): with two Q|dO stages nothing sane fits
+//        99 KiB. 8 warps need S^T warp tiles of >= 16 keys x 16 queries, so
+//        Bc x Br >= 64 x 32 (K|V|2 stages of Q|dO|P^T,dS^T: 136 KiB; 104 KiB
+//        with K, V fragments in registers and V staged in a stream buffer).
+//        4 warps at 32 x 32: 100.5 KiB with K, V in shared memory; with them in
+//        registers (84.5 KiB) the K, V fragments (128 registers) and the dK, dV
+//        accumulators (2*32*256 fp32 over 128 threads: 128) alone fill 255.
+//        D256 needs another kernel (one stream stage, or D split over passes).
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
   X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */

@@ -40,9 +40,11 @@
 //   - BwdPre as above;
 //   - BwdDKDVQ: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes
 //     dK and dV as BwdDKDV and adds dQ with fp32 atomics to DQAccum, a float32
-//     buffer of DQAccumLen(v, ...) elements that is zero before the call;
+//     buffer of DQAccumLen(v, ...) elements, 16-byte aligned, that is zero
+//     before the call;
 //   - BwdDQConv: pre's grid and block (ceil(Nq/Br), B*Hq); writes dQ (scaled),
-//     fp16, every row < Nq, and leaves DQAccum zero again.
+//     fp16 (bf16 for the BF16 variants), every row < Nq, and leaves DQAccum
+//     zero again.
 //
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
 // call to call (dK and dV do not). A head dim may have two single-pass rows:
@@ -193,7 +195,7 @@ type Variant struct {
 	Warps     int
 	SmemBytes int // dynamic shared memory per CTA
 	// BF16: q, k, v, o (and dO and the gradients) are bfloat16 (the sm_80
-	// path only: fa2_{fwd,bwd_pre,bwd_dkdv,bwd_dq}_sm80_d{D}_bf16[_causal],
+	// path only: fa2_{fwd,bwd_pre,bwd_dkdv,bwd_dq,bwd_dkdvq,bwd_dqconv}_sm80_d{D}_bf16[_causal],
 	// the fp16 tile on bf16 mma); else fp16.
 	BF16 bool
 	// Large marks a kernel of a large row (traits.cuh: more than 99 KiB of

@@ -130,7 +130,7 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, false, true},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		want := 2 * len(rows)
@@ -164,8 +164,8 @@ func TestTableMatchesTraits(t *testing.T) {
 				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 || v.Large != large {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
 				}
-				b, ok := LookupBF16(k.pass, n[0], n[1], causal)
-				if ok != (k.bf16 && n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes ||
+				b, ok := LookupFit(k.pass, true, n[0], n[1], causal, smem)
+				if ok != (k.bf16 && n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes || b.Large != large ||
 					!strings.Contains(b.Symbol, "_bf16")) {
 					t.Errorf("%s: bf16 table has %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
@@ -192,11 +192,13 @@ func TestTableMatchesTraits(t *testing.T) {
 					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 			}
-			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel
-				_, pre := LookupFit(BwdPre, false, n[0], n[1], false, smem)
-				c, conv := LookupFit(BwdDQConv, false, n[0], n[1], false, smem)
-				if !pre || !conv || c.Large != large {
-					t.Errorf("%s: BwdPre kernel %v, BwdDQConv kernel %v", r[0], pre, conv)
+			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
+				for _, bf16 := range []bool{false, true} {
+					p, pre := LookupFit(BwdPre, bf16, n[0], n[1], false, smem)
+					c, conv := LookupFit(BwdDQConv, bf16, n[0], n[1], false, smem)
+					if !pre || !conv || c.Large != large || p.BF16 != bf16 || c.BF16 != bf16 || bf16 != strings.Contains(c.Symbol, "_bf16") {
+						t.Errorf("%s (bf16 %v): BwdPre kernel %+v (%v), BwdDQConv kernel %+v (%v)", r[0], bf16, p, pre, c, conv)
+					}
 				}
 			}
 		}
