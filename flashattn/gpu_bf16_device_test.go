@@ -119,8 +119,9 @@ func TestGPUConformanceBF16(t *testing.T) {
 	if p := defaultPath(t, dev); p < 80 {
 		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
 	}
+	// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod ones).
 	b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
-		HeadDims: dev.HeadDims()}
+		ModsForward: true, HeadDims: dev.HeadDims()}
 	t.Logf("%s, bf16 forward, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
 }
@@ -140,7 +141,7 @@ func TestGPUConformanceBF16Backward(t *testing.T) {
 	for _, det := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
 			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
-				HeadDims: dev.BackwardHeadDims()}
+				ModsForward: true, HeadDims: dev.BackwardHeadDims()}
 			if det {
 				b.Name += "-deterministic"
 				b.Backward = withDeterministic(b.Backward)
