@@ -77,7 +77,7 @@ func (d *Device) kernelAs(pass kernels.Pass, dims Dims, causal bool, dt DType) (
 	case pass == kernels.Fwd:
 		return d.kernel(dims, causal)
 	}
-	return d.passKernel(pass, dims, causal)
+	return d.passKernel(pass, dims, causal, false)
 }
 
 // bf16Kernel finds, loads and prepares the bf16 variant of a pass for dims:
@@ -92,17 +92,5 @@ func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool) (*loadedK
 		return nil, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
 			Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", d.rung)}
 	}
-	if err := dims.Validate(); err != nil {
-		return nil, err
-	}
-	v, ok := d.lookup(pass, true, dims.D, causal)
-	if !ok {
-		what := "bf16 kernels"
-		if pass != kernels.Fwd && pass != kernels.FwdMod {
-			what = "bf16 backward kernels"
-		}
-		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
-			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
-	}
-	return d.load(v)
+	return d.passKernel(pass, dims, causal, true)
 }

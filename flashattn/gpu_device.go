@@ -303,19 +303,23 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 	if d.rung != 0 {
 		return d.rungKernel(dims, causal)
 	}
-	return d.passKernel(kernels.Fwd, dims, causal)
+	return d.passKernel(kernels.Fwd, dims, causal, false)
 }
 
-// passKernel finds, loads and prepares the variant of a pass for dims; d.mu is held.
-func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal bool) (*loadedKernel, error) {
+// passKernel finds, loads and prepares the variant of a pass for dims, fp16
+// or bf16 (bf16Kernel checks first that the path has bf16); d.mu is held.
+func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal, bf16 bool) (*loadedKernel, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	v, ok := d.lookup(pass, false, dims.D, causal)
+	v, ok := d.lookup(pass, bf16, dims.D, causal)
 	if !ok {
 		what := "kernels"
 		if pass != kernels.Fwd && pass != kernels.FwdMod {
 			what = "backward kernels"
+		}
+		if bf16 {
+			what = "bf16 " + what
 		}
 		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
 			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
