@@ -12,16 +12,9 @@
 // as a control that must come out wrong (so the check can fail). For K-major
 // Q and K the "leading" offset is ignored, as the PTX ISA says: two values.
 //
-// Layouts (fp16, a "row" is 128 bytes = 64 elements, 8 rows = one 1024-byte
-// swizzle atom; 16-byte chunk c of row r is stored at chunk c ^ (r % 8)):
-//   Q, K: K-major. Element (row, k): atom block k / 64 (64 rows x 128 B, 8 KiB
-//         each), row inside it; a k16 step advances the start address by 32 B.
-//   V:    N-major (rows are keys). Element (key, d): block d / 64 (64 keys x
-//         128 B), row key; a k16 step advances the start by 16 rows = 2 KiB.
-// Descriptor: start >> 4 in bits 0-13, "leading" byte offset >> 4 in 16-29,
-// "stride" byte offset >> 4 in 32-45, swizzle mode in 62-63 (1 = 128 B).
+// Layout and descriptor: wgmma.cuh.
 //
-// Build (H200, nvcc 12+):  nvcc -std=c++17 -arch=sm_90a kernels/dev/wgmma_check.cu -o wgmma_check
+// Build (H200, nvcc 12+):  nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/wgmma_check.cu -o wgmma_check
 // Here, SASS only:         $(kernels/cuda12.sh) -cubin -arch=sm_90a kernels/dev/wgmma_check.cu
 #include <cuda_fp16.h>
 
@@ -32,46 +25,13 @@
 #include <vector>
 
 #include "dev.h"
+#include "wgmma.cuh"
 
 constexpr int kRows = 64;  // Br = Bc
 constexpr int kD = 128;
 constexpr int kBlock = kRows * 128;  // bytes of one 64-element-wide block
 
-// Byte offset of element (r, c) of a [rows][D] operand stored as 64-wide
-// blocks of 128-byte swizzled rows (the same formula for K-major Q, K, with r
-// the M/N index, and for N-major V, with r the key).
-__host__ __device__ inline int swz(int r, int c) {
-  int b = (c % 64) * 2;
-  return (c / 64) * kBlock + r * 128 + (((b / 16) ^ (r % 8)) * 16) + b % 16;
-}
-
-__device__ inline uint64_t desc(const void* p, uint32_t lead, uint32_t stride) {
-  uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t((lead >> 4) & 0x3FFF) << 16) |
-         (uint64_t((stride >> 4) & 0x3FFF) << 32) | (1ull << 62);
-}
-
-// S (64x64, fp32 in d) = Q (64x16 slice, smem desc a) . K^T (desc b); scale_d 0 overwrites d.
-__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(scale_d));
-}
-
-// O (64x128, fp32 in d) += P (64x16, f16x2 registers a) . V (16x128, smem desc b, N-major: trans-b 1).
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-
-__device__ inline uint32_t pack(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
+using namespace sm90;
 
 // qk_lead: the K-major "leading" offset (unused by 128B-swizzled K-major
 // operands, per the PTX ISA: any value should do). pv_swap: 0 puts the 64-key
@@ -83,23 +43,22 @@ __global__ void __launch_bounds__(128) wgmma_tile(const __half* q, const __half*
   int t = threadIdx.x;
   for (int i = t; i < kRows * kD; i += 128) {
     int r = i / kD, c = i % kD;
-    *reinterpret_cast<__half*>(qs + swz(r, c)) = q[i];
-    *reinterpret_cast<__half*>(ks + swz(r, c)) = k[i];
-    *reinterpret_cast<__half*>(vs + swz(r, c)) = v[i];
+    *reinterpret_cast<__half*>(qs + swz<kRows>(r, c)) = q[i];
+    *reinterpret_cast<__half*>(ks + swz<kRows>(r, c)) = k[i];
+    *reinterpret_cast<__half*>(vs + swz<kRows>(r, c)) = v[i];
   }
   // Generic-proxy stores must be visible to the async proxy that wgmma reads with.
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  fence_proxy_async();
   __syncthreads();
 
   float s[32];
   for (int i = 0; i < 32; ++i) s[i] = 0.f;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  wgmma_fence();
   for (int j = 0; j < kD / 16; ++j) {
     int off = (j / 4) * kBlock + (j % 4) * 32;
     wgmma_m64n64k16_ss(s, desc(qs + off, qk_lead, 1024), desc(ks + off, qk_lead, 1024), j > 0);
   }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma_commit_wait();
 
   // Accumulator layout (as mma.sync's C, per warp a 16-row slice): thread t
   // holds rows 16 w + g and + 8 (w = t / 32, g = t % 32 / 4), columns
@@ -112,15 +71,14 @@ __global__ void __launch_bounds__(128) wgmma_tile(const __half* q, const __half*
   float o[64];
   for (int i = 0; i < 64; ++i) o[i] = 0.f;
   uint32_t lead = pv_swap ? 1024 : kBlock, stride = pv_swap ? kBlock : 1024;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  wgmma_fence();
   for (int j = 0; j < kRows / 16; ++j) {
     // P's k16 slice j as wgmma's A fragment: the S columns 16 j .. 16 j + 15.
     uint32_t a[4] = {pack(s[8 * j + 0], s[8 * j + 1]), pack(s[8 * j + 2], s[8 * j + 3]),
                      pack(s[8 * j + 4], s[8 * j + 5]), pack(s[8 * j + 6], s[8 * j + 7])};
     wgmma_m64n128k16_rs(o, a, desc(vs + j * 16 * 128, lead, stride));
   }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma_commit_wait();
   for (int i = 0; i < 16; ++i)
     for (int h = 0; h < 2; ++h)
       for (int e = 0; e < 2; ++e) o_out[(16 * w + g + 8 * h) * kD + 8 * i + c2 + e] = o[4 * i + 2 * h + e];
