@@ -61,6 +61,10 @@ __global__ void __launch_bounds__(128) fwd_d128(const FwdParams p) {
   unsigned char* sK = smem + T::kTile;                  // stage st at sK + st * kTile
   unsigned char* sV = smem + (1 + T::kStages) * T::kTile;
   const int t = threadIdx.x, w = t / 32, g = (t % 32) / 4, c2 = 2 * (t % 4);
+  // The swizzle is on address bits 4-9, so every tile must start 1024-aligned
+  // (the descriptors' base-offset field stays 0): stop loudly if the dynamic
+  // shared memory does not.
+  if (static_cast<uint32_t>(__cvta_generic_to_shared(smem)) % 1024 != 0) __trap();
   const int m0 = blockIdx.x * T::kBr, b = blockIdx.y / p.hq, h = blockIdx.y % p.hq, hk = h / (p.hq / p.hkv);
   const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + m0 * p.q_row_stride;
   const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
