@@ -8,8 +8,9 @@
 # checked, `dpkg-deb -x` into the cache. Later calls reuse the cache.
 # Usage: nvcc12=$(kernels/cuda12.sh)
 # Cache: $GOFLASH_CUDA12 (default ${XDG_CACHE_HOME:-~/.cache}/goflash-cuda12),
-# about 1 GB downloaded once (2 min 40 s here), 240 MB kept (the libraries
-# of nvidia-cuda-dev are left out: a -cubin build needs its headers only).
+# about 1 GB downloaded once (2 min 40 s here), 240 MB kept: of nvidia-cuda-dev
+# only its headers and the static CUDA runtime (a -cubin build needs the
+# headers; the kernels/dev harnesses link libcudart_static.a).
 set -euo pipefail
 cache=${GOFLASH_CUDA12:-${XDG_CACHE_HOME:-$HOME/.cache}/goflash-cuda12}
 root=$cache/root
@@ -22,9 +23,13 @@ pins="libnvvm4 12.4.131~12.4.1-2 3c905c1df7453e1ad477516c4465629c310d2f58a796d66
 nvidia-cuda-toolkit 12.4.131~12.4.1-2 cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319
 nvidia-cuda-dev 12.4.127~12.4.1-2 d846838f914a0176948d48a8bcade5d6dbcccb5c9374343f6475f5503f173ee0"
 
-# The stamp holds the pins the cache was built from; written last, so a
-# fetch cut short is redone.
-if [ -x "$bin/nvcc" ] && [ "$(cat "$cache/pins" 2>/dev/null)" = "$pins" ]; then
+# The stamp holds the pins and what was kept of them; written last, so a fetch
+# cut short (or a cache made by an older version of this script) is redone.
+dev_keep="./usr/include ./usr/lib/x86_64-linux-gnu/libcudart_static.a"
+stamp="$pins
+nvidia-cuda-dev kept: $dev_keep
+profile: with LIBRARIES"
+if [ -x "$bin/nvcc" ] && [ "$(cat "$cache/pins" 2>/dev/null)" = "$stamp" ]; then
   echo "$bin/nvcc"
   exit 0
 fi
@@ -47,7 +52,8 @@ while read -r pkg ver sum; do
     exit 1
   fi
   if [ "$pkg" = nvidia-cuda-dev ]; then
-    dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work/root" ./usr/include
+    # shellcheck disable=SC2086  # dev_keep is a list of paths
+    dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work/root" $dev_keep
   else
     dpkg-deb -x "$deb" "$work/root"
   fi
@@ -58,7 +64,8 @@ done <<<"$pins"
 # absolute paths name the system's CUDA 11.8. This one is relative to the
 # nvcc binary ($(_HERE_) = usr/lib/nvidia-cuda-toolkit/bin): libdevice beside
 # bin, ptxas/fatbinary/cudafe++ in usr/bin, the 12.4 headers in usr/include
-# ahead of the system's 11.8 ones. bin/ also holds Debian's gcc/g++ wrappers,
+# ahead of the system's 11.8 ones, the static runtime in usr/lib/x86_64-linux-gnu
+# ahead of the system's. bin/ also holds Debian's gcc/g++ wrappers,
 # which pick a host compiler nvcc 12.4 accepts.
 tk=$work/root/usr/lib/nvidia-cuda-toolkit
 for p in "$tk/libdevice/libdevice.10.bc" "$tk/bin/cicc" "$work/root/usr/bin/ptxas" "$work/root/usr/bin/fatbinary" \
@@ -70,10 +77,11 @@ cat >"$tk/bin/nvcc.profile" <<'PROFILE'
 NVVMIR_LIBRARY_DIR = $(_HERE_)/../libdevice
 PATH		+= $(_HERE_):$(_HERE_)/../../../bin:
 INCLUDES	+= "-I$(_HERE_)/../../../include" $(_SPACE_)
+LIBRARIES	=+ $(_SPACE_) "-L$(_HERE_)/../../x86_64-linux-gnu"
 PROFILE
 "$tk/bin/nvcc" --version | grep -q "release 12.4" || { echo "cuda12.sh: the extracted nvcc is not 12.4" >&2; exit 1; }
 
 rm -rf "$root"
 mv "$work/root" "$root"
-printf '%s' "$pins" >"$cache/pins"
+printf '%s' "$stamp" >"$cache/pins"
 echo "$bin/nvcc"
