@@ -22,6 +22,8 @@ func SeriesName(impl string) string {
 		return viz.CPUNaive
 	case ImplTorchPref + "flash":
 		return viz.SDPAFlash
+	case ImplTorchPref + "cudnn":
+		return viz.SDPACuDNN
 	case ImplTorchPref + "efficient":
 		return viz.SDPAEfficient
 	case ImplTorchPref + "math":

@@ -61,8 +61,8 @@ func TestT4AnswerFallsBackToEfficient(t *testing.T) {
 	if !strings.Contains(meta.Label(), "EMULATING sm75") {
 		t.Errorf("label %q does not say it is emulated", meta.Label())
 	}
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want 2 shapes x 3 backends", len(rows))
+	if len(rows) != 8 {
+		t.Fatalf("%d rows, want 2 shapes x 4 backends", len(rows))
 	}
 	base, ok := bench.ChooseBaseline(rows)
 	if !ok || base.Impl != "torch-efficient" || base.Series != viz.SDPAEfficient ||
@@ -70,7 +70,8 @@ func TestT4AnswerFallsBackToEfficient(t *testing.T) {
 		t.Fatalf("baseline %+v, %v", base, ok)
 	}
 	sum := strings.Join(bench.TorchSummary(rows), "\n")
-	for _, want := range []string{"sdpa-flash: 0 of 2 ran; unsupported: No available kernel", "sdpa-efficient: 2 of 2 ran", "sdpa-math: 2 of 2 ran"} {
+	for _, want := range []string{"sdpa-flash: 0 of 2 ran; unsupported: No available kernel",
+		"sdpa-cudnn: 0 of 2 ran; unsupported: No available kernel", "sdpa-efficient: 2 of 2 ran", "sdpa-math: 2 of 2 ran"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
@@ -82,8 +83,9 @@ func TestT4AnswerFallsBackToEfficient(t *testing.T) {
 		t.Fatalf("%d table lines", len(table))
 	}
 	for _, l := range table {
-		if l.Torch[0].Status != bench.StatusUnsupported || l.VsFlash != 0 || l.VsEff != 3 || l.VsMath != 12 {
-			t.Errorf("line %+v: want flash unsupported, 3x efficient, 12x math", l)
+		if l.TorchCell("flash").Status != bench.StatusUnsupported || l.TorchCell("cudnn").Status != bench.StatusUnsupported || l.VsFlash != 0 ||
+			l.VsCuDNN != 0 || l.VsEff != 3 || l.VsMath != 12 {
+			t.Errorf("line %+v: want flash and cudnn unsupported, 3x efficient, 12x math", l)
 		}
 	}
 	pts := bench.SpeedPoints(all, nil)
@@ -133,7 +135,7 @@ func TestOutcomes(t *testing.T) {
 	if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "exit status 1") {
 		t.Errorf("silent failure: %+v", meta)
 	}
-	for _, bad := range []bench.Spec{{}, spec("sm70"), {Shapes: spec("").Shapes, Backends: []string{"cudnn"}}, {Shapes: spec("").Shapes, Reps: -1}} {
+	for _, bad := range []bench.Spec{{}, spec("sm70"), {Shapes: spec("").Shapes, Backends: []string{"xformers"}}, {Shapes: spec("").Shapes, Reps: -1}} {
 		meta, _ := bench.SDPA{Python: "false"}.Run(t.Context(), bad)
 		if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "bad SDPA spec") {
 			t.Errorf("spec %+v accepted: %+v", bad, meta)
@@ -179,7 +181,8 @@ func TestRealScript(t *testing.T) {
 		t.Errorf("bad spec: %+v", meta)
 	}
 	probe := `import sys; sys.path.insert(0, sys.argv[1]); import sdpa
-print(sdpa.SM75_FLASH_ERROR + " (" + sdpa.refusal_reason([sdpa.SM75_FLASH_WARNING]) + ")")
+for b in ("flash", "cudnn"):
+    print(sdpa.SM75_REFUSED_ERROR + " (" + sdpa.refusal_reason([sdpa.SM75_REFUSALS[b]]) + ")")
 print(sdpa.refusal_reason([
     "Memory efficient kernel not used because: (Triggered internally at a.cpp:1.)",
     "Memory Efficient attention has been runtime disabled. (Triggered internally at b.h:2.)",
@@ -192,11 +195,11 @@ print(sdpa.refusal_reason([
 		t.Fatalf("%v: %s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 || lines[0] != benchtest.FlashSM75Reason {
-		t.Errorf("sdpa.py's emulated flash reason %q, benchtest's %q", lines[0], benchtest.FlashSM75Reason)
+	if len(lines) != 3 || lines[0] != benchtest.SM75Reasons["flash"] || lines[1] != benchtest.SM75Reasons["cudnn"] {
+		t.Fatalf("sdpa.py's emulated flash and cudnn reasons %q, benchtest's %q", lines, benchtest.SM75Reasons)
 	}
-	if want := "Flash attention only supports gpu architectures in the range [sm80, sm90]. Attempting to run on a sm 7.5 gpu."; len(lines) == 2 && lines[1] != want {
-		t.Errorf("reason from warnings %q, want %q", lines[1], want)
+	if want := "Flash attention only supports gpu architectures in the range [sm80, sm90]. Attempting to run on a sm 7.5 gpu."; lines[2] != want {
+		t.Errorf("reason from warnings %q, want %q", lines[2], want)
 	}
 	if exec.Command(py, "-c", "import torch").Run() == nil {
 		t.Skip("torch is installed: the answer without torch cannot be checked here")

@@ -29,7 +29,7 @@ const (
 
 // TorchBackends are PyTorch SDPA's backends that bench/sdpa.py times, in
 // table order.
-var TorchBackends = []string{"flash", "efficient", "math"}
+var TorchBackends = []string{"flash", "cudnn", "efficient", "math"}
 
 // Directions.
 const (
@@ -132,7 +132,7 @@ type TorchMeta struct {
 	Status     string `json:"status"` // StatusOK, StatusSkipped or StatusError
 	Reason     string `json:"reason,omitempty"`
 	// Emulate is set when sdpa.py answered as PyTorch does on another GPU
-	// ("sm75": flash reported unsupported, as on a T4); the timings of the
+	// ("sm75": flash and cudnn reported unsupported, as on a T4); the timings of the
 	// other backends are still this device's.
 	Emulate string `json:"emulate,omitempty"`
 }
@@ -142,7 +142,7 @@ type TorchMeta struct {
 func (t TorchMeta) Label() string {
 	s := fmt.Sprintf("PyTorch %s on %s", t.Version, t.Device)
 	if t.Emulate != "" {
-		s += fmt.Sprintf(" (EMULATING %s: flash reported unsupported as on that GPU; other backends timed on %s)", t.Emulate, t.Device)
+		s += fmt.Sprintf(" (EMULATING %s: flash and cudnn reported unsupported as on that GPU; other backends timed on %s)", t.Emulate, t.Device)
 	}
 	return s
 }

@@ -12,7 +12,7 @@ also be run by hand:
 
 Spec (every field optional except shapes):
     {"reps": 20, "warmup": 5, "device": 0, "seed": 0, "emulate": "",
-     "backends": ["flash", "efficient", "math"],
+     "backends": ["flash", "cudnn", "efficient", "math"],
      "directions": ["fwd"],                 # any of fwd, bwd, fwdbwd, decode
      "shapes": [{"b": 8, "hq": 16, "hkv": 16, "nq": 2048, "nk": 2048,
                  "d": 128, "causal": false}]}
@@ -20,7 +20,9 @@ Spec (every field optional except shapes):
 Method, chosen to match GoFlash's own benchmark:
   * fp16 tensors allocated in BSHD layout (GoFlash's layout) and handed to
     SDPA as (B, H, N, D) views, so both sides read the same memory layout;
-  * each backend forced with torch.nn.attention.sdpa_kernel;
+  * each backend forced with torch.nn.attention.sdpa_kernel (cudnn is
+    SDPBackend.CUDNN_ATTENTION, cuDNN's fused attention; a PyTorch without
+    that member reports it "unsupported");
   * median of `reps` CUDA-event-timed calls after `warmup` untimed calls;
   * FLOPs by the FA2 paper's convention: forward 4*B*Hq*Nq*Nk*D, halved when
     causal; backward 2.5x and forward+backward 3.5x the forward count;
@@ -44,8 +46,9 @@ Method, chosen to match GoFlash's own benchmark:
 T4 rehearsal: "emulate": "sm75" in the spec (or --emulate-sm75) answers as
 PyTorch 2.x does on a Turing GPU such as a T4, on whatever GPU this is: the
 flash backend is reported "unsupported" with PyTorch's own words (its sm_75
-check refuses it), and efficient and math run and are timed for real, on this
-GPU. The output says "emulate": "sm75"; its timings are not a T4's.
+check refuses it), cudnn "unsupported" too (its check wants sm_80 or newer;
+that reason is this script's wording, not PyTorch's), and efficient and math
+run and are timed for real, on this GPU. The output says "emulate": "sm75"; its timings are not a T4's.
 
 A backend PyTorch refuses is "unsupported", with the error and the warning
 that says why (e.g. the GPU architecture), as PyTorch printed them.
@@ -65,19 +68,26 @@ import time
 import warnings
 
 SCHEMA = "goflash-sdpa/1"
-BACKENDS = ("flash", "efficient", "math")
+BACKENDS = ("flash", "cudnn", "efficient", "math")
+# torch.nn.attention.SDPBackend member of each backend.
+SDPA_ENUM = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+             "math": "MATH"}
 DIRECTIONS = ("fwd", "bwd", "fwdbwd", "decode")
 # Bytes per element of the B*Hq*Nq*Nk score matrix that the math backend
 # keeps alive, estimated from the H200 anchors (37.5 GB at B=2, H=32,
 # N=8192: about 8.7 bytes per score in the forward pass) with a margin.
 MATH_BYTES_PER_SCORE = {"fwd": 10, "bwd": 20, "fwdbwd": 20, "decode": 10}
 EMULATIONS = ("sm75",)
-# What a forced flash call raises on sm_75 in PyTorch 2.x, and the warning
-# its architecture check prints (sdp_utils.cpp; the upper end of the range
-# grows with releases).
-SM75_FLASH_ERROR = "No available kernel. Aborting execution."
+# What a forced flash call raises on sm_75 in PyTorch 2.x (any refused
+# backend raises it), and the warning its architecture check prints
+# (sdp_utils.cpp; the upper end of the range grows with releases).
+SM75_REFUSED_ERROR = "No available kernel. Aborting execution."
 SM75_FLASH_WARNING = ("Flash attention only supports gpu architectures in the range [sm80, sm121]. "
                       "Attempting to run on a sm 7.5 gpu.")
+# What the emulation says for cudnn (its architecture check also starts at
+# sm_80): sdpa.py's own words, as no T4 run has recorded PyTorch's.
+SM75_REFUSALS = {"flash": SM75_FLASH_WARNING,
+                 "cudnn": "cuDNN attention needs sm80 or newer (emulated sm 7.5 gpu)"}
 
 
 def fail(msg, outcome="skipped", emulate=""):
@@ -166,6 +176,13 @@ def flops(s, direction):
     return f * {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5, "decode": 1.0}[direction]
 
 
+def sdpa_backends():
+    """name -> torch's SDPBackend for each of BACKENDS this PyTorch has (the
+    one map from our names to PyTorch's; kernels/dev harnesses use it too)."""
+    from torch.nn.attention import SDPBackend
+    return {b: getattr(SDPBackend, SDPA_ENUM[b]) for b in BACKENDS if hasattr(SDPBackend, SDPA_ENUM[b])}
+
+
 def driver_version():
     try:
         r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -186,7 +203,7 @@ def main(argv):
     try:
         import torch
         import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.attention import sdpa_kernel
     except Exception as e:  # ImportError, or a broken install
         fail("PyTorch is not importable (%s: %s)" % (type(e).__name__, e), emulate=emulate)
     if not torch.cuda.is_available():
@@ -203,8 +220,7 @@ def main(argv):
     backends = list(spec.get("backends", BACKENDS))
     directions = list(spec.get("directions", ["fwd"]))
     torch.manual_seed(int(spec.get("seed", 0)))
-    kernel_of = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                 "math": SDPBackend.MATH}
+    kernel_of = sdpa_backends()
     props = torch.cuda.get_device_properties(dev)
 
     def median_ms(fn):
@@ -238,6 +254,9 @@ def main(argv):
         q = torch.randn(b, nq, hq, d, device=dev, dtype=torch.float16).transpose(1, 2)
         k = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
         v = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
+        if backend not in kernel_of:
+            res.update(status="unsupported", reason="torch %s has no SDPBackend.%s" % (torch.__version__, SDPA_ENUM[backend]))
+            return res
         if backend == "math":
             need = b * hq * nq * nk * MATH_BYTES_PER_SCORE[direction]
             free, _ = torch.cuda.mem_get_info()
@@ -266,8 +285,8 @@ def main(argv):
         def fwd():
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
 
-        if emulate == "sm75" and backend == "flash":
-            raise RuntimeError(SM75_FLASH_ERROR)
+        if emulate == "sm75" and backend in SM75_REFUSALS:
+            raise RuntimeError(SM75_REFUSED_ERROR)
         with sdpa_kernel([kernel_of[backend]]):
             try:
                 out = fwd()
@@ -315,8 +334,8 @@ def main(argv):
             # error; keep it with the error.
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                if emulate == "sm75" and be == "flash":
-                    warnings.warn(SM75_FLASH_WARNING)
+                if emulate == "sm75" and be in SM75_REFUSALS:
+                    warnings.warn(SM75_REFUSALS[be])
                 r = run_case(s, be, di)
         except torch.cuda.OutOfMemoryError as e:
             r = dict(s, backend=be, direction=di, flops=flops(s, di), status="oom",

@@ -9,6 +9,7 @@ type TableLine struct {
 	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 path, CPU naive)
 	Torch     []Cell  `json:"torch,omitempty"`    // one per TorchBackends, in that order
 	VsFlash   float64 `json:"vs_flash,omitempty"` // ours / torch flash TFLOP/s
+	VsCuDNN   float64 `json:"vs_cudnn,omitempty"`
 	VsEff     float64 `json:"vs_efficient,omitempty"`
 	VsMath    float64 `json:"vs_math,omitempty"`
 	OursExtra int64   `json:"ours_extra_bytes,omitempty"`
@@ -84,13 +85,25 @@ func BuildTable(rows []Row) []TableLine {
 				r, ok := m[ImplTorchPref+be]
 				l.Torch = append(l.Torch, cell(r, ok, ImplTorchPref+be))
 			}
-			l.VsFlash = Ratio(l.Ours, l.Torch[0])
-			l.VsEff = Ratio(l.Ours, l.Torch[1])
-			l.VsMath = Ratio(l.Ours, l.Torch[2])
+			l.VsFlash = Ratio(l.Ours, l.TorchCell("flash"))
+			l.VsCuDNN = Ratio(l.Ours, l.TorchCell("cudnn"))
+			l.VsEff = Ratio(l.Ours, l.TorchCell("efficient"))
+			l.VsMath = Ratio(l.Ours, l.TorchCell("math"))
 		}
 		out = append(out, l)
 	}
 	return out
+}
+
+// TorchCell is the cell of the PyTorch backend be (a TorchBackends name);
+// absent when the line has none.
+func (l TableLine) TorchCell(be string) Cell {
+	for _, c := range l.Torch {
+		if c.Impl == ImplTorchPref+be {
+			return c
+		}
+	}
+	return Cell{Impl: ImplTorchPref + be, Status: StatusAbsent}
 }
 
 // Ratio is a's TFLOP/s over b's, or 0 when either did not run.

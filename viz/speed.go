@@ -20,13 +20,14 @@ const (
 	GPUNaive      = "gpu-naive"
 	GPUFlash      = "gpu-flash"
 	SDPAFlash     = "sdpa-flash"     // PyTorch scaled_dot_product_attention, flash backend
+	SDPACuDNN     = "sdpa-cudnn"     // PyTorch SDPA, cuDNN backend
 	SDPAEfficient = "sdpa-efficient" // PyTorch SDPA, memory-efficient backend
 	SDPAMath      = "sdpa-math"      // PyTorch SDPA, math backend
 )
 
 var backendColors = map[string]string{
 	CPUNaive: colGrey, CPUFlash: colSky, GPUNaive: colOrange, GPUFlash: colBlue,
-	SDPAFlash: colRed, SDPAEfficient: colPurple, SDPAMath: colGreen,
+	SDPAFlash: colRed, SDPACuDNN: colYellow, SDPAEfficient: colPurple, SDPAMath: colGreen,
 }
 
 var palette = []string{colBlue, colOrange, colGreen, colRed, colPurple, colSky, "#999933", colGrey}

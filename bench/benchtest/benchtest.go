@@ -16,10 +16,10 @@ import (
 
 // Kinds of answer.
 const (
-	// T4 answers as PyTorch 2.x does on a T4 (sm_75): flash unsupported
-	// with PyTorch's reason, efficient and math timed.
+	// T4 answers as PyTorch 2.x does on a T4 (sm_75): flash and cudnn
+	// unsupported with sdpa.py's emulated reasons, efficient and math timed.
 	T4 = "t4"
-	// OK answers flash and efficient timed, math skipped for memory.
+	// OK answers flash, cudnn and efficient timed, math skipped for memory.
 	OK = "ok"
 	// NoTorch answers as sdpa.py does when torch cannot be imported.
 	NoTorch = "notorch"
@@ -32,11 +32,15 @@ const (
 )
 
 // Rates are the fake backends' TFLOP/s.
-var Rates = map[string]float64{"flash": 2e-3, "efficient": 1e-3, "math": 0.25e-3}
+var Rates = map[string]float64{"flash": 2e-3, "cudnn": 4e-3, "efficient": 1e-3, "math": 0.25e-3}
 
-// FlashSM75Reason is what sdpa.py reports for flash on sm_75: the error of
-// a forced sdpa_kernel(FLASH_ATTENTION) call, and the warning that says why.
-const FlashSM75Reason = "No available kernel. Aborting execution. (Flash attention only supports gpu architectures in the range [sm80, sm121]. Attempting to run on a sm 7.5 gpu.)"
+// SM75Reasons are what sdpa.py's sm_75 emulation reports for the backends it
+// refuses: the error of a forced sdpa_kernel call and the warning that says
+// why (PyTorch's for flash, sdpa.py's own for cudnn).
+var SM75Reasons = map[string]string{
+	"flash": "No available kernel. Aborting execution. (Flash attention only supports gpu architectures in the range [sm80, sm121]. Attempting to run on a sm 7.5 gpu.)",
+	"cudnn": "No available kernel. Aborting execution. (cuDNN attention needs sm80 or newer (emulated sm 7.5 gpu))",
+}
 
 // Answer is sdpa.py's output of the given kind for spec.
 func Answer(kind string, spec bench.Spec) (bench.Output, error) {
@@ -58,8 +62,8 @@ func Answer(kind string, spec bench.Spec) (bench.Output, error) {
 					map[string]float64{bench.DirFwd: 1, bench.DirBwd: 2.5, bench.DirFwdBwd: 3.5, bench.DirDecode: 1}[d]
 				r := bench.OutputRow{Shape: s, Backend: b, Direction: d, FLOPs: fl, Status: bench.StatusOK, TFLOPs: Rates[b]}
 				switch {
-				case kind == T4 && b == "flash":
-					r.Status, r.Reason, r.TFLOPs = bench.StatusUnsupported, FlashSM75Reason, 0
+				case kind == T4 && SM75Reasons[b] != "":
+					r.Status, r.Reason, r.TFLOPs = bench.StatusUnsupported, SM75Reasons[b], 0
 				case kind == OK && b == "math":
 					r.Status, r.Reason, r.TFLOPs = bench.StatusSkipped, "math needs too much memory (fake)", 0
 				}

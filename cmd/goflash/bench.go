@@ -26,7 +26,7 @@ the CPU backends run on small shapes instead (the output says so).
 
 --compare-torch also runs bench/sdpa.py (python3 with PyTorch and CUDA) on
 the same shapes and prints one side-by-side table: ours vs SDPA's flash,
-efficient and math backends.
+cuDNN, efficient and math backends (cuDNN where PyTorch has it).
 
 --out is checked before the sweep starts. Ctrl-C (or SIGTERM) stops the sweep
 within about a second and writes the cases finished before it, marked partial
@@ -128,9 +128,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.workers, "workers", 0, "CPU goroutines (0: GOMAXPROCS)")
 	fs.StringVar(&o.out, "out", "", "directory for bench.json, bench.csv, bench.md and bench.html (default .out/bench-DATE)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of the table")
-	fs.BoolVar(&o.compareTorch, "compare-torch", false, "also time PyTorch SDPA (flash, efficient, math) on the same shapes via bench/sdpa.py")
+	fs.BoolVar(&o.compareTorch, "compare-torch", false, "also time PyTorch SDPA ("+strings.Join(bench.TorchBackends, ", ")+") on the same shapes via bench/sdpa.py")
 	fs.StringVar(&o.python, "python", "python3", "Python interpreter for --compare-torch")
-	fs.StringVar(&o.torchEmulate, "torch-emulate", "", "with --compare-torch: have bench/sdpa.py answer as PyTorch does on another GPU; sm75: flash unsupported as on a T4 (a rehearsal: the other backends still time this GPU)")
+	fs.StringVar(&o.torchEmulate, "torch-emulate", "", "with --compare-torch: have bench/sdpa.py answer as PyTorch does on another GPU; sm75: flash and cudnn unsupported as on a T4 (a rehearsal: the other backends still time this GPU)")
 	fs.StringVar(&o.sdpa, "sdpa", "", "path of bench/sdpa.py (default: found from the working directory or the executable)")
 	fs.BoolVar(&o.noReport, "no-report", false, "do not write the HTML report")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random inputs")
@@ -369,7 +369,7 @@ func compareTorch(ctx context.Context, o benchOpts, p *benchPlan, stderr io.Writ
 	if err != nil {
 		res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
 	} else {
-		fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA flash, efficient, math)...\n", o.python, shortPath(script), len(p.cases))
+		fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA %s)...\n", o.python, shortPath(script), len(p.cases), strings.Join(bench.TorchBackends, ", "))
 		tm, rows := runTorch(ctx, o.python, script, p.cases, torchDirections(res.Settings.Direction), p.reps, p.warmup, o.device, o.torchEmulate, stderr)
 		res.Torch = &tm
 		res.Rows = append(res.Rows, rows...)

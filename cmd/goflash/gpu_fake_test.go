@@ -164,7 +164,7 @@ func TestBenchOnGPUPaperSweepWithTorchAndSM75(t *testing.T) {
 	for _, l := range res.Table {
 		// Others: the deterministic backward's line, then the forced sm_75 path.
 		if l.B*l.Nq != 16384 || l.Hq*l.D != 2048 || l.Ours.Impl != implGPU || len(l.Others) != 2 || l.Others[0].Impl != implGPUDet ||
-			l.Others[1].Impl != implGPUSM75 || len(l.Torch) != 3 {
+			l.Others[1].Impl != implGPUSM75 || len(l.Torch) != len(bench.TorchBackends) {
 			t.Fatalf("line %+v", l)
 		}
 		switch l.Direction {

@@ -281,7 +281,7 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	for _, want := range []string{"PyTorch " + benchtest.Torch, "sdpa flash", "sdpa efficient", "vs flash", "skipped"} {
+	for _, want := range []string{"PyTorch " + benchtest.Torch, "sdpa flash", "sdpa cudnn", "sdpa efficient", "vs flash", "vs cudnn", "skipped"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -298,13 +298,16 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 		t.Fatalf("torch %+v, %d table lines", res.Torch, len(res.Table))
 	}
 	for _, l := range res.Table {
-		if len(l.Torch) != 3 || l.Torch[0].Impl != "torch-flash" || l.Torch[2].Status != statusSkipped {
+		if len(l.Torch) != 4 || l.Torch[0].Impl != "torch-flash" || l.TorchCell("math").Status != statusSkipped {
 			t.Errorf("line %+v", l)
 			continue
 		}
 		// Ratios are ours over theirs, from the rates in the rows.
 		if got, want := l.VsFlash, l.Ours.TFLOPs/2e-3; !near(got, want) {
 			t.Errorf("vs flash %g, want %g", got, want)
+		}
+		if got, want := l.VsCuDNN, l.Ours.TFLOPs/4e-3; !near(got, want) {
+			t.Errorf("vs cudnn %g, want %g", got, want)
 		}
 		if got, want := l.VsEff, l.Ours.TFLOPs/1e-3; !near(got, want) {
 			t.Errorf("vs efficient %g, want %g", got, want)
@@ -314,7 +317,7 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "bench.md"))
-	if !strings.Contains(string(md), "| dir | D | causal | N | B | H | ours TFLOP/s | sdpa flash |") {
+	if !strings.Contains(string(md), "| dir | D | causal | N | B | H | ours TFLOP/s | sdpa flash | sdpa cudnn |") {
 		t.Errorf("bench.md table header missing:\n%s", md)
 	}
 }
@@ -485,7 +488,8 @@ func TestBenchCompareTorchT4Answer(t *testing.T) {
 		t.Fatalf("torch %+v, %d lines", res.Torch, len(res.Table))
 	}
 	for _, l := range res.Table {
-		if l.Torch[0].Status != statusUnsupported || l.VsFlash != 0 || !near(l.VsEff, l.Ours.TFLOPs/1e-3) {
+		if l.TorchCell("flash").Status != statusUnsupported || l.TorchCell("cudnn").Status != statusUnsupported || l.VsFlash != 0 || l.VsCuDNN != 0 ||
+			!near(l.VsEff, l.Ours.TFLOPs/1e-3) {
 			t.Errorf("line %+v", l)
 		}
 	}

@@ -67,7 +67,10 @@ func tableColumns(lines []TableLine) ([]string, [][]string) {
 		head = append(head, strings.TrimPrefix(impl, "goflash-"))
 	}
 	if hasTorch {
-		head = append(head, "sdpa flash", "sdpa efficient", "sdpa math", "vs flash", "vs efficient")
+		for _, be := range bench.TorchBackends {
+			head = append(head, "sdpa "+be)
+		}
+		head = append(head, "vs flash", "vs cudnn", "vs efficient")
 	}
 	head = append(head, "ours ms", "ours extra mem")
 	var cells [][]string
@@ -91,11 +94,10 @@ func tableColumns(lines []TableLine) ([]string, [][]string) {
 			row = append(row, v)
 		}
 		if hasTorch {
-			if l.Torch != nil {
-				row = append(row, fmtTF(l.Torch[0]), fmtTF(l.Torch[1]), fmtTF(l.Torch[2]), fmtRatio(l.VsFlash), fmtRatio(l.VsEff))
-			} else {
-				row = append(row, "-", "-", "-", "-", "-")
+			for _, be := range bench.TorchBackends {
+				row = append(row, fmtTF(l.TorchCell(be)))
 			}
+			row = append(row, fmtRatio(l.VsFlash), fmtRatio(l.VsCuDNN), fmtRatio(l.VsEff))
 		}
 		ms := "-"
 		if l.Ours.Status == statusOK {

@@ -34,7 +34,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, "kernels/dev")
+sys.path.insert(0, "bench")
 from sidebyside import Module, ck, cu  # noqa: E402  (the loader and the driver)
+from sdpa import sdpa_backends  # noqa: E402  (our backend names -> SDPBackend, one map)
 
 
 class DecodeParams(ctypes.Structure):  # kernels/params.cuh
@@ -125,8 +127,9 @@ def sdpa_calls(qt, kt, vt, hq, hkv):
     """name -> (call, note): SDPA's backends on q (B, Hq, Nq, D), k, v (B, Hkv, N, D)."""
     out = {}
     rep = None
-    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
-                     ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+    backends = sdpa_backends()
+    for name in ("flash", "efficient", "cudnn"):
+        be = backends[name]
         def gqa(be=be):
             with sdpa_kernel(be):
                 return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)

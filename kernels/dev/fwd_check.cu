@@ -5,6 +5,11 @@
 // Build and run on a GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/fwd_check -ldl
 //   .build/fwd_check all internal/kernels     # check | tune | bench | all | ladder | ladder-check
+// The candidate sm_90a forward (fwd_sm90.cuh, issue 13): build with nvcc 12+ for
+// sm_90a and -DFA2_SM90A, then mode sm90a (its check, then its timing beside the
+// fatbin's D128 kernels on the paper shapes):
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DFA2_SM90A kernels/dev/fwd_check.cu -o .build/fwd_check90a -ldl
+//   .build/fwd_check90a sm90a internal/kernels
 // Kernel sources compared in one process: "tpl" = compiled into this binary by
 // the local nvcc; "fatbin" = the committed internal/kernels/fa2.fatbin (nvcc 11.8
 // SASS), loaded with cuModuleLoadData; "ptx75" = internal/kernels/fa2_sm75.ptx,
@@ -35,6 +40,9 @@
 
 #include "../fa2.cu"
 #include "dev.h"
+#ifdef FA2_SM90A
+#include "fwd_sm90.cuh"
+#endif
 
 // ---- kernels ----
 struct Kernel {
@@ -130,6 +138,13 @@ static std::vector<Kernel> shipped_module(const std::string& path, const std::st
   }
   return out;
 }
+
+#ifdef FA2_SM90A
+static std::vector<Kernel> sm90a_candidates() {
+  return {make_kernel<sm90::FwdD128, false>("sm90a_fwd_d128", "tpl", (const void*)sm90::fwd_d128<false>),
+          make_kernel<sm90::FwdD128, true>("sm90a_fwd_d128_causal", "tpl", (const void*)sm90::fwd_d128<true>)};
+}
+#endif
 
 #ifdef FA2_TUNE
 // Candidate tiles for the sm_80 rows of traits.cuh (D 64 and 128 decide the target).
@@ -480,6 +495,26 @@ int main(int argc, char** argv) {
 #endif
 
   int failed = 0;
+#ifdef FA2_SM90A
+  if (mode == "sm90a" || mode == "sm90a-check") {  // sm90a-check: no timing (compute-sanitizer runs)
+    std::vector<Kernel> h = sm90a_candidates();
+    for (Kernel& k : h) k.prepare();
+    const CheckStats st = run_checks(h, true);
+    std::printf("check sm90a : %d/%d cases pass\n", st.cases - st.failed, st.cases);
+    std::fflush(stdout);
+    if (mode == "sm90a" && st.failed == 0) {
+      std::vector<Kernel> ref;  // the shipped D128 kernels this GPU runs today
+      for (const Kernel& k : fat)
+        if (k.arch == 80 && k.d == 128) ref.push_back(k);
+      Bench bn;
+      bn.init();
+      bench_set(bn, h, {2048, 4096, 8192, 16384}, nullptr);
+      bench_set(bn, ref, {2048, 4096, 8192, 16384}, nullptr);
+    }
+    std::printf("%s\n", st.failed ? "CHECK FAILED" : "all checks passed");
+    return st.failed ? 1 : 0;
+  }
+#endif
   if (mode == "ladder" || mode == "ladder-check") {
     // The kernel ladder (tutorial chapter 6): rungs 1-4 as compiled here, from the
     // fatbin (what Go runs) and from the sm_75 PTX (the forced Turing path), each
