@@ -118,7 +118,10 @@ FA2_FWD_TILES(FA2_FWD_SHIP)
 FA2_BWD_TILES(FA2_BWD_SHIP)
 
 // The single pass (bwd_kv.cuh): dK, dV and dQ (fp32 atomics into dq_accum) in
-// one kernel, then the dQ convert kernel (no tensor cores, on pre's grid).
+// one kernel, then the dQ convert kernel (no tensor cores, on pre's grid);
+// fa2_bwd_dkdvqdet_* is the same kernel with the dQ additions in a fixed order
+// (Options.Deterministic; grid order per mask, kernels/dev/RESULTS.md: non-causal
+// kDet 1, key blocks fastest; causal kDet 2, heads fastest), before the same convert kernel.
 // Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
 #define FA2_BWD_KVQ(ARCH, D, SIZE, SFX, E)                                                                          \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
@@ -130,6 +133,16 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
       FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _causal)(const BwdParams p) { \
     fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, true, true, E>>(p); \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
+                                               BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
+      FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {              \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, false, true, E, 1>>(p); \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
+                                               BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
+      FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _causal)(const BwdParams p) { \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, true, true, E, 2>>(p); \
   }                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(fa2::kPreThreads)                                                    \
       FA2_CAT(FA2_CAT(fa2_bwd_dqconv_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {                \

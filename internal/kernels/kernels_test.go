@@ -131,6 +131,7 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		want := 2 * len(rows)
@@ -205,6 +206,9 @@ func TestTableMatchesTraits(t *testing.T) {
 	}
 	if count[FwdMod] != count[Fwd]/2 {
 		t.Errorf("forward: %d plain, %d modified variants; want one modified per causal pair", count[Fwd], count[FwdMod])
+	}
+	if count[BwdDKDVQDet] != count[BwdDKDVQ] {
+		t.Errorf("single pass: %d dkdvq, %d dkdvqdet variants; want an ordered twin of each", count[BwdDKDVQ], count[BwdDKDVQDet])
 	}
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
@@ -442,10 +446,10 @@ func TestLookup(t *testing.T) {
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
 		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
-		if v.Pass == BwdDKDV || v.Pass == BwdDKDVQ {
+		if v.Pass == BwdDKDV || v.Pass == BwdDKDVQ || v.Pass == BwdDKDVQDet {
 			owned, streamed = v.Bc, v.Br
 		}
-		if v.Pass == BwdDKDVQ { // a 2-D warp grid: owned rows split over some of the warps only
+		if v.Pass == BwdDKDVQ || v.Pass == BwdDKDVQDet { // a 2-D warp grid: owned rows split over some of the warps only
 			split = 16
 		}
 		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre || v.Pass == BwdDQConv) {
@@ -480,6 +484,12 @@ func TestLookup(t *testing.T) {
 		}
 		if got := DQAccumLen(v, 2, 65, 3); got != 2*3*rows*128 {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", v.Symbol, got, 2*3*rows*128)
+		}
+		// The ordered twin: the same accumulator, then one counter per query block.
+		if w, ok := LookupPass(BwdDKDVQDet, 90, 128, true); !ok || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
+			t.Errorf("LookupPass(BwdDKDVQDet, 90, 128) = %+v, %v; want the tile of %s", w, ok, v.Symbol)
+		} else if got, want := DQAccumLen(w, 2, 65, 3), 2*3*rows*128+2*3*rows/v.Br; got != want {
+			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", w.Symbol, got, want)
 		}
 	}
 	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {
