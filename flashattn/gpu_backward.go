@@ -84,9 +84,9 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 }
 
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
-// where the single pass has a kernel, its ordered twin (bwd_dkdvqdet: the dQ
-// additions in a fixed order) and the same convert kernel, else pre, dK/dV
-// and dQ (no atomics).
+// where the device runs the large single pass, its ordered twin
+// (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
+// kernel, else pre, dK/dV and dQ (no atomics).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }
@@ -111,15 +111,15 @@ var (
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
-// single pass (deterministic: its ordered twin) where the path has one for
-// dims and dt, else the three-kernel backward; d.mu is held.
+// single pass (deterministic: its ordered twin, which large rows have) where
+// the device has one for dims and dt, else the three-kernel backward; d.mu is held.
 func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
 	passes, fused := singlePass, kernels.BwdDKDVQ
 	if deterministic {
 		passes, fused = singlePassDet, kernels.BwdDKDVQDet
 	}
-	// The ordered twin's key blocks are its grid's y (at most maxGridY).
-	if v, ok := d.lookup(fused, dt == BF16, dims.D, causal); !ok || deterministic && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+	// A heads-fastest grid's y is the key blocks (at most maxGridY).
+	if v, ok := d.lookup(fused, dt == BF16, dims.D, causal); !ok || kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY {
 		passes = threePass
 	}
 	return d.loadPasses(passes, dims, causal, dt)

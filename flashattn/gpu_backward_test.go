@@ -3,7 +3,7 @@ package flashattn_test
 import (
 	"fmt"
 	"math"
-	"slices"
+	"strings"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -11,9 +11,9 @@ import (
 
 // TestGPUBackwardDeterministicRepeats runs the deterministic backward three
 // times per shape (fp16, and bf16 on the sm_80 path) and demands the same
-// bits in dQ, dK and dV every time. Where the device has a single pass it
-// is the ordered twin (bwd_dkdvqdet), whose dQ is summed by fp32 atomics in
-// a fixed order; many key blocks per query block (Nk 2100: 17-33 of them at
+// bits in dQ, dK and dV every time. Where the device runs the large single
+// pass it is its ordered twin (bwd_dkdvqdet), whose dQ is summed by fp32
+// atomics in a fixed order; many key blocks per query block (Nk 2100: 17-33 of them at
 // D128), GQA, causal with Nq != Nk both ways and odd lengths make a broken
 // order likely to show. Accuracy is the conformance suite's
 // (TestGPUConformanceBackward, deterministic).
@@ -42,11 +42,12 @@ func TestGPUBackwardDeterministicRepeats(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				single := slices.ContainsFunc(flashattn.BackwardKernelTable(ks[0].Path), func(k flashattn.KernelInfo) bool {
-					return k.Pass == "bwd_dkdvqdet" && k.HeadDim == d.D
-				})
-				if single != (ks[1].Pass == "bwd_dkdvqdet") {
-					t.Fatalf("deterministic backward runs %+v; the table has an ordered single pass for D %d: %v", ks, d.D, single)
+				def, err := dev.BackwardKernels(d, s.causal)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if large := strings.Contains(def[1].Symbol, "_large"); large != (ks[1].Pass == "bwd_dkdvqdet") {
+					t.Fatalf("deterministic backward runs %+v beside the default's %s; want the ordered twin exactly beside a large single pass", ks, def[1].Symbol)
 				}
 				q, k, v := flashattn.Random(d.QShape(), 11), flashattn.Random(d.KVShape(), 12), flashattn.Random(d.KVShape(), 13)
 				dO := flashattn.Random(d.QShape(), 14)

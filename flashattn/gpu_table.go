@@ -20,9 +20,9 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
 // "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's
-// single pass, a causal and non-causal "bwd_dkdvq" and "bwd_dkdvqdet" (its
-// ordered twin, Options.Deterministic) and one "bwd_dqconv" kernel (see
-// Device.Backward and BackwardKernels). A head dim may list
+// single pass, a causal and non-causal "bwd_dkdvq" (and for a Large set
+// "bwd_dkdvqdet", its ordered twin, Options.Deterministic) and one
+// "bwd_dqconv" kernel (see Device.Backward and BackwardKernels). A head dim may list
 // two single-pass sets: the Large one (symbols ..._large, more than 99 KiB
 // of shared memory per CTA) runs where the device's opt-in limit fits it
 // (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere

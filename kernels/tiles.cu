@@ -81,7 +81,7 @@ void kvq_row() {
   char sym[64];
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
     const char* e = bf16 ? "_bf16" : "";
-    for (int det = 0; det < 2; ++det)  // det: the ordered twin (fa2_bwd_dkdvqdet_*, Options.Deterministic)
+    for (int det = 0; det < (L ? 2 : 1); ++det)  // det: the ordered twin (fa2_bwd_dkdvqdet_*, Options.Deterministic; large rows)
       for (int causal = 0; causal < 2; ++causal) {
         std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s%s", det ? "det" : "", A, D, sfx, e, causal ? "_causal" : "");
         if (is("go"))

@@ -47,9 +47,10 @@
 //     zero again.
 //
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
-// call to call (dK and dV do not). BwdDKDVQDet (the same tile and symbols
-// with det: fa2_bwd_dkdvqdet_*) fixes the order, so the single pass is
-// bit-reproducible: grid (B*Hkv, ceil(Nk/Bc)), heads fastest, and DQAccum
+// call to call (dK and dV do not). BwdDKDVQDet (Large rows only: the same
+// tile, symbols fa2_bwd_dkdvqdet_*) fixes the order, so the single pass is
+// bit-reproducible: grid (ceil(Nk/Bc), B*Hkv) as BwdDKDVQ, or for causal
+// variants (B*Hkv, ceil(Nk/Bc)), heads fastest (HeadsFastest), and DQAccum
 // holds DQAccumLen(v, ...) elements, the accumulator followed by one int32
 // counter per (b, h, query block), all zero before the call (the kernel
 // leaves the counters zero, the convert kernel the accumulator). Its CTAs
@@ -123,6 +124,11 @@ type BwdParams struct {
 	Scale                 float32
 	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ[Det], BwdDQConv); 0 otherwise
 }
+
+// HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
+// causal BwdDKDVQDet kernels (kDet 2 in kernels/fa2.cu: H200-measured
+// faster there, the non-causal ones slower; kernels/dev/RESULTS.md).
+func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet && v.Causal }
 
 // DQAccumLen is the 4-byte length of the dQ accumulator of BwdDKDVQ variant
 // v: (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row query block stored

@@ -131,12 +131,14 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		want := 2 * len(rows)
-		if k.bf16 {
-			want += 2 * strings.Count(macro(t, src, k.list), "X(80,")
+		for _, r := range rows {
+			if k.bf16 && r[1] == "80" {
+				want += 2
+			}
 		}
 		if len(rows) == 0 || want != count[k.pass] {
 			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want %d)", len(rows), k.pass, count[k.pass], want)
@@ -207,8 +209,14 @@ func TestTableMatchesTraits(t *testing.T) {
 	if count[FwdMod] != count[Fwd]/2 {
 		t.Errorf("forward: %d plain, %d modified variants; want one modified per causal pair", count[Fwd], count[FwdMod])
 	}
-	if count[BwdDKDVQDet] != count[BwdDKDVQ] {
-		t.Errorf("single pass: %d dkdvq, %d dkdvqdet variants; want an ordered twin of each", count[BwdDKDVQ], count[BwdDKDVQDet])
+	large := 0
+	for _, v := range variants {
+		if v.Pass == BwdDKDVQ && v.Large {
+			large++
+		}
+	}
+	if count[BwdDKDVQDet] != large {
+		t.Errorf("single pass: %d large dkdvq, %d dkdvqdet variants; want an ordered twin of each large one", large, count[BwdDKDVQDet])
 	}
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
@@ -485,10 +493,17 @@ func TestLookup(t *testing.T) {
 		if got := DQAccumLen(v, 2, 65, 3); got != 2*3*rows*128 {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", v.Symbol, got, 2*3*rows*128)
 		}
-		// The ordered twin: the same accumulator, then one counter per query block.
-		if w, ok := LookupPass(BwdDKDVQDet, 90, 128, true); !ok || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
-			t.Errorf("LookupPass(BwdDKDVQDet, 90, 128) = %+v, %v; want the tile of %s", w, ok, v.Symbol)
-		} else if got, want := DQAccumLen(w, 2, 65, 3), 2*3*rows*128+2*3*rows/v.Br; got != want {
+		// The ordered twin (large rows only): its tile's accumulator, then one counter per query block.
+		if w, ok := LookupPass(BwdDKDVQDet, 90, 128, true); ok {
+			t.Errorf("LookupPass(BwdDKDVQDet, 90, 128) = %+v: the base row has no ordered twin", w)
+		}
+		l, _ := LookupFit(BwdDKDVQ, false, 90, 128, true, 227<<10)
+		w, ok := LookupFit(BwdDKDVQDet, false, 90, 128, true, 227<<10)
+		wn, okn := LookupFit(BwdDKDVQDet, false, 90, 128, false, 227<<10)
+		lrows := (65 + l.Br - 1) / l.Br * l.Br
+		if !ok || !okn || !w.Large || w.Br != l.Br || w.Bc != l.Bc || w.SmemBytes != l.SmemBytes || !HeadsFastest(w) || HeadsFastest(wn) || HeadsFastest(l) {
+			t.Errorf("LookupFit(BwdDKDVQDet, 90, 128, 227 KiB) = %+v (%v), non-causal %+v (%v); want the tile of %s, heads fastest when causal", w, ok, wn, okn, l.Symbol)
+		} else if got, want := DQAccumLen(w, 2, 65, 3), 2*3*lrows*128+2*3*lrows/l.Br; got != want {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", w.Symbol, got, want)
 		}
 	}

@@ -1,8 +1,8 @@
 // bwd_check.cu: dev harness for the FA2 backward kernels (llm.c dev/cuda style):
 // a float64 CPU reference check of every shipped backward variant (pre + dK/dV
 // + dQ, and the single pass: pre + dK/dV/dQ with atomics + dQ convert, "kvq",
-// and its ordered twin, "_det2": the dQ additions in a fixed order; "_det1" is
-// a dev-only one on the default grid order) on small odd shapes (N
+// and its ordered twin, "_det<kDet>": the dQ additions in a fixed order, both grid
+// orders as dev instances; fa2.cu ships det1 non-causal, det2 causal on large rows) on small odd shapes (N
 // 1/17/97/..., Nq != Nk both ways, GQA and MQA, causal rows that see no key),
 // bit-reproducibility (dK and dV only for the unordered single pass), and NaN-poisoned outputs (and dQ accumulator) with guard words. Speed
 // is measured side by side with PyTorch in sidebyside.py --bwd; BWD_BENCH
@@ -118,6 +118,7 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
 
 // The single pass with tile T (bwd_kv.cuh): kv computes dK, dV and (Q) dQ;
 // without Q, dQ comes from the three-kernel path's dQ kernel (deterministic).
+// det: the kernel's kDet (a dev instance of the template fa2_bwd_dkdvqdet_* ships).
 template <class T, bool C, bool Q>
 Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag, int det = 0) {
   constexpr int A = T::kArch, D = T::kD;
@@ -127,8 +128,8 @@ Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string&
   b.det = det;
   b.tag = Q ? tag + (det ? "_det" + std::to_string(det) : "") : tag + "_3k";
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
-  b.kv = Fn{(Q ? (det == 2 ? "fa2_bwd_dkdvqdet" : "fa2_bwd_dkdvq") : "dev_dkdv") + sfx + (C ? "_causal" : ""), kv, nullptr, T::kWarps,
-            T::kSmemBytes};
+  b.kv = Fn{(Q ? (det ? "dev_dkdvqdet" : "fa2_bwd_dkdvq") : "dev_dkdv") + sfx + (C ? "_causal" : ""), kv,
+            nullptr, T::kWarps, T::kSmemBytes};
   if (Q) {
     b.dq_br = fa2::kPreRows;
     b.dq = Fn{"fa2_bwd_dqconv" + sfx, dq, nullptr, fa2::kPreThreads / 32, 0};
@@ -168,19 +169,17 @@ static std::vector<Bwd> shipped_tpl() {
   v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
       (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), _causal), \
       (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
-  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, false, true>(                                        \
-      (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(fa2_bwd_dkdvqdet_sm##A##_d##D, FA2_KVQ_SFX_##SIZE),     \
-      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE, 2));                                   \
-  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
-      (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), _causal), \
-      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE, 2));                                   \
-  /* dev: ordered, on the default kernel's grid (key blocks fastest) */                                                    \
-  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, false, true>(                                        \
-      (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, false, true, 1>, \
-      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE, 1));                                   \
-  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
-      (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true, 1>, \
-      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE, 1));
+  /* the ordered twin in both grid orders (fa2.cu ships det1 non-causal, det2 causal, large rows) */                       \
+  for (int det = 1; det <= 2; ++det) {                                                                                     \
+    using T = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type;                                                              \
+    const void* conv = (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE);                             \
+    v.push_back(make_kvq<T, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                            \
+                                         det == 1 ? (const void*)dev_kv<T, false, true, 1> : (const void*)dev_kv<T, false, true, 2>, \
+                                         conv, #SIZE, det));                                                               \
+    v.push_back(make_kvq<T, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                             \
+                                        det == 1 ? (const void*)dev_kv<T, true, true, 1> : (const void*)dev_kv<T, true, true, 2>, \
+                                        conv, #SIZE, det));                                                                \
+  }
   FA2_BWD_KVQ_TILES(ADDQ)
 #undef ADDQ
 #define ADDDEV(NAME, A, D, ...)                                                                                    \
