@@ -147,10 +147,12 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int bh = kDet == 2 ? blockIdx.x : blockIdx.y, kb = kDet == 2 ? blockIdx.y : blockIdx.x;
-  const int b = bh / p.hkv, hk = bh % p.hkv;
+  // (key block, b*Hkv + hk); unsigned as blockIdx, so kDet 0's code is what it was.
+  const unsigned gx = kDet == 2 ? blockIdx.y : blockIdx.x, gy = kDet == 2 ? blockIdx.x : blockIdx.y;
+  const int b = gy / p.hkv, hk = gy % p.hkv;
   const int groups = p.hq / p.hkv;
-  const int n0 = kb * Bc;
+  const int kb = gx;
+  const int n0 = gx * Bc;
   const int rows_k = min(Bc, p.nk - n0);
   // The warp's tiles in the three grids (row = key, or query for dQ; col = query or head-dim column).
   const int s_row = (warp % T::kSK) * T::kSRows, s_col = (warp / T::kSK) * T::kSCols;
