@@ -76,15 +76,17 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 // BackwardKernels returns the three kernels Backward runs for dims by
 // default, loading them on first use: pre (Di), then on the sm_80 path at a
 // head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
-// and its dQ convert kernel, else dK/dV and dQ (what Options.Deterministic
-// always runs: see BackwardKernelsDeterministic). A head dim without backward
-// kernels (D 256; see BackwardHeadDims) is an *UnsupportedError.
+// and its dQ convert kernel, else dK/dV and dQ (see
+// BackwardKernelsDeterministic for Options.Deterministic). A head dim without
+// backward kernels (D 256; see BackwardHeadDims) is an *UnsupportedError.
 func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, false)
 }
 
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
-// pre, dK/dV and dQ, no atomics.
+// where the device runs the large single pass, its ordered twin
+// (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
+// kernel, else pre, dK/dV and dQ (no atomics).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }
@@ -101,20 +103,30 @@ func (d *Device) backwardKernels(dims Dims, causal, deterministic bool) ([]Kerne
 	return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
 }
 
-// The kernels of the two backward paths, in launch order.
+// The kernels of the backward paths, in launch order.
 var (
-	singlePass = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQ, kernels.BwdDQConv}
-	threePass  = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
+	singlePass    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQ, kernels.BwdDQConv}
+	singlePassDet = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDet, kernels.BwdDQConv}
+	threePass     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
-// single pass where the path has one for dims and dt unless deterministic,
-// else the three-kernel backward; d.mu is held.
+// single pass (deterministic: its ordered twin, which large rows have) where
+// the device has one for dims and dt, else the three-kernel backward; d.mu is held.
 func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
-	passes := threePass
-	if _, ok := d.lookup(kernels.BwdDKDVQ, dt == BF16, dims.D, causal); ok && !deterministic {
-		passes = singlePass
+	passes, fused := singlePass, kernels.BwdDKDVQ
+	if deterministic {
+		passes, fused = singlePassDet, kernels.BwdDKDVQDet
 	}
+	// A heads-fastest grid's y is the key blocks (at most maxGridY).
+	if v, ok := d.lookup(fused, dt == BF16, dims.D, causal); !ok || kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+		passes = threePass
+	}
+	return d.loadPasses(passes, dims, causal, dt)
+}
+
+// loadPasses loads the kernels of passes for dims in element type dt; d.mu is held.
+func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	for i, pass := range passes {
 		k, err := d.kernelAs(pass, dims, causal, dt)
@@ -149,8 +161,8 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 // every output is bit-reproducible. Beyond its outputs the call allocates Di =
 // rowsum(dO*O), B*Hq*Nq float32, and on the single pass its dQ
 // accumulator, B*Hq*Nq*D float32 (Nq rounded up to the kernel's query
-// block), and frees them before returning (BenchResult.ExtraBytes counts
-// them).
+// block; deterministic: and one int32 counter per query block), and frees
+// them before returning (BenchResult.ExtraBytes counts them).
 func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (*DeviceGrads, error) {
 	if fwd == nil {
 		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
@@ -260,22 +272,22 @@ type bwdOp struct {
 	q, k, v, dO *DeviceTensor
 	fwd         *DeviceResult
 	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
-	acc         *cuda.Buffer // the single pass's fp32 dQ accumulator (zero between calls); nil on the three-kernel path
+	acc         *cuda.Buffer // the single pass's fp32 dQ accumulator [and counters] (zero between calls); nil on the three-kernel path
 	g           *DeviceGrads
 }
 
-// dqAccumLen is the float32 length of the dQ accumulator the kernels ks
-// need: 0 unless they are the single pass (its fused kernel's tile, Large
-// or not, sets the accumulator's query blocks).
+// dqAccumLen is the 4-byte length of the dQ accumulator (and the ordered
+// twin's counters) the kernels ks need: 0 unless they are the single pass
+// (its fused kernel's tile, Large or not, sets the accumulator's query blocks).
 func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
-	if v := ks[1].v; v.Pass == kernels.BwdDKDVQ {
+	if v := ks[1].v; v.Pass == kernels.BwdDKDVQ || v.Pass == kernels.BwdDKDVQDet {
 		return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq)
 	}
 	return 0
 }
 
 // extraBytes is the device memory the call allocates beyond its operands:
-// Di, and the dQ accumulator on the single pass.
+// Di, and the dQ accumulator (and counters) on the single pass.
 func (op *bwdOp) extraBytes() int64 {
 	return int64(op.di.Size()) + 4*int64(dqAccumLen(op.ks, op.g.Dims))
 }
@@ -312,7 +324,7 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
 		}
-		if err := op.acc.Memset32(0, n); err != nil { // the convert kernel leaves it zero for the next call
+		if err := op.acc.Memset32(0, n); err != nil { // the kernels leave it zero for the next call
 			return nil, errors.Join(err, op.free())
 		}
 	}

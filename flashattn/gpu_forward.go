@@ -267,12 +267,15 @@ func fwdConfig(ki KernelInfo, f launchFields) cuda.LaunchConfig {
 }
 
 // bwdConfigs are the launches of pre, dK/dV and dQ (the contract of
-// internal/kernels).
+// internal/kernels; the causal ordered single pass's grid has the heads fastest).
 func bwdConfigs(ks [3]*loadedKernel, f launchFields) [3]cuda.LaunchConfig {
 	grids := [3][3]uint32{
 		{cdiv(f.nq, ks[0].info.Br), uint32(f.bh), 1},
 		{cdiv(f.nk, ks[1].info.Bc), uint32(f.bhkv), 1},
 		{cdiv(f.nq, ks[2].info.Br), uint32(f.bh), 1},
+	}
+	if kernels.HeadsFastest(ks[1].v) {
+		grids[1] = [3]uint32{uint32(f.bhkv), cdiv(f.nk, ks[1].info.Bc), 1}
 	}
 	var cfgs [3]cuda.LaunchConfig
 	for i, k := range ks {

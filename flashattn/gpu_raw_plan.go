@@ -163,7 +163,10 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	// The raw backward takes the caller's Di workspace and nothing else, so
 	// it runs the three-kernel backward (no dQ accumulator): deterministic.
 	r.p.Deterministic = true
-	ks, err := d.bwdKernels(r.p, dt)
+	ks, err := d.loadPasses(threePass, r.p.Dims, r.p.Causal, dt)
+	if err == nil {
+		err = d.checkProblem(r.p, true)
+	}
 	if err != nil {
 		return nil, err
 	}

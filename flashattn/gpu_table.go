@@ -20,8 +20,9 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
 // "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's
-// single pass, a causal and non-causal "bwd_dkdvq" and one "bwd_dqconv"
-// kernel (see Device.Backward and BackwardKernels). A head dim may list
+// single pass, a causal and non-causal "bwd_dkdvq" (and for a Large set
+// "bwd_dkdvqdet", its ordered twin, Options.Deterministic) and one
+// "bwd_dqconv" kernel (see Device.Backward and BackwardKernels). A head dim may list
 // two single-pass sets: the Large one (symbols ..._large, more than 99 KiB
 // of shared memory per CTA) runs where the device's opt-in limit fits it
 // (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere
@@ -30,7 +31,7 @@ func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
 
 // backwardPasses are the passes BackwardKernelTable lists (decode kernels are
 // in neither table).
-var backwardPasses = []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ, kernels.BwdDKDVQ, kernels.BwdDQConv}
+var backwardPasses = []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ, kernels.BwdDKDVQ, kernels.BwdDQConv, kernels.BwdDKDVQDet}
 
 func passTable(arch int, backward bool) []KernelInfo {
 	path := kernels.Path(arch)

@@ -480,9 +480,10 @@ func TestGPUBackwardFreesMemory(t *testing.T) {
 }
 
 // The default backward runs FA2's single pass where the device has one
-// (sm_80 path, BackwardKernelTable), Options.Deterministic the three
-// kernels; the single pass's dK and dV are still bit-reproducible, its dQ
-// accumulator is counted in ExtraBytes and freed. (Accuracy: both paths run
+// (sm_80 path, BackwardKernelTable), Options.Deterministic its ordered twin
+// where the device runs the large single pass, else the three kernels; the single pass's dK and dV are still
+// bit-reproducible, its dQ accumulator (and the twin's counters) is counted
+// in ExtraBytes and freed. (Accuracy: both paths run
 // the conformance suite, TestGPUConformanceBackward.)
 func TestGPUBackwardPaths(t *testing.T) {
 	dev := openGPU(t)
@@ -502,15 +503,19 @@ func TestGPUBackwardPaths(t *testing.T) {
 		}
 		return out
 	}
-	if got := passes(det); !slices.Equal(got, []string{"bwd_pre", "bwd_dkdv", "bwd_dq"}) {
-		t.Fatalf("deterministic backward runs %v", got)
-	}
 	single := slices.ContainsFunc(flashattn.BackwardKernelTable(def[0].Path), func(k flashattn.KernelInfo) bool {
 		return k.Pass == "bwd_dkdvq" && k.HeadDim == d.D
 	})
-	want := passes(det)
+	want, wantDet := []string{"bwd_pre", "bwd_dkdv", "bwd_dq"}, []string{"bwd_pre", "bwd_dkdv", "bwd_dq"}
 	if single {
 		want = []string{"bwd_pre", "bwd_dkdvq", "bwd_dqconv"}
+	}
+	large := strings.Contains(def[1].Symbol, "_large") // the ordered twin exists for large rows only
+	if large {
+		wantDet = []string{"bwd_pre", "bwd_dkdvqdet", "bwd_dqconv"}
+	}
+	if got := passes(det); !slices.Equal(got, wantDet) || det[1].Causal != true || large && det[2] != def[2] {
+		t.Fatalf("deterministic backward runs %+v, want %v (and the default's convert kernel)", det, wantDet)
 	}
 	if got := passes(def); !slices.Equal(got, want) || !def[1].Causal {
 		t.Fatalf("default backward on the sm_%d path runs %+v, want %v", def[0].Path, def, want)
@@ -522,9 +527,12 @@ func TestGPUBackwardPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := 4 * int64(d.LSELen()) // Di
-		if k := r.Kernels[1]; k.Pass == "bwd_dkdvq" {
-			rows := (d.Nq + k.Br - 1) / k.Br * k.Br // the accumulator holds whole query blocks
-			want += 4 * int64(d.B*d.Hq*rows*d.D)
+		if k := r.Kernels[1]; k.Pass == "bwd_dkdvq" || k.Pass == "bwd_dkdvqdet" {
+			blocks := (d.Nq + k.Br - 1) / k.Br // the accumulator holds whole query blocks
+			want += 4 * int64(d.B*d.Hq*blocks*k.Br*d.D)
+			if k.Pass == "bwd_dkdvqdet" { // and an int32 counter per query block
+				want += 4 * int64(d.B*d.Hq*blocks)
+			}
 		}
 		if r.ExtraBytes != want || !slices.Equal(r.Kernels, map[bool][]flashattn.KernelInfo{false: def, true: det}[o.Deterministic]) {
 			t.Errorf("BenchBackward(%+v): extra bytes %d (want %d), kernels %v", *o, r.ExtraBytes, want, passes(r.Kernels))

@@ -69,11 +69,14 @@ type Options struct {
 	// kernel (D 128; Device.BackwardKernels lists what runs): by default
 	// that runs FA2's single pass, which adds dQ with float32 atomics in no
 	// fixed order, so dQ may differ in its last bits from call to call;
-	// Deterministic runs the three-kernel backward instead (dK/dV and dQ
-	// kernels that each own their outputs: 7 products instead of 5, no
-	// atomics). Every other backward (CPU, Turing, other head dims) and
-	// every forward is deterministic whatever its value. What it costs is
-	// measured in kernels/dev/RESULTS.md.
+	// Deterministic runs, where the device runs the single pass's large
+	// tile (A100, H100/H200), the same single pass with the dQ additions in
+	// a fixed order (key block after key block, each waiting for the one
+	// before it; its dQ accumulator carries one int32 counter per query
+	// block), elsewhere the three-kernel backward. Every other backward
+	// (CPU, Turing, other head dims: kernels that each own their outputs,
+	// no atomics) and every forward is deterministic whatever its value. What it costs is measured in
+	// kernels/dev/RESULTS.md.
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend

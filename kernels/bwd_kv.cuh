@@ -16,11 +16,13 @@
 // registers per thread per 16 rows for each of dK and dV), and every fragment
 // read from shared memory feeds several mmas. The single pass computes S and
 // dP once (5 products, not 7); the order of the atomic adds is not fixed, so
-// its dQ is not bit-reproducible. Without kDQ the kernel is dK/dV alone, for a
+// its dQ is not bit-reproducible, unless kDet fixes it (see bwd_kv_kernel: the
+// deterministic backward). Without kDQ the kernel is dK/dV alone, for a
 // deterministic path beside bwd.cuh's dQ kernel; it measured no faster than
 // bwd.cuh's dK/dV kernel (kernels/dev/RESULTS.md), so only kDQ ships.
 //
-// dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index)
+// dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index;
+// kDet: then (B, Hq, Tr) int32 counters, dq_count_base)
 // is zero before the kernel (the caller zeroes it once), scaled and rounded to
 // dQ by bwd_dq_convert_kernel after it, which leaves it zero again; rows that
 // see no key get dQ = 0.
@@ -96,8 +98,46 @@ __device__ __forceinline__ int64_t dq_accum_index(int b, int h, int hq, int nq, 
   return ((static_cast<int64_t>(b) * hq + h) * tr * T::kBr + m0) * T::kD;
 }
 
-template <class T, bool kCausal, bool kDQ, class E = __half>
+// The deterministic single pass's counters: one int per (b, h, query block),
+// after the accumulator's floats (in the same buffer, so zeroed and counted
+// with it): how many key blocks have added their dQ tile so far.
+template <class T>
+__device__ __forceinline__ int* dq_count_base(const BwdParams& p) {
+  return reinterpret_cast<int*>(p.dq_accum + dq_accum_index<T>(p.b, 0, p.hq, p.nq, 0));
+}
+__device__ __forceinline__ int ld_acquire(const int* a) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int* a, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(a), "r"(v) : "memory");
+}
+
+// kDet (with kDQ): the dQ additions in a fixed order, so dQ is bit-reproducible.
+// Key block n adds its tile of query block i only after key blocks 0..n-1 did:
+// a warp waits until i's counter reads n, and after the next barrier (all
+// warps' adds issued) thread 0 publishes n+1 (release; the last contributor
+// writes 0, leaving the counters zero for the next call). Every block before n
+// contributes to i too (query_begin grows with n), and waits only on a CTA
+// earlier in the grid's linear order, which was dispatched before it: no
+// deadlock. kDet 1: the default kernel's grid (key blocks fastest: the CTAs
+// resident at once share a head's Q and dO in L2, but key block n starts its
+// first adds n steps late); kDet 2: (B*Hkv, Tc), heads fastest, so the
+// resident CTAs belong to several heads and wait on few predecessors. H200
+// (RESULTS.md): 1 is faster without a mask, 2 with causal (whose key blocks
+// start at different query blocks, so the chain of waits is longer).
+template <class T, bool kCausal, bool kDQ, class E = __half, int kDet = 0>
 __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
+  static_assert(kDet == 0 || kDQ, "the order concerns the dQ additions");
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
+  // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LookupFit),
+  // and its ordered twin spills there (nvcc 11.8): no code for it.
+  if constexpr (kDet != 0 && T::kLarge) {
+    __trap();
+    return;
+  }
+#endif
   constexpr int A = T::kArch, D = T::kD, Bc = T::kBc, Br = T::kBr, NT = T::kThreads;
   static_assert(A == 80, "cp.async streams: sm_80 path only");
   static_assert(Br <= NT, "one thread per streamed row loads L and Di");
@@ -107,9 +147,12 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
+  // (key block, b*Hkv + hk); unsigned as blockIdx, so kDet 0's code is what it was.
+  const unsigned gx = kDet == 2 ? blockIdx.y : blockIdx.x, gy = kDet == 2 ? blockIdx.x : blockIdx.y;
+  const int b = gy / p.hkv, hk = gy % p.hkv;
   const int groups = p.hq / p.hkv;
-  const int n0 = blockIdx.x * Bc;
+  const int kb = gx;
+  const int n0 = gx * Bc;
   const int rows_k = min(Bc, p.nk - n0);
   // The warp's tiles in the three grids (row = key, or query for dQ; col = query or head-dim column).
   const int s_row = (warp % T::kSK) * T::kSRows, s_col = (warp / T::kSK) * T::kSCols;
@@ -160,6 +203,13 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     di = 0.f;
     if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
   };
+  // kDet: query block i's counter, and the value key block kb leaves in it.
+  auto counter = [&](int s) { return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + i0 + s % per_head; };
+  auto release = [&](int s) {
+    const int i = i0 + s % per_head;
+    const bool last = (kb + 1) * Bc >= p.nk || query_begin<Br, kCausal>((kb + 1) * Bc, p.nq, p.nk) > i;
+    st_release(counter(s), last ? 0 : kb + 1);
+  };
   auto put_stats = [&](int buf, float l, float di) {
     if (tid < Br) {
       sStat[buf * 2 * Br + tid] = l;
@@ -202,6 +252,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     const bool more = s + 1 < steps;
     cp_async_wait<0>();
     __syncthreads();  // step s's tiles landed; every warp is done with step s-1 (buffer buf^1, P^T, dS^T)
+    if constexpr (kDet != 0)
+      if (s > 0 && tid == 0) release(s - 1);  // every warp's step s-1 adds were issued before the barrier
     float l_next = INFINITY, di_next = 0.f;
     if (more) {  // the next block's copies overlap this whole step
       issue(s + 1, buf ^ 1);
@@ -286,6 +338,12 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       // floats, 4 whole 32-byte sectors, where the C layout (row g, columns 2t)
       // would touch 8 half-used ones.
       float* acc = p.dq_accum + dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0) + warp * T::kQRows * T::kQCols + lane;
+      if constexpr (kDet != 0) {  // as late as possible: the wait overlaps the mmas above
+        if (lane == 0)
+          while (ld_acquire(counter(s)) != kb) {
+          }
+        __syncwarp();
+      }
 #pragma unroll
       for (int i = 0; i < T::kQMT; ++i)
 #pragma unroll
@@ -298,6 +356,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
   // Epilogue: fp16 dK (times the softmax scale) over K, dV over the stream area.
   __syncthreads();  // every warp is done reading K and the streams
+  if constexpr (kDet != 0)
+    if (tid == 0) release(steps - 1);
   __half* sdV = sStream;
 #pragma unroll
   for (int i = 0; i < T::kVMT; ++i)

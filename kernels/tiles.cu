@@ -71,7 +71,7 @@ void bwd_row() {
 
 // The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc
 // key rows per CTA; stages 2, a step is one chunk, regs = K and V fragments in
-// registers) and the dQ convert kernel (pre's grid and block); a large row's
+// registers), its ordered twin (dkdvqdet, the same tile) and the dQ convert kernel (pre's grid and block); a large row's
 // symbols end in _large (both marked Large in the Go table); fp16, then the
 // bf16 twins (sm_80 only; _bf16 after the size suffix), the same tile.
 template <int A, int D, bool L>
@@ -81,14 +81,15 @@ void kvq_row() {
   char sym[64];
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
     const char* e = bf16 ? "_bf16" : "";
-    for (int causal = 0; causal < 2; ++causal) {
-      std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq_sm%d_d%d%s%s%s", A, D, sfx, e, causal ? "_causal" : "");
-      if (is("go"))
-        go_row("BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
-      else if (is("bwd"))
-        std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
-                    T::kKVRegs ? "yes" : "no", T::kSmemBytes);
-    }
+    for (int det = 0; det < (L ? 2 : 1); ++det)  // det: the ordered twin (fa2_bwd_dkdvqdet_*, Options.Deterministic; large rows)
+      for (int causal = 0; causal < 2; ++causal) {
+        std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s%s", det ? "det" : "", A, D, sfx, e, causal ? "_causal" : "");
+        if (is("go"))
+          go_row(det ? "BwdDKDVQDet" : "BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
+        else if (is("bwd"))
+          std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
+                      T::kKVRegs ? "yes" : "no", T::kSmemBytes);
+      }
     std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d%s%s", A, D, sfx, e);
     if (is("go"))
       go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16, L);

@@ -242,9 +242,11 @@ struct BwdKVQTile {
 // FA2_BWD_KVQ_TILES(X): THE list of the single pass's kernels, one
 // X(arch, d, size, Bc, Br, warps, SK, VK, QM, kvregs, minblocks) per (head dim,
 // size); each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK, dV and dQ by
-// atomics: the default backward; Options.Deterministic runs FA2_BWD_TILES'
-// three kernels) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
-// the tile's). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
+// atomics: the default backward), for a large row its ordered twin
+// fa2_bwd_dkdvqdet_sm80_d{D}_large[_causal] (the same tile, kDet: the dQ additions
+// in a fixed order, Options.Deterministic; the base row's measured slower than
+// the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
+// the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
 // (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room). Per head dim
 // the list holds at most one row of each, the large one first, and a device
 // runs the first row whose shared memory fits its opt-in limit per block

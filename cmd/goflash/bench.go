@@ -118,7 +118,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&o.shapes.headDims, "headdims", "head dims D, comma-separated (default 64,128 on a GPU; 64 on the CPU)")
 	fs.Var(&o.shapes.causal, "causal", "causal mask: true, false or both (default both)")
 	fs.StringVar(&o.direction, "direction", "fwd", "what to time: fwd, bwd or both")
-	fs.BoolVar(&o.deterministic, "deterministic", false, "time the deterministic backward (no atomics; Options.Deterministic) as the GPU line; without it, bwd and both add it as "+implGPUDet)
+	fs.BoolVar(&o.deterministic, "deterministic", false, "time the deterministic backward (bit-reproducible; Options.Deterministic) as the GPU line; without it, bwd and both add it as "+implGPUDet)
 	fs.IntVar(&o.reps, "reps", 0, "timed calls per shape, median reported (0: 20 on a GPU, 3 on the CPU)")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed calls before timing (-1: 5 on a GPU, 1 on the CPU)")
 	fs.StringVar(&o.backend, "backend", "auto", "auto, gpu, cpu (flash and naive), cpu-flash or cpu-naive")

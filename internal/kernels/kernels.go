@@ -47,7 +47,15 @@
 //     zero again.
 //
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
-// call to call (dK and dV do not). A head dim may have two single-pass rows:
+// call to call (dK and dV do not). BwdDKDVQDet (Large rows only: the same
+// tile, symbols fa2_bwd_dkdvqdet_*) fixes the order, so the single pass is
+// bit-reproducible: grid (ceil(Nk/Bc), B*Hkv) as BwdDKDVQ, or for causal
+// variants (B*Hkv, ceil(Nk/Bc)), heads fastest (HeadsFastest), and DQAccum
+// holds DQAccumLen(v, ...) elements, the accumulator followed by one int32
+// counter per (b, h, query block), all zero before the call (the kernel
+// leaves the counters zero, the convert kernel the accumulator). Its CTAs
+// wait for those earlier in the grid's linear order, so they rely on CTAs
+// being dispatched in that order. A head dim may have two single-pass rows:
 // a Large one (symbols ..._large, more than 99 KiB of shared memory) for
 // devices whose opt-in limit fits it, and a <= 99 KiB one (LookupFit); the
 // BwdDQConv kernel of the row that runs must be the one launched (the
@@ -114,13 +122,24 @@ type BwdParams struct {
 	B, Nq, Nk, Hq, Hkv, D int32
 	ScaleLog2             float32
 	Scale                 float32
-	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ, BwdDQConv); 0 otherwise
+	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ[Det], BwdDQConv); 0 otherwise
 }
 
-// DQAccumLen is the float32 length of the dQ accumulator of BwdDKDVQ variant
-// v: (B, Hq, ceil(Nq/Br)*Br, D), each Br-row query block stored whole.
+// HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
+// causal BwdDKDVQDet kernels (kDet 2 in kernels/fa2.cu: H200-measured
+// faster there, the non-causal ones slower; kernels/dev/RESULTS.md).
+func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet && v.Causal }
+
+// DQAccumLen is the 4-byte length of the dQ accumulator of BwdDKDVQ variant
+// v: (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row query block stored
+// whole; for BwdDKDVQDet followed by its (B, Hq, ceil(Nq/Br)) int32 counters.
 func DQAccumLen(v Variant, b, nq, hq int) int {
-	return b * hq * ((nq + v.Br - 1) / v.Br * v.Br) * v.HeadDim
+	blocks := b * hq * ((nq + v.Br - 1) / v.Br)
+	n := blocks * v.Br * v.HeadDim
+	if v.Pass == BwdDKDVQDet {
+		n += blocks
+	}
+	return n
 }
 
 // DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
@@ -155,6 +174,7 @@ const (
 	Decode                    // KV-cache decode: O and LSE, or each split's partial ones
 	DecodeCombine             // the splits' partial O and LSE merged by LSE
 	FwdMod                    // Fwd with a sliding window, softcap and ALiBi (FwdParams' last fields)
+	BwdDKDVQDet               // BwdDKDVQ with the dQ additions in a fixed order (bit-reproducible)
 )
 
 func (p Pass) String() string {
@@ -177,6 +197,8 @@ func (p Pass) String() string {
 		return "decode_combine"
 	case FwdMod:
 		return "fwd_mod"
+	case BwdDKDVQDet:
+		return "bwd_dkdvqdet"
 	}
 	return "pass?"
 }

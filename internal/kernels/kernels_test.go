@@ -131,11 +131,14 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		want := 2 * len(rows)
-		if k.bf16 {
-			want += 2 * strings.Count(macro(t, src, k.list), "X(80,")
+		for _, r := range rows {
+			if k.bf16 && r[1] == "80" {
+				want += 2
+			}
 		}
 		if len(rows) == 0 || want != count[k.pass] {
 			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want %d)", len(rows), k.pass, count[k.pass], want)
@@ -205,6 +208,15 @@ func TestTableMatchesTraits(t *testing.T) {
 	}
 	if count[FwdMod] != count[Fwd]/2 {
 		t.Errorf("forward: %d plain, %d modified variants; want one modified per causal pair", count[Fwd], count[FwdMod])
+	}
+	large := 0
+	for _, v := range variants {
+		if v.Pass == BwdDKDVQ && v.Large {
+			large++
+		}
+	}
+	if count[BwdDKDVQDet] != large {
+		t.Errorf("single pass: %d large dkdvq, %d dkdvqdet variants; want an ordered twin of each large one", large, count[BwdDKDVQDet])
 	}
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
@@ -341,7 +353,9 @@ func TestResources(t *testing.T) {
 
 // A Large row (more than BaseSmemBytes) has a <= BaseSmemBytes sibling of
 // the same pass, head dim, mask and dtype (its symbol without _large), and
-// LookupFit picks it exactly where every Large kernel of its set fits.
+// LookupFit picks it exactly where every Large kernel of its set fits. The
+// ordered twins (BwdDKDVQDet) are Large only: where they do not fit, there
+// is none (the three kernels run).
 func TestLargeRows(t *testing.T) {
 	for _, v := range variants {
 		if !v.Large {
@@ -354,8 +368,10 @@ func TestLargeRows(t *testing.T) {
 				sib = w
 			}
 		}
-		if !strings.Contains(v.Symbol, "_large") || sib.Symbol == "" || sib.Large || sib.Pass != v.Pass || sib.HeadDim != v.HeadDim ||
-			sib.Causal != v.Causal || sib.BF16 != v.BF16 || sib.SmemBytes > BaseSmemBytes {
+		if noSib := v.Pass == BwdDKDVQDet; noSib != (sib.Symbol == "") {
+			t.Errorf("%s: sibling %+v; want one exactly for passes other than BwdDKDVQDet", v.Symbol, sib)
+		} else if !strings.Contains(v.Symbol, "_large") || !noSib && (sib.Large || sib.Pass != v.Pass || sib.HeadDim != v.HeadDim ||
+			sib.Causal != v.Causal || sib.BF16 != v.BF16 || sib.SmemBytes > BaseSmemBytes) {
 			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel", v.Symbol, sib, BaseSmemBytes)
 		}
 		if v.Pass != BwdDQConv && v.SmemBytes <= BaseSmemBytes {
@@ -376,7 +392,7 @@ func TestLargeRows(t *testing.T) {
 			if need <= c.optin {
 				want = v
 			}
-			if !ok || got.Symbol != want.Symbol {
+			if ok != (want.Symbol != "") || got.Symbol != want.Symbol {
 				t.Errorf("LookupFit(%v, D%d, causal %v) with %d bytes (%s) = %s; want %s", v.Pass, v.HeadDim, v.Causal, c.optin, c.name, got.Symbol, want.Symbol)
 			}
 		}
@@ -442,10 +458,10 @@ func TestLookup(t *testing.T) {
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
 		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
-		if v.Pass == BwdDKDV || v.Pass == BwdDKDVQ {
+		if v.Pass == BwdDKDV || v.Pass == BwdDKDVQ || v.Pass == BwdDKDVQDet {
 			owned, streamed = v.Bc, v.Br
 		}
-		if v.Pass == BwdDKDVQ { // a 2-D warp grid: owned rows split over some of the warps only
+		if v.Pass == BwdDKDVQ || v.Pass == BwdDKDVQDet { // a 2-D warp grid: owned rows split over some of the warps only
 			split = 16
 		}
 		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre || v.Pass == BwdDQConv) {
@@ -480,6 +496,19 @@ func TestLookup(t *testing.T) {
 		}
 		if got := DQAccumLen(v, 2, 65, 3); got != 2*3*rows*128 {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", v.Symbol, got, 2*3*rows*128)
+		}
+		// The ordered twin (large rows only): its tile's accumulator, then one counter per query block.
+		if w, ok := LookupPass(BwdDKDVQDet, 90, 128, true); ok {
+			t.Errorf("LookupPass(BwdDKDVQDet, 90, 128) = %+v: the base row has no ordered twin", w)
+		}
+		l, _ := LookupFit(BwdDKDVQ, false, 90, 128, true, 227<<10)
+		w, ok := LookupFit(BwdDKDVQDet, false, 90, 128, true, 227<<10)
+		wn, okn := LookupFit(BwdDKDVQDet, false, 90, 128, false, 227<<10)
+		lrows := (65 + l.Br - 1) / l.Br * l.Br
+		if !ok || !okn || !w.Large || w.Br != l.Br || w.Bc != l.Bc || w.SmemBytes != l.SmemBytes || !HeadsFastest(w) || HeadsFastest(wn) || HeadsFastest(l) {
+			t.Errorf("LookupFit(BwdDKDVQDet, 90, 128, 227 KiB) = %+v (%v), non-causal %+v (%v); want the tile of %s, heads fastest when causal", w, ok, wn, okn, l.Symbol)
+		} else if got, want := DQAccumLen(w, 2, 65, 3), 2*3*lrows*128+2*3*lrows/l.Br; got != want {
+			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", w.Symbol, got, want)
 		}
 	}
 	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {

@@ -1,9 +1,10 @@
 // bwd_check.cu: dev harness for the FA2 backward kernels (llm.c dev/cuda style):
 // a float64 CPU reference check of every shipped backward variant (pre + dK/dV
-// + dQ, and the single pass: pre + dK/dV/dQ with atomics + dQ convert, "kvq")
-// on small odd shapes (N 1/17/97/..., Nq != Nk both ways, GQA and MQA, causal
-// rows that see no key), bit-reproducibility (dK and dV only for the single
-// pass), and NaN-poisoned outputs (and dQ accumulator) with guard words. Speed
+// + dQ, and the single pass: pre + dK/dV/dQ with atomics + dQ convert, "kvq",
+// and its ordered twin, "_det<kDet>": the dQ additions in a fixed order, both grid
+// orders as dev instances; fa2.cu ships det1 non-causal, det2 causal on large rows) on small odd shapes (N
+// 1/17/97/..., Nq != Nk both ways, GQA and MQA, causal rows that see no key),
+// bit-reproducibility (dK and dV only for the unordered single pass), and NaN-poisoned outputs (and dQ accumulator) with guard words. Speed
 // is measured side by side with PyTorch in sidebyside.py --bwd; BWD_BENCH
 // compares tiles. Dev-only tiles of the single pass: a wrapper .cu that defines
 // BWD_DEV_TILES(X) (see below) and includes this file.
@@ -73,6 +74,7 @@ struct Bwd {
   std::string src;
   int arch, d;
   bool causal, fused = false;
+  int det = 0;  // the fused kernel's kDet: 0 atomics in any order, 1 ordered (grid (Tc, B*Hkv)), 2 ordered (grid (B*Hkv, Tc))
   int kv_bc, dq_br, acc_br = 0;  // acc_br: the fused tile's Br (dq_accum rows are padded to it)
   Fn pre, kv, dq;
   std::string tag;  // the shipped single pass's size (base, large), a dev tile's name, or "" (three kernels)
@@ -80,8 +82,10 @@ struct Bwd {
     return std::string(fused ? "kvq" : "") + "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "") +
            (tag.empty() ? "" : "_" + tag);
   }
+  // The accumulator, and after it (det) one int counter per (b, h, query block).
   size_t acc_bytes(const BwdParams& p) const {
-    return (size_t)p.b * p.hq * ((p.nq + acc_br - 1) / acc_br) * acc_br * p.d * 4;
+    const size_t blocks = (size_t)p.b * p.hq * ((p.nq + acc_br - 1) / acc_br);
+    return blocks * acc_br * p.d * 4 + (det ? blocks * 4 : 0);
   }
   // ev (optional): 4 events recorded around the three launches (per-kernel times).
   void run(const BwdParams& p, cudaEvent_t* ev = nullptr) const {
@@ -89,7 +93,8 @@ struct Bwd {
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
     if (ev) CK(cudaEventRecord(ev[1]));
     if (fused) CK(cudaMemsetAsync(p.dq_accum, 0, acc_bytes(p)));
-    kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
+    if (det == 2) kv.launch(p.b * p.hkv, (p.nk + kv_bc - 1) / kv_bc, p);
+    else kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
     if (ev) CK(cudaEventRecord(ev[2]));
     dq.launch((p.nq + dq_br - 1) / dq_br, p.b * p.hq, p);
     if (ev) CK(cudaEventRecord(ev[3]));
@@ -113,15 +118,18 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
 
 // The single pass with tile T (bwd_kv.cuh): kv computes dK, dV and (Q) dQ;
 // without Q, dQ comes from the three-kernel path's dQ kernel (deterministic).
+// det: the kernel's kDet (a dev instance of the template fa2_bwd_dkdvqdet_* ships).
 template <class T, bool C, bool Q>
-Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag) {
+Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag, int det = 0) {
   constexpr int A = T::kArch, D = T::kD;
   Bwd b = make_bwd<A, D, C>(pre, nullptr, dq);
   b.fused = Q;
   b.acc_br = T::kBr;
-  b.tag = Q ? tag : tag + "_det";
+  b.det = det;
+  b.tag = Q ? tag + (det ? "_det" + std::to_string(det) : "") : tag + "_3k";
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
-  b.kv = Fn{(Q ? "fa2_bwd_dkdvq" : "dev_dkdv") + sfx + (C ? "_causal" : ""), kv, nullptr, T::kWarps, T::kSmemBytes};
+  b.kv = Fn{(Q ? (det ? "dev_dkdvqdet" : "fa2_bwd_dkdvq") : "dev_dkdv") + sfx + (C ? "_causal" : ""), kv,
+            nullptr, T::kWarps, T::kSmemBytes};
   if (Q) {
     b.dq_br = fa2::kPreRows;
     b.dq = Fn{"fa2_bwd_dqconv" + sfx, dq, nullptr, fa2::kPreThreads / 32, 0};
@@ -135,9 +143,9 @@ Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string&
 #ifndef BWD_DEV_TILES
 #define BWD_DEV_TILES(X)
 #endif
-template <class T, bool C, bool Q>
+template <class T, bool C, bool Q, int Det = 0>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) dev_kv(const BwdParams p) {
-  fa2::bwd_kv_kernel<T, C, Q>(p);
+  fa2::bwd_kv_kernel<T, C, Q, __half, Det>(p);
 }
 template <class T>
 __global__ void __launch_bounds__(fa2::kPreThreads) dev_conv(const BwdParams p) {
@@ -160,7 +168,18 @@ static std::vector<Bwd> shipped_tpl() {
       (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
   v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
       (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), _causal), \
-      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));
+      (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
+  /* the ordered twin in both grid orders (fa2.cu ships det1 non-causal, det2 causal, large rows) */                       \
+  for (int det = 1; det <= 2; ++det) {                                                                                     \
+    using T = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type;                                                              \
+    const void* conv = (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE);                             \
+    v.push_back(make_kvq<T, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                            \
+                                         det == 1 ? (const void*)dev_kv<T, false, true, 1> : (const void*)dev_kv<T, false, true, 2>, \
+                                         conv, #SIZE, det));                                                               \
+    v.push_back(make_kvq<T, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                             \
+                                        det == 1 ? (const void*)dev_kv<T, true, true, 1> : (const void*)dev_kv<T, true, true, 2>, \
+                                        conv, #SIZE, det));                                                                \
+  }
   FA2_BWD_KVQ_TILES(ADDQ)
 #undef ADDQ
 #define ADDDEV(NAME, A, D, ...)                                                                                    \
@@ -343,7 +362,8 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
   float *lse, *di, *acc;
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2));
-  const size_t nacc = (size_t)sh.b * sh.hq * ((sh.nq + 127) / 128 * 128) * d;  // rows padded to any Br <= 128
+  // Rows padded to any Br <= 128, and the deterministic path's counters (at most one per row).
+  const size_t nacc = (size_t)sh.b * sh.hq * ((sh.nq + 127) / 128 * 128) * (d + 1);
   CK(cudaMalloc(&acc, nacc * 4));
   CK(cudaMemset(acc, 0xff, nacc * 4));  // NaN: the fused path must zero it
   CK(cudaMalloc(&o, nq * 2)); CK(cudaMalloc(&dout, nq * 2));
@@ -464,7 +484,7 @@ static int bench(const std::vector<Bwd>& all) {
         __half *q, *k, *v, *o, *dout, *dq, *dk, *dv;
         float *lse, *di, *acc;
         for (__half** x : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) CK(cudaMalloc(x, nel * 2));
-        CK(cudaMalloc(&acc, nel * 4));
+        CK(cudaMalloc(&acc, (nel + nl) * 4));  // and the deterministic path's counters (at most one per row)
         for (__half* x : {q, k, v, dout}) CK(cudaMemcpy(x, hx.data(), nel * 2, cudaMemcpyHostToDevice));
         CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));
         BwdParams p{};
@@ -570,8 +590,8 @@ int main(int argc, char** argv) {
       }
       if (zero_bad) { ok = false; msg += " NONZERO-dQ-OF-UNSEEING-ROWS"; }
       const Out r2 = run_gpu(bw, P);  // bit-reproducible
-      // The single pass adds dQ with atomics in no fixed order: only dK and dV must repeat.
-      if ((!bw.fused && std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2)) ||
+      // The single pass adds dQ with atomics in no fixed order (unless det): only dK and dV must repeat.
+      if (((!bw.fused || bw.det) && std::memcmp(r.dq.data(), r2.dq.data(), P.dq.size() * 2)) ||
           std::memcmp(r.dk.data(), r2.dk.data(), P.dk.size() * 2) ||
           std::memcmp(r.dv.data(), r2.dv.data(), P.dv.size() * 2)) {
         ok = false;

@@ -8,9 +8,11 @@ timing, each shape's output is checked against SDPA's math backend in float32.
 --bwd: the backward pass (SDPA: the backward kernels autograd runs for each
 backend; ours: the default path, FA2's single pass pre + dK/dV/dQ + dQ convert
 where the fatbin has one for the head dim, else pre + dK/dV + dQ; "det": the
-deterministic path, always pre + dK/dV + dQ), our O and LSE from our forward
+deterministic path, the single pass's ordered twin fa2_bwd_dkdvqdet_* where
+the fatbin has one, else pre + dK/dV + dQ), our O and LSE from our forward
 kernel; each shape's gradients of both paths (batch 0, heads 0-3) are checked
-against SDPA's float32 math backend, next to flash's error on the same slice.
+against SDPA's float32 math backend, next to flash's error on the same slice,
+and the det path is run twice and must repeat bit for bit.
 
 Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
 FLOPs = 4*B*H*N*N*D (times 2.5 for the backward, the paper's convention),
@@ -119,8 +121,8 @@ class Module:
         return call
 
     def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal, deterministic=False):
-        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call: pre, dkdvq, dqconv (the single
-        pass, unless deterministic or the fatbin has none for D) or pre, dkdv, dq."""
+        """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call: pre, dkdvq (deterministic:
+        dkdvqdet), dqconv (the single pass, where the fatbin has one for D) or pre, dkdv, dq."""
         b, n, h, d = q.shape
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
@@ -128,13 +130,15 @@ class Module:
         qsfx = sfx  # the single pass's: its _large set where every one of its kernels fits
         if all(self.tiles.get("fa2_bwd_dkdvq" + sfx + "_large" + c, (0, 0, 0, 1 << 30))[3] <= self.smem_optin for c in ("", "_causal")):
             qsfx = sfx + "_large"
-        single = not deterministic and "fa2_bwd_dkdvq" + qsfx + cs in self.tiles
+        fused = ("fa2_bwd_dkdvqdet" if deterministic else "fa2_bwd_dkdvq") + qsfx + cs
+        single = fused in self.tiles
         pre = self.fn("fa2_bwd_pre" + sfx)
-        kv = self.fn("fa2_bwd_dkdvq" + qsfx + cs if single else "fa2_bwd_dkdv" + sfx + cs)
+        kv = self.fn(fused if single else "fa2_bwd_dkdv" + sfx + cs)
         dqk = self.fn("fa2_bwd_dqconv" + qsfx if single else "fa2_bwd_dq" + sfx + cs)
         acc = None
         if single:  # fp32 (B, H, ceil(N/Br)*Br, D), zero before the call; the convert kernel re-zeroes it
-            acc = torch.zeros(b * h * ((n + kv[1] - 1) // kv[1] * kv[1]) * d, device="cuda", dtype=torch.float32)
+            blocks = b * h * ((n + kv[1] - 1) // kv[1])  # det: then one int32 counter per query block, left zero
+            acc = torch.zeros(blocks * kv[1] * d + (blocks if deterministic else 0), device="cuda", dtype=torch.float32)
         strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
                    *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
         p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
@@ -145,7 +149,8 @@ class Module:
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         launches = [
             (pre[0], (n + pre[1] - 1) // pre[1], b * h, pre[3], pre[4]),
-            (kv[0], (nk + kv[2] - 1) // kv[2], b * hkv, kv[3], kv[4]),
+            (kv[0], (nk + kv[2] - 1) // kv[2], b * hkv, kv[3], kv[4]) if not (single and deterministic and causal) else
+            (kv[0], b * hkv, (nk + kv[2] - 1) // kv[2], kv[3], kv[4]),  # the causal ordered twin: heads fastest
             (dqk[0], (n + dqk[1] - 1) // dqk[1], b * h, dqk[3], dqk[4]),
         ]
 
@@ -211,7 +216,7 @@ def forward(m, arch, ns):
 
 def backward(m, arch, ns, ds):
     print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} {'det':>7} bwd TFLOP/s | "
-          "ours/flash det/flash ours/eff | path | max|err| vs fp32 math, ours (flash), det: dQ dK dV")
+          "ours/flash det/flash ours/eff | path (ours/det) | max|err| vs fp32 math, ours (flash), det: dQ dK dV")
     fails = 0
     for d in ds:
         for causal in (False, True):
@@ -230,6 +235,10 @@ def backward(m, arch, ns, ds):
                     calls[path] = m.backward(arch, q, k, v, o, do, lse, di, *g, causal, deterministic=path == "det")
                     calls[path]()
                     grads[path] = g
+                first = tuple(x.clone() for x in grads["det"])
+                calls["det"]()
+                repeat = all(torch.equal(a, b2) for a, b2 in zip(first, grads["det"]))
+                del first
                 torch.cuda.synchronize()
                 # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
                 qt, kt, vt, dot = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
@@ -255,7 +264,7 @@ def backward(m, arch, ns, ds):
                         nan = torch.isnan(mine).any().item()
                         errs[path].append((e, ef, nan))
                 del q32, k32, v32, ref, rq, rk, rv, fq, fk, fv
-                bad = any(nan or not e <= 2 * ef + 1e-3 for es in errs.values() for e, ef, nan in es)
+                bad = any(nan or not e <= 2 * ef + 1e-3 for es in errs.values() for e, ef, nan in es) or not repeat
                 fails += bad
                 ts = {"flash": [], "efficient": [], "ours": [], "det": []}
                 for _ in range(4):
@@ -268,10 +277,10 @@ def backward(m, arch, ns, ds):
                 tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
                 es = " ".join(f"{e:.1e}({ef:.1e})" + ("NaN" if nan else "") for e, ef, nan in errs["ours"])
                 es += ", det " + " ".join(f"{e:.1e}" + ("NaN" if nan else "") for e, ef, nan in errs["det"])
-                path = ("large" if calls["ours"].large else "single") if calls["ours"].single else "three"
+                path = "/".join(("large" if c.large else "single") if c.single else "three" for c in (calls["ours"], calls["det"]))
                 print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f} {tf['det']:7.1f}"
                       f"             | {tf['ours'] / tf['flash']:10.2f} {tf['det'] / tf['flash']:9.2f} {tf['ours'] / tf['efficient']:8.2f}"
-                      f" | {path:>6} | {es}" + ("  FAIL" if bad else ""), flush=True)
+                      f" | {path:>12} | {es}" + ("" if repeat else "  DET-NOT-REPEATED") + ("  FAIL" if bad else ""), flush=True)
                 del q, k, v, do, o, lse, di, grads, qt, kt, vt, dot, outs, calls
                 torch.cuda.empty_cache()
     print("all shapes within 2x flash's error" if not fails else f"{fails} shapes FAILED")
