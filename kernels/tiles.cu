@@ -148,6 +148,11 @@ int main(int argc, char** argv) {
   FA2_BWD_KVQ_TILES(KVQ_ROW)
 #define DECODE_ROW(A, D, ...) decode_row<A, D>();
   FA2_DECODE_TILES(DECODE_ROW)
+  if (is("under8")) {
+#define UNDER8_ROW(SYM, WHY) std::printf("| %s | %s |\n", SYM, WHY);
+    FA2_SM75_UNDER8(UNDER8_ROW)
+    return 0;
+  }
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)

@@ -159,7 +159,7 @@ struct BwdTile {
 // Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
 // registers where D <= 64. 8 resident warps per SM (two per scheduler, see
-// resources.md) at every D but 128 (why: its row).
+// resources.md) at every D but 128 (why: FA2_SM75_UNDER8).
 //
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
@@ -177,9 +177,7 @@ struct BwdTile {
                                                                               32 query rows | 60 KiB */             \
   X(75, 128, (64, 32, 4, 1, 16, false, 1), (64, 64, 4, 1, 32, false, 1))   /* 48.25 KiB: 128 key rows of K,V alone  \
        would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128.            \
-       Both: 4 resident warps, 1 CTA/SM, bound by smem (242-255 and 188-190 registers would allow 8). Each warp \
-       owns 16 rows, whose two fp16 tiles (also the results' staging) are 8 KiB at D128: 8 resident warps     \
-       would fill all 64 KiB before any streamed row. 8 warps need warps sharing rows (a 2-D warp grid). */    \
+       Both: 4 resident warps, 1 CTA/SM (FA2_SM75_UNDER8 says why). */                                         \
   X(80, 32, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, true, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
   X(80, 64, (128, 64, 4, 2, 16, false, 1), (128, 64, 4, 2, 32, false, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
@@ -379,3 +377,20 @@ template <int Arch, int D> struct DecodeTraits;
   template <> struct DecodeTraits<A, D> { using type = DecodeTile<A, D, BC, W, S>; };
 FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 #undef FA2_DECODE_TRAITS
+
+// FA2_SM75_UNDER8(X): THE list of Turing kernels that run fewer than 8
+// resident warps per SM (two per scheduler, the floor the sm_75 tiles aim at),
+// X(symbol prefix, why); build.sh prints the reason on each such kernel's row
+// of resources.md and fails on an sm_75 kernel under 8 warps without an entry,
+// or an entry whose kernels reach 8.
+#define FA2_SM75_UNDER8(X)                                                                                    \
+  X("fa2_bwd_dkdv_sm75_d128",                                                                                 \
+    "shared memory: each warp owns 16 key rows whose K and V tiles (also the dK, dV staging) take 8 KiB at "  \
+    "D128, so 8 warps would fill 64 KiB before any streamed query row; 8 warps need warps sharing rows "      \
+    "(a 2-D warp grid, as bwd_kv.cuh on sm_80)")                                                              \
+  X("fa2_bwd_dq_sm75_d128",                                                                                   \
+    "shared memory: 64 KiB per CTA (Q, dO and K, V, as the forward D128); its 188-190 registers would allow 8 " \
+    "warps")                                                                                                  \
+  X("fa2_decode_sm75_d128",                                                                                   \
+    "shared memory: the warps' merge area (33 KiB of fp32 O rows) sets the CTA above 32 KiB, so one CTA of "  \
+    "4 warps per SM; a merge in two column passes would fit two (not yet run on a GPU)")
