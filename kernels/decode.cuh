@@ -291,51 +291,56 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     }
   }
 
-  // Each warp's O (normalised) and LSE into shared memory, then merged by LSE.
+  // Each warp's O (normalised) and LSE into shared memory, then merged by LSE,
+  // kMergePasses column ranges one after another (traits.cuh).
   float lse[1][2];
   sm.finish(o, p.scale, lse);
-  __syncthreads();  // every warp is done with the K/V buffers
-  constexpr int LD = T::kMergeLD;
+  constexpr int LD = T::kMergeLD, PC = C / T::kMergePasses;  // 8-column groups per pass
   float* sO = reinterpret_cast<float*>(smem_raw);  // [W][R][LD]
   float* sL = sO + W * R * LD;                     // [W][R]
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int row = g + 8 * hh;
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      *reinterpret_cast<float2*>(sO + (warp * R + row) * LD + 8 * n + 2 * t) = make_float2(o[0][n][2 * hh], o[0][n][2 * hh + 1]);
-    if (t == 0) sL[warp * R + row] = lse[0][hh];
-  }
-  __syncthreads();
   const int live_rows = min(R, rows - row0);
-  for (int idx = tid; idx < live_rows * C; idx += NT) {
-    const int row = idx / C, c = idx % C;
-    LseMerge mg;
 #pragma unroll
-    for (int w = 0; w < W; ++w) mg.max_of(sL[w * R + row]);
-    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int pass = 0; pass < T::kMergePasses; ++pass) {
+    __syncthreads();  // every warp is done with the K/V buffers (or the last pass)
 #pragma unroll
-    for (int w = 0; w < W; ++w) {
-      const float wt = mg.weight(sL[w * R + row]);
-      mg.add(wt);
-      const float4* src = reinterpret_cast<const float4*>(sO + (w * R + row) * LD + c * 8);
-      const float4 a = src[0], bb = src[1];
-      x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
-      x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = g + 8 * hh;
+#pragma unroll
+      for (int n = pass * PC; n < (pass + 1) * PC; ++n)
+        *reinterpret_cast<float2*>(sO + (warp * R + row) * LD + 8 * (n - pass * PC) + 2 * t) =
+            make_float2(o[0][n][2 * hh], o[0][n][2 * hh + 1]);
+      if (pass == 0 && t == 0) sL[warp * R + row] = lse[0][hh];
     }
-    const float inv = mg.inv();
+    __syncthreads();
+    for (int idx = tid; idx < live_rows * PC; idx += NT) {
+      const int row = idx / PC, c = pass * PC + idx % PC;
+      LseMerge mg;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] *= inv;
-    const PackedRow pr(p, b, hk, row0 + row);
-    if (splits == 1) {
-      store8<E>(static_cast<E*>(p.o) + pr.o_off + c * 8, x);
-      if (c == 0) p.lse[pr.lse_idx] = mg.lse();
-    } else {  // partial results: (splits, B*Hq*Nq, D) and (splits, B*Hq*Nq)
-      const int64_t part = static_cast<int64_t>(split) * p.b * p.hq * p.nq + pr.lse_idx;
-      float4* dst = reinterpret_cast<float4*>(p.o_part + part * D + c * 8);
-      dst[0] = make_float4(x[0], x[1], x[2], x[3]);
-      dst[1] = make_float4(x[4], x[5], x[6], x[7]);
-      if (c == 0) p.lse_part[part] = mg.lse();
+      for (int w = 0; w < W; ++w) mg.max_of(sL[w * R + row]);
+      float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const float wt = mg.weight(sL[w * R + row]);
+        mg.add(wt);
+        const float4* src = reinterpret_cast<const float4*>(sO + (w * R + row) * LD + (c - pass * PC) * 8);
+        const float4 a = src[0], bb = src[1];
+        x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
+        x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
+      }
+      const float inv = mg.inv();
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[e] *= inv;
+      const PackedRow pr(p, b, hk, row0 + row);
+      if (splits == 1) {
+        store8<E>(static_cast<E*>(p.o) + pr.o_off + c * 8, x);
+        if (c == 0) p.lse[pr.lse_idx] = mg.lse();
+      } else {  // partial results: (splits, B*Hq*Nq, D) and (splits, B*Hq*Nq)
+        const int64_t part = static_cast<int64_t>(split) * p.b * p.hq * p.nq + pr.lse_idx;
+        float4* dst = reinterpret_cast<float4*>(p.o_part + part * D + c * 8);
+        dst[0] = make_float4(x[0], x[1], x[2], x[3]);
+        dst[1] = make_float4(x[4], x[5], x[6], x[7]);
+        if (c == 0) p.lse_part[part] = mg.lse();
+      }
     }
   }
 }

@@ -335,9 +335,15 @@ struct DecodeTile {
   static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
   static constexpr int kKVBytes = kStages * 2 * kBc * kD * 2;
   // The warps' merge (decode.cuh): fp32 O rows of kMergeLD floats (4 of pad spread
-  // the 8 rows of one store over the banks), then one LSE per row.
-  static constexpr int kMergeLD = kD + 4;
-  static constexpr int kMergeBytes = kWarps * kRows * kMergeLD * 4 + kWarps * kRows * 4;
+  // the 8 rows of one store over the banks), then one LSE per row; in
+  // kMergePasses passes over the head-dim columns where the whole rows would
+  // need more than the K/V buffers (so the merge never sets the CTA's shared
+  // memory: on Turing two 32 KiB CTAs of 4 warps then share an SM).
+  static constexpr int kMergeBytesFor(int passes) { return kWarps * kRows * (kD / passes + 4) * 4 + kWarps * kRows * 4; }
+  static constexpr int kMergePasses = kMergeBytesFor(1) <= kKVBytes ? 1 : 2;
+  static_assert(kD % (8 * kMergePasses) == 0, "a merge pass takes whole 8-column groups");
+  static constexpr int kMergeLD = kD / kMergePasses + 4;
+  static constexpr int kMergeBytes = kMergeBytesFor(kMergePasses);
   static constexpr int kSmemBytes = kKVBytes > kMergeBytes ? kKVBytes : kMergeBytes;
   static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
@@ -362,9 +368,9 @@ struct DecodeTile {
 #define FA2_DECODE_TILES(X)                                                                   \
   X(75, 32, 128, 4, 1)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
   X(75, 64, 128, 4, 1)  /* 32 KiB; prefetch 64 registers */                                   \
-  X(75, 96, 64, 4, 1)   /* 24 KiB (merge area 25 KiB); prefetch 64 registers (D96: 12 of 16 lanes copy) */ \
-  X(75, 128, 64, 4, 1)  /* 32 KiB (merge area 33 KiB, so one CTA of 4 warps per T4 SM: a     \
-                           second needs the merge under 32 KiB; not measured on a T4); prefetch 64 registers */ \
+  X(75, 96, 64, 4, 1)   /* 24 KiB (merge in two passes); prefetch 64 registers (D96: 12 of 16 lanes copy) */ \
+  X(75, 128, 64, 4, 1)  /* 32 KiB (merge in two passes: whole rows would take 33 KiB and leave \
+                           one CTA of 4 warps per T4 SM); prefetch 64 registers */ \
   X(80, 32, 128, 4, 4)  /* 64 KiB, 3 x 16 KiB in flight */                                    \
   X(80, 64, 128, 4, 3)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
   X(80, 96, 64, 4, 4)   /* 96 KiB, 3 x 24 KiB in flight */                                    \
