@@ -396,7 +396,4 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
     "(a 2-D warp grid, as bwd_kv.cuh on sm_80)")                                                              \
   X("fa2_bwd_dq_sm75_d128",                                                                                   \
     "shared memory: 64 KiB per CTA (Q, dO and K, V, as the forward D128); its 188-190 registers would allow 8 " \
-    "warps")                                                                                                  \
-  X("fa2_decode_sm75_d128",                                                                                   \
-    "shared memory: the warps' merge area (33 KiB of fp32 O rows) sets the CTA above 32 KiB, so one CTA of "  \
-    "4 warps per SM; a merge in two column passes would fit two (not yet run on a GPU)")
+    "warps")
