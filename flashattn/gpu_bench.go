@@ -116,6 +116,12 @@ func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backwa
 	if err != nil {
 		return BenchResult{}, err
 	}
+	return d.benchProblem(p, dt, warmup, reps, backward)
+}
+
+// benchProblem is bench for a resolved problem (a varlen one too).
+func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, backward bool) (BenchResult, error) {
+	dims := p.Dims
 	if err := d.lock(); err != nil {
 		return BenchResult{}, err
 	}
@@ -155,6 +161,9 @@ func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backwa
 	if b, ok := op.(*bwdOp); ok {
 		r.Kernel = ks[1] // dK/dV (or the single pass), the one that does most of the work
 		r.ExtraBytes = b.extraBytes()
+	}
+	if p.varlen != nil {
+		r.ExtraBytes = varlenDeviceBytes(p)
 	}
 	if err := d.timeCalls(&r, op, warmup, reps); err != nil {
 		return BenchResult{}, err

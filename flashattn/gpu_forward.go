@@ -105,7 +105,7 @@ func (d *Device) forward(p problem, q, k, v *DeviceTensor) (*DeviceResult, error
 	if err := d.run(op); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
-	if err := op.freeSlopes(); err != nil {
+	if err := op.freeScratch(); err != nil {
 		return nil, errors.Join(err, op.res.Free())
 	}
 	return op.res, nil
@@ -161,6 +161,8 @@ type fwdOp struct {
 	q, k, v *DeviceTensor
 	res     *DeviceResult
 	slopes  *cuda.Buffer // ALiBi's slopes (float32, Hq), or nil
+	cu      *cuda.Buffer // varlen: the cumulative lengths (varlenCuLens), or nil
+	seqs    int          // varlen: the number of sequences
 }
 
 // newForward finds the kernel, checks the grid and allocates O and the LSE,
@@ -186,6 +188,11 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 	if err := lse.Memset32(nanF32, p.LSELen()); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
+	if p.varlen != nil {
+		if err := op.uploadVarlen(*p.varlen); err != nil {
+			return nil, errors.Join(err, op.free())
+		}
+	}
 	if p.ALiBi != nil {
 		slopes := make([]float32, len(p.ALiBi))
 		for h, s := range p.ALiBi {
@@ -207,9 +214,16 @@ func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKerne
 
 // fwdKernelAs is fwdKernel for element type dt: the plain kernel, or with a
 // window, softcap or ALiBi the FwdMod one (causal is its window's right
-// edge 0, a parameter); d.mu is held.
+// edge 0, a parameter), for packed sequences the FwdVarlen one; d.mu is held.
 func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 	pass, causal := kernels.Fwd, p.Causal
+	if p.varlen != nil {
+		if d.rung != 0 {
+			return nil, &UnsupportedError{Backend: GPU, Feature: varlenEntry, Value: fmt.Sprintf("rung %d", d.rung),
+				Reason: "the kernel ladder has no varlen kernels"}
+		}
+		pass = kernels.FwdVarlen
+	}
 	if p.mods() {
 		if d.rung != 0 {
 			f, v := p.modFeature()
@@ -225,14 +239,18 @@ func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }
-func (op *fwdOp) free() error           { return errors.Join(op.res.Free(), op.freeSlopes()) }
+func (op *fwdOp) free() error           { return errors.Join(op.res.Free(), op.freeScratch()) }
 
-// freeSlopes frees the ALiBi slopes, which no caller sees.
-func (op *fwdOp) freeSlopes() error {
-	if op.slopes == nil || op.slopes.Freed() {
-		return nil
+// freeScratch frees the ALiBi slopes and the varlen lengths, which no caller
+// sees.
+func (op *fwdOp) freeScratch() error {
+	var err error
+	for _, b := range []*cuda.Buffer{op.slopes, op.cu} {
+		if b != nil && !b.Freed() {
+			err = errors.Join(err, b.Free())
+		}
 	}
-	return op.slopes.Free()
+	return err
 }
 
 // enqueue fills the pinned parameter block and launches the kernel on the
@@ -249,6 +267,11 @@ func (op *fwdOp) enqueue() error {
 	p.ALiBi = 0
 	if op.slopes != nil {
 		p.ALiBi = op.slopes.Ptr()
+	}
+	p.CuSeqlensQ, p.CuSeqlensK = 0, 0
+	if op.cu != nil { // cu_seqlens_q, then cu_seqlens_k
+		p.CuSeqlensQ = op.cu.Ptr()
+		p.CuSeqlensK = p.CuSeqlensQ + 4*uint64(op.seqs+1)
 	}
 	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, d.args)
 }

@@ -50,7 +50,7 @@ func passTable(arch int, backward bool) []KernelInfo {
 // device has loaded it (Device.Kernel) what the driver made of it.
 type KernelInfo struct {
 	Symbol     string `json:"symbol"`
-	Pass       string `json:"pass"` // "fwd", or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
+	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
 	HeadDim    int    `json:"head_dim"`
 	Causal     bool   `json:"causal"`
 	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)

@@ -136,6 +136,9 @@ type problem struct {
 	// entry is the sibling entry point that made the problem: "" for
 	// Forward and Backward, "varlen", "KV cache".
 	entry string
+	// varlen: the packed sequences of a varlen problem (entry "varlen"; Dims
+	// are the packed tensors'), nil otherwise.
+	varlen *Varlen
 	// Deterministic: Options.Deterministic (the GPU backward's path).
 	Deterministic bool
 }

@@ -68,6 +68,9 @@ func (t *Tensor) rows(r0, n int) *Tensor {
 	return &Tensor{Shape: s, Strides: t.Strides, Data: t.Data[t.Offset(0, r0, 0, 0):]}
 }
 
+// varlenEntry is the entry name of varlen problems (problem.entry).
+const varlenEntry = "varlen"
+
 // varlenCall is one varlen call after its checks: the packed problem (for
 // the backend choice and the memory count) and the sequences.
 type varlenCall struct {
@@ -91,7 +94,7 @@ func resolveVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (varlenCall, error
 	if err != nil {
 		return varlenCall{}, err
 	}
-	p.entry = "varlen"
+	p.entry, p.varlen = varlenEntry, &vl
 	return varlenCall{p: p, vl: vl}, nil
 }
 
@@ -99,7 +102,7 @@ func resolveVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (varlenCall, error
 // whether it has a key.
 func (c varlenCall) seq(s int) (problem, bool) {
 	p := c.p
-	p.Dims, p.entry = c.vl.seqDims(c.p.Dims, s), ""
+	p.Dims, p.entry, p.varlen = c.vl.seqDims(c.p.Dims, s), "", nil
 	return p, p.Nk > 0
 }
 
@@ -123,8 +126,9 @@ func (c varlenCall) reserve(be Backend, im impl, o *Options, backward bool) erro
 // ForwardVarlen is Forward on sequences packed as vl describes: q is
 // (1, total_q, Hq, D), k and v (1, total_k, Hkv, D); Result.Out is
 // (1, total_q, Hq, D) and Result.LSE (1, Hq, total_q), so the LSE of row r
-// of query head h is LSE[h*total_q + r]. The GPU has no varlen path yet:
-// Auto runs it on the CPU, saying why.
+// of query head h is LSE[h*total_q + r]. On the GPU the whole batch is one
+// kernel launch (Device.ForwardVarlen after uploading q, k and v); windows,
+// softcap and ALiBi run on the CPU, Auto saying why.
 func ForwardVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (*Result, error) {
 	return ForwardVarlenContext(context.Background(), q, k, v, vl, opts)
 }
@@ -142,6 +146,10 @@ func ForwardVarlenContext(ctx context.Context, q, k, v *Tensor, vl Varlen, opts 
 	be, reason, im, err := pick(c.p, opts, false, q, k, v)
 	if err != nil {
 		return nil, err
+	}
+	if g, ok := im.(gpuImpl); ok { // every sequence in one launch
+		res, err := g.dev.ForwardVarlenHost(q, k, v, vl, opts)
+		return res, lostDefault(g.dev, err)
 	}
 	if err := c.reserve(be, im, opts, false); err != nil {
 		return nil, err

@@ -128,15 +128,17 @@ func TestVarlenErrors(t *testing.T) {
 		t.Errorf("Trace: %v, want *OptionError", err)
 	}
 	var ue *flashattn.UnsupportedError
-	if _, err := flashattn.ForwardVarlen(q, k, v, good, &flashattn.Options{Backend: flashattn.GPU}); !errors.As(err, &ue) || ue.Feature != "varlen" {
-		t.Errorf("GPU: %v, want *UnsupportedError for varlen", err)
+	// The GPU runs the varlen forward without score modifiers (refused
+	// before a device is looked for) and no varlen backward.
+	if _, err := flashattn.ForwardVarlen(q, k, v, good, &flashattn.Options{Backend: flashattn.GPU, Softcap: 5}); !errors.As(err, &ue) || ue.Feature != "softcap" {
+		t.Errorf("GPU softcap: %v, want *UnsupportedError for softcap", err)
 	}
 	res, err := flashattn.ForwardVarlen(q, k, v, good, nil)
 	if err != nil || res.Backend != flashattn.CPUFlash {
 		t.Fatalf("Auto: %v, %v", res, err)
 	}
-	if _, err := flashattn.BackwardVarlen(q, k, v, res.Out, q, res.LSE, good, &flashattn.Options{Backend: flashattn.GPU}); !errors.As(err, &ue) || ue.Feature != "varlen" {
-		t.Errorf("GPU backward: %v, want *UnsupportedError for varlen", err)
+	if _, err := flashattn.BackwardVarlen(q, k, v, res.Out, q, res.LSE, good, &flashattn.Options{Backend: flashattn.GPU}); !errors.As(err, &ue) || ue.Feature != "varlen backward" {
+		t.Errorf("GPU backward: %v, want *UnsupportedError for varlen backward", err)
 	}
 	// A -Inf LSE on a row that sees keys in its own sequence is refused.
 	lse := append([]float32(nil), res.LSE...)

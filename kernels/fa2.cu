@@ -1,5 +1,5 @@
 // fa2.cu: the shipped kernels, one extern "C" symbol per (pass, arch path, head
-// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal] and _mod (plus fa2_fwd_sm80_d{D}_bf16[_causal] and _bf16_mod), and for the backward
+// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal], _mod and [_causal]_varlen (plus the sm80 ones with _bf16 after d{D}), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
 // fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}), for the single pass
 // fa2_bwd_dkdvq_sm80_d{D}[_large][_bf16][_causal] and fa2_bwd_dqconv_sm80_d{D}[_large][_bf16], and for decoding
@@ -56,9 +56,21 @@
       fa2_fwd_sm##ARCH##_d##D##SUFFIX##_mod(const FwdParams p) {                                            \
     fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, false, E, true>>(p);        \
   }
-#define FA2_FWD_SHIP(A, D, ...)                                               \
-  FA2_IF_##A(FA2_FWD(A, D) FA2_FWD_MOD(A, D, , __half))                       \
-  FA2_BF16_##A(FA2_FWD_BF16(A, D) FA2_FWD_MOD(A, D, _bf16, __nv_bfloat16))
+// The varlen forward (packed sequences, cu_seqlens in FwdParams; fwd.cuh's
+// kVarlen): the plain row's symbol plus _varlen, the same tile.
+#define FA2_FWD_VARLEN1(ARCH, D, NAME, CAUSAL, E)                                                          \
+  extern "C" __global__ void __launch_bounds__(FwdTraits<ARCH, D>::type::kThreads,                         \
+                                               FwdTraits<ARCH, D>::type::kMinBlocks)                       \
+      NAME(const FwdParams p) {                                                                             \
+    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, CAUSAL, E, false, true>>(p); \
+  }
+#define FA2_FWD_VARLEN(ARCH, D, SUFFIX, E)                                                   \
+  FA2_FWD_VARLEN1(ARCH, D, fa2_fwd_sm##ARCH##_d##D##SUFFIX##_varlen, false, E)             \
+  FA2_FWD_VARLEN1(ARCH, D, fa2_fwd_sm##ARCH##_d##D##SUFFIX##_causal_varlen, true, E)
+#define FA2_FWD_SHIP(A, D, ...)                                                                   \
+  FA2_IF_##A(FA2_FWD(A, D) FA2_FWD_MOD(A, D, , __half) FA2_FWD_VARLEN(A, D, , __half))            \
+  FA2_BF16_##A(FA2_FWD_BF16(A, D) FA2_FWD_MOD(A, D, _bf16, __nv_bfloat16)                         \
+               FA2_FWD_VARLEN(A, D, _bf16, __nv_bfloat16))
 FA2_FWD_TILES(FA2_FWD_SHIP)
 
 // Backward: pre (Di, no tensor cores: the same code under both path names, so

@@ -17,6 +17,11 @@
 // causal is window right 0, a parameter. With kMod false the code is the
 // plain kernel's, instruction for instruction.
 //
+// kVarlen (the fa2_fwd_*_varlen kernels): blockIdx.y's batch is a sequence of
+// packed tensors (varlen.cuh); its rows, keys and LSE entries start at its
+// cumulative lengths, and the CTAs past its last row block (the grid covers
+// the longest sequence) exit at once. Offsets only, folded the same way.
+//
 // E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 on the
 // sm_80 path (bf16 mma). Only the mma and the fp32 -> 16-bit packing (P, O)
 // depend on it; copies and ldmatrix move the same 16-bit bits, through
@@ -31,12 +36,14 @@
 #include "tile_io.cuh"
 #include "gemm.cuh"
 #include "entry.cuh"
+#include "varlen.cuh"
 
 namespace fa2 {
 
-template <class T, bool kCausal, class E = __half, bool kMod = false>
+template <class T, bool kCausal, class E = __half, bool kMod = false, bool kVarlen = false>
 __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
+  static_assert(!(kMod && kVarlen), "no varlen modified kernel");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kBr, Bc = T::kBc, NT = T::kThreads, MT = T::kMTiles;
   constexpr int KD = D / 16;  // k16 steps of S = Q K^T
@@ -57,18 +64,24 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // the tail where a few long CTAs run alone (so under a window bounded on the right).
   const int m0 = (kCausal || kMod ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
   const int wrow = warp * 16 * MT;    // the warp's first row in the CTA
+  // The sequence's lengths are read where the plain kernel reads p.nq, p.nk,
+  // so that its code stays the same.
+  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
+  auto nk = [&] { return kVarlen ? sq.nk : p.nk; };
+  if (kVarlen && m0 >= nq()) return;  // past this sequence's rows
 
-  const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
-  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
-  __half* gO = static_cast<__half*>(p.o) + b * p.o_batch_stride + m0 * p.o_row_stride + h * p.o_head_stride;
-  float* gL = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.nq + m0;
-  const int rows_q = min(Br, p.nq - m0);
+  const __half* gQ = static_cast<const __half*>(p.q) + (kVarlen ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (kVarlen ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (kVarlen ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
+  __half* gO = static_cast<__half*>(p.o) + (kVarlen ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + m0 * p.o_row_stride + h * p.o_head_stride;
+  float* gL = p.lse + (kVarlen ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq) + m0;  // varlen: (Hq, total)
+  const int rows_q = min(Br, nq() - m0);
 
   // kMod's additions are written `kMod ? added : plain` (folded by the
   // front end), so that the plain kernels compile to the same instructions.
-  const WindowBlocks wb = kMod ? window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right) : WindowBlocks{};
-  const KeyBlocks kb = kMod ? KeyBlocks{wb.n_end, wb.n_mask} : key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
+  const WindowBlocks wb = kMod ? window_blocks<Br, Bc>(m0, nq(), nk(), p.window_left, p.window_right) : WindowBlocks{};
+  const KeyBlocks kb = kMod ? KeyBlocks{wb.n_end, wb.n_mask} : key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
   const int n_begin = kMod ? wb.n_begin : 0;  // the first block visited (a constant 0 without kMod)
   if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // no row here sees a key
     for (int idx = tid; idx < rows_q * C; idx += NT)
@@ -97,7 +110,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   sm.init();
   uint32_t qf[T::kQRegs ? MT : 1][T::kQRegs ? KD : 1][4];
 
-  auto kv_rows = [&](int n) { return p.nk - n * Bc; };
+  auto kv_rows = [&](int n) { return nk() - n * Bc; };
   const ScoreMods mods = kMod ? ScoreMods::of(p, h) : ScoreMods{};
   auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0) {  // kMod only
     if (n < wb.n_full || n >= kb.n_mask)
@@ -137,7 +150,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
         if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
-        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
         if constexpr (T::kStages == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V_n landed; every warp is done reading K_n
@@ -177,7 +190,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
         if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
-        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, p.nq, p.nk);
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
         sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV

@@ -29,7 +29,14 @@ struct FwdParams {
   // is right 0) and the softcap (0: none).
   const float* alibi_slopes;
   int32_t window_left, window_right;
-  float softcap;  // then 4 bytes of tail padding, as in the Go struct
+  float softcap;  // then 4 bytes of padding, as in the Go struct
+
+  // Read by the varlen forward only (fa2_fwd_*_varlen, varlen.cuh): int32
+  // (b + 1) cumulative lengths; sequence s owns rows [cu[s], cu[s+1]) of the
+  // packed q, o (cu_seqlens_q) and k, v (cu_seqlens_k), and nq is the packed
+  // total (the LSE's row stride).
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
 };
 
 static_assert(sizeof(void*) == 8, "64-bit device pointers");
@@ -63,7 +70,9 @@ static_assert(offsetof(FwdParams, alibi_slopes) == 168, "ALiBi");
 static_assert(offsetof(FwdParams, window_left) == 176, "WindowLeft");
 static_assert(offsetof(FwdParams, window_right) == 180, "WindowRight");
 static_assert(offsetof(FwdParams, softcap) == 184, "Softcap");
-static_assert(sizeof(FwdParams) == 192, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
+static_assert(offsetof(FwdParams, cu_seqlens_q) == 192, "CuSeqlensQ");
+static_assert(offsetof(FwdParams, cu_seqlens_k) == 200, "CuSeqlensK");
+static_assert(sizeof(FwdParams) == 208, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
 
 // BwdParams: the argument of every backward kernel (pre, dK/dV, dQ; the
 // single pass's dK/dV/dQ and dQ convert kernels). Same conventions as FwdParams.

@@ -41,6 +41,7 @@ Examples:
   goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
   goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
   goflash bench --seqlens 8192 --window 1024,0 --softcap 30 --alibi   # the modified forward beside the plain one
+  goflash bench --varlen 512,8192,1000,3000 --headdims 128   # packed sequences beside the same batch padded
 
 --window, --softcap and --alibi add a GPU line, ` + implGPUMod + `: the same cases with
 that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
@@ -53,7 +54,15 @@ new rows per sequence (default 1) against caches of --seqlens entries (default
 1024 to 131072), --batch (default 1), --heads / --kv-heads (default 32/8: GQA),
 --headdims (default 128), contiguous or paged in blocks of --page entries. Its
 figure is the bytes of K and V read over the median time (TB/s), beside SDPA
-timing the same forward (q of Nq rows over the whole cache, enable_gqa).`
+timing the same forward (q of Nq rows over the whole cache, enable_gqa).
+
+--varlen LENS times the varlen forward on the GPU (Device.ForwardVarlen: one
+launch over the packed sequences of those lengths, each Nq = Nk) beside the
+plain forward on the same batch padded to its longest sequence, per
+--headdims (default 64,128) and --causal (default both), with --heads
+(default hidden/D) and --kv-heads; both lines count TFLOP/s on the real
+tokens only and give each call's device memory. It prints a table (or
+--json) and writes no files.`
 
 // benchOpts are the parsed flags of goflash bench.
 type benchOpts struct {
@@ -78,6 +87,7 @@ type benchOpts struct {
 	page          int     // --decode: paged cache block size (0: contiguous)
 	peakTBps      float64 // --decode: the device's HBM bandwidth, for the fraction reached
 	window        string  // --window "left,right"
+	varlen        string  // --varlen: comma-separated sequence lengths
 	mods          scoreMods
 }
 
@@ -101,6 +111,7 @@ func (m scoreMods) apply(o *flashattn.Options, hq int) {
 func runBench(args []string, stdout, stderr io.Writer) error {
 	o := benchOpts{}
 	fs := newFlags("bench", benchSynopsis, stdout)
+	fs.StringVar(&o.varlen, "varlen", "", "time the varlen forward on the GPU on sequences of these comma-separated lengths, beside the padded forward (see above)")
 	fs.BoolVar(&o.decode, "decode", false, "time KV-cache decode on the GPU: --nq rows per sequence against caches of --seqlens entries (see above)")
 	fs.IntVar(&o.nq, "nq", 1, "--decode: new query rows per sequence (1-16 typical)")
 	fs.IntVar(&o.page, "page", 0, "--decode: paged cache in blocks of this many entries, a multiple of 16 dividing every cache length (0: contiguous)")
@@ -136,6 +147,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random inputs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if o.varlen != "" {
+		return runVarlenBench(o, stdout)
 	}
 	if o.out == "" {
 		o.out = filepath.Join(".out", "bench-"+time.Now().UTC().Format("20060102-150405"))

@@ -20,6 +20,14 @@
 //     iff j <= i + Nk - Nq;
 //   - ScaleLog2 = Scale * log2(e).
 //
+// FwdVarlen takes the forward contract for B sequences packed along N: q, o
+// (1, total_q, Hq, D) and k, v (1, total_k, Hkv, D) (batch strides unused),
+// CuSeqlensQ and CuSeqlensK int32 (B+1) device arrays, Nq = total_q (Nk
+// unused); grid (ceil(max sequence Nq / Br), B*Hq). Sequence b is its own
+// problem on rows [CuSeqlensQ[b], CuSeqlensQ[b+1]) and keys
+// [CuSeqlensK[b], CuSeqlensK[b+1]) (causal bottom-right on its own lengths);
+// lse is (Hq, total_q).
+//
 // The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
 // the same code on both paths) takes the forward contract, with SmemBytes 0
 // (static shared memory only).
@@ -103,6 +111,10 @@ type FwdParams struct {
 	ALiBi                   uint64
 	WindowLeft, WindowRight int32
 	Softcap                 float32
+
+	// Read by the FwdVarlen kernels only: int32 (B+1) cumulative sequence
+	// lengths of the packed q (and O) and k (and v); Nq is the packed total.
+	CuSeqlensQ, CuSeqlensK uint64
 }
 
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of
@@ -175,6 +187,7 @@ const (
 	DecodeCombine             // the splits' partial O and LSE merged by LSE
 	FwdMod                    // Fwd with a sliding window, softcap and ALiBi (FwdParams' last fields)
 	BwdDKDVQDet               // BwdDKDVQ with the dQ additions in a fixed order (bit-reproducible)
+	FwdVarlen                 // Fwd on packed sequences of their own lengths (FwdParams.CuSeqlensQ, CuSeqlensK)
 )
 
 func (p Pass) String() string {
@@ -199,6 +212,8 @@ func (p Pass) String() string {
 		return "fwd_mod"
 	case BwdDKDVQDet:
 		return "bwd_dkdvqdet"
+	case FwdVarlen:
+		return "fwd_varlen"
 	}
 	return "pass?"
 }

@@ -186,6 +186,18 @@ func TestTableMatchesTraits(t *testing.T) {
 				if ok != (n[0] == 80) || ok && (b.SmemBytes != v.SmemBytes || !strings.HasSuffix(b.Symbol, "_bf16_mod")) {
 					t.Errorf("%s: bf16 FwdMod kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
+				// The varlen forward: the same tile, a causal pair, each dtype,
+				// named as its plain twin plus _varlen.
+				for _, bf16 := range []bool{false, true} {
+					for _, causal := range []bool{false, true} {
+						p, _ := LookupFit(Fwd, bf16, n[0], n[1], causal, BaseSmemBytes)
+						vl, ok := LookupFit(FwdVarlen, bf16, n[0], n[1], causal, BaseSmemBytes)
+						if ok != (!bf16 || n[0] == 80) || ok && (vl.Br != p.Br || vl.Bc != p.Bc || vl.Warps != p.Warps || vl.SmemBytes != p.SmemBytes ||
+							vl.Symbol != p.Symbol+"_varlen") {
+							t.Errorf("%s: FwdVarlen kernel %+v (found %v), want the plain one's tile %+v", r[0], vl, ok, p)
+						}
+					}
+				}
 			}
 			if k.pass == BwdDKDV {
 				if _, ok := LookupPass(BwdPre, n[0], n[1], false); !ok {
@@ -205,6 +217,9 @@ func TestTableMatchesTraits(t *testing.T) {
 				}
 			}
 		}
+	}
+	if count[FwdVarlen] != count[Fwd] {
+		t.Errorf("forward: %d plain, %d varlen variants; want one varlen per plain", count[Fwd], count[FwdVarlen])
 	}
 	if count[FwdMod] != count[Fwd]/2 {
 		t.Errorf("forward: %d plain, %d modified variants; want one modified per causal pair", count[Fwd], count[FwdMod])
@@ -443,10 +458,10 @@ func TestLookup(t *testing.T) {
 		}
 		seen[v.Symbol] = true
 		prefix := "fa2_" + v.Pass.String() + "_"
-		if v.Pass == FwdMod { // named as its plain twin, plus _mod
+		if sfx := map[Pass]string{FwdMod: "_mod", FwdVarlen: "_varlen"}[v.Pass]; sfx != "" { // named as its plain twin, plus sfx
 			prefix = "fa2_fwd_"
-			if !strings.HasSuffix(v.Symbol, "_mod") {
-				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
+			if !strings.HasSuffix(v.Symbol, sfx) {
+				t.Errorf("%s: pass %v, want a symbol ending %s", v.Symbol, v.Pass, sfx)
 			}
 		}
 		if !strings.HasPrefix(v.Symbol, prefix) {

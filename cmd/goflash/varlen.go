@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/goflash/goflash/flashattn"
+)
+
+// varlenRun is one --varlen measurement: a head dim and mask over the batch
+// of --varlen lengths, packed and padded (flashattn.VarlenBenchResult).
+type varlenRun struct {
+	D      int                         `json:"d"`
+	Hq     int                         `json:"hq"`
+	Hkv    int                         `json:"hkv"`
+	Causal bool                        `json:"causal"`
+	Result flashattn.VarlenBenchResult `json:"result"`
+}
+
+// runVarlenBench is goflash bench --varlen: for each --headdims and
+// --causal, the varlen forward on the packed batch beside the plain forward
+// on the batch padded to its longest sequence, both on the GPU, TFLOP/s
+// counted on the real tokens only, and each call's device memory.
+func runVarlenBench(o benchOpts, stdout io.Writer) error {
+	var lens intList
+	if err := lens.Set(o.varlen); err != nil || len(lens) == 0 || slices.Min(lens) < 1 {
+		return usagef("--varlen %q: want comma-separated sequence lengths, each >= 1", o.varlen)
+	}
+	if o.decode || o.mods.any() || o.direction != "fwd" || o.compareTorch || o.shapes.seqLens != nil || o.shapes.kvLen != 0 {
+		return usagef("--varlen times the forward on its own lengths: drop --decode, --window/--softcap/--alibi, --direction, --compare-torch, --seqlens and --kv-len")
+	}
+	g, err := openGPU(o.device)
+	if err != nil {
+		return usagef("--varlen times the GPU kernels and needs a GPU (%v)", err)
+	}
+	defer g.Close()
+	cg, ok := g.(*cudaGPU)
+	if !ok {
+		return usagef("--varlen needs a CUDA device")
+	}
+	if err := cg.Use(o.forceArch); err != nil {
+		return err
+	}
+	reps, warmup := o.reps, o.warmup
+	if reps == 0 {
+		reps = 20
+	}
+	if warmup < 0 {
+		warmup = 5
+	}
+	dims, causal := o.shapes.headDims, o.shapes.causal
+	if dims == nil {
+		dims = intList{64, 128}
+	}
+	if len(causal) == 0 {
+		causal = causalFlag{false, true}
+	}
+	var runs []varlenRun
+	for _, d := range dims {
+		hq := o.shapes.heads
+		if hq == 0 {
+			hq = o.shapes.hidden / d
+		}
+		hkv := o.shapes.kvHeads
+		if hkv == 0 {
+			hkv = hq
+		}
+		for _, c := range causal {
+			r, err := cg.dev.BenchVarlen(lens, hq, hkv, d, &flashattn.Options{Causal: c}, warmup, reps)
+			if err != nil {
+				return fmt.Errorf("--varlen D %d causal %v: %w", d, c, err)
+			}
+			runs = append(runs, varlenRun{D: d, Hq: hq, Hkv: hkv, Causal: c, Result: r})
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Device DeviceMeta  `json:"device"`
+			Reps   int         `json:"reps"`
+			Warmup int         `json:"warmup"`
+			Runs   []varlenRun `json:"runs"`
+		}{g.Meta(), reps, warmup, runs})
+	}
+	total := 0
+	for _, n := range lens {
+		total += n
+	}
+	fmt.Fprintf(stdout, "varlen forward on %s: %d sequences, %d tokens (lengths %d..%d), median of %d calls\n",
+		g.Meta().Name, len(lens), total, slices.Min(lens), slices.Max(lens), reps)
+	fmt.Fprintln(stdout, "TFLOP/s count the real tokens only (each sequence alone) for both lines (padded, all tokens: the padded call's own rate);")
+	fmt.Fprintln(stdout, "memory: q, k, v, O, LSE (and the lengths) of one call")
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "D\tHq/Hkv\tcausal\tcall\tms\tTFLOP/s\tpadded, all tokens\tmemory MB\tkernel\tvarlen/padded\t")
+	for _, r := range runs {
+		v, p := r.Result.Varlen, r.Result.Padded
+		fmt.Fprintf(tw, "%d\t%d/%d\t%v\tvarlen\t%.3f\t%.1f\t-\t%.1f\t%s\t%.3fx TFLOP/s (%.3fx all tokens)\t\n", r.D, r.Hq, r.Hkv, r.Causal,
+			v.MedianMs, v.TFLOPS, float64(r.Result.VarlenBytes)/1e6, v.Kernel.Symbol, v.TFLOPS/p.TFLOPS, v.TFLOPS/r.Result.PaddedAllTFLOPS)
+		fmt.Fprintf(tw, "%d\t%d/%d\t%v\tpadded\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3fx memory\t\n", r.D, r.Hq, r.Hkv, r.Causal,
+			p.MedianMs, p.TFLOPS, r.Result.PaddedAllTFLOPS, float64(r.Result.PaddedBytes)/1e6, p.Kernel.Symbol,
+			float64(r.Result.VarlenBytes)/float64(r.Result.PaddedBytes))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,162 @@
+package flashattn_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/flashattn/attntest"
+)
+
+// TestGPUVarlenConformance runs the suite's varlen cases on both kernel
+// paths (the sm_75 one from its PTX): one FwdVarlen launch per call, every
+// sequence checked against its own truth (empty sequences, queries without
+// keys, Nq != Nk, causal, GQA, odd lengths). Outputs are NaN-poisoned before
+// the launch, so attntest reports any element left unwritten; the cases with
+// score modifiers and the varlen backward must be refused.
+func TestGPUVarlenConformance(t *testing.T) {
+	dev := openGPU(t)
+	for _, path := range []int{0, 75} {
+		if err := dev.ForcePath(path); err != nil {
+			t.Fatal(err)
+		}
+		t.Run("path"+itoa(path), func(t *testing.T) {
+			b := attntest.Backend{Name: "gpu-varlen-path" + itoa(path), Precision: attntest.FP16, Plain: true, HeadDims: dev.HeadDims(),
+				ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
+					res, err := dev.ForwardVarlenHost(q, k, v, vl, o)
+					if err == nil && !strings.HasSuffix(res.Reason, "_varlen") {
+						t.Errorf("ran %s, want one _varlen kernel", res.Reason)
+					}
+					return res, err
+				},
+				BackwardVarlen: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
+					oo := flashattn.Options{Backend: flashattn.GPU}
+					if o != nil {
+						oo = *o
+						oo.Backend = flashattn.GPU
+					}
+					return flashattn.BackwardVarlen(q, k, v, out, dOut, lse, vl, &oo)
+				}}
+			attntest.RunVarlen(t, b)
+		})
+	}
+	if err := dev.ForcePath(0); err != nil {
+		t.Fatal(err)
+	}
+	// The public entry with Backend GPU runs the same launch.
+	c := attntest.VarlenCases()[1]
+	q, k, v, _ := c.Inputs()
+	o := c.Options()
+	want, err := dev.ForwardVarlenHost(q, k, v, c.Varlen(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Backend = flashattn.GPU
+	got, err := flashattn.ForwardVarlen(q, k, v, c.Varlen(), o)
+	if err != nil || got.Backend != flashattn.GPU || got.Reason != want.Reason {
+		t.Fatalf("ForwardVarlen with Backend GPU: %v, %+v", err, got)
+	}
+	for i := range want.Out.Data {
+		if got.Out.Data[i] != want.Out.Data[i] {
+			t.Fatalf("ForwardVarlen with Backend GPU differs from ForwardVarlenHost at %d", i)
+		}
+	}
+}
+
+// TestGPUVarlenBF16: the bf16 varlen kernels (sm_80 path), through the
+// Device API, against the suite's bf16 baseline.
+func TestGPUVarlenBF16(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() < 80 {
+		t.Skip("bf16 needs sm_80")
+	}
+	b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
+		ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (res *flashattn.Result, err error) {
+			var in []*flashattn.DeviceTensor
+			defer func() {
+				for _, d := range in {
+					err = errors.Join(err, d.Free())
+				}
+			}()
+			for _, x := range []*flashattn.Tensor{q, k, v} {
+				d, err := dev.UploadBF16(x)
+				if err != nil {
+					return nil, err
+				}
+				in = append(in, d)
+			}
+			r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { err = errors.Join(err, r.Free()) }()
+			if r.Kernel.Pass != "fwd_varlen" || !strings.Contains(r.Kernel.Symbol, "_bf16") {
+				return nil, errors.New("bf16 varlen ran " + r.Kernel.Symbol)
+			}
+			out, err := r.Out.Download()
+			if err != nil {
+				return nil, err
+			}
+			lse, err := r.LSE()
+			return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
+		}}
+	attntest.RunVarlen(t, b)
+}
+
+// TestGPUVarlenErrors: a Varlen that does not describe the device tensors is
+// a *DataError before any launch, as on the host; score modifiers are an
+// *UnsupportedError.
+func TestGPUVarlenErrors(t *testing.T) {
+	dev := openGPU(t)
+	c := attntest.VarlenCases()[0]
+	q, k, v, _ := c.Inputs()
+	var in []*flashattn.DeviceTensor
+	for _, x := range []*flashattn.Tensor{q, k, v} {
+		d, err := dev.Upload(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, d)
+		defer d.Free()
+	}
+	vl := c.Varlen()
+	bad := flashattn.Varlen{CuSeqlensQ: append([]int(nil), vl.CuSeqlensQ...), CuSeqlensK: vl.CuSeqlensK}
+	bad.CuSeqlensQ[2], bad.CuSeqlensQ[3] = bad.CuSeqlensQ[3], bad.CuSeqlensQ[2] // decreasing
+	var de *flashattn.DataError
+	if _, err := dev.ForwardVarlen(in[0], in[1], in[2], bad, nil); !errors.As(err, &de) || de.Arg != "cu_seqlens_q" {
+		t.Errorf("decreasing cu_seqlens_q: %v, want *DataError", err)
+	}
+	short := flashattn.Varlen{CuSeqlensQ: vl.CuSeqlensQ[:len(vl.CuSeqlensQ)-1], CuSeqlensK: vl.CuSeqlensK[:len(vl.CuSeqlensK)-1]}
+	if _, err := dev.ForwardVarlen(in[0], in[1], in[2], short, nil); !errors.As(err, &de) {
+		t.Errorf("lengths short of the total: %v, want *DataError", err)
+	}
+	var ue *flashattn.UnsupportedError
+	if _, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, &flashattn.Options{Softcap: 3}); !errors.As(err, &ue) || ue.Feature != "softcap" {
+		t.Errorf("softcap: %v, want *UnsupportedError", err)
+	}
+	r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Free(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGPUBenchVarlen: the varlen benchmark times both calls and counts the
+// padded call's memory above the packed one's.
+func TestGPUBenchVarlen(t *testing.T) {
+	dev := openGPU(t)
+	r, err := dev.BenchVarlen([]int{100, 300, 37}, 4, 2, 64, &flashattn.Options{Causal: true}, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Varlen.MedianMs <= 0 || r.Padded.MedianMs <= 0 || !strings.HasSuffix(r.Varlen.Kernel.Symbol, "_causal_varlen") ||
+		r.Padded.Kernel.Pass != "fwd" || r.VarlenBytes >= r.PaddedBytes {
+		t.Errorf("BenchVarlen: %+v", r)
+	}
+	if _, err := dev.BenchVarlen([]int{4, 0}, 4, 2, 64, nil, 1, 1); err == nil {
+		t.Error("an empty sequence: no error")
+	}
+}

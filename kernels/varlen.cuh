@@ -1,0 +1,23 @@
+// varlen.cuh: where a CTA's sequence lives. Dense: batch b of (B, N, H, D)
+// tensors, every sequence nq x nk. Varlen (the fa2_*_varlen kernels):
+// sequence b of packed (1, total, H, D) tensors, its rows and keys read once
+// per CTA from the cumulative lengths; each sequence is its own problem
+// (bottom-right causal on its own nq x nk).
+#pragma once
+#include <cstdint>
+
+namespace fa2 {
+
+struct Seq {
+  int64_t q0, k0;  // the sequence's first query (and output) row and first key row
+  int nq, nk;
+};
+
+// seq_of is sequence b of a varlen parameter block (FwdParams or BwdParams).
+template <class P>
+__device__ __forceinline__ Seq seq_of(const P& p, int b) {
+  const int q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+  return Seq{q0, k0, p.cu_seqlens_q[b + 1] - q0, p.cu_seqlens_k[b + 1] - k0};
+}
+
+}  // namespace fa2
