@@ -87,7 +87,7 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 
 // gpuUnsupported is the *UnsupportedError of a problem that uses a feature
 // the kernels lack (every GPU path checks it, through checkProblem), or nil.
-// The forward runs windows, softcap and ALiBi (the FwdMod kernels); the
+// The forward runs windows, softcap and ALiBi (the modified kernels); the
 // backward and decode kernels have none of them.
 func (p problem) gpuUnsupported(backward bool) error {
 	feature, value := p.modFeature()
@@ -118,7 +118,7 @@ func (p problem) modFeature() (feature, value string) {
 }
 
 // mods reports whether p has a window, softcap or ALiBi: the forward runs
-// the FwdMod kernel.
+// a modified kernel (kernels.ModPass).
 func (p problem) mods() bool {
 	f, _ := p.modFeature()
 	return f != ""

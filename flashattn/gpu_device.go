@@ -315,7 +315,7 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal, bf16 bool) (*l
 	v, ok := d.lookup(pass, bf16, dims.D, causal)
 	if !ok {
 		what := "kernels"
-		if pass != kernels.Fwd && pass != kernels.FwdMod {
+		if pass != kernels.Fwd && !pass.IsMod() {
 			what = "backward kernels"
 		}
 		if bf16 {

@@ -1,5 +1,5 @@
 // fa2.cu: the shipped kernels, one extern "C" symbol per (pass, arch path, head
-// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal] and _mod (plus fa2_fwd_sm80_d{D}_bf16[_causal] and _bf16_mod), and for the backward
+// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal] and _mod[_cap][_alibi] (plus fa2_fwd_sm80_d{D}_bf16[_causal] and _bf16_mod[_cap][_alibi]), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
 // fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}), for the single pass
 // fa2_bwd_dkdvq_sm80_d{D}[_large][_bf16][_causal] and fa2_bwd_dqconv_sm80_d{D}[_large][_bf16], and for decoding
@@ -48,14 +48,20 @@
 #define FA2_BF16_75(...)
 #define FA2_BF16_80(...) FA2_IF_80(__VA_ARGS__)
 // The modified forward (sliding window, softcap, ALiBi; fwd.cuh's kMod):
-// fa2_fwd_sm{75,80}_d{D}_mod and fa2_fwd_sm80_d{D}_bf16_mod, the same tile as
-// the row's plain kernels, causal as window right 0 (no _causal twin).
-#define FA2_FWD_MOD(ARCH, D, SUFFIX, E)                                                                     \
+// fa2_fwd_sm{75,80}_d{D}_mod{,_cap,_alibi,_cap_alibi} and the same after _bf16
+// on sm_80, the same tile as the row's plain kernels, causal as window right 0
+// (no _causal twin); _cap and _alibi have the softcap and ALiBi compiled in.
+#define FA2_FWD_MOD1(ARCH, D, SUFFIX, E, MSFX, BITS)                                                         \
   extern "C" __global__ void __launch_bounds__(FwdTraits<ARCH, D>::type::kThreads,                         \
                                                FwdTraits<ARCH, D>::type::kMinBlocks)                       \
-      fa2_fwd_sm##ARCH##_d##D##SUFFIX##_mod(const FwdParams p) {                                            \
-    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, false, E, true>>(p);        \
+      fa2_fwd_sm##ARCH##_d##D##SUFFIX##_mod##MSFX(const FwdParams p) {                                      \
+    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, false, E, BITS>>(p);        \
   }
+#define FA2_FWD_MOD(ARCH, D, SUFFIX, E)                                                  \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, , fa2::kModOn)                                        \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, _cap, fa2::kModOn | fa2::kModCap)                     \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, _alibi, fa2::kModOn | fa2::kModALiBi)                 \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, _cap_alibi, fa2::kModOn | fa2::kModCap | fa2::kModALiBi)
 #define FA2_FWD_SHIP(A, D, ...)                                               \
   FA2_IF_##A(FA2_FWD(A, D) FA2_FWD_MOD(A, D, , __half))                       \
   FA2_BF16_##A(FA2_FWD_BF16(A, D) FA2_FWD_MOD(A, D, _bf16, __nv_bfloat16))
