@@ -11,13 +11,13 @@
 //
 // kMod (the fa2_fwd_*_mod[_cap][_alibi] kernels): a sliding window, softcap
 // and ALiBi from FwdParams (mask.cuh's ScoreMods); kMod's bits say which score
-// modifiers are compiled in (the host picks the kernel; one kernel holding all
-// four bodies behind a per-CTA dispatch spilled 44-68 B at 255 registers). The CTA visits only the key
-// blocks of its rows' window (skipping blocks on both edges, as causal does on
-// one), and only blocks not wholly inside the window are masked per element;
-// scores go to the softmax modified, in ScoreMods' units. kCausal is false for
-// them: causal is window right 0, a parameter. With kMod 0 the code is the
-// plain kernel's, instruction for instruction.
+// modifiers are compiled in (the host picks the kernel: one kernel holding all
+// four bodies behind a per-CTA branch spilled 8-44 B at 255 registers). The
+// CTA visits only the key blocks of its rows' window (skipping blocks on both
+// edges, as causal does on one), and only blocks not wholly inside the window
+// are masked per element; scores go to the softmax modified, in ScoreMods'
+// units. kCausal is false for them: causal is window right 0, a parameter.
+// With kMod 0 the code is the plain kernel's, instruction for instruction.
 //
 // E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 on the
 // sm_80 path (bf16 mma). Only the mma and the fp32 -> 16-bit packing (P, O)
