@@ -180,7 +180,7 @@ func TestBackendChoice(t *testing.T) {
 }
 
 // TestGPURefusesScoreMods: the forward kernels run a window, softcap and
-// ALiBi (the FwdMod kernels), the backward and decode kernels do not: the
+// ALiBi (the modified kernels), the backward and decode kernels do not: the
 // GPU backend refuses the backward with an *UnsupportedError naming the
 // modifier (with or without a GPU: the check comes first), Auto runs it on
 // the CPU saying why, and the forward is never refused for it. A window that

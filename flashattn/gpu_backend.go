@@ -87,7 +87,7 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 
 // gpuUnsupported is the *UnsupportedError of a problem that uses a feature
 // the kernels lack (every GPU path checks it, through checkProblem), or nil.
-// The forward runs windows, softcap and ALiBi (the FwdMod kernels); the
+// The forward runs windows, softcap and ALiBi (the modified kernels); the
 // backward, decode and varlen kernels have none of them. Varlen has a
 // forward kernel (FwdVarlen), no backward one yet.
 func (p problem) gpuUnsupported(backward bool) error {
@@ -121,7 +121,7 @@ func (p problem) modFeature() (feature, value string) {
 }
 
 // mods reports whether p has a window, softcap or ALiBi: the forward runs
-// the FwdMod kernel.
+// a modified kernel (kernels.ModPass).
 func (p problem) mods() bool {
 	f, _ := p.modFeature()
 	return f != ""

@@ -119,7 +119,7 @@ func TestGPUConformanceBF16(t *testing.T) {
 	if p := defaultPath(t, dev); p < 80 {
 		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
 	}
-	// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod ones).
+	// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod[_cap][_alibi] ones).
 	b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
 		ModsForward: true, HeadDims: dev.HeadDims()}
 	t.Logf("%s, bf16 forward, head dims %v", dev.Info(), b.HeadDims)

@@ -315,7 +315,7 @@ func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal, bf16 bool) (*l
 	v, ok := d.lookup(pass, bf16, dims.D, causal)
 	if !ok {
 		what := "kernels"
-		if pass != kernels.Fwd && pass != kernels.FwdMod && pass != kernels.FwdVarlen {
+		if pass != kernels.Fwd && !pass.IsMod() && pass != kernels.FwdVarlen {
 			what = "backward kernels"
 		}
 		if bf16 {

@@ -12,8 +12,9 @@ import (
 // Forward runs the FA2 forward kernel on device tensors q (B, Nq, Hq, D) and
 // k, v (B, Nk, Hkv, D) and returns O and the LSE on the device. It waits for
 // the kernel, so a kernel fault is reported here. The options used are
-// Causal, Scale, Window, Softcap and ALiBi (the last three run the modified
-// kernel, KernelInfo.Pass "fwd_mod"; ALiBi's slopes go up per call); the call costs one extra device buffer, the LSE (B*Hq*Nq
+// Causal, Scale, Window, Softcap and ALiBi (the last three run a modified
+// kernel, KernelInfo.Pass "fwd_mod" plus "_cap"/"_alibi" for those compiled
+// in; ALiBi's slopes go up per call); the call costs one extra device buffer, the LSE (B*Hq*Nq
 // float32). q, k and v are all fp16 (Upload) or all bf16 (UploadBF16; the
 // sm_80 path only), and O has their dtype.
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
@@ -213,8 +214,9 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKernelAs(p, FP16) }
 
 // fwdKernelAs is fwdKernel for element type dt: the plain kernel, or with a
-// window, softcap or ALiBi the FwdMod one (causal is its window's right
-// edge 0, a parameter), for packed sequences the FwdVarlen one; d.mu is held.
+// window, softcap or ALiBi the modified one with exactly p's softcap and
+// ALiBi compiled in (kernels.ModPass; the window, and causal as its right
+// edge 0, are parameters), for packed sequences the FwdVarlen one; d.mu is held.
 func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 	pass, causal := kernels.Fwd, p.Causal
 	if p.varlen != nil {
@@ -229,7 +231,7 @@ func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 			f, v := p.modFeature()
 			return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
 		}
-		pass, causal = kernels.FwdMod, false
+		pass, causal = kernels.ModPass(p.Softcap > 0, p.ALiBi != nil), false
 	}
 	kern, err := d.kernelAs(pass, p.Dims, causal, dt)
 	if err != nil {
@@ -327,7 +329,7 @@ type launchFields struct {
 	dims             [6]int32 // B, Nq, Nk, Hq, Hkv, D
 	scale, scaleLog2 float32  // the kernels use exp2: scale * log2(e)
 	nq, nk, bh, bhkv int      // grid extents: rows, keys, B*Hq, B*Hkv
-	window           [2]int32 // left, right reach (-1 unbounded), for the FwdMod kernels
+	window           [2]int32 // left, right reach (-1 unbounded), for the modified kernels
 	softcap          float32  // 0: none
 }
 

@@ -1,5 +1,5 @@
 // fa2.cu: the shipped kernels, one extern "C" symbol per (pass, arch path, head
-// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal], _mod and [_causal]_varlen (plus the sm80 ones with _bf16 after d{D}), and for the backward
+// dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal], _mod[_cap][_alibi] and [_causal]_varlen (plus the sm80 ones with _bf16 after d{D}), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
 // fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}), for the single pass
 // fa2_bwd_dkdvq_sm80_d{D}[_large][_bf16][_causal] and fa2_bwd_dqconv_sm80_d{D}[_large][_bf16], and for decoding
@@ -48,21 +48,27 @@
 #define FA2_BF16_75(...)
 #define FA2_BF16_80(...) FA2_IF_80(__VA_ARGS__)
 // The modified forward (sliding window, softcap, ALiBi; fwd.cuh's kMod):
-// fa2_fwd_sm{75,80}_d{D}_mod and fa2_fwd_sm80_d{D}_bf16_mod, the same tile as
-// the row's plain kernels, causal as window right 0 (no _causal twin).
-#define FA2_FWD_MOD(ARCH, D, SUFFIX, E)                                                                     \
+// fa2_fwd_sm{75,80}_d{D}_mod{,_cap,_alibi,_cap_alibi} and the same after _bf16
+// on sm_80, the same tile as the row's plain kernels, causal as window right 0
+// (no _causal twin); _cap and _alibi have the softcap and ALiBi compiled in.
+#define FA2_FWD_MOD1(ARCH, D, SUFFIX, E, MSFX, BITS)                                                         \
   extern "C" __global__ void __launch_bounds__(FwdTraits<ARCH, D>::type::kThreads,                         \
                                                FwdTraits<ARCH, D>::type::kMinBlocks)                       \
-      fa2_fwd_sm##ARCH##_d##D##SUFFIX##_mod(const FwdParams p) {                                            \
-    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, false, E, true>>(p);        \
+      fa2_fwd_sm##ARCH##_d##D##SUFFIX##_mod##MSFX(const FwdParams p) {                                      \
+    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, false, E, BITS>>(p);        \
   }
+#define FA2_FWD_MOD(ARCH, D, SUFFIX, E)                                                  \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, , fa2::kModOn)                                        \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, _cap, fa2::kModOn | fa2::kModCap)                     \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, _alibi, fa2::kModOn | fa2::kModALiBi)                 \
+  FA2_FWD_MOD1(ARCH, D, SUFFIX, E, _cap_alibi, fa2::kModOn | fa2::kModCap | fa2::kModALiBi)
 // The varlen forward (packed sequences, cu_seqlens in FwdParams; fwd.cuh's
 // kVarlen): the plain row's symbol plus _varlen, the same tile.
 #define FA2_FWD_VARLEN1(ARCH, D, NAME, CAUSAL, E)                                                          \
   extern "C" __global__ void __launch_bounds__(FwdTraits<ARCH, D>::type::kThreads,                         \
                                                FwdTraits<ARCH, D>::type::kMinBlocks)                       \
       NAME(const FwdParams p) {                                                                             \
-    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, CAUSAL, E, false, true>>(p); \
+    fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, CAUSAL, E, 0, true>>(p); \
   }
 #define FA2_FWD_VARLEN(ARCH, D, SUFFIX, E)                                                   \
   FA2_FWD_VARLEN1(ARCH, D, fa2_fwd_sm##ARCH##_d##D##SUFFIX##_varlen, false, E)             \

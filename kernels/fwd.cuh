@@ -9,13 +9,15 @@
 //                                    accumulator layout is the A-fragment layout
 // and finally O /= l, L = m*scale + ln l.
 //
-// kMod (the fa2_fwd_*_mod kernels): a sliding window, softcap and ALiBi from
-// FwdParams (mask.cuh's ScoreMods). The CTA visits only the key blocks of its
-// rows' window (skipping blocks on both edges, as causal does on one), scores
-// go to the softmax modified and in natural-log units, and every block not
-// wholly inside the window is masked per element. kCausal is false for them:
-// causal is window right 0, a parameter. With kMod false the code is the
-// plain kernel's, instruction for instruction.
+// kMod (the fa2_fwd_*_mod[_cap][_alibi] kernels): a sliding window, softcap
+// and ALiBi from FwdParams (mask.cuh's ScoreMods); kMod's bits say which score
+// modifiers are compiled in (the host picks the kernel: one kernel holding all
+// four bodies behind a per-CTA branch spilled 8-44 B at 255 registers). The
+// CTA visits only the key blocks of its rows' window (skipping blocks on both
+// edges, as causal does on one), and only blocks not wholly inside the window
+// are masked per element; scores go to the softmax modified, in ScoreMods'
+// units. kCausal is false for them: causal is window right 0, a parameter.
+// With kMod 0 the code is the plain kernel's, instruction for instruction.
 //
 // kVarlen (the fa2_fwd_*_varlen kernels): blockIdx.y's batch is a sequence of
 // packed tensors (varlen.cuh); its rows, keys and LSE entries start at its
@@ -40,7 +42,7 @@
 
 namespace fa2 {
 
-template <class T, bool kCausal, class E = __half, bool kMod = false, bool kVarlen = false>
+template <class T, bool kCausal, class E = __half, int kMod = 0, bool kVarlen = false>
 __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
   static_assert(!(kMod && kVarlen), "no varlen modified kernel");
@@ -112,11 +114,12 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 
   auto kv_rows = [&](int n) { return nk() - n * Bc; };
   const ScoreMods mods = kMod ? ScoreMods::of(p, h) : ScoreMods{};
+  constexpr bool kCap = kMod & kModCap, kALiBi = kMod & kModALiBi;
   auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0) {  // kMod only
     if (n < wb.n_full || n >= kb.n_mask)
-      mods.template apply<MT, NS, true>(s, m0 + wrow, col0, lane);
-    else
-      mods.template apply<MT, NS, false>(s, m0 + wrow, col0, lane);
+      mods.template apply<MT, NS, true, kCap, kALiBi>(s, m0 + wrow, col0, lane);
+    else if (kCap || kALiBi)  // a block inside the window: the plain kernel's code without them
+      mods.template apply<MT, NS, false, kCap, kALiBi>(s, m0 + wrow, col0, lane);
   };
 
   if constexpr (A == 80) {
@@ -158,7 +161,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
             cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
           cp_async_commit();
         }
-        sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
+        sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
@@ -191,7 +194,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
         if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
         else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
-        sm.step(s, o, kMod ? kLog2e : p.scale_log2);  // kMod: scores in natural-log units
+        sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, aV + sp * Bs * D * 2, 0);
@@ -208,7 +211,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // Epilogue: normalise, stage O (as E) through shared memory for 16-byte row
   // stores, write L for the rows that exist.
   float lse[MT][2];
-  sm.finish(o, kMod ? 1.f : p.scale, lse);
+  sm.finish(o, kMod ? mods.unit : p.scale, lse);
   __syncthreads();  // all warps are done with the K/V (Turing) or Q area
 #pragma unroll
   for (int i = 0; i < MT; ++i)

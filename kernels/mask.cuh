@@ -88,25 +88,46 @@ __device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, in
   return r;
 }
 
+// The modified kernels' template flag (fwd_kernel's kMod): kModOn for every
+// one, plus which score modifiers are compiled in, one kernel each
+// (fa2_fwd_*_mod, _mod_cap, _mod_alibi, _mod_cap_alibi; the window is a
+// parameter of all), so each score runs straight-line code: run-time tests
+// per score (and tanhf's long sequence) made the first _mod kernels 1.4-3.4x
+// the plain forward (bench/results/2026-11-30-h200-masks).
+enum : int { kModOn = 1, kModCap = 2, kModALiBi = 4 };
+
+__device__ __forceinline__ float tanh_approx(float x) {  // MUFU.TANH (sm_75+): relative error <= 2^-11
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // ScoreMods turns the raw scores q.k of one key block into the scores the
-// softmax sees, in natural-log units (scale applied): the kernel then runs
-// the softmax with scale 1 (exp2 by log2(e)).
+// softmax sees, in units of `unit` (the softmax runs with scale unit, exp2 by
+// unit*log2(e), and L = m*unit + ln l): without a softcap unit = scale and a
+// score is q.k itself, as in the plain kernel (no extra op); with one unit = c
+// and a score is tanh(scale*q.k/c). ALiBi subtracts slope/unit*|i+off-j|.
 struct ScoreMods {
-  float scale;  // softmax scale
-  float cap;    // softcap c, 0: none
-  float cap_in; // scale / c
-  float slope;  // this head's ALiBi slope, 0: none
+  float unit, unit_log2;  // true score = unit * s
+  float cap_in;           // scale / c (softcap only)
+  float alibi;            // slope_h / unit, 0: none
   int off, nk, left, right;
 
   __device__ __forceinline__ static ScoreMods of(const FwdParams& p, int h) {
-    return ScoreMods{p.scale, p.softcap, p.softcap > 0.f ? p.scale / p.softcap : 0.f,
-                     p.alibi_slopes ? p.alibi_slopes[h] : 0.f, p.nk - p.nq, p.nk, p.window_left, p.window_right};
+    const float unit = p.softcap > 0.f ? p.softcap : p.scale;
+    return ScoreMods{unit, unit * kLog2e, p.softcap > 0.f ? p.scale / p.softcap : 0.f,
+                     p.alibi_slopes ? p.alibi_slopes[h] / unit : 0.f, p.nk - p.nq, p.nk, p.window_left, p.window_right};
   }
 
   // s[i][j][*] as apply_mask's; kMask: also set to -inf the keys outside the
-  // window (and past Nk). tanhf, not tanh.approx (relative error 2^-11): the
-  // LSE is held to float32 roundings (attntest).
-  template <int MT, int NT, bool kMask>
+  // window (and past Nk). kCap, kALiBi: kModCap, kModALiBi of the instantiation.
+  //
+  // The softcap's tanh is the hardware tanh.approx.f32 (sm_75+, one MUFU op,
+  // relative error <= 2^-11), as FA2 does, not tanhf (~20 instructions). That
+  // error is fp16's unit roundoff: attntest's FP16/BF16 baselines round the
+  // tanh to the input precision, as FA2's reference in the input dtype
+  // (attention_ref without upcast) does, so the 2x-baseline rule holds it.
+  template <int MT, int NT, bool kMask, bool kCap, bool kALiBi>
   __device__ __forceinline__ void apply(float (&s)[MT][NT][4], int row0, int col0, int lane) const {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -114,7 +135,7 @@ struct ScoreMods {
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
         const int row = row0 + 16 * i + g + 8 * hr;
-        const int dist0 = row + off - col0 - 2 * t;  // i+off-j of this lane's first key
+        const float dist0 = float(row + off - col0 - 2 * t);  // i+off-j of this lane's first key
         int lo = 0, hi = nk - 1 - col0;  // visible keys, relative to col0
         if (kMask) {
           if (left >= 0) lo = row + off - left - col0;
@@ -125,8 +146,8 @@ struct ScoreMods {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             float& x = s[i][j][2 * hr + e];
-            float v = cap > 0.f ? cap * tanhf(x * cap_in) : x * scale;
-            if (slope != 0.f) v -= slope * fabsf(float(dist0 - 8 * j - e));
+            float v = kCap ? tanh_approx(x * cap_in) : x;
+            if (kALiBi) v = fmaf(-alibi, fabsf(dist0 - float(8 * j + e)), v);
             if (kMask) {
               const int k = 8 * j + 2 * t + e;
               if (k < lo || k > hi) v = -INFINITY;

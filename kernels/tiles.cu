@@ -21,20 +21,24 @@ static void go_row(const char* pass, int a, int d, bool causal, const char* sym,
 }
 
 // Every sm_80 row also ships a bf16 kernel (fa2.cu's FA2_FWD_BF16), the same tile;
-// every row a modified forward (FA2_FWD_MOD: pass FwdMod, suffix _mod, no
-// causal twin) and a varlen pair (FA2_FWD_VARLEN: pass FwdVarlen, the plain
-// symbol plus _varlen), fp16 and on sm_80 bf16.
+// every row four modified forwards (FA2_FWD_MOD: passes FwdMod, FwdModCap,
+// FwdModALiBi, FwdModCapALiBi, suffixes _mod, _mod_cap, _mod_alibi,
+// _mod_cap_alibi, no causal twin) and a varlen pair (FA2_FWD_VARLEN: pass
+// FwdVarlen, the plain symbol plus _varlen), fp16 and on sm_80 bf16.
 template <int A, int D>
 void fwd_row() {
   using T = typename FwdTraits<A, D>::type;
-  for (int k = 0; k < (A == 80 ? 10 : 5); ++k) {
-    const int kk = k % 5;
-    const bool causal = kk == 1 || kk == 4, mod = kk == 2, varlen = kk >= 3, bf16 = k >= 5;
+  static const char* const mod_pass[] = {"FwdMod", "FwdModCap", "FwdModALiBi", "FwdModCapALiBi"};
+  static const char* const mod_sfx[] = {"_mod", "_mod_cap", "_mod_alibi", "_mod_cap_alibi"};
+  constexpr int kPerType = 2 + 4 + 2;  // plain, causal, the modified ones, the varlen pair
+  for (int k = 0; k < (A == 80 ? 2 : 1) * kPerType; ++k) {
+    const int kk = k % kPerType, mod = kk >= 2 && kk < 6 ? kk - 2 : -1;
+    const bool varlen = kk >= 6, causal = kk == 1 || kk == 7, bf16 = k >= kPerType;
     char sym[64];
-    std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s%s%s", A, D, bf16 ? "_bf16" : "", causal ? "_causal" : mod ? "_mod" : "",
+    std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s%s%s", A, D, bf16 ? "_bf16" : "", causal ? "_causal" : mod >= 0 ? mod_sfx[mod] : "",
                   varlen ? "_varlen" : "");
     if (is("go"))
-      go_row(mod ? "FwdMod" : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
+      go_row(mod >= 0 ? mod_pass[mod] : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
     else if (is("fwd"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, int(causal), T::kBr, T::kBc,
                   T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);

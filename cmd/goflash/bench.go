@@ -46,7 +46,7 @@ Examples:
 --window, --softcap and --alibi add a GPU line, ` + implGPUMod + `: the same cases with
 that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
 (Press et al.'s, one per head), which run the modified forward kernel
-(fa2_fwd_*_mod); the ` + implGPU + ` line stays the plain kernels'. A causal case
+(fa2_fwd_*_mod[_cap][_alibi]); the ` + implGPU + ` line stays the plain kernels'. A causal case
 keeps its causal mask (a window's right must then be 0 or -1).
 
 --decode times KV-cache decoding on the GPU instead (direction "decode"): --nq

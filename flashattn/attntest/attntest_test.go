@@ -439,3 +439,23 @@ func TestBF16BackwardBaseline(t *testing.T) {
 		t.Error("the BF16 rule passed dK off by 2^-5 relative")
 	}
 }
+
+// TestBaselineSoftcapPrecision: the FP16 and BF16 baselines round the
+// softcap's tanh to their precision (FA2's baseline in the input dtype); the
+// FP32 one keeps float32's.
+func TestBaselineSoftcapPrecision(t *testing.T) {
+	p := &problem{softcap: 3}
+	x := float32(1.2345678)
+	tanh := float32(math.Tanh(float64(x / 3)))
+	for _, c := range []struct {
+		prec Precision
+		want float32
+	}{{FP32, 3 * tanh}, {FP16, 3 * RoundHalf(tanh)}, {BF16, 3 * RoundBF16(tanh)}} {
+		if s, _ := p.score32(0, 0, 0, x, c.prec); s != c.want {
+			t.Errorf("%v: score %v, want %v", c.prec, s, c.want)
+		}
+	}
+	if RoundHalf(tanh) == tanh {
+		t.Fatalf("tanh %v is an fp16 value: the test cannot tell the roundings apart", tanh)
+	}
+}

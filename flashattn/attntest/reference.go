@@ -114,12 +114,17 @@ func (p *problem) score(h, i, j int, x float64) (s, dx float64, bias float64) {
 	return s + bias, dx, bias
 }
 
-// score32 is score in float32 arithmetic, as a float32 backend computes it.
-func (p *problem) score32(h, i, j int, x float32) (s, dx float32) {
+// score32 is score in float32 arithmetic, as a float32 backend computes it,
+// with the softcap's tanh rounded to prec: FA2's rule computes its baseline
+// in the input dtype (its attention_ref without upcast: fp16/bf16 scores,
+// their tanh rounded to that dtype), and its kernels use the hardware
+// tanh.approx (relative error 2^-11, fp16's unit roundoff), as GoFlash's do.
+// The scores themselves stay float32 here, stricter than FA2's baseline.
+func (p *problem) score32(h, i, j int, x float32, prec Precision) (s, dx float32) {
 	s, dx = x, 1
 	if p.softcap > 0 {
 		c := float32(p.softcap)
-		t := float32(math.Tanh(float64(x / c)))
+		t := prec.round(float32(math.Tanh(float64(x / c))))
 		s, dx = c*t, 1-t*t
 	}
 	if p.alibi != nil {
@@ -320,7 +325,7 @@ func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal
 				for j := range s {
 					s[j] = float32(math.Inf(-1))
 					if p.sees(i, j) {
-						s[j], _ = p.score32(h, i, j, sc*ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]))
+						s[j], _ = p.score32(h, i, j, sc*ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]), prec)
 						m = max(m, s[j])
 					}
 				}
@@ -381,7 +386,7 @@ func (p *problem) backward32(r *Ref, ord order, rnd func(float32) float32) {
 							continue
 						}
 						kj, vj := K[j*d.D:(j+1)*d.D], V[j*d.D:(j+1)*d.D]
-						x, dx := p.score32(h, i, j, sc*ord.dot(qi, kj))
+						x, dx := p.score32(h, i, j, sc*ord.dot(qi, kj), r.Precision)
 						P := float32(math.Exp(float64(x - L)))
 						dS := rnd(P * (ord.dot(doi, vj) - Di) * dx)
 						Pr := rnd(P)

@@ -105,7 +105,7 @@ type FwdParams struct {
 	ScaleLog2             float32 // softmax scale * log2(e): the kernels use exp2
 	Scale                 float32
 
-	// Read by the FwdMod kernels only: ALiBi slopes (float32, Hq) or 0, the
+	// Read by the modified forward kernels only (Pass.IsMod): ALiBi slopes (float32, Hq) or 0, the
 	// sliding window's reach (-1 unbounded; causal is WindowRight 0) and the
 	// softcap (0: none).
 	ALiBi                   uint64
@@ -177,18 +177,40 @@ type DecodeParams struct {
 type Pass int
 
 const (
-	Fwd           Pass = iota // O and the LSE
-	BwdPre                    // Di = rowsum(dO * O)
-	BwdDKDV                   // dK and dV
-	BwdDQ                     // dQ
-	BwdDKDVQ                  // the single pass: dK, dV, and dQ added to an fp32 accumulator
-	BwdDQConv                 // the single pass's dQ from its accumulator
-	Decode                    // KV-cache decode: O and LSE, or each split's partial ones
-	DecodeCombine             // the splits' partial O and LSE merged by LSE
-	FwdMod                    // Fwd with a sliding window, softcap and ALiBi (FwdParams' last fields)
-	BwdDKDVQDet               // BwdDKDVQ with the dQ additions in a fixed order (bit-reproducible)
-	FwdVarlen                 // Fwd on packed sequences of their own lengths (FwdParams.CuSeqlensQ, CuSeqlensK)
+	Fwd            Pass = iota // O and the LSE
+	BwdPre                     // Di = rowsum(dO * O)
+	BwdDKDV                    // dK and dV
+	BwdDQ                      // dQ
+	BwdDKDVQ                   // the single pass: dK, dV, and dQ added to an fp32 accumulator
+	BwdDQConv                  // the single pass's dQ from its accumulator
+	Decode                     // KV-cache decode: O and LSE, or each split's partial ones
+	DecodeCombine              // the splits' partial O and LSE merged by LSE
+	FwdMod                     // Fwd with a sliding window (FwdParams' window fields; causal is right 0)
+	FwdModCap                  // FwdMod with the softcap compiled in
+	FwdModALiBi                // FwdMod with ALiBi compiled in
+	FwdModCapALiBi             // FwdMod with both
+	BwdDKDVQDet                // BwdDKDVQ with the dQ additions in a fixed order (bit-reproducible)
+	FwdVarlen                  // Fwd on packed sequences of their own lengths (FwdParams.CuSeqlensQ, CuSeqlensK)
 )
+
+// ModPass is the modified forward's pass for a problem with a window (or
+// causal), softcap and ALiBi as given: the window is a parameter of every
+// one; the softcap and ALiBi are compiled in (kernels/fwd.cuh's kMod), so a
+// score pays only for the modifiers it has.
+func ModPass(softcap, alibi bool) Pass {
+	switch {
+	case softcap && alibi:
+		return FwdModCapALiBi
+	case softcap:
+		return FwdModCap
+	case alibi:
+		return FwdModALiBi
+	}
+	return FwdMod
+}
+
+// IsMod reports whether p is one of the modified forward's passes.
+func (p Pass) IsMod() bool { return p >= FwdMod && p <= FwdModCapALiBi }
 
 func (p Pass) String() string {
 	switch p {
@@ -210,6 +232,12 @@ func (p Pass) String() string {
 		return "decode_combine"
 	case FwdMod:
 		return "fwd_mod"
+	case FwdModCap:
+		return "fwd_mod_cap"
+	case FwdModALiBi:
+		return "fwd_mod_alibi"
+	case FwdModCapALiBi:
+		return "fwd_mod_cap_alibi"
 	case BwdDKDVQDet:
 		return "bwd_dkdvqdet"
 	case FwdVarlen:

@@ -175,16 +175,19 @@ func TestTableMatchesTraits(t *testing.T) {
 			}
 			if k.pass == Fwd { // the modified forward: the same tile, one kernel (causal is a parameter)
 				v, _ := LookupPass(Fwd, n[0], n[1], false)
-				m, ok := LookupPass(FwdMod, n[0], n[1], false)
-				if !ok || m.Br != v.Br || m.Bc != v.Bc || m.Warps != v.Warps || m.SmemBytes != v.SmemBytes || m.BF16 || !strings.HasSuffix(m.Symbol, "_mod") {
-					t.Errorf("%s: FwdMod kernel %+v (found %v), want the plain tile %+v", r[0], m, ok, v)
-				}
-				if _, ok := LookupPass(FwdMod, n[0], n[1], true); ok {
-					t.Errorf("%s: a causal FwdMod kernel; causal is its window's right edge", r[0])
-				}
-				b, ok := LookupBF16(FwdMod, n[0], n[1], false)
-				if ok != (n[0] == 80) || ok && (b.SmemBytes != v.SmemBytes || !strings.HasSuffix(b.Symbol, "_bf16_mod")) {
-					t.Errorf("%s: bf16 FwdMod kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
+				for _, mp := range modPasses {
+					sfx := modSuffix(mp)
+					m, ok := LookupPass(mp, n[0], n[1], false)
+					if !ok || m.Br != v.Br || m.Bc != v.Bc || m.Warps != v.Warps || m.SmemBytes != v.SmemBytes || m.BF16 || !strings.HasSuffix(m.Symbol, "_d"+fmt.Sprint(n[1])+sfx) {
+						t.Errorf("%s: %v kernel %+v (found %v), want the plain tile %+v", r[0], mp, m, ok, v)
+					}
+					if _, ok := LookupPass(mp, n[0], n[1], true); ok {
+						t.Errorf("%s: a causal %v kernel; causal is its window's right edge", r[0], mp)
+					}
+					b, ok := LookupBF16(mp, n[0], n[1], false)
+					if ok != (n[0] == 80) || ok && (b.SmemBytes != v.SmemBytes || !strings.HasSuffix(b.Symbol, "_bf16"+sfx)) {
+						t.Errorf("%s: bf16 %v kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], mp, b, ok)
+					}
 				}
 				// The varlen forward: the same tile, a causal pair, each dtype,
 				// named as its plain twin plus _varlen.
@@ -221,8 +224,10 @@ func TestTableMatchesTraits(t *testing.T) {
 	if count[FwdVarlen] != count[Fwd] {
 		t.Errorf("forward: %d plain, %d varlen variants; want one varlen per plain", count[Fwd], count[FwdVarlen])
 	}
-	if count[FwdMod] != count[Fwd]/2 {
-		t.Errorf("forward: %d plain, %d modified variants; want one modified per causal pair", count[Fwd], count[FwdMod])
+	for _, mp := range modPasses {
+		if count[mp] != count[Fwd]/2 {
+			t.Errorf("forward: %d plain, %d %v variants; want one per causal pair", count[Fwd], count[mp], mp)
+		}
 	}
 	large := 0
 	for _, v := range variants {
@@ -458,7 +463,7 @@ func TestLookup(t *testing.T) {
 		}
 		seen[v.Symbol] = true
 		prefix := "fa2_" + v.Pass.String() + "_"
-		if sfx := map[Pass]string{FwdMod: "_mod", FwdVarlen: "_varlen"}[v.Pass]; sfx != "" { // named as its plain twin, plus sfx
+		if sfx := fwdSuffix(v.Pass); sfx != "" { // named as its plain twin, plus sfx
 			prefix = "fa2_fwd_"
 			if !strings.HasSuffix(v.Symbol, sfx) {
 				t.Errorf("%s: pass %v, want a symbol ending %s", v.Symbol, v.Pass, sfx)
@@ -575,5 +580,37 @@ func TestLadderTable(t *testing.T) {
 		if v.Rung != 0 {
 			t.Errorf("shipped table holds a ladder kernel: %+v", v)
 		}
+	}
+}
+
+// modPasses are the modified forward's passes, one per softcap/ALiBi combination.
+var modPasses = []Pass{ModPass(false, false), ModPass(true, false), ModPass(false, true), ModPass(true, true)}
+
+// modSuffix is the symbol suffix of a modified forward pass (fa2.cu's FA2_FWD_MOD).
+func modSuffix(p Pass) string {
+	return map[Pass]string{FwdMod: "_mod", FwdModCap: "_mod_cap", FwdModALiBi: "_mod_alibi", FwdModCapALiBi: "_mod_cap_alibi"}[p]
+}
+
+// fwdSuffix is what a forward pass named after its plain twin adds to the
+// twin's symbol (fa2.cu's FA2_FWD_MOD and FA2_FWD_VARLEN), or "".
+func fwdSuffix(p Pass) string {
+	if p == FwdVarlen {
+		return "_varlen"
+	}
+	return modSuffix(p)
+}
+
+// TestModPass: each softcap/ALiBi combination gets the kernel with exactly
+// those compiled in.
+func TestModPass(t *testing.T) {
+	for _, c := range []struct{ cap, alibi bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		p := ModPass(c.cap, c.alibi)
+		v, ok := LookupPass(p, 80, 64, false)
+		if !ok || !p.IsMod() || strings.Contains(v.Symbol, "_cap") != c.cap || strings.Contains(v.Symbol, "_alibi") != c.alibi {
+			t.Errorf("ModPass(%v, %v) = %v: kernel %s (found %v)", c.cap, c.alibi, p, v.Symbol, ok)
+		}
+	}
+	if Fwd.IsMod() || DecodeCombine.IsMod() {
+		t.Error("a plain pass reports IsMod")
 	}
 }
