@@ -78,13 +78,15 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 // head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
 // and its dQ convert kernel, else dK/dV and dQ (what Options.Deterministic
 // always runs: see BackwardKernelsDeterministic). A head dim without backward
-// kernels (D 256; see BackwardHeadDims) is an *UnsupportedError.
+// kernels on this device (see BackwardHeadDims: D 256 where its single pass
+// does not fit, e.g. sm_86/89) is an *UnsupportedError.
 func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, false)
 }
 
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
-// pre, dK/dV and dQ, no atomics.
+// pre, dK/dV and dQ, no atomics; D 256 has none (an *UnsupportedError; Auto
+// then runs the CPU backward).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }

@@ -66,12 +66,15 @@ type Options struct {
 	Scale float64
 	// Deterministic asks for bit-reproducible results. It matters for the
 	// GPU backward on the sm_80 path at the head dims with a single-pass
-	// kernel (D 128; Device.BackwardKernels lists what runs): by default
+	// kernel (D 128 and 256; Device.BackwardKernels lists what runs): by default
 	// that runs FA2's single pass, which adds dQ with float32 atomics in no
 	// fixed order, so dQ may differ in its last bits from call to call;
 	// Deterministic runs the three-kernel backward instead (dK/dV and dQ
 	// kernels that each own their outputs: 7 products instead of 5, no
-	// atomics). Every other backward (CPU, Turing, other head dims) and
+	// atomics). D 256 has no three-kernel backward: with Deterministic its
+	// GPU backward is an *UnsupportedError, and Auto runs the CPU backward
+	// (as it does on GPUs without room for D 256's single pass, e.g.
+	// sm_86/89). Every other backward (CPU, Turing, other head dims) and
 	// every forward is deterministic whatever its value. What it costs is
 	// measured in kernels/dev/RESULTS.md.
 	Deterministic bool
