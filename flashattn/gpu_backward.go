@@ -78,7 +78,8 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 // head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
 // and its dQ convert kernel, else dK/dV and dQ (see
 // BackwardKernelsDeterministic for Options.Deterministic). A head dim without
-// backward kernels (D 256; see BackwardHeadDims) is an *UnsupportedError.
+// backward kernels on this device (see BackwardHeadDims: D 256 where its
+// single pass does not fit, e.g. sm_86/89) is an *UnsupportedError.
 func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, false)
 }
@@ -86,7 +87,8 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
 // where the device runs the large single pass, its ordered twin
 // (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
-// kernel, else pre, dK/dV and dQ (no atomics).
+// kernel, else pre, dK/dV and dQ (no atomics); D 256 has neither (an
+// *UnsupportedError; Auto then runs the CPU backward).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }

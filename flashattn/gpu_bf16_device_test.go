@@ -143,6 +143,7 @@ func TestGPUConformanceBF16Backward(t *testing.T) {
 			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
 				ModsForward: true, HeadDims: dev.BackwardHeadDims()}
 			if det {
+				b.HeadDims = dev.DeterministicBackwardHeadDims()
 				b.Name += "-deterministic"
 				b.Backward = withDeterministic(b.Backward)
 			}

@@ -273,8 +273,22 @@ func (d *Device) HeadDims() []int {
 }
 
 // BackwardHeadDims lists the head dims the kernel path in use has backward
-// kernels for (a subset of HeadDims: no D 256 backward is built).
+// kernels for on this device (a subset of HeadDims): D 256 only where its
+// single pass fits the device's shared memory (A100, H100/H200; not sm_86/89
+// nor Turing), and only by default: see DeterministicBackwardHeadDims.
 func (d *Device) BackwardHeadDims() []int {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return kernels.BwdHeadDimsFit(d.path, d.smemOptin)
+}
+
+// DeterministicBackwardHeadDims lists the head dims Options.Deterministic
+// (the ordered single pass or the three kernels) and the raw backward run:
+// BackwardHeadDims without D 256, which has only the atomic single pass.
+func (d *Device) DeterministicBackwardHeadDims() []int {
 	if d == nil {
 		return nil
 	}

@@ -87,24 +87,31 @@ func TestGPUAutoAndReasons(t *testing.T) {
 		t.Fatalf("Auto backward: backend %v, reason %q", g.Backend, g.Reason)
 	}
 	t.Logf("Auto backward: %s", g.Reason)
-	// D 256 has forward kernels but no backward ones: Auto falls back for
-	// the backward and says why, GPU refuses.
+	// D 256 has forward kernels and, where its large single pass fits (A100,
+	// H100/H200), a default backward, but no deterministic one: where the
+	// GPU has no such backward, Auto falls back for it and says why, GPU refuses.
 	var ue *flashattn.UnsupportedError
 	big := flashattn.Random(flashattn.Shape{B: 1, N: 9, H: 1, D: 256}, 3)
-	if slices.Contains(openGPU(t).HeadDims(), 256) {
+	if gpu := openGPU(t); slices.Contains(gpu.HeadDims(), 256) {
 		rb, err := flashattn.Forward(big, big, big, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		gb, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rb.Backend != flashattn.GPU || gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256") {
-			t.Fatalf("Auto, D=256: forward on %v, backward on %v (%q)", rb.Backend, gb.Backend, gb.Reason)
-		}
-		if _, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Backend: flashattn.GPU}); !errors.As(err, &ue) {
-			t.Fatalf("GPU backward, D=256: %v, want *UnsupportedError", err)
+		hasBwd := slices.Contains(gpu.BackwardHeadDims(), 256)
+		for _, det := range []bool{false, true} {
+			gb, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Deterministic: det})
+			if err != nil {
+				t.Fatal(err)
+			}
+			onGPU := hasBwd && !det
+			if rb.Backend != flashattn.GPU || (gb.Backend == flashattn.GPU) != onGPU ||
+				onGPU && !strings.Contains(gb.Reason, "fa2_bwd_dkdvq_") || !onGPU && (gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256")) {
+				t.Fatalf("Auto, D=256, deterministic %v: forward on %v, backward on %v (%q)", det, rb.Backend, gb.Backend, gb.Reason)
+			}
+			_, err = flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Backend: flashattn.GPU, Deterministic: det})
+			if onGPU && err != nil || !onGPU && !errors.As(err, &ue) {
+				t.Fatalf("GPU backward, D=256, deterministic %v: %v, want an *UnsupportedError exactly without a D 256 backward here", det, err)
+			}
 		}
 	}
 	// A head dim without a kernel: Auto falls back and says so, GPU refuses.
@@ -430,13 +437,26 @@ func TestGPUBackwardDevice(t *testing.T) {
 	if _, err := dev.Backward(q, k, v, fwd, dO, &flashattn.Options{Scale: math.Inf(1)}); !errors.As(err, &oe) {
 		t.Errorf("infinite scale: %v, want *OptionError", err)
 	}
+	// D 256: the single pass where it fits (BackwardHeadDims), never the three kernels.
 	big := flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 256}
 	var ue *flashattn.UnsupportedError
-	if _, err := dev.BackwardKernels(big, false); slices.Contains(dev.HeadDims(), 256) && !errors.As(err, &ue) {
-		t.Errorf("BackwardKernels(D=256): %v, want *UnsupportedError", err)
-	}
-	if _, err := dev.BenchBackward(big, nil, 0, 1); slices.Contains(dev.HeadDims(), 256) && !errors.As(err, &ue) {
-		t.Errorf("BenchBackward(D=256): %v, want *UnsupportedError", err)
+	if slices.Contains(dev.HeadDims(), 256) {
+		if ks, err := dev.BackwardKernels(big, false); slices.Contains(dev.BackwardHeadDims(), 256) {
+			if err != nil || len(ks) != 3 || ks[1].Pass != "bwd_dkdvq" || !strings.HasSuffix(ks[1].Symbol, "_d256_large") {
+				t.Errorf("BackwardKernels(D=256): %+v, %v; want the large single pass", ks, err)
+			}
+			if _, err := dev.BenchBackward(big, nil, 0, 1); err != nil {
+				t.Errorf("BenchBackward(D=256): %v", err)
+			}
+		} else if !errors.As(err, &ue) {
+			t.Errorf("BackwardKernels(D=256): %v, want *UnsupportedError", err)
+		}
+		if _, err := dev.BackwardKernelsDeterministic(big, false); !errors.As(err, &ue) {
+			t.Errorf("BackwardKernelsDeterministic(D=256): %v, want *UnsupportedError", err)
+		}
+		if _, err := dev.BenchBackward(big, &flashattn.Options{Deterministic: true}, 0, 1); !errors.As(err, &ue) {
+			t.Errorf("BenchBackward(D=256, deterministic): %v, want *UnsupportedError", err)
+		}
 	}
 	if err := fwd.Free(); err != nil {
 		t.Fatal(err)

@@ -66,17 +66,20 @@ type Options struct {
 	Scale float64
 	// Deterministic asks for bit-reproducible results. It matters for the
 	// GPU backward on the sm_80 path at the head dims with a single-pass
-	// kernel (D 128; Device.BackwardKernels lists what runs): by default
+	// kernel (D 128 and 256; Device.BackwardKernels lists what runs): by default
 	// that runs FA2's single pass, which adds dQ with float32 atomics in no
 	// fixed order, so dQ may differ in its last bits from call to call;
 	// Deterministic runs, where the device runs the single pass's large
-	// tile (A100, H100/H200), the same single pass with the dQ additions in
-	// a fixed order (key block after key block, each waiting for the one
+	// D128 tile (A100, H100/H200), the same single pass with the dQ additions
+	// in a fixed order (key block after key block, each waiting for the one
 	// before it; its dQ accumulator carries one int32 counter per query
-	// block), elsewhere the three-kernel backward. Every other backward
-	// (CPU, Turing, other head dims: kernels that each own their outputs,
-	// no atomics) and every forward is deterministic whatever its value. What it costs is measured in
-	// kernels/dev/RESULTS.md.
+	// block), elsewhere the three-kernel backward (dK/dV and dQ kernels that
+	// each own their outputs, no atomics). D 256 has neither: with
+	// Deterministic its GPU backward is an *UnsupportedError, and Auto runs
+	// the CPU backward (as it does on GPUs without room for D 256's single
+	// pass, e.g. sm_86/89). Every other backward (CPU, Turing, other head
+	// dims) and every forward is deterministic whatever its value. What it
+	// costs is measured in kernels/dev/RESULTS.md.
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend

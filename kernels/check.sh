@@ -26,8 +26,8 @@ awk -F' *\\| *' '
   END {
     # sm_80 path: 99 KiB (sm_86/89); a _large row up to 227 KiB (H100/H200): Go
     # runs it only where it fits, else its <= 99 KiB sibling if it has one
-    # (internal/kernels TestLargeRows; the ordered deterministic twins have none:
-    # elsewhere the three kernels run).
+    # (internal/kernels TestLargeRows; the D256 single pass and the ordered
+    # deterministic twins have none: elsewhere the three kernels run, or none).
     for (s in dyn) {
       need = dyn[s] + static[s]
       lim = s ~ /_sm75_/ ? 65536 : s ~ /_large/ ? 232448 : 101376

@@ -58,18 +58,23 @@ void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int
                 T::kChunk, T::kRegs ? "yes" : "no", T::kSmemBytes);
 }
 
+// pre (Di): pre's grid and block, no tile.
+void pre_row(int A, int D, bool bf16) {
+  char sym[64];
+  std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d%s", A, D, bf16 ? "_bf16" : "");
+  if (is("go"))
+    go_row("BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
+  else if (is("bwd"))
+    std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
+}
+
 // Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same tiles.
 template <int A, int D>
 void bwd_row() {
   using KV = typename BwdKVTraits<A, D>::type;
   using Q = typename BwdQTraits<A, D>::type;
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
-    char sym[64];
-    std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d%s", A, D, bf16 ? "_bf16" : "");
-    if (is("go"))
-      go_row("BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
-    else if (is("bwd"))
-      std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
+    pre_row(A, D, bf16);
     for (int causal = 0; causal < 2; ++causal) bwd_tile<KV>("BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows, bf16);
     for (int causal = 0; causal < 2; ++causal) bwd_tile<Q>("BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16);
   }
@@ -152,6 +157,8 @@ int main(int argc, char** argv) {
   FA2_BWD_TILES(BWD_ROW)
 #define KVQ_ROW(A, D, SIZE, ...) kvq_row<A, D, FA2_KVQ_LARGE_##SIZE>();
   FA2_BWD_KVQ_TILES(KVQ_ROW)
+#define PRE_ALONE_ROW(A, D) for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) pre_row(A, D, bf16);
+  FA2_BWD_PRE_ALONE(PRE_ALONE_ROW)
 #define DECODE_ROW(A, D, ...) decode_row<A, D>();
   FA2_DECODE_TILES(DECODE_ROW)
   if (is("under8")) {

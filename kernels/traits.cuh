@@ -152,9 +152,10 @@ struct BwdTile {
 // ships a pre kernel). Expanded like FA2_FWD_TILES; internal/kernels' test
 // parses the X(...) lines. Every sm_80 row ships twice, fp16 and bf16
 // (fa2_bwd_{pre,dkdv,dq}_sm80_d{D}_bf16[_causal], the same tiles on bf16
-// operands), as the forward rows do. Head dims without a row have no backward kernel
-// (D 256: the dK and dV accumulators alone are 2*256 fp32 per 16-row warp tile,
-// 256 registers per thread, which spills).
+// operands), as the forward rows do. Head dims without a row have no
+// three-kernel backward (D 256: the dK and dV accumulators alone are 2*256 fp32
+// per 16-row warp tile, 256 registers per thread, which spills; D256 has the
+// single pass alone, FA2_BWD_KVQ_TILES, so Options.Deterministic refuses it).
 //
 // Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
@@ -246,8 +247,9 @@ struct BwdKVQTile {
 // the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
 // the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
 // (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room). Per head dim
-// the list holds at most one row of each, the large one first, and a device
-// runs the first row whose shared memory fits its opt-in limit per block
+// the list holds at most one row of each, the large one first (a large row may
+// stand alone: D256), and a device runs the first row whose shared memory fits
+// its opt-in limit per block
 // (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: A100 163 KiB, H100/H200
 // 227 KiB; sm_86/89 99 KiB keep the base row; internal/kernels.LookupFit).
 // Every row also ships bf16 twins (_bf16 after the size suffix: the same tile on
@@ -282,17 +284,33 @@ struct BwdKVQTile {
 //        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
 //        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
 //        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
-//   D256: no row (nor in FA2_BWD_TILES): with two Q|dO stages nothing sane fits
-//        99 KiB. 8 warps need S^T warp tiles of >= 16 keys x 16 queries, so
-//        Bc x Br >= 64 x 32 (K|V|2 stages of Q|dO|P^T,dS^T: 136 KiB; 104 KiB
-//        with K, V fragments in registers and V staged in a stream buffer).
-//        4 warps at 32 x 32: 100.5 KiB with K, V in shared memory; with them in
-//        registers (84.5 KiB) the K, V fragments (128 registers) and the dK, dV
-//        accumulators (2*32*256 fp32 over 128 threads: 128) alone fill 255.
-//        D256 needs another kernel (one stream stage, or D split over passes).
+//   D256 large: 64 keys x 32 queries, 8 warps, the smallest tile whose S^T warp
+//        tiles are whole (16 keys x 16 queries: S^T 4x2); dK/dV 2x4 (32 keys x
+//        64 columns: 128 accumulator registers), dQ 1x8 (32 queries x 32
+//        columns: each dS fragment feeds two mmas); K and V in shared memory
+//        (their fragments would be 128 more registers). 136.5 KiB (two Q|dO
+//        stages), 238-244 registers, no spills (nvcc 11.8, sm_80-90; resources.md),
+//        1 CTA/SM. The only D256 backward (it ships its own pre kernel,
+//        FA2_BWD_PRE_ALONE); not yet timed on a GPU.
+//   D256 base: no row, so sm_86/89 (99 KiB) run D256's backward on the CPU.
+//        Two Q|dO stages fit nothing sane in 99 KiB: 8 warps need Bc x Br >=
+//        64 x 32 (136 KiB; 104 KiB with K, V fragments in registers, which with
+//        the dK, dV accumulators overflow 255 registers); 4 warps at 32 x 32 are
+//        100.5 KiB. One stage (the next block's copy issued after dK and dV are
+//        done with the buffer, under dQ only) fits 4 warps at 32 x 32 in 68.25
+//        KiB, but the dK, dV accumulators (128 registers) and dQ's fragments
+//        (64) leave too few: every warp grid (S^T 2x2; dK/dV 2x2 or 1x4; dQ 1x4
+//        or 2x2), with dQ also in 2 or 4 column passes, spilled 4-28 B on some
+//        of sm_80/86/89/90 (nvcc 11.8, kernels/dev/RESULTS.md).
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
-  X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */
+  X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */                     \
+  X(80, 256, large, 64, 32, 8, 4, 2, 1, false, 1)  /* 136.5 KiB (A100, H100/H200); no base row: see above */
+
+// FA2_BWD_PRE_ALONE(X): X(arch, d) for the head dims whose only backward is
+// the single pass (no FA2_BWD_TILES row, which ships pre otherwise): they ship
+// fa2_bwd_pre_sm{A}_d{D} (and _bf16) with it.
+#define FA2_BWD_PRE_ALONE(X) X(80, 256)
 
 // size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB
 // and a large row must need more (else it is the base row).

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	_ "embed"
+	"slices"
 	"sort"
 )
 
@@ -128,8 +129,26 @@ func PassHeadDims(pass Pass, arch int) []int {
 	return ds
 }
 
-// BwdHeadDims lists the head dims with backward kernels for arch.
+// BwdHeadDims lists the head dims with the three-kernel backward for arch
+// (every part of the path; Options.Deterministic's backward).
 func BwdHeadDims(arch int) []int { return PassHeadDims(BwdDKDV, arch) }
+
+// BwdHeadDimsFit lists, ascending, the head dims with a backward on a device
+// of arch whose opt-in shared memory per block is smemOptin bytes:
+// BwdHeadDims and the head dims whose single pass (BwdDKDVQ, a Large row
+// alone at D 256) fits it (LookupFit).
+func BwdHeadDimsFit(arch, smemOptin int) []int {
+	ds := BwdHeadDims(arch)
+	for _, v := range variants {
+		if v.Pass == BwdDKDVQ && v.Arch == Path(arch) && !v.Causal && !v.BF16 && !slices.Contains(ds, v.HeadDim) {
+			if _, ok := LookupFit(BwdDKDVQ, false, arch, v.HeadDim, false, smemOptin); ok {
+				ds = append(ds, v.HeadDim)
+			}
+		}
+	}
+	sort.Ints(ds)
+	return ds
+}
 
 // Variants returns a copy of the whole table (both paths, causal and not).
 func Variants() []Variant { return append([]Variant(nil), variants...) }

@@ -101,28 +101,38 @@ struct Bwd {
   }
 };
 
+// What every backward of (A, D, C) shares: the pre kernel.
+template <int A, int D, bool C>
+Bwd make_pre(const void* pre) {
+  Bwd b;
+  b.src = A == 75 ? "tpl75" : "tpl80";
+  b.arch = A; b.d = D; b.causal = C;
+  b.pre = Fn{"fa2_bwd_pre_sm" + std::to_string(A) + "_d" + std::to_string(D), pre, nullptr, fa2::kPreThreads / 32, 0};
+  return b;
+}
+
 template <int A, int D, bool C>
 Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
   using KV = typename BwdKVTraits<A, D>::type;
   using Q = typename BwdQTraits<A, D>::type;
-  Bwd b;
-  b.src = A == 75 ? "tpl75" : "tpl80";
-  b.arch = A; b.d = D; b.causal = C;
+  Bwd b = make_pre<A, D, C>(pre);
   b.kv_bc = KV::kRows; b.dq_br = Q::kRows;
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
-  b.pre = Fn{"fa2_bwd_pre" + sfx, pre, nullptr, fa2::kPreThreads / 32, 0};
   b.kv = Fn{"fa2_bwd_dkdv" + sfx + (C ? "_causal" : ""), kv, nullptr, KV::kWarps, KV::kSmemBytes};
   b.dq = Fn{"fa2_bwd_dq" + sfx + (C ? "_causal" : ""), dq, nullptr, Q::kWarps, Q::kSmemBytes};
   return b;
 }
 
 // The single pass with tile T (bwd_kv.cuh): kv computes dK, dV and (Q) dQ;
-// without Q, dQ comes from the three-kernel path's dQ kernel (deterministic).
+// without Q, dQ comes from the three-kernel path's dQ kernel (deterministic),
+// which D256 has none of (its single pass ships alone).
 // det: the kernel's kDet (a dev instance of the template fa2_bwd_dkdvqdet_* ships).
 template <class T, bool C, bool Q>
 Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag, int det = 0) {
   constexpr int A = T::kArch, D = T::kD;
-  Bwd b = make_bwd<A, D, C>(pre, nullptr, dq);
+  Bwd b;
+  if constexpr (Q) b = make_pre<A, D, C>(pre);
+  else b = make_bwd<A, D, C>(pre, nullptr, dq);
   b.fused = Q;
   b.acc_br = T::kBr;
   b.det = det;

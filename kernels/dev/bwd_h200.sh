@@ -8,7 +8,7 @@
 # Steps (STEPS, default all): check = bwd_check (float64 CPU reference, every variant)
 # and compute-sanitizer memcheck/racecheck of the variants named by SAN_ONLY (default
 # "kvqsm80": the single pass, causal and not; BWD_ONLY syntax, a|b); bench = BWD_BENCH per-kernel timings; go = the Go GPU
-# tests (conformance on the default and forced sm_75 paths); side = sidebyside.py --bwd
+# tests (conformance on the default and forced sm_75 paths); side = sidebyside.py --bwd $SIDE_ARGS (e.g. "2048 8192 d256")
 # (beside PyTorch SDPA; both backward paths); ncu = one profile of the single pass (NCU_KERNEL=dkdv:
 # the three-kernel dK/dV kernel; D in NCU_DS, default 128; N 2048). Logs in $OUT.
 set -uo pipefail
@@ -33,7 +33,7 @@ if has go; then
   grep -E "^--- (PASS|SKIP|FAIL): TestGPU" "$OUT/gotest.log"
 fi
 if has side; then
-  (cd $B/root && PYTHONUNBUFFERED=1 timeout 200 python3 kernels/dev/sidebyside.py --bwd) >"$OUT/bwd_sidebyside.log" 2>&1
+  (cd $B/root && PYTHONUNBUFFERED=1 timeout 200 python3 kernels/dev/sidebyside.py --bwd ${SIDE_ARGS-}) >"$OUT/bwd_sidebyside.log" 2>&1
   echo "sidebyside rc=$?"; cat "$OUT/bwd_sidebyside.log"
 fi
 if has ncu; then
