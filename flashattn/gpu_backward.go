@@ -87,8 +87,8 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
 // where the device runs the large single pass, its ordered twin
 // (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
-// kernel, else pre, dK/dV and dQ (no atomics); D 256 has neither (an
-// *UnsupportedError; Auto then runs the CPU backward).
+// kernel, else pre, dK/dV and dQ (no atomics), which D 256 lacks (an
+// *UnsupportedError there; Auto then runs the CPU backward).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }

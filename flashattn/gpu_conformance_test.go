@@ -35,7 +35,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 			b.Name = "gpu-fwd+bwd"
 			b.HeadDims = dev.BackwardHeadDims()
 			if det {
-				b.HeadDims = dev.DeterministicBackwardHeadDims() // D 256 has no three-kernel backward: refused
+				b.HeadDims = dev.DeterministicBackwardHeadDims()
 			}
 			fwd := b.Forward
 			b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {

@@ -275,26 +275,33 @@ func (d *Device) HeadDims() []int {
 // BackwardHeadDims lists the head dims the kernel path in use has backward
 // kernels for on this device (a subset of HeadDims): D 256 only where its
 // single pass fits the device's shared memory (A100, H100/H200; not sm_86/89
-// nor Turing), and only by default: see DeterministicBackwardHeadDims.
-func (d *Device) BackwardHeadDims() []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return kernels.BwdHeadDimsFit(d.path, d.smemOptin)
-}
+// nor Turing). See DeterministicBackwardHeadDims and RawBackwardHeadDims.
+func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQ) }
 
 // DeterministicBackwardHeadDims lists the head dims Options.Deterministic
-// (the ordered single pass or the three kernels) and the raw backward run:
-// BackwardHeadDims without D 256, which has only the atomic single pass.
-func (d *Device) DeterministicBackwardHeadDims() []int {
+// runs on the GPU here: the three kernels' and those whose ordered single
+// pass fits the device (D 256 where BackwardHeadDims has it).
+func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQDet) }
+
+// RawBackwardHeadDims lists the head dims of the raw backward (NewRawBackward:
+// the three kernels, which hold no dQ accumulator); D 256 has none.
+func (d *Device) RawBackwardHeadDims() []int {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return kernels.BwdHeadDims(d.path)
+}
+
+// bwdHeadDims is BackwardHeadDims with the single pass fused.
+func (d *Device) bwdHeadDims(fused kernels.Pass) []int {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return kernels.BwdHeadDimsFit(fused, d.path, d.smemOptin)
 }
 
 // Kernel returns the variant that Forward runs for d (causal or not), loading

@@ -384,7 +384,7 @@ func runRawConformance(t *testing.T, path int, bf16 bool) {
 	u.bf = bf16
 	b := rawBackend(dev, u, fmt.Sprintf("raw-path%d-%v", path, u.dtype()))
 	t.Logf("%s, path %d, head dims %v", dev.Info(), path, b.HeadDims)
-	bwdDims := dev.DeterministicBackwardHeadDims() // the raw backward's three kernels
+	bwdDims := dev.RawBackwardHeadDims()
 	for _, c := range attntest.Cases() {
 		bc := b
 		if b.Backward != nil && slices.Contains(b.HeadDims, c.D) && !slices.Contains(bwdDims, c.D) {
@@ -603,7 +603,7 @@ func TestGPURawErrors(t *testing.T) {
 	}
 
 	for _, hd := range dev.HeadDims() {
-		if slices.Contains(dev.DeterministicBackwardHeadDims(), hd) {
+		if slices.Contains(dev.RawBackwardHeadDims(), hd) {
 			continue
 		}
 		_, err := dev.NewRawBackward(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: hd}, flashattn.FP16, nil)

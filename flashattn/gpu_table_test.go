@@ -67,15 +67,15 @@ func TestBackwardKernelTable(t *testing.T) {
 		// D 32, 64, 96, 128: one pre kernel each, dK/dV and dQ causal and not;
 		// on the sm_80 path D128 also has the single pass (causal and not) and
 		// its dQ convert kernel, twice: the Large set (> 99 KiB, for devices
-		// whose opt-in limit fits it) and the <= 99 KiB one, the Large set also
-		// its ordered twin (causal and not); D256 the Large set alone, with its
-		// own pre kernel (and no ordered twin).
-		sets, large, pre, det := 0, 0, 4, 0
+		// whose opt-in limit fits it) and the <= 99 KiB one; D256 the Large set
+		// alone, with its own pre kernel; each Large set also the ordered twin
+		// (causal and not).
+		sets, large, pre := 0, 0, 4
 		if arch >= 80 {
-			sets, large, pre, det = 3, 2, 5, 2
+			sets, large, pre = 3, 2, 5
 		}
 		if count["bwd_pre"] != pre || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_dkdvq"] != 2*sets ||
-			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != det || len(tab) != 16+pre+3*sets+det || count["large"] != 3*large+det {
+			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*large || len(tab) != 16+pre+3*sets+2*large || count["large"] != 5*large {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}
 	}

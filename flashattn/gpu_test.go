@@ -97,15 +97,18 @@ func TestGPUAutoAndReasons(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hasBwd := slices.Contains(gpu.BackwardHeadDims(), 256)
 		for _, det := range []bool{false, true} {
+			hasBwd := slices.Contains(gpu.BackwardHeadDims(), 256)
+			if det {
+				hasBwd = slices.Contains(gpu.DeterministicBackwardHeadDims(), 256)
+			}
 			gb, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Deterministic: det})
 			if err != nil {
 				t.Fatal(err)
 			}
-			onGPU := hasBwd && !det
+			onGPU := hasBwd
 			if rb.Backend != flashattn.GPU || (gb.Backend == flashattn.GPU) != onGPU ||
-				onGPU && !strings.Contains(gb.Reason, "fa2_bwd_dkdvq_") || !onGPU && (gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256")) {
+				onGPU && !strings.Contains(gb.Reason, map[bool]string{false: "fa2_bwd_dkdvq_", true: "fa2_bwd_dkdvqdet_"}[det]) || !onGPU && (gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256")) {
 				t.Fatalf("Auto, D=256, deterministic %v: forward on %v, backward on %v (%q)", det, rb.Backend, gb.Backend, gb.Reason)
 			}
 			_, err = flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Backend: flashattn.GPU, Deterministic: det})
@@ -451,11 +454,16 @@ func TestGPUBackwardDevice(t *testing.T) {
 		} else if !errors.As(err, &ue) {
 			t.Errorf("BackwardKernels(D=256): %v, want *UnsupportedError", err)
 		}
-		if _, err := dev.BackwardKernelsDeterministic(big, false); !errors.As(err, &ue) {
+		// With Deterministic: the ordered twin where it fits, else none (no three kernels).
+		if ks, err := dev.BackwardKernelsDeterministic(big, false); slices.Contains(dev.DeterministicBackwardHeadDims(), 256) {
+			if err != nil || len(ks) != 3 || ks[1].Pass != "bwd_dkdvqdet" || !strings.HasSuffix(ks[1].Symbol, "_d256_large") {
+				t.Errorf("BackwardKernelsDeterministic(D=256): %+v, %v; want the large ordered single pass", ks, err)
+			}
+			if _, err := dev.BenchBackward(big, &flashattn.Options{Deterministic: true}, 0, 1); err != nil {
+				t.Errorf("BenchBackward(D=256, deterministic): %v", err)
+			}
+		} else if !errors.As(err, &ue) {
 			t.Errorf("BackwardKernelsDeterministic(D=256): %v, want *UnsupportedError", err)
-		}
-		if _, err := dev.BenchBackward(big, &flashattn.Options{Deterministic: true}, 0, 1); !errors.As(err, &ue) {
-			t.Errorf("BenchBackward(D=256, deterministic): %v, want *UnsupportedError", err)
 		}
 	}
 	if err := fwd.Free(); err != nil {

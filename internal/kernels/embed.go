@@ -134,14 +134,15 @@ func PassHeadDims(pass Pass, arch int) []int {
 func BwdHeadDims(arch int) []int { return PassHeadDims(BwdDKDV, arch) }
 
 // BwdHeadDimsFit lists, ascending, the head dims with a backward on a device
-// of arch whose opt-in shared memory per block is smemOptin bytes:
-// BwdHeadDims and the head dims whose single pass (BwdDKDVQ, a Large row
-// alone at D 256) fits it (LookupFit).
-func BwdHeadDimsFit(arch, smemOptin int) []int {
+// of arch whose opt-in shared memory per block is smemOptin bytes, when the
+// single pass is fused (BwdDKDVQ, or its ordered twin BwdDKDVQDet for
+// Options.Deterministic): BwdHeadDims and the head dims whose fused kernel
+// (a Large row alone at D 256) fits it (LookupFit).
+func BwdHeadDimsFit(fused Pass, arch, smemOptin int) []int {
 	ds := BwdHeadDims(arch)
 	for _, v := range variants {
-		if v.Pass == BwdDKDVQ && v.Arch == Path(arch) && !v.Causal && !v.BF16 && !slices.Contains(ds, v.HeadDim) {
-			if _, ok := LookupFit(BwdDKDVQ, false, arch, v.HeadDim, false, smemOptin); ok {
+		if v.Pass == fused && v.Arch == Path(arch) && !v.Causal && !v.BF16 && !slices.Contains(ds, v.HeadDim) {
+			if _, ok := LookupFit(fused, false, arch, v.HeadDim, false, smemOptin); ok {
 				ds = append(ds, v.HeadDim)
 			}
 		}

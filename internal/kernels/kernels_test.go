@@ -546,12 +546,14 @@ func TestLookup(t *testing.T) {
 		want        []int
 	}{{75, 64 << 10, []int{32, 64, 96, 128}}, {86, 99 << 10, []int{32, 64, 96, 128}},
 		{80, 163 << 10, []int{32, 64, 96, 128, 256}}, {90, 227 << 10, []int{32, 64, 96, 128, 256}}} {
-		if got := BwdHeadDimsFit(c.arch, c.optin); !slices.Equal(got, c.want) {
-			t.Errorf("BwdHeadDimsFit(%d, %d) = %v, want %v", c.arch, c.optin, got, c.want)
+		for _, fused := range []Pass{BwdDKDVQ, BwdDKDVQDet} { // D 256's ordered twin is Large as it is
+			if got := BwdHeadDimsFit(fused, c.arch, c.optin); !slices.Equal(got, c.want) {
+				t.Errorf("BwdHeadDimsFit(%v, %d, %d) = %v, want %v", fused, c.arch, c.optin, got, c.want)
+			}
 		}
 	}
-	if got := PassHeadDims(BwdPre, 90); !slices.Equal(got, BwdHeadDimsFit(90, 227<<10)) {
-		t.Errorf("PassHeadDims(BwdPre, 90) = %v, want every backward head dim %v", got, BwdHeadDimsFit(90, 227<<10))
+	if got := PassHeadDims(BwdPre, 90); !slices.Equal(got, BwdHeadDimsFit(BwdDKDVQ, 90, 227<<10)) {
+		t.Errorf("PassHeadDims(BwdPre, 90) = %v, want every backward head dim %v", got, BwdHeadDimsFit(BwdDKDVQ, 90, 227<<10))
 	}
 	for _, p := range []Pass{BwdPre, BwdDQ} {
 		for _, a := range []int{75, 90} {

@@ -9,7 +9,7 @@ timing, each shape's output is checked against SDPA's math backend in float32.
 backend; ours: the default path, FA2's single pass pre + dK/dV/dQ + dQ convert
 where the fatbin has one for the head dim, else pre + dK/dV + dQ; "det": the
 deterministic path, the single pass's ordered twin fa2_bwd_dkdvqdet_* where
-the fatbin has one, else pre + dK/dV + dQ; "-" at D256, which has neither), our O and LSE from our forward
+the fatbin has one, else pre + dK/dV + dQ; "-" where it has neither), our O and LSE from our forward
 kernel; each shape's gradients of both paths (batch 0, heads 0-3) are checked
 against SDPA's float32 math backend, next to flash's error on the same slice,
 and the det path is run twice and must repeat bit for bit.
@@ -229,7 +229,8 @@ def backward(m, arch, ns, ds):
                 di = torch.full_like(lse, float("nan"))
                 grads = {}
                 calls = {}
-                paths = ("ours", "det") if f"fa2_bwd_dkdv_sm{arch}_d{d}" in m.tiles else ("ours",)
+                has_det = f"fa2_bwd_dkdv_sm{arch}_d{d}" in m.tiles or any(s.startswith(f"fa2_bwd_dkdvqdet_sm{arch}_d{d}_") for s in m.tiles)
+                paths = ("ours", "det") if has_det else ("ours",)
                 m.forward(arch, q, k, v, o, lse, causal)()
                 for path in paths:
                     g = tuple(torch.full_like(x, float("nan")) for x in (q, k, v))
