@@ -10,12 +10,8 @@ import (
 // q, k and v are views of that one buffer, passed without a copy. The
 // device addresses here are made up, so the example stops after the checks
 // that need no GPU; with real ones (from cuMemAlloc, a PyTorch tensor's
-// data_ptr(), a PJRT buffer), a plan enqueues the kernel on the caller's
-// stream:
-//
-//	dev, err := flashattn.OpenDevice(0)
-//	plan, err := dev.NewRawForward(dims, flashattn.FP16, &flashattn.Options{Causal: true})
-//	err = plan.Enqueue(stream, args) // returns once enqueued; the stream's next sync sees O and the LSE
+// data_ptr(), a PJRT buffer, DeviceTensor.Raw), a plan enqueues the kernel
+// on the caller's stream: see the example of RawForward.Enqueue.
 func ExampleCheckRawForward() {
 	dims := flashattn.Dims{B: 2, Nq: 256, Nk: 256, Hq: 8, Hkv: 8, D: 64}
 	packed := flashattn.Shape{B: dims.B, N: dims.Nq, H: 3 * dims.Hq, D: dims.D}

@@ -150,6 +150,29 @@ type RawBuffer struct {
 	Bytes int    // as RawTensor.Bytes
 }
 
+// Raw is t as an operand of raw calls: its address (Ptr), dense BSHD
+// strides, and its size as Bytes, so calls need not ask the driver. The
+// plan's dtype must be t's (RawTensor carries none). A freed tensor gives
+// address 0, which raw calls refuse.
+func (t *DeviceTensor) Raw() RawTensor {
+	if t == nil {
+		return RawTensor{}
+	}
+	return RawTensor{Ptr: t.Ptr(), Strides: t.shape.ContiguousStrides(), Bytes: t.dtype.Size() * t.shape.Numel()}
+}
+
+// RawLSE is r's LSE buffer as a raw call's LSE: RawForwardArgs.LSE writes
+// it, RawBackwardArgs.LSE reads it, and r.LSE downloads it. For a raw
+// forward to write into, any result of r.Dims serves (UploadResult of
+// zeros allocates one). A freed result gives address 0, which raw calls
+// refuse.
+func (r *DeviceResult) RawLSE() RawBuffer {
+	if r == nil || r.lse == nil || r.lse.Freed() {
+		return RawBuffer{}
+	}
+	return RawBuffer{Ptr: r.lse.Ptr(), Bytes: r.Dims.LSEBytes()}
+}
+
 // RawForwardArgs are the operands of RawForward.Enqueue.
 type RawForwardArgs struct {
 	Q    RawTensor // (B, Nq, Hq, D), read

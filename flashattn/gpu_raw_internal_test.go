@@ -177,6 +177,26 @@ func TestRawChecks(t *testing.T) {
 	}
 }
 
+// TestRawOfFreed: nil and freed tensors and results give address 0, which
+// the checks refuse (TestGPURawExample checks live ones on a GPU).
+func TestRawOfFreed(t *testing.T) {
+	var nilT *DeviceTensor
+	var nilR *DeviceResult
+	freed := &DeviceTensor{shape: rawDims.QShape(), dtype: FP16, freed: true}
+	if nilT.Ptr() != 0 || nilT.Raw() != (RawTensor{}) || nilR.RawLSE() != (RawBuffer{}) || freed.Ptr() != 0 {
+		t.Fatalf("nil or freed: Ptr %#x, Raw %+v, RawLSE %+v, freed Ptr %#x", nilT.Ptr(), nilT.Raw(), nilR.RawLSE(), freed.Ptr())
+	}
+	a := rawFwdArgs()
+	a.Out = freed.Raw()
+	if a.Out.Bytes != FP16.Size()*rawDims.QShape().Numel() || a.Out.Strides != rawDims.QShape().ContiguousStrides() {
+		t.Errorf("Raw of a dense %v: %+v", rawDims.QShape(), a.Out)
+	}
+	var de *DataError
+	if err := CheckRawForward(rawDims, FP16, &a); !errors.As(err, &de) || de.Arg != "out" {
+		t.Errorf("freed out: %v, want a *DataError for out", err)
+	}
+}
+
 func TestCheckDType(t *testing.T) {
 	for _, c := range []struct {
 		dt   DType

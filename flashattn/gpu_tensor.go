@@ -23,6 +23,18 @@ type DeviceTensor struct {
 // Shape is the tensor's shape.
 func (t *DeviceTensor) Shape() Shape { return t.shape }
 
+// Ptr is the tensor's device address (CUdeviceptr), dense BSHD, for raw
+// calls (Raw) and other CUDA code of the process. It is valid until Free or
+// Device.Close, and 0 after (raw calls refuse 0). What other code writes
+// there skips Upload's checks: a NaN or Inf it leaves makes NaN rows in
+// later calls on the tensor.
+func (t *DeviceTensor) Ptr() uint64 {
+	if t.usable("tensor", nil) != nil {
+		return 0
+	}
+	return t.buf.Ptr()
+}
+
 // DType is the tensor's element type: FP16, or BF16 for UploadBF16's tensors
 // and the outputs of Forward on them.
 func (t *DeviceTensor) DType() DType { return t.dtype }
