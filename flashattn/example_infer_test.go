@@ -71,3 +71,27 @@ func ExampleForwardKVCache() {
 	// Output:
 	// out = [3.7284 4.7284]  lse = 2.5514  on cpu-flash
 }
+
+// The same step as ExampleForwardKVCache, with the third entry appended by
+// the call (as flash_attn_with_kvcache's k, v) instead of written before it.
+func ExampleForwardKVCacheAppend() {
+	pool := flashattn.Shape{B: 2, N: 16, H: 1, D: 2}
+	kc, vc := flashattn.New(pool), flashattn.New(pool)
+	for n, kv := range [][4]float32{{1, 0, 1, 2}, {0, 1, 3, 4}} {
+		kc.Set(1, n, 0, 0, kv[0])
+		kc.Set(1, n, 0, 1, kv[1])
+		vc.Set(1, n, 0, 0, kv[2])
+		vc.Set(1, n, 0, 1, kv[3])
+	}
+	q, kNew, vNew := tiny([2]float32{1, 1}), tiny([2]float32{1, 1}), tiny([2]float32{5, 6})
+	c := flashattn.KVCache{SeqLens: []int{2}, BlockTable: [][]int{{1}}, BlockSize: 16}
+	res, err := flashattn.ForwardKVCacheAppend(q, kNew, vNew, kc, vc, c, &flashattn.Options{Scale: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c.SeqLens[0] += kNew.Shape.N // the caller keeps the lengths
+	fmt.Printf("out = %.4f  lse = %.4f  v[2] = %v  SeqLens %v\n", res.Out.Row(0, 0, 0), res.LSE[0], vc.Row(1, 2, 0), c.SeqLens)
+	// Output:
+	// out = [3.7284 4.7284]  lse = 2.5514  v[2] = [5 6]  SeqLens [3]
+}

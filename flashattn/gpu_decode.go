@@ -374,3 +374,59 @@ func (d *Device) ForwardKVCacheHost(q, kCache, vCache *Tensor, c KVCache, o *Opt
 	}
 	return &Result{Dims: dm, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(ks...)}, nil
 }
+
+// ForwardKVCacheAppend is ForwardKVCache with in-place append on the device,
+// as flashattn.ForwardKVCacheAppend: kNew and vNew (B, Nnew, Hkv, D), of q's
+// dtype, are copied into kCache and vCache at entries [SeqLens[b],
+// SeqLens[b]+Nnew) of each sequence (through the block table when paged), on
+// the device's stream ahead of the decode kernels (one device-to-device copy
+// per sequence and tensor, one per page a sequence's new entries touch), then
+// q attends over SeqLens[b]+Nnew entries. c.SeqLens are the lengths before
+// the call; the caller adds Nnew. Checks (a *CacheFullError, a
+// *ReadOnlyCacheError among them) come before any write.
+func (d *Device) ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *DeviceTensor, c KVCache, o *Options) (*DeviceResult, error) {
+	if d == nil {
+		return nil, ErrDeviceClosed
+	}
+	ts := []*DeviceTensor{q, kNew, vNew, kCache, vCache}
+	for i, name := range []string{"q", "kNew", "vNew", "kCache", "vCache"} {
+		if err := ts[i].usable(name, d); err != nil {
+			return nil, err
+		}
+		if ts[i].dtype != q.dtype {
+			return nil, &DataError{Arg: name, Reason: fmt.Sprintf("is %v, q is %v: mixed dtypes are not converted", ts[i].dtype, q.dtype)}
+		}
+	}
+	if _, err := resolveKVShapes(q.shape, kCache.shape, vCache.shape, c, o); err != nil {
+		return nil, err
+	}
+	after, err := checkAppend(q.shape, kNew.shape, vNew.shape, kCache.shape, c, kCache.buf == vCache.buf)
+	if err != nil {
+		return nil, err
+	}
+	p, err := resolveKVShapes(q.shape, kCache.shape, vCache.shape, after, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	if _, _, err := d.decodeKernels(p, q.dtype); err != nil { // refused before the cache is written
+		return nil, err
+	}
+	es := q.dtype.Size()
+	cs, ns := kCache.shape.ContiguousStrides(), kNew.shape.ContiguousStrides()
+	err = appendRuns(c, kNew.shape.N, func(b, i, blk, row, rows int) error {
+		dst, src, n := es*(blk*cs[0]+row*cs[1]), es*(b*ns[0]+i*ns[1]), es*rows*ns[1]
+		if err := cuda.CopyOnStream(kCache.buf, dst, kNew.buf, src, n, d.stream); err != nil {
+			return err
+		}
+		return cuda.CopyOnStream(vCache.buf, dst, vNew.buf, src, n, d.stream)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: appending to the KV cache on %s: %w", d.info, err)
+	}
+	r, _, err := d.decode(p, after, q, kCache, vCache)
+	return r, err
+}

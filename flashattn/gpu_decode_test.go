@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/flashattn/attntest"
@@ -71,7 +73,8 @@ func TestGPUKVCacheConformance(t *testing.T) {
 							t.Errorf("one split ran %s", res.Reason)
 						}
 						return res, err
-					}}
+					},
+					ForwardKVCacheAppend: deviceAppend(dev, dev.Upload)}
 				attntest.RunKVCache(t, b)
 			})
 		}
@@ -177,7 +180,8 @@ func TestGPUKVCacheBF16(t *testing.T) {
 			}
 			lse, err := r.LSE()
 			return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
-		}}
+		},
+		ForwardKVCacheAppend: deviceAppend(dev, dev.UploadBF16)}
 	attntest.RunKVCache(t, b)
 }
 
@@ -199,4 +203,138 @@ func TestGPUBenchKVCache(t *testing.T) {
 	if _, err := dev.BenchKVCache(dims, 48, nil, 1, 1); err == nil {
 		t.Error("a page size that does not divide Nk: no error")
 	}
+}
+
+// deviceAppend is an attntest ForwardKVCacheAppend through
+// Device.ForwardKVCacheAppend on tensors up uploads; the device's cache is
+// copied back into kc and vc, for the suite to check what was written.
+func deviceAppend(dev *flashattn.Device, up func(*flashattn.Tensor) (*flashattn.DeviceTensor, error)) func(q, kn, vn, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
+	return func(q, kn, vn, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
+		var ts []*flashattn.DeviceTensor
+		defer func() {
+			for _, d := range ts {
+				_ = d.Free()
+			}
+		}()
+		for _, x := range []*flashattn.Tensor{q, kn, vn, kc, vc} {
+			d, err := up(x)
+			if err != nil {
+				return nil, err
+			}
+			ts = append(ts, d)
+		}
+		r, err := dev.ForwardKVCacheAppend(ts[0], ts[1], ts[2], ts[3], ts[4], c, o)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Free()
+		for i, x := range []*flashattn.Tensor{kc, vc} {
+			got, err := ts[3+i].Download()
+			if err != nil {
+				return nil, err
+			}
+			copy(x.Data, got.Data)
+		}
+		out, err := r.Out.Download()
+		if err != nil {
+			return nil, err
+		}
+		lse, err := r.LSE()
+		return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
+	}
+}
+
+// TestGPUKVCacheAppendDevice: on the device, a full cache and a shared
+// block are typed errors that leave the cache as it was, and a decode step
+// with append costs little more than one without (logged: host-timed calls,
+// B 1, 32/8 heads, D 128, a 32k cache).
+func TestGPUKVCacheAppendDevice(t *testing.T) {
+	dev := openGPU(t)
+	q := flashattn.Random(flashattn.Shape{B: 2, N: 1, H: 4, D: 64}, 1)
+	kn := flashattn.Random(flashattn.Shape{B: 2, N: 1, H: 2, D: 64}, 2)
+	pk := flashattn.Random(flashattn.Shape{B: 4, N: 16, H: 2, D: 64}, 3)
+	var ts []*flashattn.DeviceTensor
+	defer func() {
+		for _, d := range ts {
+			_ = d.Free()
+		}
+	}()
+	for _, x := range []*flashattn.Tensor{q, kn, kn, pk, pk} {
+		d, err := dev.Upload(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, d)
+	}
+	before, err := ts[3].Download()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		full *flashattn.CacheFullError
+		ro   *flashattn.ReadOnlyCacheError
+	)
+	_, err = dev.ForwardKVCacheAppend(ts[0], ts[1], ts[2], ts[3], ts[4], flashattn.KVCache{SeqLens: []int{16, 3}, BlockTable: [][]int{{0}, {1}}, BlockSize: 16}, nil)
+	if !errors.As(err, &full) {
+		t.Errorf("full: %v, want a *CacheFullError", err)
+	}
+	_, err = dev.ForwardKVCacheAppend(ts[0], ts[1], ts[2], ts[3], ts[4], flashattn.KVCache{SeqLens: []int{3, 20}, BlockTable: [][]int{{2}, {2, 3}}, BlockSize: 16}, nil)
+	if !errors.As(err, &ro) {
+		t.Errorf("shared block: %v, want a *ReadOnlyCacheError", err)
+	}
+	_, err = dev.ForwardKVCacheAppend(ts[0], ts[1], ts[2], ts[3], ts[3], flashattn.KVCache{SeqLens: []int{3, 4}, BlockTable: [][]int{{0}, {1}}, BlockSize: 16}, nil)
+	if !errors.As(err, &ro) {
+		t.Errorf("one buffer: %v, want a *ReadOnlyCacheError", err)
+	}
+	after, err := ts[3].Download()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bitsEqual(before.Data, after.Data) {
+		t.Error("a refused append wrote the cache")
+	}
+
+	// The cost of the copies: a 32k decode step with and without append.
+	d := flashattn.Dims{B: 1, Nq: 1, Nk: 32768, Hq: 32, Hkv: 8, D: 128}
+	var big []*flashattn.DeviceTensor
+	defer func() {
+		for _, x := range big {
+			_ = x.Free()
+		}
+	}()
+	for i, s := range []flashattn.Shape{d.QShape(), {B: 1, N: 1, H: 8, D: 128}, {B: 1, N: 1, H: 8, D: 128}, d.KVShape(), d.KVShape()} {
+		x, err := dev.Upload(flashattn.Random(s, uint64(10+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		big = append(big, x)
+	}
+	c := flashattn.KVCache{SeqLens: []int{d.Nk - 1}}
+	median := func(f func() error) time.Duration {
+		var ds []time.Duration
+		for i := 0; i < 25; i++ {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	plain := median(func() error {
+		r, err := dev.ForwardKVCache(big[0], big[3], big[4], flashattn.KVCache{SeqLens: []int{d.Nk}}, nil)
+		if err == nil {
+			err = r.Free()
+		}
+		return err
+	})
+	appended := median(func() error {
+		r, err := dev.ForwardKVCacheAppend(big[0], big[1], big[2], big[3], big[4], c, nil)
+		if err == nil {
+			err = r.Free()
+		}
+		return err
+	})
+	t.Logf("32k decode step, host-timed median of 25 (allocation, upload of SeqLens, kernels, wait, free): %v; with append of one token: %v", plain, appended)
 }

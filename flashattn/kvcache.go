@@ -167,6 +167,13 @@ func ForwardKVCache(q, kCache, vCache *Tensor, c KVCache, opts *Options) (*Resul
 // ForwardKVCacheContext is ForwardKVCache that stops early once ctx is
 // done, as ForwardContext.
 func ForwardKVCacheContext(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, opts *Options) (*Result, error) {
+	return forwardKVCache(ctx, q, kCache, vCache, c, opts, nil)
+}
+
+// forwardKVCache is ForwardKVCacheContext; an in-place append passes its new
+// entries (picked on with the rest) and write, which runs once every check
+// and the backend choice have passed.
+func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, opts *Options, write func(), news ...*Tensor) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flashattn: ForwardKVCache: %w", err)
 	}
@@ -174,9 +181,12 @@ func ForwardKVCacheContext(ctx context.Context, q, kCache, vCache *Tensor, c KVC
 	if err != nil {
 		return nil, err
 	}
-	be, reason, im, err := pick(kc.p, opts, false, q, kCache, vCache)
+	be, reason, im, err := pick(kc.p, opts, false, append([]*Tensor{q, kCache, vCache}, news...)...)
 	if err != nil {
 		return nil, err
+	}
+	if write != nil {
+		write()
 	}
 	d := kc.p.Dims
 	if g, ok := im.(gpuImpl); ok { // the whole batch in one decode call

@@ -111,6 +111,9 @@ type Backend struct {
 	ForwardVarlen  func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error)
 	BackwardVarlen func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error)
 	ForwardKVCache func(q, kCache, vCache *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error)
+	// ForwardKVCacheAppend writes kNew, vNew into the host kCache, vCache
+	// (a device backend copies its cache back) and decodes.
+	ForwardKVCacheAppend func(q, kNew, vNew, kCache, vCache *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error)
 	// Precision the backend is held to.
 	Precision Precision
 	// HeadDims lists the supported head dims (nil: all). For any other D,
@@ -187,6 +190,13 @@ func ForBackend(be flashattn.Backend) Backend {
 		},
 		ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
 			res, err := flashattn.ForwardKVCache(q, kc, vc, c, with(o))
+			if err == nil {
+				err = ran(res.Backend, res.Reason)
+			}
+			return res, err
+		},
+		ForwardKVCacheAppend: func(q, kn, vn, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
+			res, err := flashattn.ForwardKVCacheAppend(q, kn, vn, kc, vc, c, with(o))
 			if err == nil {
 				err = ran(res.Backend, res.Reason)
 			}

@@ -3,6 +3,7 @@ package attntest
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -72,12 +73,15 @@ func (c VarlenCase) Inputs() (q, k, v, dOut *flashattn.Tensor) {
 // KVCase is decoding against a KV cache: Case holds B, Nq (the new rows),
 // heads, head dim, options and seed (its Nk and Layout are unused);
 // SeqLens are the cache lengths, the cache holding Ncache entries per
-// batch, paged in blocks of BlockSize when BlockSize > 0.
+// batch, paged in blocks of BlockSize when BlockSize > 0. Append > 0 makes
+// it an in-place append (ForwardKVCacheAppend) of that many new entries per
+// sequence: SeqLens are then the lengths before it.
 type KVCase struct {
 	Case
 	SeqLens   []int
 	Ncache    int
 	BlockSize int
+	Append    int
 }
 
 // KVCases covers Nq = 1 and Nq > 1, an empty cache and a full one, a cache
@@ -86,20 +90,28 @@ type KVCase struct {
 func KVCases() []KVCase {
 	lens := []int{37, 0, 100, 16}
 	cs := []KVCase{
-		{Case{Name: "decode-Nq1", Nq: 1}, lens, 100, 0},
-		{Case{Name: "decode-Nq1-paged16", Nq: 1}, lens, 100, 16},
-		{Case{Name: "decode-Nq5-causal-paged32", Nq: 5, Causal: true}, lens, 100, 32},
-		{Case{Name: "decode-Nq5-causal-window-softcap-alibi", Nq: 5, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, Softcap: 6, ALiBi: true}, lens, 100, 0},
-		{Case{Name: "decode-Nq2-window-alibi-paged16", Nq: 2, Window: &flashattn.Window{Left: 9, Right: 0}, ALiBi: true}, lens, 100, 16},
+		{Case{Name: "decode-Nq1", Nq: 1}, lens, 100, 0, 0},
+		{Case{Name: "decode-Nq1-paged16", Nq: 1}, lens, 100, 16, 0},
+		{Case{Name: "decode-Nq5-causal-paged32", Nq: 5, Causal: true}, lens, 100, 32, 0},
+		{Case{Name: "decode-Nq5-causal-window-softcap-alibi", Nq: 5, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, Softcap: 6, ALiBi: true}, lens, 100, 0, 0},
+		{Case{Name: "decode-Nq2-window-alibi-paged16", Nq: 2, Window: &flashattn.Window{Left: 9, Right: 0}, ALiBi: true}, lens, 100, 16, 0},
 		// What the GPU decode kernels tile: several key blocks per sequence
 		// (64-128 keys), pages that straddle a block (48), a GQA group of 8
 		// packed with Nq into one 16-row tile or spilling over several
 		// (Nq 16 x 4 = 64 rows), a cache length one past a block, causal
 		// rows that see no key (SeqLens 1 < Nq).
-		{Case{Name: "decode-Nq1-gqa8-d128", Nq: 1, Hq: 16, Hkv: 2, D: 128}, []int{300, 1, 517, 0, 129}, 520, 0},
-		{Case{Name: "decode-Nq2-gqa8-d64-paged48", Nq: 2, Hq: 8, Hkv: 1, D: 64}, []int{300, 1, 517, 0, 129}, 520, 48},
-		{Case{Name: "decode-Nq16-causal-gqa4-d64-paged16", Nq: 16, Causal: true, Hq: 8, Hkv: 2, D: 64}, []int{200, 1, 65, 0}, 200, 16},
-		{Case{Name: "decode-Nq3-causal-mqa-d96", Nq: 3, Causal: true, Hq: 6, Hkv: 1, D: 96}, []int{257, 2, 130}, 260, 0},
+		{Case{Name: "decode-Nq1-gqa8-d128", Nq: 1, Hq: 16, Hkv: 2, D: 128}, []int{300, 1, 517, 0, 129}, 520, 0, 0},
+		{Case{Name: "decode-Nq2-gqa8-d64-paged48", Nq: 2, Hq: 8, Hkv: 1, D: 64}, []int{300, 1, 517, 0, 129}, 520, 48, 0},
+		{Case{Name: "decode-Nq16-causal-gqa4-d64-paged16", Nq: 16, Causal: true, Hq: 8, Hkv: 2, D: 64}, []int{200, 1, 65, 0}, 200, 16, 0},
+		{Case{Name: "decode-Nq3-causal-mqa-d96", Nq: 3, Causal: true, Hq: 6, Hkv: 1, D: 96}, []int{257, 2, 130}, 260, 0, 0},
+		// In-place append: a sequence filled to its last entry, an empty
+		// one, new entries crossing a page, the GPU's head dims.
+		{Case{Name: "append1-Nq1", Nq: 1}, []int{37, 0, 99, 15}, 100, 0, 1},
+		{Case{Name: "append1-Nq1-paged16", Nq: 1}, []int{37, 0, 99, 15}, 100, 16, 1},
+		{Case{Name: "append5-Nq5-causal-paged32", Nq: 5, Causal: true}, []int{30, 0, 95, 16}, 100, 32, 5},
+		{Case{Name: "append3-Nq3-causal-window-alibi", Nq: 3, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, ALiBi: true}, []int{30, 0, 95}, 100, 0, 3},
+		{Case{Name: "append2-Nq2-gqa8-d128", Nq: 2, Hq: 16, Hkv: 2, D: 128}, []int{300, 1, 518, 0, 129}, 520, 0, 2},
+		{Case{Name: "append16-Nq16-causal-gqa4-d64-paged48", Nq: 16, Causal: true, Hq: 8, Hkv: 2, D: 64}, []int{40, 0, 184}, 200, 48, 16},
 	}
 	for i := range cs {
 		c := &cs[i]
@@ -110,6 +122,12 @@ func KVCases() []KVCase {
 		c.Seed = uint64(60000 + 1000*i)
 	}
 	return cs
+}
+
+// NewEntries builds an append case's new keys and values (B, Append, Hkv, D).
+func (c KVCase) NewEntries() (kNew, vNew *flashattn.Tensor) {
+	s := flashattn.Shape{B: c.B, N: c.Append, H: c.Hkv, D: c.D}
+	return flashattn.Random(s, c.Seed+3), flashattn.Random(s, c.Seed+4)
 }
 
 // Inputs builds q and the cache: contiguous kc, vc (B, Ncache, Hkv, D),
@@ -212,14 +230,24 @@ func RunVarlen(t *testing.T, b Backend) {
 func RunKVCache(t *testing.T, b Backend) {
 	for _, c := range KVCases() {
 		t.Run(c.Name, func(t *testing.T) {
-			if b.ForwardKVCache == nil {
-				t.Skipf("%s has no ForwardKVCache", b.Name)
+			if b.ForwardKVCache == nil || c.Append > 0 && b.ForwardKVCacheAppend == nil {
+				t.Skipf("%s has no ForwardKVCache or ForwardKVCacheAppend", b.Name)
 			}
 			q, kc, vc, k, v, cache := c.Inputs()
 			o := c.Options()
 			if !b.supportsCase(c.Case) {
-				_, err := b.ForwardKVCache(q, k, v, cache, o)
+				var err error
+				if c.Append > 0 {
+					kNew, vNew := c.NewEntries()
+					_, err = b.ForwardKVCacheAppend(q, kNew, vNew, k, v, cache, o)
+				} else {
+					_, err = b.ForwardKVCache(q, k, v, cache, o)
+				}
 				expectUnsupported(t, "ForwardKVCache", c.Case, err)
+				return
+			}
+			if c.Append > 0 {
+				runAppend(t, b, c)
 				return
 			}
 			res, err := b.ForwardKVCache(q, k, v, cache, o)
@@ -232,6 +260,64 @@ func RunKVCache(t *testing.T, b Backend) {
 				checkSeq(t, b.Precision, c.Case, bi, Rows(q, bi, 0, c.Nq), Rows(kc, bi, 0, n), Rows(vc, bi, 0, n), nil, got, nil)
 			}
 		})
+	}
+}
+
+// runAppend runs an append case: the cache b returns must hold the new
+// entries at each sequence's length and its other entries unchanged (held
+// to b's precision: a GPU backend's cache went through fp16), and the
+// result must be the truth over the grown sequences.
+func runAppend(t *testing.T, b Backend, c KVCase) {
+	q, kc, vc, k, v, cache := c.Inputs()
+	kNew, vNew := c.NewEntries()
+	res, err := b.ForwardKVCacheAppend(q, kNew, vNew, k, v, cache, c.Options())
+	if err != nil {
+		t.Fatalf("%s: ForwardKVCacheAppend(%v): %v", b.Name, c.Case, err)
+	}
+	if !slices.Equal(cache.SeqLens, c.SeqLens) {
+		t.Errorf("the call changed SeqLens to %v (want %v: the caller adds Append)", cache.SeqLens, c.SeqLens)
+	}
+	// want: kc, vc with the new entries written at each sequence's length.
+	want := [2]*flashattn.Tensor{kc.Clone(), vc.Clone()}
+	for bi, n := range c.SeqLens {
+		for i := 0; i < c.Append; i++ {
+			for h := 0; h < c.Hkv; h++ {
+				for x := 0; x < c.D; x++ {
+					want[0].Set(bi, n+i, h, x, kNew.At(bi, i, h, x))
+					want[1].Set(bi, n+i, h, x, vNew.At(bi, i, h, x))
+				}
+			}
+		}
+	}
+	u, floor := b.Precision.unitRoundoff(), 0.0
+	if b.Precision != FP32 {
+		floor = 0x1p-24 // fp16's subnormal spacing
+	}
+	for ti, got := range [2]*flashattn.Tensor{k, v} {
+		bad := 0
+		for bi := range c.SeqLens {
+			for n := 0; n < c.Ncache; n++ {
+				blk, row := bi, n
+				if cache.BlockTable != nil {
+					blk, row = cache.BlockTable[bi][n/c.BlockSize], n%c.BlockSize
+				}
+				for h := 0; h < c.Hkv; h++ {
+					for x := 0; x < c.D; x++ {
+						w, g := want[ti].At(bi, n, h, x), got.At(blk, row, h, x)
+						if math.Abs(float64(g-w)) > u*math.Abs(float64(w))+floor {
+							if bad++; bad <= 3 {
+								t.Errorf("%s cache, batch %d entry %d head %d col %d: %v, want %v", [2]string{"k", "v"}[ti], bi, n, h, x, g, w)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	d := res.Dims
+	for bi, n := range c.SeqLens {
+		got := &flashattn.Result{Out: Rows(res.Out, bi, 0, c.Nq), LSE: res.LSE[d.LSEIndex(bi, 0, 0):][:c.Hq*c.Nq]}
+		checkSeq(t, b.Precision, c.Case, bi, Rows(q, bi, 0, c.Nq), Rows(want[0], bi, 0, n+c.Append), Rows(want[1], bi, 0, n+c.Append), nil, got, nil)
 	}
 }
 

@@ -19,7 +19,7 @@ type driver struct {
 	cuDevicePrimaryCtxReset                                     uintptr
 	cuCtxSetCurrent, cuCtxSynchronize                           uintptr
 	cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH           uintptr
-	cuMemsetD32, cuMemGetInfo                                   uintptr
+	cuMemsetD32, cuMemGetInfo, cuMemcpyDtoDAsync                uintptr
 	cuModuleLoadDataEx, cuModuleUnload                          uintptr
 	cuModuleGetFunction, cuFuncSetAttribute, cuFuncGetAttribute uintptr
 	cuLaunchKernel                                              uintptr
@@ -68,6 +68,7 @@ func (d *driver) symbols() []symbol {
 		s(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 		s(&d.cuMemsetD32, "cuMemsetD32_v2"),
 		s(&d.cuMemGetInfo, "cuMemGetInfo_v2"),
+		s(&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
 		s(&d.cuModuleLoadDataEx, "cuModuleLoadDataEx"),
 		s(&d.cuModuleUnload, "cuModuleUnload"),
 		s(&d.cuModuleGetFunction, "cuModuleGetFunction"),

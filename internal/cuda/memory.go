@@ -95,6 +95,21 @@ func CopyFromDevice[T any](dst []T, b *Buffer) error {
 	return b.c.do("cuMemcpyDtoH_v2", b.c.d.cuMemcpyDtoH, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(b.ptr), uintptr(n))
 }
 
+// CopyOnStream enqueues a copy of bytes from src at srcOff to dst at dstOff
+// (byte offsets) on stream s: ordered with s's kernels, no host wait.
+func CopyOnStream(dst *Buffer, dstOff int, src *Buffer, srcOff, bytes int, s *Stream) error {
+	if dstOff < 0 || srcOff < 0 || bytes < 0 {
+		return fmt.Errorf("cuda: copy of %d bytes at offsets %d, %d", bytes, dstOff, srcOff)
+	}
+	if err := dst.live(dstOff + bytes); err != nil || bytes == 0 {
+		return err
+	}
+	if err := src.live(srcOff + bytes); err != nil {
+		return err
+	}
+	return dst.c.do("cuMemcpyDtoDAsync_v2", dst.c.d.cuMemcpyDtoDAsync, uintptr(dst.ptr)+uintptr(dstOff), uintptr(src.ptr)+uintptr(srcOff), uintptr(bytes), s.h)
+}
+
 // Memset32 sets the first count 32-bit words of b to v.
 func (b *Buffer) Memset32(v uint32, count int) error {
 	if err := b.live(4 * count); err != nil || count == 0 {
