@@ -209,6 +209,20 @@ func TestTableMatchesTraits(t *testing.T) {
 				if b, ok := LookupBF16(BwdPre, n[0], n[1], false); ok != (n[0] == 80) || ok && (!b.BF16 || !strings.HasSuffix(b.Symbol, "_bf16")) {
 					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
+				// The varlen backward: each of the three kernels' tile, each
+				// dtype and mask, named as its plain twin plus _varlen.
+				for pass, vpass := range map[Pass]Pass{BwdPre: BwdPreVarlen, BwdDKDV: BwdDKDVVarlen, BwdDQ: BwdDQVarlen} {
+					for _, bf16 := range []bool{false, true} {
+						for _, causal := range []bool{false, pass != BwdPre} {
+							p, _ := LookupFit(pass, bf16, n[0], n[1], causal, BaseSmemBytes)
+							vl, ok := LookupFit(vpass, bf16, n[0], n[1], causal, BaseSmemBytes)
+							if ok != (!bf16 || n[0] == 80) || ok && (vl.Br != p.Br || vl.Bc != p.Bc || vl.Warps != p.Warps || vl.SmemBytes != p.SmemBytes ||
+								vl.Symbol != p.Symbol+"_varlen") {
+								t.Errorf("%s: %v kernel %+v (found %v), want the %v tile %+v", r[0], vpass, vl, ok, pass, p)
+							}
+						}
+					}
+				}
 			}
 			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
 				for _, bf16 := range []bool{false, true} {
@@ -219,6 +233,15 @@ func TestTableMatchesTraits(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+	for _, c := range [][2]Pass{{BwdDKDV, BwdDKDVVarlen}, {BwdDQ, BwdDQVarlen}, {BwdPre, BwdPreVarlen}} {
+		want := count[c[0]]
+		if c[0] == BwdPre { // D 256's pre ships with its single pass alone
+			want = count[BwdDKDV] / 2
+		}
+		if count[c[1]] != want {
+			t.Errorf("backward: %d %v, %d %v variants; want one varlen per three-kernel one", count[c[0]], c[0], count[c[1]], c[1])
 		}
 	}
 	if count[FwdVarlen] != count[Fwd] {
