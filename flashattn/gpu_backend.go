@@ -88,14 +88,13 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 // gpuUnsupported is the *UnsupportedError of a problem that uses a feature
 // the kernels lack (every GPU path checks it, through checkProblem), or nil.
 // The forward runs windows, softcap and ALiBi (the modified kernels); the
-// backward, decode and varlen kernels have none of them. Varlen has a
-// forward kernel (FwdVarlen), no backward one yet.
+// backward, decode and varlen kernels have none of them. Varlen runs both
+// ways (FwdVarlen; the three-kernel backward's BwdPreVarlen, BwdDKDVVarlen,
+// BwdDQVarlen).
 func (p problem) gpuUnsupported(backward bool) error {
 	feature, value := p.modFeature()
 	reason := "the CUDA kernels have no such path yet; the CPU backends do"
 	switch {
-	case p.entry == varlenEntry && backward:
-		feature, value = p.entry+" backward", fmt.Sprintf("(%+v)", p.Dims)
 	case p.entry != "" && p.entry != kvEntry && p.entry != varlenEntry: // decode and varlen have kernels
 		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
 	case feature == "" || p.entry == "" && !backward:

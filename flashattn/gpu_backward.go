@@ -110,6 +110,7 @@ var (
 	singlePass    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQ, kernels.BwdDQConv}
 	singlePassDet = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDet, kernels.BwdDQConv}
 	threePass     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
+	varlenPasses  = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVVarlen, kernels.BwdDQVarlen}
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
@@ -141,9 +142,16 @@ func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt D
 }
 
 // bwdKernels is loadBwd for p, a problem the device can run
-// (checkProblem); d.mu is held.
+// (checkProblem), or for packed sequences the varlen three (deterministic
+// already); d.mu is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
-	ks, err := d.loadBwd(p.Dims, p.Causal, p.Deterministic, dt)
+	var ks [3]*loadedKernel
+	var err error
+	if p.varlen != nil {
+		ks, err = d.loadPasses(varlenPasses, p.Dims, p.Causal, dt)
+	} else {
+		ks, err = d.loadBwd(p.Dims, p.Causal, p.Deterministic, dt)
+	}
 	if err != nil {
 		return ks, err
 	}
@@ -166,24 +174,9 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 // block; deterministic: and one int32 counter per query block), and frees
 // them before returning (BenchResult.ExtraBytes counts them).
 func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (*DeviceGrads, error) {
-	if fwd == nil {
-		return nil, &DataError{Arg: "fwd", Reason: "forward result is nil"}
-	}
-	p, err := d.problemOf(o, q, k, v, fwd.Out, dOut)
+	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)
 	if err != nil {
 		return nil, err
-	}
-	if fwd.lse == nil || fwd.lse.Freed() {
-		return nil, fmt.Errorf("lse: %w", ErrFreed)
-	}
-	if err := expectShape("out", fwd.Out.shape, p.QShape()); err != nil {
-		return nil, err
-	}
-	if err := expectShape("dOut", dOut.shape, p.QShape()); err != nil {
-		return nil, err
-	}
-	if fwd.Dims != p.Dims || fwd.lse.Size() < 4*p.LSELen() {
-		return nil, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, p.Dims)}
 	}
 	if err := p.checkNoKeyRows(fwd.lastNoKey); err != nil {
 		return nil, err
@@ -193,6 +186,31 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 	}
 	defer d.mu.Unlock()
 	return d.backward(p, q, k, v, fwd, dOut)
+}
+
+// backwardProblem checks the operands of a backward call on the device
+// (Backward, BackwardVarlen) and returns their problem, o resolved.
+func (d *Device) backwardProblem(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (problem, error) {
+	if fwd == nil {
+		return problem{}, &DataError{Arg: "fwd", Reason: "forward result is nil"}
+	}
+	p, err := d.problemOf(o, q, k, v, fwd.Out, dOut)
+	if err != nil {
+		return problem{}, err
+	}
+	if fwd.lse == nil || fwd.lse.Freed() {
+		return problem{}, fmt.Errorf("lse: %w", ErrFreed)
+	}
+	if err := expectShape("out", fwd.Out.shape, p.QShape()); err != nil {
+		return problem{}, err
+	}
+	if err := expectShape("dOut", dOut.shape, p.QShape()); err != nil {
+		return problem{}, err
+	}
+	if fwd.Dims != p.Dims || fwd.lse.Size() < 4*p.LSELen() {
+		return problem{}, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, p.Dims)}
+	}
+	return p, nil
 }
 
 // BackwardHost is Backward for host tensors, as flashattn.Backward with the
@@ -275,6 +293,8 @@ type bwdOp struct {
 	fwd         *DeviceResult
 	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
 	acc         *cuda.Buffer // the single pass's fp32 dQ accumulator [and counters] (zero between calls); nil on the three-kernel path
+	cu          *cuda.Buffer // varlen: the cumulative lengths (varlenCuLens), or nil
+	seqs        int          // varlen: the number of sequences
 	g           *DeviceGrads
 }
 
@@ -289,9 +309,14 @@ func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
 }
 
 // extraBytes is the device memory the call allocates beyond its operands:
-// Di, and the dQ accumulator (and counters) on the single pass.
+// Di, and the dQ accumulator (and counters) on the single pass, or the
+// cumulative lengths for packed sequences.
 func (op *bwdOp) extraBytes() int64 {
-	return int64(op.di.Size()) + 4*int64(dqAccumLen(op.ks, op.g.Dims))
+	n := int64(op.di.Size()) + 4*int64(dqAccumLen(op.ks, op.g.Dims))
+	if op.cu != nil {
+		n += int64(op.cu.Size())
+	}
+	return n
 }
 
 // newBackward finds the kernels, checks the grid and allocates the
@@ -322,6 +347,12 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 	if err := op.di.Memset32(nanF32, p.LSELen()); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
+	if p.varlen != nil {
+		op.seqs = p.varlen.Seqs()
+		if op.cu, err = d.uploadVarlen(*p.varlen, p.Dims, &op.f); err != nil {
+			return nil, errors.Join(err, op.free())
+		}
+	}
 	if n := dqAccumLen(ks, p.Dims); n > 0 {
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
@@ -344,11 +375,12 @@ func (op *bwdOp) free() error {
 	return errors.Join(err, op.freeScratch())
 }
 
-// freeScratch releases Di and the dQ accumulator (not the gradients).
+// freeScratch releases Di, the dQ accumulator and the cumulative lengths
+// (not the gradients).
 func (op *bwdOp) freeScratch() error {
 	var err error
-	for _, b := range []*cuda.Buffer{op.di, op.acc} {
-		if b != nil {
+	for _, b := range []*cuda.Buffer{op.di, op.acc, op.cu} {
+		if b != nil && !b.Freed() {
 			err = errors.Join(err, b.Free())
 		}
 	}
@@ -367,6 +399,7 @@ func (op *bwdOp) enqueue() error {
 		p.DQAccum = op.acc.Ptr()
 	}
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
+	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	set3(f.qs, &p.DOBatchStride, &p.DORowStride, &p.DOHeadStride)

@@ -161,8 +161,7 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, backward bo
 	if b, ok := op.(*bwdOp); ok {
 		r.Kernel = ks[1] // dK/dV (or the single pass), the one that does most of the work
 		r.ExtraBytes = b.extraBytes()
-	}
-	if p.varlen != nil {
+	} else if p.varlen != nil {
 		r.ExtraBytes = varlenDeviceBytes(p)
 	}
 	if err := d.timeCalls(&r, op, warmup, reps); err != nil {

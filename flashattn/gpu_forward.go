@@ -190,7 +190,8 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 		return nil, errors.Join(err, op.free())
 	}
 	if p.varlen != nil {
-		if err := op.uploadVarlen(*p.varlen); err != nil {
+		op.seqs = p.varlen.Seqs()
+		if op.cu, err = d.uploadVarlen(*p.varlen, p.Dims, &op.f); err != nil {
 			return nil, errors.Join(err, op.free())
 		}
 	}
@@ -270,11 +271,7 @@ func (op *fwdOp) enqueue() error {
 	if op.slopes != nil {
 		p.ALiBi = op.slopes.Ptr()
 	}
-	p.CuSeqlensQ, p.CuSeqlensK = 0, 0
-	if op.cu != nil { // cu_seqlens_q, then cu_seqlens_k
-		p.CuSeqlensQ = op.cu.Ptr()
-		p.CuSeqlensK = p.CuSeqlensQ + 4*uint64(op.seqs+1)
-	}
+	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
 	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, d.args)
 }
 

@@ -45,7 +45,7 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 	}
 	dm := c.p.Dims
 	if err := reserve(fmt.Sprintf("ForwardVarlen of %+v in %d sequences on %s", dm, vl.Seqs(), GPU),
-		floats(dm.QShape().Numel(), dm.LSELen())+varlenHostBytes(c)); err != nil {
+		floats(dm.QShape().Numel(), dm.LSELen())+varlenHostBytes(c, false)); err != nil {
 		return nil, err
 	}
 	out, lse := newOutput(dm.QShape()), newBuffer(dm.LSELen())
@@ -56,7 +56,81 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 	return &Result{Dims: dm, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(kern)}, nil
 }
 
-// varlenCuLens is vl's cumulative lengths as the FwdVarlen kernels read
+// BackwardVarlen is flashattn.BackwardVarlen on device tensors: q, k, v and
+// dOut packed as vl describes (as ForwardVarlen's), fwd the result of
+// ForwardVarlen on them (or of UploadResult: an LSE of (1, Hq, total_q)),
+// all fp16 or all bf16 (the sm_80 path). Three launches run every sequence:
+// the three-kernel backward's pre (Di), dK/dV and dQ kernels with the
+// varlen flag (KernelInfo.Pass "bwd_pre_varlen", "bwd_dkdv_varlen",
+// "bwd_dq_varlen"), on both paths, so the result is bit-reproducible
+// whatever Options.Deterministic says; head dims without those kernels
+// (256) are an *UnsupportedError. The options used are Causal (bottom-right
+// per sequence) and Scale; windows, softcap and ALiBi are an
+// *UnsupportedError. Beyond dQ, dK and dV the call allocates Di (Hq*total_q
+// float32) and the cumulative lengths (int32), freed on return.
+func (d *Device) BackwardVarlen(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, vl Varlen, o *Options) (*DeviceGrads, error) {
+	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := vl.check(p.Dims); err != nil {
+		return nil, err
+	}
+	c := varlenCall{p: p, vl: vl}
+	c.p.entry, c.p.varlen = varlenEntry, &vl
+	if fwd.lastNoKey >= 0 { // an uploaded LSE with -Inf rows: each must be a row of its sequence that sees no key
+		lse, err := fwd.LSE()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.seqLSEs(lse); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	return d.backward(c.p, q, k, v, fwd, dOut)
+}
+
+// BackwardVarlenHost is BackwardVarlen for host tensors, as
+// flashattn.BackwardVarlen with the GPU backend runs it, but on this device
+// (with its kernel path, see ForcePath): upload (fp16), the three varlen
+// launches, download. All device memory is freed on return; Grads.Reason
+// names the device and the kernels.
+func (d *Device) BackwardVarlenHost(q, k, v, out, dOut *Tensor, lse []float32, vl Varlen, o *Options) (*Grads, error) {
+	if d == nil {
+		return nil, ErrDeviceClosed
+	}
+	c, err := resolveVarlen(q, k, v, vl, o)
+	if err != nil {
+		return nil, err
+	}
+	dm := c.p.Dims
+	if err := checkOutputs(dm, out, dOut); err != nil {
+		return nil, err
+	}
+	if _, err := dm.checkLSE(lse); err != nil {
+		return nil, err
+	}
+	if _, err := c.seqLSEs(lse); err != nil {
+		return nil, err
+	}
+	if err := reserve(fmt.Sprintf("BackwardVarlen of %+v in %d sequences on %s", dm, vl.Seqs(), GPU),
+		floats(dm.QShape().Numel(), 2*dm.KVShape().Numel())+varlenHostBytes(c, true)); err != nil {
+		return nil, err
+	}
+	g := &Grads{DQ: newOutput(dm.QShape()), DK: newOutput(dm.KVShape()), DV: newOutput(dm.KVShape()), Backend: GPU}
+	ks, err := d.backwardHost(c.p, q, k, v, out, dOut, lse, g.DQ, g.DK, g.DV)
+	if err != nil {
+		return nil, err
+	}
+	g.Reason = d.reason(ks...)
+	return g, nil
+}
+
+// varlenCuLens is vl's cumulative lengths as the varlen kernels read
 // them: one int32 array, cu_seqlens_q then cu_seqlens_k (Seqs+1 each).
 func varlenCuLens(vl Varlen) []int32 {
 	cu := make([]int32, 0, len(vl.CuSeqlensQ)+len(vl.CuSeqlensK))
@@ -68,11 +142,11 @@ func varlenCuLens(vl Varlen) []int32 {
 	return cu
 }
 
-// maxSeqlenQ is the longest sequence's query rows: the grid's row blocks.
-func (vl Varlen) maxSeqlenQ() int {
+// maxSeqlen is the longest sequence's length in cu: the grid's row (key) blocks.
+func maxSeqlen(cu []int) int {
 	m := 0
-	for s := 0; s < vl.Seqs(); s++ {
-		m = max(m, vl.CuSeqlensQ[s+1]-vl.CuSeqlensQ[s])
+	for s := 1; s < len(cu); s++ {
+		m = max(m, cu[s]-cu[s-1])
 	}
 	return m
 }
@@ -80,8 +154,8 @@ func (vl Varlen) maxSeqlenQ() int {
 // varlenHostBytes is what the GPU varlen path allocates on the host beyond
 // its outputs: the packed problem's 16-bit copies (gpuImpl.hostBytes) and
 // the int32 cumulative lengths.
-func varlenHostBytes(c varlenCall) float64 {
-	return gpuImpl{}.hostBytes(c.p, nil, false) + 4*float64(len(varlenCuLens(c.vl)))
+func varlenHostBytes(c varlenCall, backward bool) float64 {
+	return gpuImpl{}.hostBytes(c.p, nil, backward) + 4*float64(len(varlenCuLens(c.vl)))
 }
 
 // varlenDeviceBytes is the device memory a varlen forward allocates beyond
@@ -90,32 +164,42 @@ func varlenDeviceBytes(p problem) int64 {
 	return 4 * int64(p.LSELen()+len(varlenCuLens(*p.varlen)))
 }
 
-// uploadVarlen uploads vl's cumulative lengths for op and sets its grid to
-// the longest sequence's row blocks by Seqs*Hq CTAs (those past a shorter
-// sequence's rows exit at once); d.mu is held.
-func (op *fwdOp) uploadVarlen(vl Varlen) error {
-	d, dims := op.d, op.res.Dims
+// uploadVarlen uploads vl's cumulative lengths (freed by the caller, also on
+// error) and sets f's grid to the longest sequence's row and key blocks by
+// Seqs*Hq (Seqs*Hkv) CTAs: those past a shorter sequence's rows (keys) exit
+// at once; d.mu is held.
+func (d *Device) uploadVarlen(vl Varlen, dims Dims, f *launchFields) (*cuda.Buffer, error) {
 	// One CTA row per (sequence, head): the grid check of Seqs batches.
 	if err := d.checkGrid(Dims{B: vl.Seqs(), Nq: dims.Nq, Nk: dims.Nk, Hq: dims.Hq, Hkv: dims.Hkv, D: dims.D}); err != nil {
-		return err
+		return nil, err
 	}
 	cu := varlenCuLens(vl)
-	var err error
-	if op.cu, err = d.ctx.Alloc(4 * len(cu)); err != nil {
-		return fmt.Errorf("flashattn: allocating the cumulative sequence lengths on %s: %w", d.info, err)
+	buf, err := d.ctx.Alloc(4 * len(cu))
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: allocating the cumulative sequence lengths on %s: %w", d.info, err)
 	}
-	if err := cuda.CopyToDevice(op.cu, cu); err != nil {
-		return err
+	if err := cuda.CopyToDevice(buf, cu); err != nil {
+		return buf, err
 	}
-	op.seqs = vl.Seqs()
-	op.f.nq, op.f.bh = vl.maxSeqlenQ(), vl.Seqs()*dims.Hq
-	return nil
+	f.nq, f.nk = maxSeqlen(vl.CuSeqlensQ), maxSeqlen(vl.CuSeqlensK)
+	f.bh, f.bhkv = vl.Seqs()*dims.Hq, vl.Seqs()*dims.Hkv
+	return buf, nil
+}
+
+// cuPtrs are the device pointers of cu_seqlens_q and cu_seqlens_k in cu
+// (varlenCuLens of seqs sequences), or 0, 0 without one.
+func cuPtrs(cu *cuda.Buffer, seqs int) (q, k uint64) {
+	if cu == nil {
+		return 0, 0
+	}
+	return cu.Ptr(), cu.Ptr() + 4*uint64(seqs+1)
 }
 
 // VarlenBenchResult is BenchVarlen's timing of one batch of sequences,
 // packed (Device.ForwardVarlen) and padded to the longest (Forward on
-// (Seqs, max length, H, D)). The TFLOPS of both count the real tokens only:
-// the sum over sequences of Dims.FLOPs of each alone.
+// (Seqs, max length, H, D)), or BenchVarlenBackward's (BackwardVarlen and
+// Backward). The TFLOPS of both count the real tokens only: the sum over
+// sequences of Dims.FLOPs (BackwardFLOPs) of each alone.
 type VarlenBenchResult struct {
 	Lens           []int
 	Varlen, Padded BenchResult
@@ -123,7 +207,9 @@ type VarlenBenchResult struct {
 	// FLOPs too (Dims.FLOPs of the padded batch): its kernel's own rate.
 	PaddedAllTFLOPS float64
 	// Bytes is the device memory of one call: q, k, v, O and its
-	// ExtraBytes (the LSE; varlen: and the cumulative lengths).
+	// ExtraBytes (the LSE; varlen: and the cumulative lengths); for the
+	// backward q, k, v, O, the LSE, dO, dQ, dK, dV and its ExtraBytes (Di,
+	// the single pass's dQ accumulator; varlen: the cumulative lengths).
 	VarlenBytes, PaddedBytes int64
 }
 
@@ -133,6 +219,18 @@ type VarlenBenchResult struct {
 // calls each timed with CUDA events, as BenchForward. Only o.Causal and
 // o.Scale are used. All device memory is freed on return.
 func (d *Device) BenchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, reps int) (VarlenBenchResult, error) {
+	return d.benchVarlen(lens, hq, hkv, dh, o, warmup, reps, false)
+}
+
+// BenchVarlenBackward is BenchVarlen for the backward: the varlen backward
+// (Device.BackwardVarlen's three kernels) beside Backward on the padded
+// batch (its default path: at D128 on sm_80+ the single pass), each after
+// one untimed forward of its own.
+func (d *Device) BenchVarlenBackward(lens []int, hq, hkv, dh int, o *Options, warmup, reps int) (VarlenBenchResult, error) {
+	return d.benchVarlen(lens, hq, hkv, dh, o, warmup, reps, true)
+}
+
+func (d *Device) benchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, reps int, backward bool) (VarlenBenchResult, error) {
 	if reps < 1 || warmup < 0 {
 		return VarlenBenchResult{}, &OptionError{Option: "reps/warmup", Value: fmt.Sprint(reps, warmup), Reason: "want reps >= 1, warmup >= 0"}
 	}
@@ -143,7 +241,12 @@ func (d *Device) BenchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, re
 	var flops float64
 	for _, n := range lens {
 		cu = append(cu, cu[len(cu)-1]+n)
-		flops += Dims{B: 1, Nq: n, Nk: n, Hq: hq, Hkv: hkv, D: dh}.FLOPs(o != nil && o.Causal)
+		seq := Dims{B: 1, Nq: n, Nk: n, Hq: hq, Hkv: hkv, D: dh}
+		if backward {
+			flops += seq.BackwardFLOPs(o != nil && o.Causal)
+		} else {
+			flops += seq.FLOPs(o != nil && o.Causal)
+		}
 	}
 	vl := Varlen{CuSeqlensQ: cu, CuSeqlensK: cu}
 	packed := Dims{B: 1, Nq: cu[len(lens)], Nk: cu[len(lens)], Hq: hq, Hkv: hkv, D: dh}
@@ -156,11 +259,11 @@ func (d *Device) BenchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, re
 	}
 	p.entry, p.varlen = varlenEntry, &vl
 	r := VarlenBenchResult{Lens: lens}
-	if r.Varlen, err = d.benchProblem(p, FP16, warmup, reps, false); err != nil {
+	if r.Varlen, err = d.benchProblem(p, FP16, warmup, reps, backward); err != nil {
 		return VarlenBenchResult{}, err
 	}
 	padded := Dims{B: len(lens), Nq: slices.Max(lens), Nk: slices.Max(lens), Hq: hq, Hkv: hkv, D: dh}
-	if r.Padded, err = d.BenchForward(padded, o, warmup, reps); err != nil {
+	if r.Padded, err = d.bench(padded, FP16, o, warmup, reps, backward); err != nil {
 		return VarlenBenchResult{}, err
 	}
 	r.PaddedAllTFLOPS = r.Padded.TFLOPS
@@ -172,6 +275,9 @@ func (d *Device) BenchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, re
 		x.b.PeakTFLOPS = flops / (x.b.MinMs * 1e-3) / 1e12
 		dm := x.b.Dims
 		*x.bytes = int64(FP16.Size())*int64(2*dm.QShape().Numel()+2*dm.KVShape().Numel()) + x.b.ExtraBytes
+		if backward { // and the forward's LSE, dO, dQ, dK, dV
+			*x.bytes += int64(dm.LSEBytes()) + int64(FP16.Size())*int64(2*dm.QShape().Numel()+2*dm.KVShape().Numel())
+		}
 	}
 	return r, nil
 }

@@ -2,6 +2,7 @@ package flashattn_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,11 +11,12 @@ import (
 )
 
 // TestGPUVarlenConformance runs the suite's varlen cases on both kernel
-// paths (the sm_75 one from its PTX): one FwdVarlen launch per call, every
-// sequence checked against its own truth (empty sequences, queries without
-// keys, Nq != Nk, causal, GQA, odd lengths). Outputs are NaN-poisoned before
-// the launch, so attntest reports any element left unwritten; the cases with
-// score modifiers and the varlen backward must be refused.
+// paths (the sm_75 one from its PTX): one FwdVarlen launch per forward call
+// and the three varlen backward kernels per backward call, every sequence
+// checked against its own truth (empty sequences, queries without keys,
+// keys without queries, Nq != Nk, causal, GQA, odd lengths). Outputs and
+// gradients are NaN-poisoned before the launches, so attntest reports any
+// element left unwritten; the cases with score modifiers must be refused.
 func TestGPUVarlenConformance(t *testing.T) {
 	dev := openGPU(t)
 	for _, path := range []int{0, 75} {
@@ -31,12 +33,11 @@ func TestGPUVarlenConformance(t *testing.T) {
 					return res, err
 				},
 				BackwardVarlen: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
-					oo := flashattn.Options{Backend: flashattn.GPU}
-					if o != nil {
-						oo = *o
-						oo.Backend = flashattn.GPU
+					g, err := dev.BackwardVarlenHost(q, k, v, out, dOut, lse, vl, o)
+					if err == nil && strings.Count(g.Reason, "_varlen") != 3 {
+						t.Errorf("ran %s, want the three _varlen backward kernels", g.Reason)
 					}
-					return flashattn.BackwardVarlen(q, k, v, out, dOut, lse, vl, &oo)
+					return g, err
 				}}
 			attntest.RunVarlen(t, b)
 		})
@@ -62,10 +63,32 @@ func TestGPUVarlenConformance(t *testing.T) {
 			t.Fatalf("ForwardVarlen with Backend GPU differs from ForwardVarlenHost at %d", i)
 		}
 	}
+	// And the backward: the public entry's launches are the device's, and
+	// (no atomics) a second call gives the same bits.
+	_, _, _, dO := c.Inputs()
+	o.Backend = flashattn.Auto
+	gw, err := dev.BackwardVarlenHost(q, k, v, want.Out, dO, want.LSE, c.Varlen(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Backend = flashattn.GPU
+	for range 2 {
+		gg, err := flashattn.BackwardVarlen(q, k, v, want.Out, dO, want.LSE, c.Varlen(), o)
+		if err != nil || gg.Backend != flashattn.GPU || gg.Reason != gw.Reason {
+			t.Fatalf("BackwardVarlen with Backend GPU: %v, %+v", err, gg)
+		}
+		for _, x := range [][2]*flashattn.Tensor{{gg.DQ, gw.DQ}, {gg.DK, gw.DK}, {gg.DV, gw.DV}} {
+			for i := range x[0].Data {
+				if x[0].Data[i] != x[1].Data[i] {
+					t.Fatalf("BackwardVarlen with Backend GPU differs from BackwardVarlenHost at %d", i)
+				}
+			}
+		}
+	}
 }
 
-// TestGPUVarlenBF16: the bf16 varlen kernels (sm_80 path), through the
-// Device API, against the suite's bf16 baseline.
+// TestGPUVarlenBF16: the bf16 varlen kernels (sm_80 path), forward and
+// backward, through the Device API, against the suite's bf16 baseline.
 func TestGPUVarlenBF16(t *testing.T) {
 	dev := openGPU(t)
 	if dev.Info().Arch() < 80 {
@@ -100,6 +123,48 @@ func TestGPUVarlenBF16(t *testing.T) {
 			}
 			lse, err := r.LSE()
 			return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
+		},
+		// The forward again on the device (the suite hands the host copy of
+		// its output, which BackwardVarlen does not take), then the backward.
+		BackwardVarlen: func(q, k, v, _, dOut *flashattn.Tensor, _ []float32, vl flashattn.Varlen, o *flashattn.Options) (g *flashattn.Grads, err error) {
+			var in []*flashattn.DeviceTensor
+			defer func() {
+				for _, d := range in {
+					err = errors.Join(err, d.Free())
+				}
+			}()
+			for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
+				d, err := dev.UploadBF16(x)
+				if err != nil {
+					return nil, err
+				}
+				in = append(in, d)
+			}
+			r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { err = errors.Join(err, r.Free()) }()
+			dg, err := dev.BackwardVarlen(in[0], in[1], in[2], r, in[3], vl, o)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { err = errors.Join(err, dg.Free()) }()
+			for _, k := range dg.Kernels {
+				if !strings.HasSuffix(k.Pass, "_varlen") || !strings.Contains(k.Symbol, "_bf16") {
+					return nil, errors.New("bf16 varlen backward ran " + k.Symbol)
+				}
+			}
+			g = &flashattn.Grads{Backend: flashattn.GPU}
+			for _, x := range []struct {
+				dst **flashattn.Tensor
+				src *flashattn.DeviceTensor
+			}{{&g.DQ, dg.DQ}, {&g.DK, dg.DK}, {&g.DV, dg.DV}} {
+				if *x.dst, err = x.src.Download(); err != nil {
+					return nil, err
+				}
+			}
+			return g, nil
 		}}
 	attntest.RunVarlen(t, b)
 }
@@ -139,8 +204,31 @@ func TestGPUVarlenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Free(); err != nil {
+	defer r.Free()
+	// The backward: the same checks, and its kernels' head dims.
+	if _, err := dev.BackwardVarlen(in[0], in[1], in[2], r, in[0], bad, nil); !errors.As(err, &de) || de.Arg != "cu_seqlens_q" {
+		t.Errorf("backward, decreasing cu_seqlens_q: %v, want *DataError", err)
+	}
+	if _, err := dev.BackwardVarlen(in[0], in[1], in[2], r, in[0], vl, &flashattn.Options{Softcap: 3}); !errors.As(err, &ue) || ue.Feature != "softcap" {
+		t.Errorf("backward, softcap: %v, want *UnsupportedError", err)
+	}
+	g, err := dev.BackwardVarlen(in[0], in[1], in[2], r, in[0], vl, nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := g.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(dev.HeadDims(), 256) { // no three-kernel row at D256: no varlen backward there
+		c.D = 256
+		q, k, v, dO := c.Inputs()
+		res, err := dev.ForwardVarlenHost(q, k, v, vl, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, nil); !errors.As(err, &ue) || ue.Feature != "head dim" {
+			t.Errorf("D256 varlen backward: %v, want *UnsupportedError for the head dim", err)
+		}
 	}
 }
 
@@ -158,5 +246,15 @@ func TestGPUBenchVarlen(t *testing.T) {
 	}
 	if _, err := dev.BenchVarlen([]int{4, 0}, 4, 2, 64, nil, 1, 1); err == nil {
 		t.Error("an empty sequence: no error")
+	}
+	// The backward: the three varlen kernels (dK/dV named), the padded
+	// batch's default backward, the lengths counted in the varlen call's memory.
+	b, err := dev.BenchVarlenBackward([]int{100, 300, 37}, 4, 2, 64, &flashattn.Options{Causal: true}, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Varlen.MedianMs <= 0 || b.Padded.MedianMs <= 0 || !b.Varlen.Backward || !strings.HasPrefix(b.Varlen.Kernel.Symbol, "fa2_bwd_dkdv_sm") || !strings.HasSuffix(b.Varlen.Kernel.Symbol, "_d64_causal_varlen") ||
+		!b.Padded.Backward || b.VarlenBytes >= b.PaddedBytes || b.Varlen.ExtraBytes != 4*int64(4*437+2*4) {
+		t.Errorf("BenchVarlenBackward: %+v", b)
 	}
 }

@@ -123,6 +123,29 @@ func (c varlenCall) reserve(be Backend, im impl, o *Options, backward bool) erro
 	return reserve(fmt.Sprintf("%s of %+v in %d sequences on %s", what, c.p.Dims, c.vl.Seqs(), be), out+floats(c.p.LSELen())+most)
 }
 
+// seqLSEs gathers each sequence's LSE out of the packed (1, Hq, total_q) lse
+// (checked against the packed dims) and checks its -Inf rows against the
+// sequence's own mask: only a row that sees no key may have one.
+func (c varlenCall) seqLSEs(lse []float32) ([][]float32, error) {
+	d, vl := c.p.Dims, c.vl
+	seqLSE := make([][]float32, vl.Seqs())
+	for s := range seqLSE {
+		p, hasKey := c.seq(s)
+		r0 := vl.CuSeqlensQ[s]
+		sl := make([]float32, p.LSELen())
+		for h := 0; h < d.Hq; h++ {
+			copy(sl[p.LSEIndex(0, h, 0):][:p.Nq], lse[d.LSEIndex(0, h, r0):][:p.Nq])
+		}
+		if hasKey {
+			if err := p.checkLSE(sl); err != nil {
+				return nil, fmt.Errorf("flashattn: sequence %d (rows from %d): %w", s, r0, err)
+			}
+		}
+		seqLSE[s] = sl
+	}
+	return seqLSE, nil
+}
+
 // ForwardVarlen is Forward on sequences packed as vl describes: q is
 // (1, total_q, Hq, D), k and v (1, total_k, Hkv, D); Result.Out is
 // (1, total_q, Hq, D) and Result.LSE (1, Hq, total_q), so the LSE of row r
@@ -186,7 +209,10 @@ func ForwardVarlenContext(ctx context.Context, q, k, v *Tensor, vl Varlen, opts 
 
 // BackwardVarlen is Backward on sequences packed as vl describes, from
 // ForwardVarlen's output and LSE; dQ is (1, total_q, Hq, D), dK and dV
-// (1, total_k, Hkv, D).
+// (1, total_k, Hkv, D). On the GPU the whole batch is one set of three
+// launches (Device.BackwardVarlen after uploading the tensors; the
+// deterministic three-kernel backward); windows, softcap and ALiBi run on
+// the CPU, Auto saying why.
 func BackwardVarlen(q, k, v, out, dOut *Tensor, lse []float32, vl Varlen, opts *Options) (*Grads, error) {
 	return BackwardVarlenContext(context.Background(), q, k, v, out, dOut, lse, vl, opts)
 }
@@ -212,25 +238,16 @@ func BackwardVarlenContext(ctx context.Context, q, k, v, out, dOut *Tensor, lse 
 	if err != nil {
 		return nil, err
 	}
+	if g, ok := im.(gpuImpl); ok { // every sequence in one set of launches
+		res, err := g.dev.BackwardVarlenHost(q, k, v, out, dOut, lse, vl, opts)
+		return res, lostDefault(g.dev, err)
+	}
 	if err := c.reserve(be, im, opts, true); err != nil {
 		return nil, err
 	}
-	// Each sequence's LSE, gathered once: its no-key rows are checked
-	// against its own mask before anything runs.
-	seqLSE := make([][]float32, vl.Seqs())
-	for s := range seqLSE {
-		p, hasKey := c.seq(s)
-		r0 := vl.CuSeqlensQ[s]
-		sl := make([]float32, p.LSELen())
-		for h := 0; h < d.Hq; h++ {
-			copy(sl[p.LSEIndex(0, h, 0):][:p.Nq], lse[d.LSEIndex(0, h, r0):][:p.Nq])
-		}
-		if hasKey {
-			if err := p.checkLSE(sl); err != nil {
-				return nil, fmt.Errorf("flashattn: sequence %d (rows from %d): %w", s, r0, err)
-			}
-		}
-		seqLSE[s] = sl
+	seqLSE, err := c.seqLSEs(lse)
+	if err != nil {
+		return nil, err
 	}
 	g := &Grads{DQ: newOutput(d.QShape()), DK: newOutput(d.KVShape()), DV: newOutput(d.KVShape()), Backend: be, Reason: reason}
 	for s := 0; s < vl.Seqs(); s++ {

@@ -21,6 +21,12 @@
 // Query rows past Nq are zero-filled with L = +inf (P = 0); keys past Nk are
 // zero-filled and masked in the dQ kernel, never stored by the dK/dV kernel.
 //
+// kVarlen (the fa2_bwd_*_varlen kernels): blockIdx.y's batch is a sequence of
+// packed tensors (varlen.cuh), each its own problem as in fwd.cuh: rows, keys,
+// L and Di start at its cumulative lengths, the CTAs past its rows (pre, dQ) or
+// keys (dK/dV) exit at once, and its lengths are read where the plain kernels
+// read Nq and Nk. Offsets only: the plain kernels' code is unchanged.
+//
 // E is the element type of Q, K, V, O, dO and the gradients: __half, or
 // __nv_bfloat16 on the sm_80 path, as in fwd.cuh. Only the mma, the fp32 ->
 // 16-bit packing of P, dS and the gradients, and pre's 16-bit -> fp32
@@ -35,6 +41,7 @@
 #include "tile_io.cuh"
 #include "gemm.cuh"
 #include "entry.cuh"
+#include "varlen.cuh"
 
 namespace fa2 {
 
@@ -45,6 +52,19 @@ __device__ __forceinline__ void row_stats(const BwdParams& p, int b, int h, int 
   di = 0.f;
   if (row < p.nq) {
     const int64_t r = (static_cast<int64_t>(b) * p.hq + h) * p.nq + row;
+    const float lse = p.lse[r];
+    if (lse != -INFINITY) l = lse * kLog2e;
+    di = p.di[r];
+  }
+}
+
+// row_stats of row `row` of query head h of varlen sequence sq: L and Di are
+// (Hq, total_q), p.nq the packed total.
+__device__ __forceinline__ void row_stats(const BwdParams& p, const Seq& sq, int h, int row, float& l, float& di) {
+  l = INFINITY;
+  di = 0.f;
+  if (row < sq.nq) {
+    const int64_t r = h * static_cast<int64_t>(p.nq) + sq.q0 + row;
     const float lse = p.lse[r];
     if (lse != -INFINITY) l = lse * kLog2e;
     di = p.di[r];
@@ -67,7 +87,7 @@ __device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) {
 template <class E> struct Pair { using type = __half2; };
 template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 
-template <int D, class E = __half>
+template <int D, class E = __half, bool kVarlen = false>
 __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   constexpr int C = D / 8;
   constexpr int L = C <= 4 ? 4 : C <= 8 ? 8 : C <= 16 ? 16 : 32;
@@ -76,14 +96,17 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   const int tid = threadIdx.x, c = tid % L, r0 = tid / L;
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int m0 = blockIdx.x * kPreRows;
-  const __half* gO = static_cast<const __half*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
-  const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
-  float* gDi = p.di + (static_cast<int64_t>(b) * p.hq + h) * p.nq;
+  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
+  if (kVarlen && m0 >= nq()) return;  // past this sequence's rows
+  const __half* gO = static_cast<const __half*>(p.o) + (kVarlen ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + h * p.o_head_stride;
+  const __half* gdO = static_cast<const __half*>(p.dout) + (kVarlen ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + h * p.do_head_stride;
+  float* gDi = p.di + (kVarlen ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq);
 #pragma unroll
   for (int k = 0; k < kPreRows / RP; ++k) {
     const int row = m0 + r0 + k * RP;
     float acc = 0.f;
-    if (row < p.nq && c < C) {
+    if (row < nq() && c < C) {
       const uint4 o = *reinterpret_cast<const uint4*>(gO + row * p.o_row_stride + c * 8);
       const uint4 d = *reinterpret_cast<const uint4*>(gdO + row * p.do_row_stride + c * 8);
       using E2 = typename Pair<E>::type;
@@ -97,12 +120,12 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
     }
 #pragma unroll
     for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (c == 0 && row < p.nq) gDi[row] = acc;
+    if (c == 0 && row < nq()) gDi[row] = acc;
   }
 }
 
 // ---- dK, dV ----
-template <class T, bool kCausal, class E = __half>
+template <class T, bool kCausal, class E = __half, bool kVarlen = false>
 __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
@@ -118,14 +141,18 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   const int groups = p.hq / p.hkv;
   const int n0 = blockIdx.x * Bc;
   const int wrow = warp * 16 * MT;  // the warp's first key row in the CTA
-  const int rows_k = min(Bc, p.nk - n0);
+  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
+  auto nk = [&] { return kVarlen ? sq.nk : p.nk; };
+  if (kVarlen && n0 >= nk()) return;  // past this sequence's keys
+  const int rows_k = min(Bc, nk() - n0);
 
-  __half* gdK = static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
-  __half* gdV = static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+  __half* gdK = static_cast<__half*>(p.dk) + (kVarlen ? sq.k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride;
+  __half* gdV = static_cast<__half*>(p.dv) + (kVarlen ? sq.k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride;
 
   // Steps: Q blocks [i0, Tr) of each query head of the group, head-major.
-  const int tr = (p.nq + Br - 1) / Br;
-  const int i0 = min(query_begin<Br, kCausal>(n0, p.nq, p.nk), tr);
+  const int tr = (nq() + Br - 1) / Br;
+  const int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr);
   const int per_head = tr - i0;
   const int steps = groups * per_head;
   if (steps == 0) {
@@ -148,16 +175,19 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   // Q_i and dO_i of step s into stream buffer buf.
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
-    const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
-    const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + m0 * p.do_row_stride + h * p.do_head_stride;
+    const __half* gQ = static_cast<const __half*>(p.q) + (kVarlen ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + (kVarlen ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
     __half* dst = sQ + buf * 2 * Br * D;
-    load_tile<A, Br, D, NT>(dst, gQ, p.q_row_stride, p.nq - m0, tid);
-    load_tile<A, Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, p.nq - m0, tid);
+    load_tile<A, Br, D, NT>(dst, gQ, p.q_row_stride, nq() - m0, tid);
+    load_tile<A, Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, nq() - m0, tid);
   };
   auto stats = [&](int s, float& l, float& di) {
     l = INFINITY;
     di = 0.f;
-    if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+    if (tid < Br) {
+      if constexpr (kVarlen) row_stats(p, sq, head_of(s), row0_of(s) + tid, l, di);
+      else row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+    }
   };
   auto put_stats = [&](int buf, float l, float di) {
     if (tid < Br) {
@@ -176,8 +206,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   uint32_t kf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
   uint32_t vf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
 
-  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + n0 * p.k_row_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + n0 * p.v_row_stride + hk * p.v_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (kVarlen ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (kVarlen ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
   load_tile<A, Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
   load_tile<A, Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
   issue(0, 0);
@@ -208,7 +238,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       cp_async_commit();
     }
     const int m0 = row0_of(s);
-    const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk);
+    const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, nq(), nk());
     const uint32_t qb = aS + buf * 2 * Br * D * 2, db = qb + Br * D * 2;
     const float* sL = sStat + buf * 2 * Br;
     const float* sDi = sL + Br;
@@ -217,7 +247,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
       gemm_abt<A, D, MT, W, T::kRegs, E>(st, kf, la, aK, wrow, lk, qb, c0);  // S^T = K Q^T
       gemm_abt<A, D, MT, W, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
-      if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, p.nq, p.nk);
+      if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, nq(), nk());
 #pragma unroll
       for (int j = 0; j < W / 8; ++j) {
         // Lane (g, t) holds query columns c0+8j+2t, +1 of every row.
@@ -264,7 +294,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
 }
 
 // ---- dQ ----
-template <class T, bool kCausal, class E = __half>
+template <class T, bool kCausal, class E = __half, bool kVarlen = false>
 __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kRows, Bc = T::kCols, NT = T::kThreads, MT = T::kMTiles;
@@ -280,11 +310,15 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   // Causal: the last row blocks see the most keys; launching them first shortens the tail.
   const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
   const int wrow = warp * 16 * MT;
-  const int rows_q = min(Br, p.nq - m0);
+  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
+  auto nk = [&] { return kVarlen ? sq.nk : p.nk; };
+  if (kVarlen && m0 >= nq()) return;  // past this sequence's rows
+  const int rows_q = min(Br, nq() - m0);
 
-  __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + m0 * p.dq_row_stride + h * p.dq_head_stride;
-  const KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, p.nq, p.nk);
-  if (kb.n_end == 0) {  // causal with Nq > Nk: no row here sees a key
+  __half* gdQ = static_cast<__half*>(p.dq) + (kVarlen ? sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + m0 * p.dq_row_stride + h * p.dq_head_stride;
+  const KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
+  if (kb.n_end == 0) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
     store_zero_rows<Br, D, NT>(gdQ, p.dq_row_stride, rows_q, tid);
     return;
   }
@@ -297,14 +331,14 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   const LdAddr<D, kChunksFirst> lk(lane);
   const uint32_t aQ = smem_u32(sQ), adO = smem_u32(sdO), aKV = smem_u32(sKV);
 
-  const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
-  const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + m0 * p.do_row_stride + h * p.do_head_stride;
-  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+  const __half* gQ = static_cast<const __half*>(p.q) + (kVarlen ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gdO = static_cast<const __half*>(p.dout) + (kVarlen ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (kVarlen ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (kVarlen ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
   auto issue = [&](int n, int buf) {
     __half* dst = sKV + buf * 2 * Bc * D;
-    load_tile<A, Bc, D, NT>(dst, gK + n * Bc * p.k_row_stride, p.k_row_stride, p.nk - n * Bc, tid);
-    load_tile<A, Bc, D, NT>(dst + Bc * D, gV + n * Bc * p.v_row_stride, p.v_row_stride, p.nk - n * Bc, tid);
+    load_tile<A, Bc, D, NT>(dst, gK + n * Bc * p.k_row_stride, p.k_row_stride, nk() - n * Bc, tid);
+    load_tile<A, Bc, D, NT>(dst + Bc * D, gV + n * Bc * p.v_row_stride, p.v_row_stride, nk() - n * Bc, tid);
   };
 
   // L and Di of the lane's rows (g and g+8 of each m16 tile).
@@ -312,7 +346,10 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
+    for (int hh = 0; hh < 2; ++hh) {
+      if constexpr (kVarlen) row_stats(p, sq, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
+      else row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
+    }
 
   float acc[MT][NO][4];
 #pragma unroll
@@ -351,7 +388,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
       gemm_abt<A, D, MT, W, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
       gemm_abt<A, D, MT, W, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
-      if (masked) apply_mask<MT, W / 8, kCausal>(st, m0 + wrow, n * Bc + c0, lane, p.nq, p.nk);
+      if (masked) apply_mask<MT, W / 8, kCausal>(st, m0 + wrow, n * Bc + c0, lane, nq(), nk());
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll

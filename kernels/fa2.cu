@@ -1,7 +1,8 @@
 // fa2.cu: the shipped kernels, one extern "C" symbol per (pass, arch path, head
 // dim, causal): fa2_fwd_sm{75,80}_d{D}[_causal], _mod[_cap][_alibi] and [_causal]_varlen (plus the sm80 ones with _bf16 after d{D}), and for the backward
 // fa2_bwd_pre_sm{75,80}_d{D}, fa2_bwd_dkdv_sm{75,80}_d{D}[_causal],
-// fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}), for the single pass
+// fa2_bwd_dq_sm{75,80}_d{D}[_causal] (plus the sm80 ones with _bf16 after d{D}) and the same three
+// plus _varlen, for the single pass
 // fa2_bwd_dkdvq_sm80_d{D}[_large][_bf16][_causal] and fa2_bwd_dqconv_sm80_d{D}[_large][_bf16], and for decoding
 // fa2_decode_sm{75,80}_d{D} and fa2_decode_combine_sm{75,80}_d{D} (plus _bf16 twins on
 // sm_80), for exactly the (arch, D) rows of traits.cuh's FA2_FWD_TILES, FA2_BWD_TILES,
@@ -132,7 +133,28 @@ FA2_FWD_TILES(FA2_FWD_SHIP)
       fa2_bwd_dq_sm##ARCH##_d##D##_bf16_causal(const BwdParams p) {                                             \
     fa2::arch_entry<ARCH, BwdParams, fa2::bwd_dq_kernel<BwdQTraits<ARCH, D>::type, true, __nv_bfloat16>>(p);    \
   }
-#define FA2_BWD_SHIP(A, D, ...) FA2_IF_##A(FA2_BWD(A, D)) FA2_BF16_##A(FA2_BWD_BF16(A, D))
+// The varlen backward (packed sequences, cu_seqlens in BwdParams; bwd.cuh's
+// kVarlen): the three kernels of every row and dtype plus _varlen, the same
+// tiles. The three-kernel path, not the single pass: it runs on both paths
+// and every head dim with a row, needs no fp32 dQ accumulator (whose padded
+// per-(b, h) query blocks a packed batch would have to lay out per sequence)
+// and is deterministic.
+#define FA2_BWD_VARLEN(ARCH, D, SFX, E)                                                                               \
+  extern "C" __global__ void __launch_bounds__(fa2::kPreThreads) fa2_bwd_pre_sm##ARCH##_d##D##SFX##_varlen(const BwdParams p) { \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_pre_kernel<D, E, true>>(p);                                               \
+  }                                                                                                                     \
+  FA2_BWD_VARLEN1(ARCH, D, BwdKVTraits, bwd_dkdv_kernel, fa2_bwd_dkdv_sm##ARCH##_d##D##SFX##_varlen, false, E)          \
+  FA2_BWD_VARLEN1(ARCH, D, BwdKVTraits, bwd_dkdv_kernel, fa2_bwd_dkdv_sm##ARCH##_d##D##SFX##_causal_varlen, true, E)    \
+  FA2_BWD_VARLEN1(ARCH, D, BwdQTraits, bwd_dq_kernel, fa2_bwd_dq_sm##ARCH##_d##D##SFX##_varlen, false, E)               \
+  FA2_BWD_VARLEN1(ARCH, D, BwdQTraits, bwd_dq_kernel, fa2_bwd_dq_sm##ARCH##_d##D##SFX##_causal_varlen, true, E)
+#define FA2_BWD_VARLEN1(ARCH, D, TRAITS, KERNEL, NAME, CAUSAL, E)                                              \
+  extern "C" __global__ void __launch_bounds__(TRAITS<ARCH, D>::type::kThreads, TRAITS<ARCH, D>::type::kMinBlocks) \
+      NAME(const BwdParams p) {                                                                                   \
+    fa2::arch_entry<ARCH, BwdParams, fa2::KERNEL<TRAITS<ARCH, D>::type, CAUSAL, E, true>>(p);                     \
+  }
+#define FA2_BWD_SHIP(A, D, ...)                                          \
+  FA2_IF_##A(FA2_BWD(A, D) FA2_BWD_VARLEN(A, D, , __half))               \
+  FA2_BF16_##A(FA2_BWD_BF16(A, D) FA2_BWD_VARLEN(A, D, _bf16, __nv_bfloat16))
 FA2_BWD_TILES(FA2_BWD_SHIP)
 
 // The single pass (bwd_kv.cuh): dK, dV and dQ (fp32 atomics into dq_accum) in

@@ -108,6 +108,12 @@ struct BwdParams {
   // caller, summed into with atomics (bwd_kv.cuh), scaled to dq by the convert
   // kernel. Unused (may be null) on the deterministic path.
   float* dq_accum;
+  // Read by the varlen backward only (fa2_bwd_*_varlen, varlen.cuh), as in
+  // FwdParams: int32 (b + 1) cumulative lengths of the packed q, o, dout, dq
+  // (cu_seqlens_q) and k, v, dk, dv (cu_seqlens_k); nq is the packed total
+  // (the row stride of the LSE and Di, (Hq, total)).
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
 };
 
 static_assert(offsetof(BwdParams, q) == 0, "Q");
@@ -153,7 +159,9 @@ static_assert(offsetof(BwdParams, d) == 292, "D");
 static_assert(offsetof(BwdParams, scale_log2) == 296, "ScaleLog2");
 static_assert(offsetof(BwdParams, scale) == 300, "Scale");
 static_assert(offsetof(BwdParams, dq_accum) == 304, "DQAccum");
-static_assert(sizeof(BwdParams) == 312, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
+static_assert(offsetof(BwdParams, cu_seqlens_q) == 312, "CuSeqlensQ");
+static_assert(offsetof(BwdParams, cu_seqlens_k) == 320, "CuSeqlensK");
+static_assert(sizeof(BwdParams) == 328, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
 
 // DecodeParams: the argument of the KV-cache decode kernels (decode.cuh: the
 // decode kernel and the split combine). Same conventions as FwdParams.

@@ -48,9 +48,10 @@ void fwd_row() {
 // Br is the query rows per CTA (dQ) or per step (dK/dV), Bc the key rows per
 // step (dQ) or per CTA (dK/dV): the grid is ceil(Nq/Br) (pre, dQ) or ceil(Nk/Bc) (dK/dV).
 template <class T>
-void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, bool bf16) {
+void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, bool bf16, bool varlen) {
   char sym[64];
-  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : "");
+  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : "",
+                varlen ? "_varlen" : "");
   if (is("go"))
     go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16);
   else if (is("bwd"))
@@ -59,25 +60,30 @@ void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int
 }
 
 // pre (Di): pre's grid and block, no tile.
-void pre_row(int A, int D, bool bf16) {
+void pre_row(int A, int D, bool bf16, bool varlen = false) {
   char sym[64];
-  std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d%s", A, D, bf16 ? "_bf16" : "");
+  std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d%s%s", A, D, bf16 ? "_bf16" : "", varlen ? "_varlen" : "");
   if (is("go"))
-    go_row("BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
+    go_row(varlen ? "BwdPreVarlen" : "BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
 }
 
-// Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same tiles.
+// Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same
+// tiles, and every row and dtype the varlen three (FA2_BWD_VARLEN: passes
+// BwdPreVarlen, BwdDKDVVarlen, BwdDQVarlen, the plain symbols plus _varlen).
 template <int A, int D>
 void bwd_row() {
   using KV = typename BwdKVTraits<A, D>::type;
   using Q = typename BwdQTraits<A, D>::type;
-  for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
-    pre_row(A, D, bf16);
-    for (int causal = 0; causal < 2; ++causal) bwd_tile<KV>("BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows, bf16);
-    for (int causal = 0; causal < 2; ++causal) bwd_tile<Q>("BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16);
-  }
+  for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16)
+    for (int varlen = 0; varlen < 2; ++varlen) {
+      pre_row(A, D, bf16, varlen);
+      for (int causal = 0; causal < 2; ++causal)
+        bwd_tile<KV>(varlen ? "BwdDKDVVarlen" : "BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows, bf16, varlen);
+      for (int causal = 0; causal < 2; ++causal)
+        bwd_tile<Q>(varlen ? "BwdDQVarlen" : "BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16, varlen);
+    }
 }
 
 // The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc

@@ -1,5 +1,6 @@
 // varlen.cuh: where a CTA's sequence lives. Dense: batch b of (B, N, H, D)
-// tensors, every sequence nq x nk. Varlen (the fa2_*_varlen kernels):
+// tensors, every sequence nq x nk. Varlen (the fa2_*_varlen kernels, forward
+// and backward):
 // sequence b of packed (1, total, H, D) tensors, its rows and keys read once
 // per CTA from the cumulative lengths; each sequence is its own problem
 // (bottom-right causal on its own nq x nk).

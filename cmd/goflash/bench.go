@@ -61,8 +61,10 @@ launch over the packed sequences of those lengths, each Nq = Nk) beside the
 plain forward on the same batch padded to its longest sequence, per
 --headdims (default 64,128) and --causal (default both), with --heads
 (default hidden/D) and --kv-heads; both lines count TFLOP/s on the real
-tokens only and give each call's device memory. It prints a table (or
---json) and writes no files.`
+tokens only and give each call's device memory; --direction bwd times the
+backward the same way (Device.BackwardVarlen's three launches beside the
+padded batch's default backward). It prints a table (or --json) and writes
+no files.`
 
 // benchOpts are the parsed flags of goflash bench.
 type benchOpts struct {

@@ -21,16 +21,17 @@ type varlenRun struct {
 }
 
 // runVarlenBench is goflash bench --varlen: for each --headdims and
-// --causal, the varlen forward on the packed batch beside the plain forward
-// on the batch padded to its longest sequence, both on the GPU, TFLOP/s
-// counted on the real tokens only, and each call's device memory.
+// --causal, the varlen forward (--direction bwd: backward) on the packed
+// batch beside the plain one on the batch padded to its longest sequence,
+// both on the GPU, TFLOP/s counted on the real tokens only, and each call's
+// device memory.
 func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	var lens intList
 	if err := lens.Set(o.varlen); err != nil || len(lens) == 0 || slices.Min(lens) < 1 {
 		return usagef("--varlen %q: want comma-separated sequence lengths, each >= 1", o.varlen)
 	}
-	if o.decode || o.mods.any() || o.direction != "fwd" || o.compareTorch || o.shapes.seqLens != nil || o.shapes.kvLen != 0 {
-		return usagef("--varlen times the forward on its own lengths: drop --decode, --window/--softcap/--alibi, --direction, --compare-torch, --seqlens and --kv-len")
+	if o.decode || o.mods.any() || (o.direction != "fwd" && o.direction != "bwd") || o.compareTorch || o.shapes.seqLens != nil || o.shapes.kvLen != 0 {
+		return usagef("--varlen times the forward (or with --direction bwd the backward) on its own lengths: drop --decode, --window/--softcap/--alibi, --compare-torch, --seqlens and --kv-len")
 	}
 	g, err := openGPU(o.device)
 	if err != nil {
@@ -43,6 +44,10 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	}
 	if err := cg.Use(o.forceArch); err != nil {
 		return err
+	}
+	bench, what := cg.dev.BenchVarlen, "forward"
+	if o.direction == "bwd" {
+		bench, what = cg.dev.BenchVarlenBackward, "backward"
 	}
 	reps, warmup := o.reps, o.warmup
 	if reps == 0 {
@@ -69,7 +74,7 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 			hkv = hq
 		}
 		for _, c := range causal {
-			r, err := cg.dev.BenchVarlen(lens, hq, hkv, d, &flashattn.Options{Causal: c}, warmup, reps)
+			r, err := bench(lens, hq, hkv, d, &flashattn.Options{Causal: c}, warmup, reps)
 			if err != nil {
 				return fmt.Errorf("--varlen D %d causal %v: %w", d, c, err)
 			}
@@ -90,10 +95,14 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	for _, n := range lens {
 		total += n
 	}
-	fmt.Fprintf(stdout, "varlen forward on %s: %d sequences, %d tokens (lengths %d..%d), median of %d calls\n",
-		g.Meta().Name, len(lens), total, slices.Min(lens), slices.Max(lens), reps)
+	fmt.Fprintf(stdout, "varlen %s on %s: %d sequences, %d tokens (lengths %d..%d), median of %d calls\n",
+		what, g.Meta().Name, len(lens), total, slices.Min(lens), slices.Max(lens), reps)
 	fmt.Fprintln(stdout, "TFLOP/s count the real tokens only (each sequence alone) for both lines (padded, all tokens: the padded call's own rate);")
-	fmt.Fprintln(stdout, "memory: q, k, v, O, LSE (and the lengths) of one call")
+	if o.direction == "bwd" {
+		fmt.Fprintln(stdout, "memory: q, k, v, O, LSE, dO, dQ, dK, dV, Di (the single pass: its dQ accumulator; varlen: the lengths) of one call")
+	} else {
+		fmt.Fprintln(stdout, "memory: q, k, v, O, LSE (and the lengths) of one call")
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "D\tHq/Hkv\tcausal\tcall\tms\tTFLOP/s\tpadded, all tokens\tmemory MB\tkernel\tvarlen/padded\t")
 	for _, r := range runs {

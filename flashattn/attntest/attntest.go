@@ -121,9 +121,9 @@ type Backend struct {
 	HeadDims []int
 	// MaxN, when > 0, skips cases with Nq or Nk above it (for slow backends).
 	MaxN int
-	// Plain backends run no score modifier (Case.Mods) and no varlen
-	// backward (varlen forward and KV-cache calls without modifiers they
-	// run): for those cases they must return a *flashattn.UnsupportedError.
+	// Plain backends run no score modifier (Case.Mods; varlen and KV-cache
+	// calls without modifiers they run): for those cases they must return a
+	// *flashattn.UnsupportedError.
 	Plain bool
 	// ModsForward: a Plain backend whose Forward runs the score modifiers
 	// (its Backward, varlen and KV-cache calls still refuse them).
@@ -203,7 +203,7 @@ func ForBackend(be flashattn.Backend) Backend {
 			return res, err
 		},
 		Precision:   p,
-		Plain:       be == flashattn.GPU, // the kernels have no varlen backward, nor score modifiers beyond the forward, yet
+		Plain:       be == flashattn.GPU, // the kernels have no score modifiers beyond the forward yet
 		ModsForward: be == flashattn.GPU,
 	}
 }

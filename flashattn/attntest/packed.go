@@ -178,8 +178,8 @@ func Rows(t *flashattn.Tensor, b, r0, n int) *flashattn.Tensor {
 }
 
 // RunVarlen runs every VarlenCase against b's ForwardVarlen and
-// BackwardVarlen (skipped when b has none; a Plain backend runs the forward
-// without score modifiers, and must refuse the others and the backward).
+// BackwardVarlen (skipped when b has none; a Plain backend runs both
+// without score modifiers, and must refuse the others).
 func RunVarlen(t *testing.T, b Backend) {
 	for _, c := range VarlenCases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -198,10 +198,7 @@ func RunVarlen(t *testing.T, b Backend) {
 				t.Fatalf("%s: ForwardVarlen(%v): %v", b.Name, c.Case, err)
 			}
 			var g *flashattn.Grads
-			if b.BackwardVarlen != nil && b.Plain {
-				_, err := b.BackwardVarlen(q, k, v, res.Out, dO, res.LSE, vl, o)
-				expectUnsupported(t, "BackwardVarlen", c.Case, err)
-			} else if b.BackwardVarlen != nil {
+			if b.BackwardVarlen != nil {
 				if g, err = b.BackwardVarlen(q, k, v, res.Out, dO, res.LSE, vl, o); err != nil {
 					t.Fatalf("%s: BackwardVarlen(%v): %v", b.Name, c.Case, err)
 				}

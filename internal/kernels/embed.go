@@ -53,8 +53,8 @@ const BaseSmemBytes = 99 << 10
 
 // LookupPass is Lookup for any pass (fp16 kernels) on a device that allows
 // BaseSmemBytes per block (LookupFit with that limit: never a Large kernel).
-// BwdPre and BwdDQConv kernels do not depend on the mask: causal is ignored
-// for them.
+// BwdPre, BwdPreVarlen and BwdDQConv kernels do not depend on the mask:
+// causal is ignored for them.
 func LookupPass(pass Pass, arch, headDim int, causal bool) (v Variant, ok bool) {
 	return lookup(pass, false, arch, headDim, causal, BaseSmemBytes)
 }
@@ -91,7 +91,7 @@ func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool, smemOptin int)
 	p := Path(arch)
 	large := largeFits(p, headDim, bf16, smemOptin)
 	for _, v := range variants {
-		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre || pass == BwdDQConv) &&
+		if v.Pass == pass && v.BF16 == bf16 && v.Arch == p && v.HeadDim == headDim && (v.Causal == causal || pass == BwdPre || pass == BwdPreVarlen || pass == BwdDQConv) &&
 			(!v.Large || large) {
 			return v, true
 		}

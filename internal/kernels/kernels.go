@@ -71,6 +71,15 @@
 //
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
+//
+// BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
+// on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
+// (1, total_q, Hq, D), k, v, dk, dv (1, total_k, Hkv, D), CuSeqlensQ and
+// CuSeqlensK as FwdVarlen's, Nq = total_q (lse and Di are (Hq, total_q));
+// grids (ceil(max sequence Nq / Br), B*Hq) for pre and dQ and
+// (ceil(max sequence Nk / Bc), B*Hkv) for dK/dV. Sequence b is its own
+// problem (causal bottom-right on its own lengths); a sequence without
+// queries gets dK = dV = 0, one without keys dQ = 0.
 // KV-cache decode is two kernels of the same arch path, head dim and dtype,
 // each with one DecodeParams by value (causal is its Causal field):
 //   - Decode: grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)), block Warps*32,
@@ -135,6 +144,10 @@ type BwdParams struct {
 	ScaleLog2             float32
 	Scale                 float32
 	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ[Det], BwdDQConv); 0 otherwise
+
+	// Read by the varlen backward only (BwdPreVarlen, BwdDKDVVarlen,
+	// BwdDQVarlen): as FwdParams' CuSeqlensQ, CuSeqlensK.
+	CuSeqlensQ, CuSeqlensK uint64
 }
 
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
@@ -191,6 +204,9 @@ const (
 	FwdModCapALiBi             // FwdMod with both
 	BwdDKDVQDet                // BwdDKDVQ with the dQ additions in a fixed order (bit-reproducible)
 	FwdVarlen                  // Fwd on packed sequences of their own lengths (FwdParams.CuSeqlensQ, CuSeqlensK)
+	BwdPreVarlen               // BwdPre on packed sequences (BwdParams.CuSeqlensQ, CuSeqlensK)
+	BwdDKDVVarlen              // BwdDKDV on packed sequences
+	BwdDQVarlen                // BwdDQ on packed sequences
 )
 
 // ModPass is the modified forward's pass for a problem with a window (or
@@ -242,6 +258,12 @@ func (p Pass) String() string {
 		return "bwd_dkdvqdet"
 	case FwdVarlen:
 		return "fwd_varlen"
+	case BwdPreVarlen:
+		return "bwd_pre_varlen"
+	case BwdDKDVVarlen:
+		return "bwd_dkdv_varlen"
+	case BwdDQVarlen:
+		return "bwd_dq_varlen"
 	}
 	return "pass?"
 }

@@ -209,6 +209,20 @@ func TestTableMatchesTraits(t *testing.T) {
 				if b, ok := LookupBF16(BwdPre, n[0], n[1], false); ok != (n[0] == 80) || ok && (!b.BF16 || !strings.HasSuffix(b.Symbol, "_bf16")) {
 					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
+				// The varlen backward: each of the three kernels' tile, each
+				// dtype and mask, named as its plain twin plus _varlen.
+				for vpass, pass := range bwdVarlenTwin {
+					for _, bf16 := range []bool{false, true} {
+						for _, causal := range []bool{false, pass != BwdPre} {
+							p, _ := LookupFit(pass, bf16, n[0], n[1], causal, BaseSmemBytes)
+							vl, ok := LookupFit(vpass, bf16, n[0], n[1], causal, BaseSmemBytes)
+							if ok != (!bf16 || n[0] == 80) || ok && (vl.Br != p.Br || vl.Bc != p.Bc || vl.Warps != p.Warps || vl.SmemBytes != p.SmemBytes ||
+								vl.Symbol != p.Symbol+"_varlen") {
+								t.Errorf("%s: %v kernel %+v (found %v), want the %v tile %+v", r[0], vpass, vl, ok, pass, p)
+							}
+						}
+					}
+				}
 			}
 			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
 				for _, bf16 := range []bool{false, true} {
@@ -219,6 +233,15 @@ func TestTableMatchesTraits(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+	for vpass, pass := range bwdVarlenTwin {
+		want := count[pass]
+		if pass == BwdPre { // D 256's pre ships with its single pass alone
+			want = count[BwdDKDV] / 2
+		}
+		if count[vpass] != want {
+			t.Errorf("backward: %d %v, %d %v variants; want one varlen per three-kernel one", count[pass], pass, count[vpass], vpass)
 		}
 	}
 	if count[FwdVarlen] != count[Fwd] {
@@ -462,7 +485,14 @@ func TestLookup(t *testing.T) {
 			t.Errorf("symbol %s twice", v.Symbol)
 		}
 		seen[v.Symbol] = true
-		prefix := "fa2_" + v.Pass.String() + "_"
+		pass := v.Pass
+		if twin, ok := bwdVarlenTwin[pass]; ok { // named as its three-kernel twin plus _varlen, the same tile
+			pass = twin
+			if !strings.HasSuffix(v.Symbol, "_varlen") {
+				t.Errorf("%s: pass %v, want a symbol ending _varlen", v.Symbol, v.Pass)
+			}
+		}
+		prefix := "fa2_" + pass.String() + "_"
 		if sfx := fwdSuffix(v.Pass); sfx != "" { // named as its plain twin, plus sfx
 			prefix = "fa2_fwd_"
 			if !strings.HasSuffix(v.Symbol, sfx) {
@@ -478,13 +508,13 @@ func TestLookup(t *testing.T) {
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
 		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
-		if v.Pass == BwdDKDV || v.Pass == BwdDKDVQ || v.Pass == BwdDKDVQDet {
+		if pass == BwdDKDV || pass == BwdDKDVQ || pass == BwdDKDVQDet {
 			owned, streamed = v.Bc, v.Br
 		}
-		if v.Pass == BwdDKDVQ || v.Pass == BwdDKDVQDet { // a 2-D warp grid: owned rows split over some of the warps only
+		if pass == BwdDKDVQ || pass == BwdDKDVQDet { // a 2-D warp grid: owned rows split over some of the warps only
 			split = 16
 		}
-		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (v.Pass == BwdPre || v.Pass == BwdDQConv) {
+		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (pass == BwdPre || pass == BwdDQConv) {
 			t.Errorf("%s: owned rows %d, streamed rows %d do not fit %d warps of 16-row mma tiles", v.Symbol, owned, streamed, v.Warps)
 		}
 	}
@@ -608,6 +638,10 @@ var modPasses = []Pass{ModPass(false, false), ModPass(true, false), ModPass(fals
 func modSuffix(p Pass) string {
 	return map[Pass]string{FwdMod: "_mod", FwdModCap: "_mod_cap", FwdModALiBi: "_mod_alibi", FwdModCapALiBi: "_mod_cap_alibi"}[p]
 }
+
+// bwdVarlenTwin maps each varlen backward pass to its three-kernel twin
+// (fa2.cu's FA2_BWD_VARLEN).
+var bwdVarlenTwin = map[Pass]Pass{BwdPreVarlen: BwdPre, BwdDKDVVarlen: BwdDKDV, BwdDQVarlen: BwdDQ}
 
 // fwdSuffix is what a forward pass named after its plain twin adds to the
 // twin's symbol (fa2.cu's FA2_FWD_MOD and FA2_FWD_VARLEN), or "".
