@@ -125,8 +125,10 @@ __device__ __forceinline__ void st_release(int* a, int v) {
 // resident at once share a head's Q and dO in L2, but key block n starts its
 // first adds n steps late); kDet 2: (B*Hkv, Tc), heads fastest, so the
 // resident CTAs belong to several heads and wait on few predecessors. H200
-// (RESULTS.md): 1 is faster without a mask, 2 with causal (whose key blocks
-// start at different query blocks, so the chain of waits is longer).
+// (RESULTS.md): 1 is faster without a mask, 2 with causal. Causal key blocks
+// start at different query blocks, so kDet walks them last to first (qblock):
+// key block n then reaches each block level with n-1, not 2 steps behind it per
+// predecessor; D128 det/flash at N 2048 0.83 -> 0.87 (RESULTS.md, bwd5).
 template <class T, bool kCausal, bool kDQ, class E = __half, int kDet = 0>
 __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   static_assert(kDet == 0 || kDQ, "the order concerns the dQ additions");
@@ -189,7 +191,9 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   const SliceAddr<D, kRowsFirst, T::kVCols / 16> sv(lane, v_col);
 
   auto head_of = [&](int s) { return hk * groups + s / per_head; };
-  auto row0_of = [&](int s) { return (i0 + s % per_head) * Br; };
+  // Causal kDet walks its query blocks last to first (see above).
+  auto qblock = [&](int s) { return kDet != 0 && kCausal ? tr - 1 - s % per_head : i0 + s % per_head; };
+  auto row0_of = [&](int s) { return qblock(s) * Br; };
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
     const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
@@ -204,9 +208,12 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
   };
   // kDet: query block i's counter, and the value key block kb leaves in it.
-  auto counter = [&](int s) { return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + i0 + s % per_head; };
+  auto counter = [&](int s) {
+    if constexpr (kCausal) return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s);
+    else return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + i0 + s % per_head;  // kDet 1's code as it was
+  };
   auto release = [&](int s) {
-    const int i = i0 + s % per_head;
+    const int i = qblock(s);
     const bool last = (kb + 1) * Bc >= p.nk || query_begin<Br, kCausal>((kb + 1) * Bc, p.nq, p.nk) > i;
     st_release(counter(s), last ? 0 : kb + 1);
   };

@@ -161,7 +161,8 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 // one kernel, then the dQ convert kernel (no tensor cores, on pre's grid);
 // fa2_bwd_dkdvqdet_* is the same kernel with the dQ additions in a fixed order
 // (Options.Deterministic; grid order per mask, kernels/dev/RESULTS.md: non-causal
-// kDet 1, key blocks fastest; causal kDet 2, heads fastest), before the same convert kernel.
+// kDet 1, key blocks fastest; causal kDet 2, heads fastest, query blocks last to first),
+// before the same convert kernel.
 // Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
 // The ordered twins: large rows only (the base row's 64 keys per CTA double the
 // chain of waits; on the H200 it was slower than the three kernels: RESULTS.md).

@@ -170,7 +170,9 @@ struct BwdTile {
 // accumulators would not fit 255 registers. dQ: 4 warps x 32 rows
 // (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
 // two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
-// go 16 keys at a time at D >= 96.
+// go 16 keys at a time at D >= 96. D64 (ncu, H200, N 4096, RESULTS.md session 5):
+// dK/dV and dQ keep the tensor pipe 53-58% busy at 8 warps/SM, shared memory
+// 64-74%, stalled on mma and ldmatrix latency; no bank conflicts to remove.
 #define FA2_BWD_TILES(X)                                                                                              \
   X(75, 32, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 24.5 KiB | 24 KiB */                  \
   X(75, 64, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 48.5 KiB | 48 KiB */                  \
@@ -243,7 +245,8 @@ struct BwdKVQTile {
 // size); each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK, dV and dQ by
 // atomics: the default backward), for a large row its ordered twin
 // fa2_bwd_dkdvqdet_sm80_d{D}_large[_causal] (the same tile, kDet: the dQ additions
-// in a fixed order, Options.Deterministic; the base row's measured slower than
+// in a fixed order, Options.Deterministic, causal walking the query blocks last
+// to first; the base row's measured slower than
 // the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
 // the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
 // (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room). Per head dim

@@ -1,0 +1,2 @@
+#include "trim.h"
+#include "dev/bwd_check.cu"

@@ -1,0 +1,2 @@
+#include "trim.h"
+#include "fa2.cu"
