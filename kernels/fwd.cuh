@@ -16,7 +16,9 @@
 // CTA visits only the key blocks of its rows' window (skipping blocks on both
 // edges, as causal does on one), and only blocks not wholly inside the window
 // are masked per element; scores go to the softmax modified, in ScoreMods'
-// units. kCausal is false for them: causal is window right 0, a parameter.
+// units (ALiBi on blocks wholly on one side of the diagonal as a column bias,
+// its row term carried in the softmax's m: ScoreMods::apply_side). kCausal is
+// false for them: causal is window right 0, a parameter.
 // With kMod 0 the code is the plain kernel's, instruction for instruction.
 //
 // kVarlen (the fa2_fwd_*_varlen kernels): blockIdx.y's batch is a sequence of
@@ -115,11 +117,25 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   auto kv_rows = [&](int n) { return nk() - n * Bc; };
   const ScoreMods mods = kMod ? ScoreMods::of(p, h) : ScoreMods{};
   constexpr bool kCap = kMod & kModCap, kALiBi = kMod & kModALiBi;
+  // ALiBi's column-bias form (apply_side) without the softcap: with both, its
+  // third score body spilled at 255 registers (sm_90, D96; nvcc 11.8).
+  constexpr bool kSide = kALiBi && !kCap;
+  int side = 0;  // ALiBi: the form sm.m is in (ScoreMods::apply_side)
+  auto to_side = [&](int to) {
+    if (to != side) mods.shift_side<MT>(sm.m, side, to, wrow, lane);
+    side = to;
+  };
   auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0) {  // kMod only
-    if (n < wb.n_full || n >= kb.n_mask)
+    if (n < wb.n_full || n >= kb.n_mask) {
+      if (kSide) to_side(0);
       mods.template apply<MT, NS, true, kCap, kALiBi>(s, m0 + wrow, col0, lane);
-    else if (kCap || kALiBi)  // a block inside the window: the plain kernel's code without them
+    } else if (kSide) {  // inside the window: a column bias unless the block crosses the diagonal
+      to_side(mods.template alibi_side<Bs>(m0, m0 + rows_q - 1, col0));
+      if (side != 0) mods.template apply_side<MT, NS, kCap>(s, side, m0, col0, lane);
+      else mods.template apply<MT, NS, false, kCap, true>(s, m0 + wrow, col0, lane);
+    } else if (kCap || kALiBi) {  // inside the window: the plain kernel's code with them
       mods.template apply<MT, NS, false, kCap, kALiBi>(s, m0 + wrow, col0, lane);
+    }
   };
 
   if constexpr (A == 80) {
@@ -211,6 +227,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // Epilogue: normalise, stage O (as E) through shared memory for 16-byte row
   // stores, write L for the rows that exist.
   float lse[MT][2];
+  if (kSide) to_side(0);  // L of the |distance| form
   sm.finish(o, kMod ? mods.unit : p.scale, lse);
   __syncthreads();  // all warps are done with the K/V (Turing) or Q area
 #pragma unroll

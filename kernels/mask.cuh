@@ -158,6 +158,56 @@ struct ScoreMods {
       }
     }
   }
+
+  // ALiBi on a key block wholly on one side of the diagonal. With P = m0+off
+  // (the CTA's first row's diagonal key) and R(i) = alibi*(i-m0),
+  // -alibi*|i+off-j| is -R(i) + alibi*(j-P) below the diagonal (j <= i+off) and
+  // +R(i) - alibi*(j-P) above it: a per-row constant, which the softmax may
+  // carry in m, plus a column term that each lane computes once per block. The
+  // softmax thus sees v + side*R(i) = s + side*alibi*(j-P) (side +1 below, -1
+  // above, 0: the |distance| form of apply), one FADD per score instead of
+  // FADD + FFMA; shift_side moves m between the forms where the side changes.
+  // Relative to P the terms stay within alibi*(Br+Bc) of 0 on the blocks that
+  // carry the softmax's mass, so no precision is lost to large offsets.
+  //
+  // The side of the keys [col0, col0+Bs) for the CTA's rows [m0, last]: +1 if
+  // every one is at or below each row's diagonal, -1 if at or above, else 0.
+  template <int Bs>
+  __device__ __forceinline__ int alibi_side(int m0, int last, int col0) const {
+    return col0 + Bs - 1 <= m0 + off ? 1 : col0 >= last + off ? -1 : 0;
+  }
+
+  template <int MT, int NT, bool kCap>
+  __device__ __forceinline__ void apply_side(float (&s)[MT][NT][4], int side, int m0, int col0, int lane) const {
+    const int t = lane & 3;
+    const float a = side > 0 ? alibi : -alibi;
+    const float b0 = a * float(col0 + 2 * t - m0 - off);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float b = fmaf(a, float(8 * j + e), b0);  // side*alibi*(j-P) of this key: one per column, not per score
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            float& x = s[i][j][2 * hr + e];
+            x = (kCap ? tanh_approx(x * cap_in) : x) + b;
+          }
+      }
+  }
+
+  // Moves the softmax's running max m (rows wrow+16i+g(+8) of the CTA, which
+  // starts at m0) from side `from`'s form to side `to`'s: l and O are relative
+  // to m, so they stay as they are.
+  template <int MT>
+  __device__ __forceinline__ void shift_side(float (&m)[MT][2], int from, int to, int wrow, int lane) const {
+    const float d = float(to - from) * alibi;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) m[i][hr] = fmaf(d, float(wrow + 16 * i + (lane >> 2) + 8 * hr), m[i][hr]);
+  }
 };
 
 // Backward, dK/dV kernel: the CTA owns keys [n0, n0+Bc) and walks query blocks
