@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build.sh: regenerate the committed kernel artifacts from kernels/*.cu[h]:
-#   fa2.fatbin     SASS sm_75/80/86/89/90 + PTX compute_75/compute_80 (what Go embeds)
+#   fa2.fatbin     SASS sm_75/80/86/89/90 + PTX compute_75/compute_80, compressed (what Go embeds)
 #   fa2_sm75.ptx   compute_75 PTX of the Turing kernels only (Go loads it to force
 #                  the sm_75 path through the driver's JIT on newer GPUs)
 #   resources.md   registers / stack / spills per kernel per arch, the tile table, and
@@ -42,7 +42,9 @@ gencode=(-gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80
          -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89
          -gencode arch=compute_90,code=sm_90
          -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=compute_80)
-nvcc "${flags[@]}" -fatbin "${gencode[@]}" fa2.cu -o "$tmp/fa2.fatbin" 2>"$tmp/ptxas.log"
+# -compress-all: fatbinary compresses the SASS images too (by default only PTX), 46 ->
+# ~12 MB; the driver decompresses at cuModuleLoadData (what PyTorch's wheels do).
+nvcc "${flags[@]}" -Xfatbin=-compress-all -fatbin "${gencode[@]}" fa2.cu -o "$tmp/fa2.fatbin" 2>"$tmp/ptxas.log"
 nvcc -O3 -std=c++17 -ptx -arch=compute_75 -DFA2_SM75_ONLY fa2.cu -o "$tmp/fa2_sm75.ptx"
 nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
 "$tmp/tiles" under8 >"$tmp/under8.rows"

@@ -10,7 +10,8 @@ import (
 
 // Fatbin holds SASS for sm_75, sm_80, sm_86, sm_89 and sm_90 and PTX for
 // compute_75 and compute_80 (newer GPUs JIT the compute_80 PTX) of every
-// symbol in the Variant table; load it with cuModuleLoadDataEx (internal/cuda).
+// symbol in the Variant table, every image compressed (the driver inflates
+// them at load); load it with cuModuleLoadDataEx (internal/cuda).
 //
 //go:embed fa2.fatbin
 var Fatbin []byte
