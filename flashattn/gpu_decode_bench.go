@@ -11,7 +11,7 @@ import (
 // the LSE and the split workspace.
 type DecodeBenchResult struct {
 	BenchResult
-	// Splits is the number of KV splits the call used (1: no combine).
+	// Splits is the number of KV splits the call used (1: no merge).
 	Splits int
 	// PageSize is the block size of the paged cache, 0 for a contiguous one.
 	PageSize int

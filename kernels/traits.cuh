@@ -383,7 +383,7 @@ struct DecodeTile {
 // flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's or
 // an sm_86/89 SM's (resources.md). H200 numbers: kernels/dev/RESULTS.md; at
 // D128, B 1, six other tiles (Bc 16-64, 1-4 warps, 2-6 stages, 2-6 CTAs per SM:
-// dev/decode_tiles.cu) all ran slower than X(80, 128, ...) on contiguous caches.
+// dev/decode_tiles.cu, now in git history) all ran slower than X(80, 128, ...) on contiguous caches.
 // D256 runs 2 warps so that a warp still takes 16 keys of a 32-key block.
 #define FA2_DECODE_TILES(X)                                                                   \
   X(75, 32, 128, 4, 1)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
