@@ -287,6 +287,15 @@ struct BwdKVQTile {
 //        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
 //        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
 //        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
+//   D64 large: not yet a row. Measured candidate (RESULTS.md, session 6): 192
+//        keys x 64 queries, 8 warps, S^T 2x4 (96 keys x 16 queries), dK/dV 4x2,
+//        dQ 2x4, K and V in shared memory; 129 KiB, 250-255 registers, no
+//        spills (nvcc 11.8, sm_80-90). H200, beside SDPA flash: 1.00/0.97/1.00
+//        at N 2048/4096/8192, causal 1.09/1.02/1.02; 1.08-1.12x the three
+//        kernels at N 8192 but 0.94-0.98x at N 2048. Its ordered twin measured
+//        0.85-0.95x SDPA flash, below the three kernels' 0.90-1.05x (another
+//        run), so a D64 row must not ship one. FA2's own 128 x 128 needs 128
+//        query rows per convert CTA (kPreRows is 64).
 //   D256 large: 64 keys x 32 queries, 8 warps, the smallest tile whose S^T warp
 //        tiles are whole (16 keys x 16 queries: S^T 4x2); dK/dV 2x4 (32 keys x
 //        64 columns: 128 accumulator registers), dQ 1x8 (32 queries x 32
