@@ -68,14 +68,15 @@ func TestBackwardKernelTable(t *testing.T) {
 		// on the sm_80 path D128 also has the single pass (causal and not) and
 		// its dQ convert kernel, twice: the Large set (> 99 KiB, for devices
 		// whose opt-in limit fits it) and the <= 99 KiB one; D256 the Large set
-		// alone, with its own pre kernel; each Large set also the ordered twin
-		// (causal and not).
-		sets, large, pre := 0, 0, 4
+		// alone, with its own pre kernel; each of these Large sets also the
+		// ordered twin (causal and not); D64 a Large set without one.
+		sets, large, nodet, pre := 0, 0, 0, 4
 		if arch >= 80 {
-			sets, large, pre = 3, 2, 5
+			sets, large, nodet, pre = 4, 2, 1, 5
 		}
 		if count["bwd_pre"] != pre || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_dkdvq"] != 2*sets ||
-			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*large || len(tab) != 16+pre+3*sets+2*large || count["large"] != 5*large {
+			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*large || len(tab) != 16+pre+3*sets+2*large ||
+			count["large"] != 5*large+3*nodet {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}
 	}

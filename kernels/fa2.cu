@@ -166,6 +166,7 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 // The ordered twins: large rows only (the base row's 64 keys per CTA double the
 // chain of waits; on the H200 it was slower than the three kernels: RESULTS.md).
 #define FA2_KVQ_DET_base(ARCH, D, SFX, E)
+#define FA2_KVQ_DET_large_nodet(ARCH, D, SFX, E)
 #define FA2_KVQ_DET_large(ARCH, D, SFX, E)                                                                        \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, true>::type::kMinBlocks)      \

@@ -249,9 +249,10 @@ struct BwdKVQTile {
 // to first; the base row's measured slower than
 // the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
 // the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
-// (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room). Per head dim
+// (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room; large_nodet: the
+// same without the ordered twin). Per head dim
 // the list holds at most one row of each, the large one first (a large row may
-// stand alone: D256), and a device runs the first row whose shared memory fits
+// stand alone: D256, D64 beside the three kernels), and a device runs the first row whose shared memory fits
 // its opt-in limit per block
 // (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: A100 163 KiB, H100/H200
 // 227 KiB; sm_86/89 99 KiB keep the base row; internal/kernels.LookupFit).
@@ -287,6 +288,16 @@ struct BwdKVQTile {
 //        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
 //        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
 //        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
+//   D64 large (size large_nodet: no ordered twin): 192
+//        keys x 64 queries, 8 warps, S^T 2x4 (96 keys x 16 queries), dK/dV 4x2,
+//        dQ 2x4, K and V in shared memory; 129 KiB, 250-255 registers, no
+//        spills (nvcc 11.8, sm_80-90). H200, beside SDPA flash: 1.00/0.97/1.00
+//        at N 2048/4096/8192, causal 1.09/1.02/1.02; 1.08-1.12x the three
+//        kernels at N 8192 but 0.94-0.98x at N 2048. Its ordered twin measured
+//        0.85-0.95x SDPA flash, below the three kernels' 0.90-1.05x (another
+//        run): Options.Deterministic keeps the three kernels at D64. No base
+//        row: sm_86/89 run the three kernels. FA2's own 128 x 128 needs 128
+//        query rows per convert CTA (kPreRows is 64).
 //   D256 large: 64 keys x 32 queries, 8 warps, the smallest tile whose S^T warp
 //        tiles are whole (16 keys x 16 queries: S^T 4x2); dK/dV 2x4 (32 keys x
 //        64 columns: 128 accumulator registers), dQ 1x8 (32 queries x 32
@@ -308,6 +319,7 @@ struct BwdKVQTile {
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
   X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */                     \
+  X(80, 64, large_nodet, 192, 64, 8, 2, 4, 2, false, 1) /* 129 KiB (A100, H100/H200) */ \
   X(80, 256, large, 64, 32, 8, 4, 2, 1, false, 1)  /* 136.5 KiB (A100, H100/H200); no base row: see above */
 
 // FA2_BWD_PRE_ALONE(X): X(arch, d) for the head dims whose only backward is
@@ -319,8 +331,15 @@ struct BwdKVQTile {
 // and a large row must need more (else it is the base row).
 #define FA2_KVQ_SFX_base
 #define FA2_KVQ_SFX_large _large
+#define FA2_KVQ_SFX_large_nodet _large
 #define FA2_KVQ_LARGE_base false
 #define FA2_KVQ_LARGE_large true
+#define FA2_KVQ_LARGE_large_nodet true
+// Whether a row ships its ordered twin (large rows, unless measured slower
+// than the three kernels: large_nodet).
+#define FA2_KVQ_DET_ROW_base false
+#define FA2_KVQ_DET_ROW_large true
+#define FA2_KVQ_DET_ROW_large_nodet false
 #define FA2_CAT_(a, b) a##b
 #define FA2_CAT(a, b) FA2_CAT_(a, b)
 

@@ -177,7 +177,7 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large|large_nodet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
@@ -195,7 +195,7 @@ func TestTableMatchesTraits(t *testing.T) {
 			large, smem := false, BaseSmemBytes // the limit that selects this row
 			for i, f := range r[1:] {
 				if k.sized && i == 2 {
-					large = f == "large"
+					large = strings.HasPrefix(f, "large")
 					if large {
 						smem = 227 << 10
 					}
@@ -299,14 +299,19 @@ func TestTableMatchesTraits(t *testing.T) {
 			t.Errorf("forward: %d plain, %d %v variants; want one per causal pair", count[Fwd], count[mp], mp)
 		}
 	}
-	large := 0
-	for _, v := range variants {
-		if v.Pass == BwdDKDVQ && v.Large {
-			large++
+	for _, v := range variants { // an ordered twin has its default kernel (large_nodet rows have no twin)
+		if v.Pass != BwdDKDVQDet {
+			continue
 		}
-	}
-	if count[BwdDKDVQDet] != large {
-		t.Errorf("single pass: %d large dkdvq, %d dkdvqdet variants; want an ordered twin of each large one", large, count[BwdDKDVQDet])
+		var w Variant
+		for _, x := range variants {
+			if x.Symbol == strings.Replace(v.Symbol, "dkdvqdet_", "dkdvq_", 1) {
+				w = x
+			}
+		}
+		if w.Pass != BwdDKDVQ || !w.Large || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
+			t.Errorf("%s: default kernel %+v; want the same large tile", v.Symbol, w)
+		}
 	}
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
@@ -442,7 +447,7 @@ func TestResources(t *testing.T) {
 
 // A Large row (more than BaseSmemBytes) has a <= BaseSmemBytes sibling of
 // the same pass, head dim, mask and dtype (its symbol without _large) or, as
-// D 256's single pass and the ordered twins (BwdDKDVQDet), none (then parts
+// D 256's and D 64's single pass and the ordered twins (BwdDKDVQDet), none (then parts
 // below its need have no such kernel: the three kernels run where they exist),
 // and LookupFit picks it exactly where every Large kernel of its set fits.
 func TestLargeRows(t *testing.T) {
@@ -457,10 +462,14 @@ func TestLargeRows(t *testing.T) {
 				sib = w
 			}
 		}
-		noSib := v.Pass == BwdDKDVQDet || v.HeadDim == 256 // the sets without a <= 99 KiB row
+		threeKernels := false // the head dims whose parts below the row's need run the three kernels
+		for _, w := range variants {
+			threeKernels = threeKernels || w.Pass == BwdDKDV && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
+		}
+		noSib := v.Pass == BwdDKDVQDet || v.HeadDim == 256 || v.HeadDim == 64 && threeKernels // the sets without a <= 99 KiB row
 		if !strings.Contains(v.Symbol, "_large") || noSib != (sib.Symbol == "") || !noSib && (sib.Large || sib.Pass != v.Pass || sib.HeadDim != v.HeadDim ||
 			sib.Causal != v.Causal || sib.BF16 != v.BF16 || sib.SmemBytes > BaseSmemBytes) {
-			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel, and none exactly for BwdDKDVQDet and D 256", v.Symbol, sib, BaseSmemBytes)
+			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel, and none exactly for BwdDKDVQDet, D 256 and D 64", v.Symbol, sib, BaseSmemBytes)
 		}
 		if v.Pass != BwdDQConv && v.SmemBytes <= BaseSmemBytes {
 			t.Errorf("%s: %d bytes fit the base limit: it is not a large row", v.Symbol, v.SmemBytes)

@@ -1,0 +1,2 @@
+#include "trim2.h"
+#include "fa2.cu"

@@ -1,0 +1,2 @@
+#include "trim3.h"
+#include "fa2.cu"
