@@ -120,17 +120,6 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // ALiBi's column-bias form (apply_side) without the softcap: with both, its
   // third score body spilled at 255 registers (sm_90, D96; nvcc 11.8).
   constexpr bool kSide = kALiBi && !kCap;
-  // Softcap at D64 on sm_90 (H100/H200): tanh and exp2 per score are two MUFU
-  // ops against half the mma work per score of D128, so the MUFU pipe bounds it
-  // (1.30x the plain forward on the H200, bench/results/2026-12-01-h200-session6-merged);
-  // the first kPoly of the NS n8 tiles take exp2_poly on the FMA/ALU pipes, on
-  // blocks with no masked score. D128 (1.11x) and sm_80/86/89 (fewer tensor
-  // flops per MUFU op) are not MUFU-bound: their SASS stays as it was.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kPoly = kCap && A == 80 && D == 64 ? 3 : 0;
-#else
-  constexpr int kPoly = 0;
-#endif
   int side = 0;  // ALiBi: the form sm.m is in (ScoreMods::apply_side)
   auto to_side = [&](int to) {
     if (to != side) mods.shift_side<MT>(sm.m, side, to, wrow, lane);
@@ -188,12 +177,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
             cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
           cp_async_commit();
         }
-        if constexpr (kPoly > 0) {
-          if (n >= wb.n_full && n < kb.n_mask) sm.template step<kPoly>(s, o, mods.unit_log2);  // no masked score
-          else sm.step(s, o, mods.unit_log2);
-        } else {
-          sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
-        }
+        sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V

@@ -10,24 +10,6 @@
 
 namespace fa2 {
 
-// exp2 on the FMA pipe, for the modified kernels where MUFU is the bottleneck
-// (softcap: MUFU.TANH and MUFU.EX2 per score). x = n + f with n = round(x)
-// (the 1.5*2^23 add leaves n in the low mantissa bits), 2^f on [-1/2, 1/2] by a
-// degree-3 relative-error minimax (Remez): |rel err| <= 7.5e-5 = 2^-13.7, under
-// fp16's unit roundoff 2^-11 (and bf16's 2^-8) to which P is rounded for PV,
-// and 2^n added to the exponent field. x is clamped to -126 so the exponent
-// stays >= 0: not for -inf (a masked score would give ~2^-126, not 0), so only
-// blocks with every score finite may use it; a 2^-126 for a smaller true value
-// is lost against l >= 1 (the row max gives p = 1).
-__device__ __forceinline__ float exp2_poly(float x) {
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
-  x = fmaxf(x, -126.f);
-  const float t = __fadd_rn(x, kRound);
-  const float f = __fsub_rn(x, __fsub_rn(t, kRound));
-  const float q = fmaf(fmaf(fmaf(0.055171669f, f, 0.24261112f), f, 0.69326099f), f, 0.99992807f);
-  return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
-}
-
 template <int MT>
 struct OnlineSoftmax {
   float m[MT][2];  // [m-tile][row g, row g+8]
@@ -44,12 +26,9 @@ struct OnlineSoftmax {
   // rescales the O accumulators of the same rows. Rescaling costs one FMUL per O
   // element per block, so it is skipped when no row of the warp got a larger
   // max (the common case once a row has seen a few blocks); the test is
-  // warp-uniform, so no lane diverges. kPoly > 0 (modified kernels, blocks
-  // without a masked score only): the first kPoly n8 tiles of each row take
-  // exp2_poly, moving that share of the exp2s from the MUFU pipe to FMA/ALU.
-  template <int kPoly = 0, int NS, int NO>
+  // warp-uniform, so no lane diverges.
+  template <int NS, int NO>
   __device__ __forceinline__ void step(float (&s)[MT][NS][4], float (&o)[MT][NO][4], float scale_log2) {
-    static_assert(kPoly >= 0 && kPoly <= NS, "kPoly counts n8 tiles of S");
     float corr[MT][2];
     bool grew = false;
 #pragma unroll
@@ -72,10 +51,7 @@ struct OnlineSoftmax {
         for (int j = 0; j < NS; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float x = fmaf(s[i][j][2 * h + e], scale_log2, -base);
-            float p;
-            if constexpr (kPoly > 0) p = j < kPoly ? exp2_poly(x) : exp2_approx(x);
-            else p = exp2_approx(x);
+            const float p = exp2_approx(fmaf(s[i][j][2 * h + e], scale_log2, -base));
             s[i][j][2 * h + e] = p;
             sum += p;
           }

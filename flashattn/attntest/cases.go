@@ -112,10 +112,6 @@ func Cases() []Case {
 		// ALiBi column-bias form, its running max moved between the sides).
 		{Name: "alibi-Nq300-Nk520-gqa2", B: 1, Nq: 300, Nk: 520, Hq: 4, Hkv: 2, D: 64, ALiBi: true},
 		{Name: "alibi-causal-N400-D128", B: 1, Nq: 400, Nk: 400, Hq: 2, Hkv: 2, D: 128, Causal: true, ALiBi: true},
-		// Softcap on whole unmasked key blocks at D64 (the GPU's exp2 on the FMA
-		// pipe, sm_90; blocks of 128 keys), scores far beyond the cap.
-		{Name: "softcap30-scale4-Nq200-Nk520-D64", B: 1, Nq: 200, Nk: 520, Hq: 2, Hkv: 1, D: 64, Scale: 4, Softcap: 30},
-		{Name: "softcap5-alibi-causal-N600-D64", B: 1, Nq: 600, Nk: 600, Hq: 2, Hkv: 2, D: 64, Causal: true, Softcap: 5, ALiBi: true},
 	}
 	for i := range cs {
 		cs[i].Seed = uint64(1000 * (i + 1))
