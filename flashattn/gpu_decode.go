@@ -11,8 +11,8 @@ import (
 
 // The GPU decode path (kernels/decode.cuh): ForwardKVCache on the device.
 // One decode kernel per call, split over the cache (flash-decoding) when
-// B*Hkv alone would leave SMs idle, plus a combine kernel that merges the
-// splits by their LSEs.
+// B*Hkv alone would leave SMs idle; the last CTA of each split group merges
+// the splits by their LSEs (kernels/decode.cuh), so a call is one launch.
 
 // decodeSplits is the number of KV splits of a decode call with ctas CTAs
 // per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs, whose
@@ -23,76 +23,83 @@ import (
 // few CTAs over it would run as a second wave of their own: measured on the
 // H200, 288 CTAs took 1.4x the time per byte of 264), but no split shorter
 // than minSplitBlocks blocks (so that each CTA's next block is in flight
-// while it computes one) and at most maxSplits.
+// while it computes one) and at most maxDecodeSplits.
 func decodeSplits(ctas, sms, maxLen, bc int) int {
 	if forcedSplits > 0 {
 		return forcedSplits
 	}
-	const minSplitBlocks, maxSplits = 2, 128
+	const minSplitBlocks = 2
 	s := (2 * sms) / ctas
-	s = min(s, maxLen/(minSplitBlocks*bc), maxSplits)
+	s = min(s, maxLen/(minSplitBlocks*bc), maxDecodeSplits)
 	return max(s, 1)
 }
+
+// maxDecodeSplits is decode.cuh's kMaxSplits: the kernel's merge holds every
+// split's LSE of its rows in shared memory.
+const maxDecodeSplits = 128
 
 // forcedSplits, when positive, replaces decodeSplits' choice (tests: both
 // the split and unsplit code paths on small shapes).
 var forcedSplits int
 
-// decodeWorkspace is the length of the split workspace of a decode call:
-// the partial O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32;
-// none for one split.
-func decodeWorkspace(d Dims, splits int) (oPart, lsePart int) {
+// decodeRepeats, when above 1, makes a decode call run its kernel that many
+// times, poisoning O and the LSE before each run but the first (tests: the
+// split counters must be back at zero for the next launch).
+var decodeRepeats int
+
+// decodeWorkspace is the length of the split workspace of a decode call
+// whose grid has groups CTA groups (B*Hkv times the row tiles): the partial
+// O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32, and one int32
+// counter per group; none for one split.
+func decodeWorkspace(d Dims, splits, groups int) (oPart, lsePart, counters int) {
 	if splits <= 1 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return splits * d.LSELen() * d.D, splits * d.LSELen()
+	return splits * d.LSELen() * d.D, splits * d.LSELen(), groups
 }
 
 // decodeRowTiles is the number of packed-row tiles (grid z) of a decode
 // call: Nq*Hq/Hkv query rows read each kv head, br of them per CTA.
 func decodeRowTiles(d Dims, br int) int { return ceilDiv(d.Nq*d.Groups(), br) }
 
-// decodeKernels finds and loads the decode kernel and its combine for p and
-// element type dt; d.mu is held.
-func (d *Device) decodeKernels(p problem, dt DType) (dec, comb *loadedKernel, err error) {
+// decodeKernel finds and loads the decode kernel for p and element type dt;
+// d.mu is held.
+func (d *Device) decodeKernel(p problem, dt DType) (dec *loadedKernel, err error) {
 	if err := checkDType(dt, d.path); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if d.rung != 0 {
-		return nil, nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
+		return nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
 			Reason: "the kernel ladder has no decode kernels"}
 	}
 	if err := d.checkProblem(p, false); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	dv, cv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)
+	dv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)
 	if !ok {
-		return nil, nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(p.D),
+		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(p.D),
 			Reason: fmt.Sprintf("the sm_%d decode kernels exist for head dims %v", d.path, kernels.PassHeadDims(kernels.Decode, d.path))}
 	}
 	if dec, err = d.load(dv); err != nil {
-		return nil, nil, err
-	}
-	if comb, err = d.load(cv); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if n := decodeRowTiles(p.Dims, dv.Br); n > 65535 {
-		return nil, nil, &UnsupportedError{Backend: GPU, Feature: "Nq*Hq/Hkv", Value: fmt.Sprint(p.Nq * p.Groups()),
+		return nil, &UnsupportedError{Backend: GPU, Feature: "Nq*Hq/Hkv", Value: fmt.Sprint(p.Nq * p.Groups()),
 			Reason: fmt.Sprintf("%d packed-row tiles of %d: at most 65535 (grid z)", n, dv.Br)}
 	}
-	return dec, comb, nil
+	return dec, nil
 }
 
 // decodeOp is one decode call: its kernels, the uploaded sequence lengths
 // and block table, the split workspace and the parameter block.
 type decodeOp struct {
 	d          *Device
-	dec, comb  *loadedKernel
+	dec        *loadedKernel
 	splits     int
 	scratch    []*cuda.Buffer // seqlens, block table, workspace: freed after the call
 	params     *kernels.DecodeParams
 	args       *cuda.Args
-	cfg, ccfg  cuda.LaunchConfig
+	cfg        cuda.LaunchConfig
 	res        *DeviceResult
 	paged      bool
 	cacheBytes int64 // K and V bytes the kernel reads: sum over batches of SeqLens[b]*Hkv*D*2 elements
@@ -102,12 +109,12 @@ type decodeOp struct {
 // cache description and fills the parameter block; d.mu is held and
 // q, k, v are checked (resolveKVShapes, one dtype).
 func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *decodeOp, err error) {
-	dec, comb, err := d.decodeKernels(p, q.dtype)
+	dec, err := d.decodeKernel(p, q.dtype)
 	if err != nil {
 		return nil, err
 	}
-	ctas := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br)
-	op = &decodeOp{d: d, dec: dec, comb: comb, splits: decodeSplits(ctas, d.info.SMs, p.Nk, dec.info.Bc),
+	groups := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br) // CTAs per split
+	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, p.Nk, dec.info.Bc),
 		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
 	defer func() {
 		if err != nil {
@@ -158,7 +165,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		}
 		pm.BlockTable, pm.TableStride, pm.PageSize = table.Ptr(), int32(stride), int32(c.BlockSize)
 	}
-	if o, l := decodeWorkspace(p.Dims, op.splits); o > 0 {
+	if o, l, n := decodeWorkspace(p.Dims, op.splits, groups); o > 0 {
 		oPart, err := alloc("partial O", 4*o)
 		if err != nil {
 			return op, err
@@ -167,12 +174,17 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		if err != nil {
 			return op, err
 		}
-		// Poisoned like the outputs: a partial row a split fails to write
-		// reaches O as NaN.
-		if err := errors.Join(oPart.Memset32(nanF32, o), lPart.Memset32(nanF32, l)); err != nil {
+		count, err := alloc("split counters", 4*n)
+		if err != nil {
 			return op, err
 		}
-		pm.OPart, pm.LSEPart = oPart.Ptr(), lPart.Ptr()
+		// Poisoned like the outputs: a partial row a split fails to write
+		// reaches O as NaN. The counters start at zero; the kernel leaves
+		// them at zero (relaunch reuses them).
+		if err := errors.Join(oPart.Memset32(nanF32, o), lPart.Memset32(nanF32, l), count.Memset32(0, n)); err != nil {
+			return op, err
+		}
+		pm.OPart, pm.LSEPart, pm.SplitCount = oPart.Ptr(), lPart.Ptr(), count.Ptr()
 	}
 
 	out, err := d.allocAs(p.QShape(), q.dtype)
@@ -184,11 +196,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		return op, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
 	}
 	op.res = &DeviceResult{Dims: p.Dims, Out: out, Kernel: dec.info, lse: lse, lastNoKey: -1}
-	poison := uint32(nanFP16x2)
-	if q.dtype == BF16 {
-		poison = nanBF16x2
-	}
-	if err := errors.Join(out.buf.Memset32(poison, out.buf.Size()/4), lse.Memset32(nanF32, p.LSELen())); err != nil {
+	if err := op.poison(); err != nil {
 		return op, err
 	}
 
@@ -205,46 +213,33 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 	if p.Causal {
 		pm.Causal = 1
 	}
-	di, ci := dec.info, comb.info
+	di := dec.info
 	op.cfg = cuda.LaunchConfig{
 		Grid:      [3]uint32{uint32(op.splits), uint32(p.B * p.Hkv), uint32(decodeRowTiles(p.Dims, di.Br))},
 		Block:     [3]uint32{uint32(32 * di.Warps), 1, 1},
 		SharedMem: uint32(di.SmemBytes),
 	}
-	op.ccfg = cuda.LaunchConfig{
-		Grid:  [3]uint32{cdiv(p.LSELen()*p.D/8, 32*ci.Warps), 1, 1}, // one thread per 8 columns of a row
-		Block: [3]uint32{uint32(32 * ci.Warps), 1, 1},
-	}
 	return op, nil
 }
 
-func (op *decodeOp) kernels() []KernelInfo {
-	if op.splits > 1 {
-		return []KernelInfo{op.dec.info, op.comb.info}
+// poison fills O and the LSE with NaN, so that a row the kernel leaves
+// unwritten shows.
+func (op *decodeOp) poison() error {
+	out := op.res.Out
+	poison := uint32(nanFP16x2)
+	if out.dtype == BF16 {
+		poison = nanBF16x2
 	}
-	return []KernelInfo{op.dec.info}
+	return errors.Join(out.buf.Memset32(poison, out.buf.Size()/4), op.res.lse.Memset32(nanF32, op.res.Dims.LSELen()))
 }
 
-// enqueue launches the decode kernel and, for more than one split, the
-// combine on the device's stream.
-func (op *decodeOp) enqueue() error {
-	if err := op.dec.fn.Launch(op.cfg, op.d.stream, op.args); err != nil {
-		return err
-	}
-	if op.splits > 1 {
-		return op.comb.fn.Launch(op.ccfg, op.d.stream, op.args)
-	}
-	return nil
-}
+func (op *decodeOp) kernels() []KernelInfo { return []KernelInfo{op.dec.info} }
+
+// enqueue launches the decode kernel on the device's stream.
+func (op *decodeOp) enqueue() error { return op.dec.fn.Launch(op.cfg, op.d.stream, op.args) }
 
 func (op *decodeOp) relaunch() error {
-	if err := op.dec.fn.LaunchBound(op.cfg, op.d.stream.Handle(), op.args); err != nil {
-		return err
-	}
-	if op.splits > 1 {
-		return op.comb.fn.LaunchBound(op.ccfg, op.d.stream.Handle(), op.args)
-	}
-	return nil
+	return op.dec.fn.LaunchBound(op.cfg, op.d.stream.Handle(), op.args)
 }
 
 // freeScratch frees what the call needs only while it runs.
@@ -271,8 +266,7 @@ func (op *decodeOp) free() error {
 // (blocks, BlockSize, Hkv, D) as c describes, all fp16 or all bf16 (the
 // sm_80 path). The options used are Causal (bottom-right per sequence) and
 // Scale; windows, softcap and ALiBi are an *UnsupportedError. The call
-// uploads SeqLens (and the block table), runs the decode kernel (and, when it
-// splits the cache, the combine), waits, and returns O and the LSE; the split
+// uploads SeqLens (and the block table), runs the decode kernel, waits, and returns O and the LSE; the split
 // workspace (decodeWorkspace) lives only during the call.
 func (d *Device) ForwardKVCache(q, kCache, vCache *DeviceTensor, c KVCache, o *Options) (*DeviceResult, error) {
 	if d == nil {
@@ -305,8 +299,15 @@ func (d *Device) decode(p problem, c KVCache, q, k, v *DeviceTensor) (*DeviceRes
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := d.run(op); err != nil {
-		return nil, nil, errors.Join(err, op.free())
+	for i := range max(decodeRepeats, 1) {
+		if i > 0 {
+			if err := op.poison(); err != nil {
+				return nil, nil, errors.Join(err, op.free())
+			}
+		}
+		if err := d.run(op); err != nil {
+			return nil, nil, errors.Join(err, op.free())
+		}
 	}
 	if err := op.freeScratch(); err != nil {
 		return nil, nil, errors.Join(err, op.res.Free())
@@ -412,7 +413,7 @@ func (d *Device) ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *DeviceTenso
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	if _, _, err := d.decodeKernels(p, q.dtype); err != nil { // refused before the cache is written
+	if _, err := d.decodeKernel(p, q.dtype); err != nil { // refused before the cache is written
 		return nil, err
 	}
 	es := q.dtype.Size()

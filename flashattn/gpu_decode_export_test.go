@@ -12,3 +12,14 @@ func DecodeSplits(ctas, sms, maxLen, bc int) int {
 	defer ForceDecodeSplits(ForceDecodeSplits(0))
 	return decodeSplits(ctas, sms, maxLen, bc)
 }
+
+// ForceDecodeRepeats makes every decode call run its kernel n times (O and
+// the LSE poisoned before each run but the first) and returns the previous
+// setting. Test builds only.
+func ForceDecodeRepeats(n int) (previous int) {
+	previous, decodeRepeats = decodeRepeats, n
+	return previous
+}
+
+// MaxDecodeSplits is decodeSplits' cap.
+const MaxDecodeSplits = maxDecodeSplits

@@ -10,8 +10,9 @@
 //     more tiles (grid z), which read the same K/V again, mostly from L2;
 //   - split-KV: grid x splits each sequence's key blocks into equal ranges, so
 //     a small B*Hkv still fills the GPU. Each split writes a partial O and its
-//     LSE (fp32 workspace); decode_combine_kernel merges them by their LSEs.
-//     With one split the CTA writes O and the LSE itself.
+//     LSE (fp32 workspace); the last split of a CTA group to finish merges them
+//     by their LSEs (decode_merge_splits), so a call is one launch. With one
+//     split the CTA writes O and the LSE itself.
 // Inside a CTA the warps share the rows and split each block of Bc keys
 // (Bw = Bc/Warps each): every warp keeps its own m, l, O, and the warps are
 // merged by their LSEs at the end, exactly as the splits are (lse_merge).
@@ -160,6 +161,95 @@ __device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
   u.z = pack2<E>(x[4], x[5]);
   u.w = pack2<E>(x[6], x[7]);
   *reinterpret_cast<uint4*>(o) = u;
+}
+
+// The most splits a decode call may have (flashattn's decodeSplits: its
+// maxSplits): the merge keeps every split's LSE of its rows in shared memory.
+constexpr int kMaxSplits = 128;
+
+// The splits' merge, done by the last CTA of each (batch, kv head, row tile)
+// to finish instead of by a second kernel: one launch per call and no gap
+// between two (the H200 profile, kernels/dev/RESULTS.md: the combine kernel
+// was 11-14 us of a 16k-128k call at B 1). Every CTA makes its partial rows
+// visible (fence) and counts itself in; the one that counts last merges and
+// resets the counter, so it stays zero between calls on a stream. The merge
+// spreads (row, 8 columns) x split ranges over all threads: each split's
+// partial O is one L2 load, and one thread walking all of them waits on L2
+// latency split after split.
+template <class T, class E>
+__device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b, int hk, int row0, int rows) {
+  constexpr int D = T::kD, C = D / 8, R = T::kRows, NT = T::kThreads;
+  static_assert((kMaxSplits * R + 2 * R + 8 * NT) * 4 <= T::kSmemBytes, "the merge's shared memory");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sL = reinterpret_cast<float*>(smem_raw);  // [splits][R] the splits' LSEs
+  float* sMax = sL + kMaxSplits * R;               // [R] per row: max LSE and 1/sum of weights
+  float* sInv = sMax + R;
+  float* sX = sInv + R;                            // [NT][8] partial sums of the split ranges
+  // The count's verdict, in sX (read before anyone writes sX): a static
+  // __shared__ word would push a 32 KiB Turing CTA past half of 64 KiB.
+  int& last = *reinterpret_cast<int*>(sX);
+  __threadfence();  // this CTA's partial rows are visible before it counts in
+  __syncthreads();  // (and every thread is done with the shared memory above)
+  int* cnt = p.split_count + blockIdx.y * gridDim.z + blockIdx.z;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(cnt, 1) == static_cast<int>(gridDim.x) - 1;
+    if (last) *cnt = 0;  // ready for the next call on the stream
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other CTAs' rows, fenced before they counted in
+  const int splits = gridDim.x, tid = threadIdx.x;
+  const int64_t all = static_cast<int64_t>(p.b) * p.hq * p.nq;  // LSE rows of one split
+  for (int i = tid; i < splits * R; i += NT) {                  // every LSE load in flight at once
+    const int s = i / R, r = i % R;
+    sL[i] = r < rows ? __ldcg(p.lse_part + s * all + PackedRow(p, b, hk, row0 + r).lse_idx) : -INFINITY;
+  }
+  __syncthreads();
+  if (tid < rows) {
+    LseMerge mg;
+    for (int s = 0; s < splits; ++s) mg.max_of(sL[s * R + tid]);
+    for (int s = 0; s < splits; ++s) mg.add(mg.weight(sL[s * R + tid]));
+    sMax[tid] = mg.mx;
+    sInv[tid] = mg.inv();
+    p.lse[PackedRow(p, b, hk, row0 + tid).lse_idx] = mg.lse();
+  }
+  __syncthreads();
+  // items = (row, 8 columns); parts = threads per item, each a strided share of the splits.
+  const int items = rows * C, parts = max(1, NT / items);
+  for (int base = 0; base < items; base += NT) {
+    const int idx = base + tid % items, part = tid / items;
+    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (base + tid % items < items && part < parts) {
+      const int r = idx / C, c = idx % C;
+      const float mx = sMax[r];
+      const int64_t row = PackedRow(p, b, hk, row0 + r).lse_idx;
+#pragma unroll 4
+      for (int s = part; s < splits; s += parts) {  // independent loads: several in flight
+        const float wt = mx == -INFINITY ? 0.f : __expf(sL[s * R + r] - mx);
+        const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * all + row) * D + c * 8);
+        const float4 a = __ldcg(src), bb = __ldcg(src + 1);
+        if (wt != 0.f) {  // a split without keys: its partial O is 0
+          x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
+          x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
+        }
+      }
+    }
+    if (parts > 1) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sX[tid * 8 + e] = x[e];
+      __syncthreads();
+    }
+    if (tid < items && base + tid < items) {
+      for (int q = 1; q < parts; ++q)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) x[e] += sX[(q * items + tid) * 8 + e];
+      const int r = idx / C, c = idx % C;
+      const float inv = sInv[r];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[e] *= inv;
+      store8<E>(static_cast<E*>(p.o) + PackedRow(p, b, hk, row0 + r).o_off + c * 8, x);
+    }
+  }
 }
 
 template <class T, class E = __half>
@@ -343,37 +433,7 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
       }
     }
   }
-}
-
-// The split merge: one thread per (row of the LSE, 8 columns of O); the rows
-// are the LSE's (b, h, i), so O's row is found from its index.
-constexpr int kCombineThreads = 128;
-template <int D, class E = __half>
-__device__ __forceinline__ void decode_combine_kernel(const DecodeParams& p) {
-  constexpr int C = D / 8;
-  const int64_t rows = static_cast<int64_t>(p.b) * p.hq * p.nq;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
-  if (idx >= rows * C) return;
-  const int64_t r = idx / C;
-  const int c = static_cast<int>(idx % C);
-  LseMerge mg;
-  for (int s = 0; s < p.splits; ++s) mg.max_of(p.lse_part[s * rows + r]);
-  float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  for (int s = 0; s < p.splits; ++s) {
-    const float wt = mg.weight(p.lse_part[s * rows + r]);
-    mg.add(wt);
-    if (wt == 0.f) continue;  // a split without keys: its partial O is 0
-    const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * rows + r) * D + c * 8);
-    const float4 a = src[0], bb = src[1];
-    x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
-    x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
-  }
-  const float inv = mg.inv();
-#pragma unroll
-  for (int e = 0; e < 8; ++e) x[e] *= inv;
-  const int i = static_cast<int>(r % p.nq), bh = static_cast<int>(r / p.nq), h = bh % p.hq, b = bh / p.hq;
-  store8<E>(static_cast<E*>(p.o) + b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride + c * 8, x);
-  if (c == 0) p.lse[r] = mg.lse();
+  if (splits > 1) decode_merge_splits<T, E>(p, b, hk, row0, live_rows);
 }
 
 }  // namespace fa2

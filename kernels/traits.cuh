@@ -372,9 +372,8 @@ struct DecodeTile {
 
 // FA2_DECODE_TILES(X): THE list of shipped decode kernels, one
 // X(arch, d, Bc, warps, stages) per (arch path, head dim): fa2_decode_sm{A}_d{D}
-// (causal is a parameter: it masks only the last blocks) and its split merge
-// fa2_decode_combine_sm{A}_d{D} (no tensor cores: the same code on both paths,
-// so each path's module is complete); every sm_80 row ships bf16 twins
+// (causal is a parameter: it masks only the last blocks; the last CTA of a
+// split group merges the splits, decode.cuh); every sm_80 row ships bf16 twins
 // (_bf16), as the forward's.
 //
 // Turing (T4: 320 GB/s over 40 SMs, ~8 KB per SM in flight covers the latency):
@@ -384,7 +383,7 @@ struct DecodeTile {
 // flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's or
 // an sm_86/89 SM's (resources.md). H200 numbers: kernels/dev/RESULTS.md; at
 // D128, B 1, six other tiles (Bc 16-64, 1-4 warps, 2-6 stages, 2-6 CTAs per SM:
-// dev/decode_tiles.cu) all ran slower than X(80, 128, ...) on contiguous caches.
+// dev/decode_tiles.cu, now in git history) all ran slower than X(80, 128, ...) on contiguous caches.
 // D256 runs 2 warps so that a warp still takes 16 keys of a 32-key block.
 #define FA2_DECODE_TILES(X)                                                                   \
   X(75, 32, 128, 4, 1)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \

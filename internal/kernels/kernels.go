@@ -80,18 +80,16 @@
 // (ceil(max sequence Nk / Bc), B*Hkv) for dK/dV. Sequence b is its own
 // problem (causal bottom-right on its own lengths); a sequence without
 // queries gets dK = dV = 0, one without keys dQ = 0.
-// KV-cache decode is two kernels of the same arch path, head dim and dtype,
-// each with one DecodeParams by value (causal is its Causal field):
-//   - Decode: grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)), block Warps*32,
-//     SmemBytes; q, o (B, Nq, Hq, D) with the forward's layout rules; the
-//     cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv, D) with
-//     BlockTable (B, TableStride) int32, PageSize a multiple of 16; SeqLens (B)
-//     int32. With Splits 1 it writes O and the LSE of every row; otherwise
-//     OPart (Splits, B*Hq*Nq, D) and LSEPart (Splits, B*Hq*Nq) fp32, rows in
-//     the LSE's order;
-//   - DecodeCombine (only when Splits > 1, after Decode): grid
-//     ceil(B*Hq*Nq*D/8 / (Warps*32)), block Warps*32, no shared memory; writes
-//     O and the LSE.
+// KV-cache decode is one kernel (Decode) with one DecodeParams by value
+// (causal is its Causal field): grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)),
+// block Warps*32, SmemBytes; q, o (B, Nq, Hq, D) with the forward's layout
+// rules; the cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv,
+// D) with BlockTable (B, TableStride) int32, PageSize a multiple of 16;
+// SeqLens (B) int32. It writes O and the LSE of every row. With Splits > 1
+// (at most 128) each CTA also writes OPart (Splits, B*Hq*Nq, D) and LSEPart
+// (Splits, B*Hq*Nq) fp32, rows in the LSE's order, and the last CTA of each
+// (B*Hkv, row tile) group merges them, counting in SplitCount (one int32 per
+// group, zero before the call, zero again after it).
 //
 // Causal is bottom-right per sequence: query row i of batch b sees cache
 // entry j iff j <= i + SeqLens[b] - Nq; a row that sees no entry gets O = 0,
@@ -168,7 +166,7 @@ func DQAccumLen(v Variant, b, nq, hq int) int {
 }
 
 // DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
-// argument of the decode kernel and its split combine.
+// argument of the decode kernel.
 type DecodeParams struct {
 	Q, K, V, O, LSE     uint64 // device pointers
 	OPart, LSEPart      uint64 // split workspace (fp32), used when Splits > 1
@@ -184,6 +182,7 @@ type DecodeParams struct {
 	Splits, Causal        int32
 	ScaleLog2             float32
 	Scale                 float32
+	SplitCount            uint64 // int32 (B*Hkv*row tiles), zero before the first call; used when Splits > 1
 }
 
 // Pass says which step of attention a kernel computes.
@@ -197,7 +196,6 @@ const (
 	BwdDKDVQ                   // the single pass: dK, dV, and dQ added to an fp32 accumulator
 	BwdDQConv                  // the single pass's dQ from its accumulator
 	Decode                     // KV-cache decode: O and LSE, or each split's partial ones
-	DecodeCombine              // the splits' partial O and LSE merged by LSE
 	FwdMod                     // Fwd with a sliding window (FwdParams' window fields; causal is right 0)
 	FwdModCap                  // FwdMod with the softcap compiled in
 	FwdModALiBi                // FwdMod with ALiBi compiled in
@@ -244,8 +242,6 @@ func (p Pass) String() string {
 		return "bwd_dqconv"
 	case Decode:
 		return "decode"
-	case DecodeCombine:
-		return "decode_combine"
 	case FwdMod:
 		return "fwd_mod"
 	case FwdModCap:

@@ -15,19 +15,18 @@ SDPA gets q (B, Hq, Nq, D) and the cache (B, Hkv, N, D) with enable_gqa=True
 marked "rep". Nq = 1, so causal (bottom-right) equals no mask: SDPA runs
 is_causal=False. Before timing, each shape's O is checked against float32 math.
 
-Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize] [--tiles CUBIN]
+Each of our calls is one launch (the last CTA of each split group merges the
+splits); every call is made twice before its check, and the split counters must
+be back at zero after it.
+
+Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize]
   --ptx75: the Turing kernels from internal/kernels/fa2_sm75.ptx (driver JIT);
   --splits N: force N KV splits (default: the rule of flashattn/gpu_decode.go);
   --sanitize: one small contiguous and one paged call of each head dim, no
-              timing (for compute-sanitizer);
-  --tiles CUBIN: B = 1, 32/8 heads, D 128: the shipped kernel beside the
-              candidate tiles of kernels/dev/decode_tiles.cu (built into CUBIN),
-              each split to fill the CTAs that fit an SM, and SDPA flash/cuDNN.
-  --profile CUBIN: D 128, B 1 and 4: where the shipped call's time goes (the
-              torch profiler's kernel records: the decode kernel, the combine,
-              the gap between them), beside kernels/dev/decode_fused.cu (built
-              into CUBIN: the merge in the last CTA, one launch), SDPA flash and
-              cuDNN, and the launch floor (an empty kernel, one and two launches).
+              timing (for compute-sanitizer).
+(The candidate tiles and the one-launch merge's first form were dev kernels,
+decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
+that left with them: git history, kernels/dev/RESULTS.md.)
 """
 import ctypes
 import math
@@ -48,10 +47,10 @@ class DecodeParams(ctypes.Structure):  # kernels/params.cuh
     _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "lse", "o_part", "lse_part", "seqlens", "table")] + \
                [(n, ctypes.c_int64) for n in ("qb", "qs", "qh", "kb", "ks", "kh", "vb", "vs", "vh", "ob", "os", "oh")] + \
                [(n, ctypes.c_int32) for n in ("table_stride", "page", "b", "nq", "hq", "hkv", "d", "splits", "causal")] + \
-               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float)]
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("split_count", ctypes.c_uint64)]
 
 
-assert ctypes.sizeof(DecodeParams) == 216
+assert ctypes.sizeof(DecodeParams) == 224
 
 
 def splits_rule(ctas, sms, max_len, bc):
@@ -65,29 +64,27 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     b, nq, hq, d = q.shape
     hkv = k.shape[2]
     f, br, bc, warps, smem = m.fn(f"fa2_decode_sm{arch}_d{d}")
-    cf, _, _, cwarps, _ = m.fn(f"fa2_decode_combine_sm{arch}_d{d}")
     tiles = -(-nq * (hq // hkv) // br)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     s = splits or splits_rule(b * hkv * tiles, sms, int(seqlens.max().item()), bc)
     rows = b * hq * nq
     opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
     lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
+    counts = torch.zeros(b * hkv * tiles, dtype=torch.int32, device="cuda")  # zero once; the kernel resets them
     p = DecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                      opart.data_ptr() if s > 1 else 0, lpart.data_ptr() if s > 1 else 0, seqlens.data_ptr(),
                      table.data_ptr() if table is not None else 0,
                      *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
                      table.shape[1] if table is not None else 0, page, b, nq, hq, hkv, d, s, int(causal),
-                     1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d))
+                     1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d), counts.data_ptr())
     args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    cgrid = -(-rows * (d // 8) // (cwarps * 32))
 
     def call():
         ck(cu.cuLaunchKernel(f, s, b * hkv, tiles, warps * 32, 1, 1, smem, stream, args, None), "decode")
-        if s > 1:
-            ck(cu.cuLaunchKernel(cf, cgrid, 1, 1, cwarps * 32, 1, 1, 0, stream, args, None), "combine")
     call.keep = (p, args, opart, lpart)
     call.splits = s
+    call.counts = counts
     return call
 
 
@@ -190,9 +187,11 @@ def bench(m, arch, splits):
                 lse = torch.full((b, hq, 1), float("nan"), device="cuda")
                 ours = decode_call(m, arch, q, kk, vv, o, lse, seqlens, tab, page, False, splits)
                 ours()
+                o.fill_(float("nan"))
+                ours()  # the second call's merge runs only if the first left its counters at zero
                 torch.cuda.synchronize()
                 err = (o[:1].transpose(1, 2).float() - ref).abs().max().item()
-                bad = torch.isnan(o).any().item() or not err <= 2 * ferr + 1e-3
+                bad = torch.isnan(o).any().item() or not err <= 2 * ferr + 1e-3 or ours.counts.abs().sum().item() != 0
                 fails += bad
                 ts = {name: [] for name in sd}
                 ts["ours"] = []
@@ -235,198 +234,6 @@ def sanitize(m, arch):
     print("sanitize calls done", flush=True)
 
 
-def occupancy(m, sym):
-    """CTAs of sym resident per SM (the driver's answer for its threads and shared memory)."""
-    f, _, _, warps, smem = m.fn(sym)
-    n = ctypes.c_int()
-    ck(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), f, warps * 32, ctypes.c_size_t(smem)), sym)
-    return n.value
-
-
-def tiles_bench(m, cubin):
-    """The shipped D128 decode kernel and decode_tiles.cu's candidates, B 1, contiguous and paged."""
-    import re
-    dev = Module(cubin)
-    cands = re.findall(r"^FA2_DEV_DECODE\((\d+), (\d+), (\d+)\)", open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_tiles.cu")).read(), re.M)
-    for bc, w, st in ((int(x) for x in c) for c in cands):
-        kv, merge = st * 2 * bc * 128 * 2, w * 16 * (128 + 4) * 4 + w * 16 * 4  # traits.cuh's DecodeTile
-        dev.tiles[f"dev_decode_bc{bc}_w{w}_s{st}"] = (16, bc, w, max(kv, merge))
-    dev.tiles["dev_decode_combine_d128"] = m.tiles["fa2_decode_combine_sm80_d128"]  # the same code
-    kerns = [("shipped", m, "fa2_decode_sm80_d128", "fa2_decode_combine_sm80_d128")]
-    kerns += [(sym[len("dev_decode_"):], dev, sym, "dev_decode_combine_d128") for sym in dev.tiles if sym.startswith("dev_decode_bc")]
-    occ = {name: occupancy(mm, sym) for name, mm, sym, _ in kerns}
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    print("CTAs per SM:", occ, flush=True)
-    print(f"{'Ncache':>7} {'layout':>8} {'kernel':>14} | {'us':>7} | TB/s (of 4.8) | splits | max|err| (flash's)")
-    gen = torch.Generator().manual_seed(1)
-    b, hq, hkv, d = 1, 32, 8, 128
-    for n in (4096, 16384, 32768, 65536, 131072):
-        torch.manual_seed(n)
-        q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
-        k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-        v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
-        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-        with sdpa_kernel(SDPBackend.MATH):
-            ref = F.scaled_dot_product_attention(qt.float(), kt.float(), vt.float(), enable_gqa=True)
-        sd = sdpa_calls(qt, kt, vt, hq, hkv)
-        ferr = (sd["flash"][0]().float() - ref).abs().max().item()
-        layouts = [("contig", k, v, None, 0)]
-        if n >= 32768:
-            for page in (16, 256):
-                layouts.append((f"paged{page}",) + paged_copy(k, v, page, gen) + (page,))
-        calls = {("contig", nm): (sd[nm][0], None) for nm in ("flash", "cudnn") if sd[nm][0]}
-        for lname, kk, vv, tab, page in layouts:
-            for name, mm, sym, comb in kerns:
-                _, _, bc, _, _ = mm.fn(sym)
-                s = max(1, min(occ[name] * sms // (b * hkv), n // (2 * bc), 128))
-                o = torch.full_like(q, float("nan"))
-                lse = torch.full((b, hq, 1), float("nan"), device="cuda")
-                fn = mm.fn
-                mm.fn = lambda x, fn=fn, sym=sym, comb=comb: fn(comb if "combine" in x else sym)
-                try:
-                    c = decode_call(mm, 80, q, kk, vv, o, lse, seqlens, tab, page, False, s)
-                finally:
-                    del mm.fn
-                c()
-                torch.cuda.synchronize()
-                err = (o.transpose(1, 2).float() - ref).abs().max().item()
-                calls[(lname, name)] = (c, (err, torch.isnan(o).any().item() or not err <= 2 * ferr + 1e-3))
-        ts = {key: [] for key in calls}
-        for _ in range(4):  # interleaved: 4 rounds of 5 timed calls each
-            for key, (fn, _) in calls.items():
-                ts[key] += timed(fn, 5)
-        kv_bytes = 2 * b * n * hkv * d * 2
-        for key, t in ts.items():
-            us = sorted(t)[len(t) // 2] * 1e3
-            fn, chk = calls[key]
-            tb = kv_bytes / us / 1e6
-            tail = f"{fn.splits:>6} | {chk[0]:.1e} ({ferr:.1e})" + ("  FAIL" if chk[1] else "") if chk else f"{'':>6} |"
-            print(f"{n:>7} {key[0]:>8} {key[1]:>14} | {us:7.1f} | {tb:5.2f} ({tb / 4.8:4.0%})   | {tail}", flush=True)
-        del calls, ts, q, k, v, kt, vt, sd, layouts
-        torch.cuda.empty_cache()
-
-
-class FusedParams(ctypes.Structure):  # kernels/dev/decode_fused.cu
-    _fields_ = [("p", DecodeParams), ("counters", ctypes.c_uint64)]
-
-
-def fused_call(dev, shipped, q, k, v, o, lse, seqlens, splits):
-    """decode_fused.cu's one-launch decode with the shipped call's split count and parameters."""
-    b, nq, hq, d = q.shape
-    hkv = k.shape[2]
-    f, br, _, warps, smem = dev.fn("dev_decode_fused_d128")
-    tiles = -(-nq * (hq // hkv) // br)
-    rows = b * hq * nq
-    opart = torch.full((max(splits, 2) * rows * d,), float("nan"), device="cuda")
-    lpart = torch.full((max(splits, 2) * rows,), float("nan"), device="cuda")
-    counters = torch.zeros(b * hkv * tiles, dtype=torch.int32, device="cuda")
-    sp = shipped.keep[0]
-    p = DecodeParams.from_buffer_copy(sp)
-    p.o, p.lse, p.o_part, p.lse_part, p.splits = o.data_ptr(), lse.data_ptr(), opart.data_ptr(), lpart.data_ptr(), splits
-    fp = FusedParams(p, counters.data_ptr())
-    args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(fp), ctypes.c_void_p))
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-
-    def call():
-        ck(cu.cuLaunchKernel(f, splits, b * hkv, tiles, warps * 32, 1, 1, smem, stream, args, None), "fused")
-    call.keep = (fp, args, opart, lpart)
-    call.counters = counters
-    return call
-
-
-def kernel_records(fn, reps):
-    """The CUDA kernels of reps calls of fn (each after an L2 flush), from the torch profiler's
-    trace: [(name, start us, duration us)] in start order."""
-    import json
-    import tempfile
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            FLUSH.zero_()
-            torch.cuda._sleep(100_000)
-            fn()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as tf:
-        prof.export_chrome_trace(tf.name)
-        ev = json.load(open(tf.name))["traceEvents"]
-    ks = [(e["name"], float(e["ts"]), float(e["dur"])) for e in ev if e.get("cat") == "kernel"]
-    return sorted(ks, key=lambda x: x[1])
-
-
-def profile_bench(m, cubin):
-    """Where the shipped decode call's time goes, and the fused merge beside it."""
-    global FLUSH
-    dev = Module(cubin)
-    dev.tiles["dev_decode_fused_d128"] = m.tiles["fa2_decode_sm80_d128"]  # the shipped tile, one launch
-    dev.tiles["dev_empty"] = (0, 0, 1, 0)
-    if FLUSH is None:
-        FLUSH = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    fe = dev.fn("dev_empty")[0]
-    empty1 = lambda: ck(cu.cuLaunchKernel(fe, 1, 1, 1, 32, 1, 1, 0, stream, None, None), "empty")
-    def empty2():
-        empty1()
-        empty1()
-    floor = {name: sorted(timed(fn, 40))[20] * 1e3 for name, fn in (("1 launch", empty1), ("2 launches", empty2))}
-    print("launch floor (empty kernel, CUDA events, same method as below): " +
-          ", ".join(f"{k} {v:.2f} us" for k, v in floor.items()), flush=True)
-    print(f"{'B':>2} {'Ncache':>7} | {'splits':>6} | decode us | combine us | gap us | {'two-kernel':>10} {'fused':>7} {'flash':>7} {'cudnn':>7} us | "
-          f"TB/s two / fused (of 4.8) | fused vs two | fused vs best SDPA | max|err| two, fused (flash's)")
-    fails = 0
-    for b, lengths in ((1, (1024, 4096, 16384, 32768, 65536, 131072)), (4, (32768, 131072))):
-        hq, hkv, d = 32, 8, 128
-        for n in lengths:
-            torch.manual_seed(n + b)
-            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
-            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
-            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-            with sdpa_kernel(SDPBackend.MATH):
-                ref = F.scaled_dot_product_attention(qt.float(), kt.float(), vt.float(), enable_gqa=True)
-            sd = sdpa_calls(qt, kt, vt, hq, hkv)
-            ferr = (sd["flash"][0]().float() - ref).abs().max().item()
-            o1, o2 = torch.full_like(q, float("nan")), torch.full_like(q, float("nan"))
-            l1, l2 = (torch.full((b, hq, 1), float("nan"), device="cuda") for _ in range(2))
-            two = decode_call(m, 80, q, k, v, o1, l1, seqlens)
-            fused = fused_call(dev, two, q, k, v, o2, l2, seqlens, two.splits)
-            two()
-            fused()
-            fused()  # twice: the counters reset themselves
-            torch.cuda.synchronize()
-            e1 = (o1.transpose(1, 2).float() - ref).abs().max().item()
-            e2 = (o2.transpose(1, 2).float() - ref).abs().max().item()
-            lse_ok = torch.allclose(l1, l2, rtol=1e-5, atol=1e-5)
-            bad = (torch.isnan(o2).any().item() or not e2 <= 2 * ferr + 1e-3 or not lse_ok or
-                   fused.counters.abs().sum().item() != 0 or not e1 <= 2 * ferr + 1e-3)
-            fails += bad
-            recs = kernel_records(two, 10)
-            dec = [r for r in recs if r[0].startswith("fa2_decode_sm")]
-            comb = [r for r in recs if r[0].startswith("fa2_decode_combine")]
-            dus = sorted(r[2] for r in dec)[len(dec) // 2] if dec else float("nan")
-            cus = sorted(r[2] for r in comb)[len(comb) // 2] if comb else float("nan")
-            gaps = sorted(c[1] - (dd[1] + dd[2]) for dd, c in zip(dec, comb))
-            gap = gaps[len(gaps) // 2] if gaps else float("nan")
-            calls = {"two": two, "fused": fused, "flash": sd["flash"][0], "cudnn": sd["cudnn"][0]}
-            ts = {key: [] for key in calls}
-            for _ in range(4):  # interleaved: 4 rounds of 5 timed calls each
-                for key, fn in calls.items():
-                    if fn:
-                        ts[key] += timed(fn, 5)
-            med = {key: sorted(t)[len(t) // 2] * 1e3 if t else float("nan") for key, t in ts.items()}
-            kv = 2 * b * n * hkv * d * 2
-            tb = lambda us: kv / us / 1e6
-            best = min(med["flash"], med["cudnn"])
-            print(f"{b:>2} {n:>7} | {two.splits:>6} | {dus:9.1f} | {cus:10.1f} | {gap:6.1f} | {med['two']:10.1f} {med['fused']:7.1f} "
-                  f"{med['flash']:7.1f} {med['cudnn']:7.1f}    | {tb(med['two']):4.2f} ({tb(med['two']) / 4.8:4.0%}) / {tb(med['fused']):4.2f} "
-                  f"({tb(med['fused']) / 4.8:4.0%}) | {med['two'] / med['fused']:11.2f}x | {best / med['fused']:17.2f}x | "
-                  f"{e1:.1e}, {e2:.1e} ({ferr:.1e})" + ("  FAIL" if bad else ""), flush=True)
-            del q, k, v, kt, vt, qt, sd, ref, two, fused, calls
-            torch.cuda.empty_cache()
-    print("all shapes within 2x flash's error, LSEs equal, counters reset, no NaN" if not fails else f"{fails} shapes FAILED")
-
-
 def main():
     args = sys.argv[1:]
     ptx75 = "--ptx75" in args
@@ -436,10 +243,6 @@ def main():
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:
         sanitize(m, 75 if ptx75 else 80)
-    elif "--profile" in args:
-        profile_bench(m, args[args.index("--profile") + 1])
-    elif "--tiles" in args:
-        tiles_bench(m, args[args.index("--tiles") + 1])
     else:
         bench(m, 75 if ptx75 else 80, splits)
 
