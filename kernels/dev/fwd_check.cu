@@ -5,9 +5,9 @@
 // Build and run on a GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/fwd_check -ldl
 //   .build/fwd_check all internal/kernels     # check | tune | bench | all | ladder | ladder-check
-// The candidate sm_90a forward (fwd_sm90.cuh, issue 13): build with nvcc 12+ for
-// sm_90a and -DFA2_SM90A, then mode sm90a (its check, then its timing beside the
-// fatbin's D128 kernels on the paper shapes):
+// The candidate sm_90a forwards (fwd_sm90.cuh, fwd_sm90_ws.cuh; issue 13): build with
+// nvcc 12+ for sm_90a and -DFA2_SM90A, then mode sm90a (the check of fwd_sm90_ws.cuh,
+// then both timed beside the fatbin's D128 kernels on the paper shapes):
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DFA2_SM90A kernels/dev/fwd_check.cu -o .build/fwd_check90a -ldl
 //   .build/fwd_check90a sm90a internal/kernels
 // Kernel sources compared in one process: "tpl" = compiled into this binary by
@@ -42,6 +42,7 @@
 #include "dev.h"
 #ifdef FA2_SM90A
 #include "fwd_sm90.cuh"
+#include "fwd_sm90_ws.cuh"
 #endif
 
 // ---- kernels ----
@@ -51,6 +52,7 @@ struct Kernel {
   bool causal, qregs;
   const void* fn = nullptr;  // runtime API
   CUfunction cf = nullptr;   // driver API
+  bool tma = false;          // fwd_sm90_ws.cuh: the parameter is sm90::WsArgs (tensor maps + FwdParams)
   void prepare() {
     if (fn) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     else drv.check(drv.FuncSetAttribute(cf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), name.c_str());
@@ -59,6 +61,15 @@ struct Kernel {
     FwdParams pp = p;
     void* args[] = {&pp};
     const unsigned gx = (p.nq + br - 1) / br, gy = p.b * p.hq;
+#ifdef FA2_SM90A
+    if (tma) {
+      sm90::WsArgs wa;
+      drv.check(sm90::ws_args(p, &wa), name.c_str());
+      void* wargs[] = {&wa};
+      CK(cudaLaunchKernel(fn, dim3(gx, gy), dim3(warps * 32), wargs, smem, 0));
+      return;
+    }
+#endif
     if (fn) CK(cudaLaunchKernel(fn, dim3(gx, gy), dim3(warps * 32), args, smem, 0));
     else drv.check(drv.LaunchKernel(cf, gx, gy, 1, warps * 32, 1, 1, smem, 0, args, nullptr), name.c_str());
   }
@@ -143,6 +154,18 @@ static std::vector<Kernel> shipped_module(const std::string& path, const std::st
 static std::vector<Kernel> sm90a_candidates() {
   return {make_kernel<sm90::FwdD128, false>("sm90a_fwd_d128", "tpl", (const void*)sm90::fwd_d128<false>),
           make_kernel<sm90::FwdD128, true>("sm90a_fwd_d128_causal", "tpl", (const void*)sm90::fwd_d128<true>)};
+}
+// The warp-specialised ones (TMA producer, two consumer warpgroups), without
+// and with the consumers' ping-pong.
+static std::vector<Kernel> sm90a_ws() {
+  using T = sm90::FwdWsD128;
+  std::vector<Kernel> v = {
+      make_kernel<T, false>("sm90a_ws_d128", "tpl", (const void*)sm90::fwd_ws_d128<false, false>),
+      make_kernel<T, true>("sm90a_ws_d128_causal", "tpl", (const void*)sm90::fwd_ws_d128<true, false>),
+      make_kernel<T, false>("sm90a_ws_pp_d128", "tpl", (const void*)sm90::fwd_ws_d128<false, true>),
+      make_kernel<T, true>("sm90a_ws_pp_d128_causal", "tpl", (const void*)sm90::fwd_ws_d128<true, true>)};
+  for (Kernel& k : v) k.tma = true;
+  return v;
 }
 #endif
 
@@ -497,8 +520,11 @@ int main(int argc, char** argv) {
   int failed = 0;
 #ifdef FA2_SM90A
   if (mode == "sm90a" || mode == "sm90a-check") {  // sm90a-check: no timing (compute-sanitizer runs)
-    std::vector<Kernel> h = sm90a_candidates();
+    // Checked (and under compute-sanitizer): the warp-specialised kernels;
+    // timed: they, the first candidate (checked in session 5) and the fatbin's.
+    std::vector<Kernel> h = sm90a_ws(), first = sm90a_candidates();
     for (Kernel& k : h) k.prepare();
+    for (Kernel& k : first) k.prepare();
     const CheckStats st = run_checks(h, true);
     std::printf("check sm90a : %d/%d cases pass\n", st.cases - st.failed, st.cases);
     std::fflush(stdout);
@@ -509,6 +535,7 @@ int main(int argc, char** argv) {
       Bench bn;
       bn.init();
       bench_set(bn, h, {2048, 4096, 8192, 16384}, nullptr);
+      bench_set(bn, first, {2048, 4096, 8192, 16384}, nullptr);
       bench_set(bn, ref, {2048, 4096, 8192, 16384}, nullptr);
     }
     std::printf("%s\n", st.failed ? "CHECK FAILED" : "all checks passed");

@@ -6,8 +6,7 @@
 // One CTA = one warpgroup (4 warps, 128 threads) = Br 64 query rows (wgmma's
 // M); Bc 64 keys per step. Q, and K, V in two stages, sit in shared memory in
 // the 128-byte swizzled layout the wgmma descriptors read (5 x 16 KiB), loaded
-// by cp.async (16-byte chunks, rows past N zero-filled); TMA with an mbarrier
-// per stage is the next step. Per step n:
+// by cp.async (16-byte chunks, rows past N zero-filled). Per step n:
 //   S = Q K_n^T          8 x wgmma m64n64k16, both operands from shared memory
 //   mask, online softmax on the S accumulators (registers: thread t holds rows
 //                        16 w + g and + 8, w = t / 32, g = t % 32 / 4, as
@@ -17,7 +16,8 @@
 //                        V N-major from shared memory
 // with the loads of step n + 1 in flight. Each wgmma batch is waited for at
 // once (no overlap of softmax and GEMM yet: that is what producer/consumer
-// warpgroups and ping-pong scheduling add). Causal is bottom-right aligned:
+// warpgroups and ping-pong scheduling add: fwd_sm90_ws.cuh, the next
+// candidate, built on this one's pieces). Causal is bottom-right aligned:
 // row i sees keys j <= i + Nk - Nq; rows that see no key get O = 0, L = -inf.
 #pragma once
 #include <cuda_fp16.h>
