@@ -80,9 +80,82 @@ __device__ __forceinline__ void decode_fused(const FusedParams& fp) {
   }
 }
 
+// The same one-launch decode with the merge parallelised (issue 14, session 6):
+// the LSE weights are computed once per (split, row), normalised, into shared
+// memory (a warp per row, its lanes over the splits, shuffle reductions), and
+// then every thread of the last CTA owns one (row, 4 columns) of O and sums the
+// splits' partial rows with those weights: 128 threads busy at 4 rows of D 128
+// (the fused kernel above: 64 threads, 8 columns each, each weight recomputed).
+template <class T>
+__device__ __forceinline__ void decode_fused2(const FusedParams& fp) {
+  const DecodeParams& p = fp.p;
+  fa2::decode_kernel<T, __half>(p);
+  if (gridDim.x == 1) return;  // one split: the kernel wrote O and the LSE
+  constexpr int D = T::kD, C4 = D / 4, R = T::kRows, NT = T::kThreads, W = T::kWarps;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int last;
+  __shared__ int64_t sIdx[R], sOff[R];  // each packed row's LSE index and O offset
+  float* sW = reinterpret_cast<float*>(smem_raw);  // [splits][R]: the splits' LSEs, then their weights
+  __threadfence();  // this CTA's partial rows are visible before it counts in
+  __syncthreads();  // (also: every warp is done with the merge's shared memory)
+  int* cnt = fp.counters + blockIdx.y * gridDim.z + blockIdx.z;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(cnt, 1) == static_cast<int>(gridDim.x) - 1;
+    if (last) *cnt = 0;  // ready for the next call (stream-ordered)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv, row0 = blockIdx.z * R;
+  const int rows = min(R, p.nq * (p.hq / p.hkv) - row0), splits = gridDim.x;
+  const int64_t all = static_cast<int64_t>(p.b) * p.hq * p.nq;  // LSE rows of one split
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (threadIdx.x < rows) {
+    const fa2::PackedRow pr(p, b, hk, row0 + threadIdx.x);
+    sIdx[threadIdx.x] = pr.lse_idx;
+    sOff[threadIdx.x] = pr.o_off;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < splits * rows; i += NT) {
+    const int s = i / rows, r = i % rows;
+    sW[s * R + r] = __ldcg(p.lse_part + s * all + sIdx[r]);
+  }
+  __syncthreads();
+  for (int r = warp; r < rows; r += W) {
+    float mx = -INFINITY, sum = 0.f;
+    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, sW[s * R + r]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    for (int s = lane; s < splits; s += 32) sum += mx == -INFINITY ? 0.f : __expf(sW[s * R + r] - mx);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    for (int s = lane; s < splits; s += 32) sW[s * R + r] = mx == -INFINITY ? 0.f : __expf(sW[s * R + r] - mx) * inv;
+    if (lane == 0) p.lse[sIdx[r]] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * C4; idx += NT) {
+    const int r = idx / C4, c = idx % C4;
+    const float* src = p.o_part + sIdx[r] * D + c * 4;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s) {  // independent loads: 8 in flight
+      const float wt = sW[s * R + r];
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(src + s * all * D));
+      if (wt != 0.f) x.x += wt * a.x, x.y += wt * a.y, x.z += wt * a.z, x.w += wt * a.w;  // 0: a split without keys
+    }
+    *reinterpret_cast<uint2*>(static_cast<__half*>(p.o) + sOff[r] + c * 4) =
+        make_uint2(fa2::pack2<__half>(x.x, x.y), fa2::pack2<__half>(x.z, x.w));
+  }
+}
+
 using ShippedD128 = DecodeTraits<80, 128>::type;
 extern "C" __global__ void __launch_bounds__(ShippedD128::kThreads) dev_decode_fused_d128(const FusedParams fp) {
   fa2::arch_entry<80, FusedParams, decode_fused<ShippedD128>>(fp);
+}
+
+extern "C" __global__ void __launch_bounds__(ShippedD128::kThreads) dev_decode_fused2_d128(const FusedParams fp) {
+  fa2::arch_entry<80, FusedParams, decode_fused2<ShippedD128>>(fp);
 }
 
 // An empty kernel: the launch-latency floor, launched alone and twice back to back.

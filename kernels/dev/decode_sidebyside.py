@@ -27,7 +27,9 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
               torch profiler's kernel records: the decode kernel, the combine,
               the gap between them), beside kernels/dev/decode_fused.cu (built
               into CUBIN: the merge in the last CTA, one launch), SDPA flash and
-              cuDNN, and the launch floor (an empty kernel, one and two launches).
+              cuDNN, and the launch floor (an empty kernel, one and two launches);
+              then decode_fused.cu's fused2 (the parallel merge) at the shipped
+              split count s, s/2 and 2s.
 """
 import ctypes
 import math
@@ -311,11 +313,11 @@ class FusedParams(ctypes.Structure):  # kernels/dev/decode_fused.cu
     _fields_ = [("p", DecodeParams), ("counters", ctypes.c_uint64)]
 
 
-def fused_call(dev, shipped, q, k, v, o, lse, seqlens, splits):
-    """decode_fused.cu's one-launch decode with the shipped call's split count and parameters."""
+def fused_call(dev, shipped, q, k, v, o, lse, seqlens, splits, sym="dev_decode_fused_d128"):
+    """decode_fused.cu's one-launch decode (kernel sym) with the shipped call's parameters, split splits ways."""
     b, nq, hq, d = q.shape
     hkv = k.shape[2]
-    f, br, _, warps, smem = dev.fn("dev_decode_fused_d128")
+    f, br, _, warps, smem = dev.fn(sym)
     tiles = -(-nq * (hq // hkv) // br)
     rows = b * hq * nq
     opart = torch.full((max(splits, 2) * rows * d,), float("nan"), device="cuda")
@@ -359,6 +361,7 @@ def profile_bench(m, cubin):
     global FLUSH
     dev = Module(cubin)
     dev.tiles["dev_decode_fused_d128"] = m.tiles["fa2_decode_sm80_d128"]  # the shipped tile, one launch
+    dev.tiles["dev_decode_fused2_d128"] = m.tiles["fa2_decode_sm80_d128"]  # the same, the merge parallelised
     dev.tiles["dev_empty"] = (0, 0, 1, 0)
     if FLUSH is None:
         FLUSH = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
@@ -373,6 +376,7 @@ def profile_bench(m, cubin):
           ", ".join(f"{k} {v:.2f} us" for k, v in floor.items()), flush=True)
     print(f"{'B':>2} {'Ncache':>7} | {'splits':>6} | decode us | combine us | gap us | {'two-kernel':>10} {'fused':>7} {'flash':>7} {'cudnn':>7} us | "
           f"TB/s two / fused (of 4.8) | fused vs two | fused vs best SDPA | max|err| two, fused (flash's)")
+    print("  then per shape: fused2 (the parallel merge) at the shipped split count s, s/2 and 2s: us, TB/s (of 4.8), vs best SDPA, max|err|")
     fails = 0
     for b, lengths in ((1, (1024, 4096, 16384, 32768, 65536, 131072)), (4, (32768, 131072))):
         hq, hkv, d = 32, 8, 128
@@ -394,6 +398,13 @@ def profile_bench(m, cubin):
             two()
             fused()
             fused()  # twice: the counters reset themselves
+            f2 = {}
+            for sp in sorted({two.splits, max(2, two.splits // 2), min(128, 2 * two.splits)}):
+                o3, l3 = torch.full_like(q, float("nan")), torch.full((b, hq, 1), float("nan"), device="cuda")
+                fn = fused_call(dev, two, q, k, v, o3, l3, seqlens, sp, "dev_decode_fused2_d128")
+                fn()
+                fn()
+                f2[sp] = (fn, o3, l3)
             torch.cuda.synchronize()
             e1 = (o1.transpose(1, 2).float() - ref).abs().max().item()
             e2 = (o2.transpose(1, 2).float() - ref).abs().max().item()
@@ -408,7 +419,17 @@ def profile_bench(m, cubin):
             cus = sorted(r[2] for r in comb)[len(comb) // 2] if comb else float("nan")
             gaps = sorted(c[1] - (dd[1] + dd[2]) for dd, c in zip(dec, comb))
             gap = gaps[len(gaps) // 2] if gaps else float("nan")
+            f2err = {}
+            for sp, (fn, o3, l3) in f2.items():
+                e3 = (o3.transpose(1, 2).float() - ref).abs().max().item()
+                f2err[sp] = e3
+                bad3 = (torch.isnan(o3).any().item() or not e3 <= 2 * ferr + 1e-3 or
+                        not torch.allclose(l1, l3, rtol=1e-5, atol=1e-5) or fn.counters.abs().sum().item() != 0)
+                fails += bad3
+                if bad3:
+                    print(f"  fused2 at {sp} splits FAILED: max|err| {e3:.1e}", flush=True)
             calls = {"two": two, "fused": fused, "flash": sd["flash"][0], "cudnn": sd["cudnn"][0]}
+            calls.update({f"f2@{sp}": fn for sp, (fn, _, _) in f2.items()})
             ts = {key: [] for key in calls}
             for _ in range(4):  # interleaved: 4 rounds of 5 timed calls each
                 for key, fn in calls.items():
@@ -422,7 +443,10 @@ def profile_bench(m, cubin):
                   f"{med['flash']:7.1f} {med['cudnn']:7.1f}    | {tb(med['two']):4.2f} ({tb(med['two']) / 4.8:4.0%}) / {tb(med['fused']):4.2f} "
                   f"({tb(med['fused']) / 4.8:4.0%}) | {med['two'] / med['fused']:11.2f}x | {best / med['fused']:17.2f}x | "
                   f"{e1:.1e}, {e2:.1e} ({ferr:.1e})" + ("  FAIL" if bad else ""), flush=True)
-            del q, k, v, kt, vt, qt, sd, ref, two, fused, calls
+            print("   fused2 " + " | ".join(f"s {sp:>3}: {med[f'f2@{sp}']:6.1f} us {tb(med[f'f2@{sp}']):4.2f} "
+                                          f"({tb(med[f'f2@{sp}']) / 4.8:4.0%}) {best / med[f'f2@{sp}']:5.2f}x {f2err[sp]:.1e}"
+                                          for sp in f2), flush=True)
+            del q, k, v, kt, vt, qt, sd, ref, two, fused, calls, f2
             torch.cuda.empty_cache()
     print("all shapes within 2x flash's error, LSEs equal, counters reset, no NaN" if not fails else f"{fails} shapes FAILED")
 
