@@ -28,8 +28,10 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
               the gap between them), beside kernels/dev/decode_fused.cu (built
               into CUBIN: the merge in the last CTA, one launch), SDPA flash and
               cuDNN, and the launch floor (an empty kernel, one and two launches);
-              then decode_fused.cu's fused2 (the parallel merge) at the shipped
-              split count s, s/2 and 2s.
+              then decode_fused.cu's fused2 and fused3 (the parallel merges) at
+              the shipped split count s, and fused3 at s/2;
+  --sanitize-fused CUBIN: one small call of each decode_fused.cu kernel beside the
+              shipped two-kernel call (for compute-sanitizer).
 """
 import ctypes
 import math
@@ -356,12 +358,45 @@ def kernel_records(fn, reps):
     return sorted(ks, key=lambda x: x[1])
 
 
+FUSED_VARIANTS = {"fused2": "dev_decode_fused2_d128", "fused3": "dev_decode_fused3_d128"}
+
+
+def sanitize_fused(m, cubin):
+    """One small call of each decode_fused.cu kernel (for compute-sanitizer): B 2, Nq 2 (8 packed
+    rows), a 4k cache with unequal lengths, 16 splits; O checked against float32 math."""
+    dev = Module(cubin)
+    syms = ["dev_decode_fused_d128"] + list(FUSED_VARIANTS.values())
+    for sym in syms:
+        dev.tiles[sym] = m.tiles["fa2_decode_sm80_d128"]
+    b, nq, hq, hkv, d, n = 2, 2, 32, 8, 128, 4096
+    torch.manual_seed(0)
+    q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
+    k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+    v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+    seqlens = torch.tensor([n, n - 1000], dtype=torch.int32, device="cuda")
+    o1, l1 = torch.zeros_like(q), torch.zeros(b, hq, nq, device="cuda")
+    two = decode_call(m, 80, q, k, v, o1, l1, seqlens, splits=16)
+    two()
+    fails = 0
+    for sym in syms:
+        o2, l2 = torch.full_like(q, float("nan")), torch.full((b, hq, nq), float("nan"), device="cuda")
+        fn = fused_call(dev, two, q, k, v, o2, l2, seqlens, 16, sym)
+        fn()
+        torch.cuda.synchronize()
+        err = (o2.float() - o1.float()).abs().max().item()
+        bad = not err <= 1e-3 or not torch.allclose(l1, l2, rtol=1e-5, atol=1e-5) or fn.counters.abs().sum().item() != 0
+        fails += bad
+        print(f"{sym}: max|O - two-kernel O| {err:.1e}" + ("  FAIL" if bad else ""), flush=True)
+    print("sanitize-fused: all match the shipped two-kernel call" if not fails else f"{fails} FAILED")
+
+
 def profile_bench(m, cubin):
     """Where the shipped decode call's time goes, and the fused merge beside it."""
     global FLUSH
     dev = Module(cubin)
     dev.tiles["dev_decode_fused_d128"] = m.tiles["fa2_decode_sm80_d128"]  # the shipped tile, one launch
-    dev.tiles["dev_decode_fused2_d128"] = m.tiles["fa2_decode_sm80_d128"]  # the same, the merge parallelised
+    for sym in FUSED_VARIANTS.values():  # the same tile, the merge parallelised
+        dev.tiles[sym] = m.tiles["fa2_decode_sm80_d128"]
     dev.tiles["dev_empty"] = (0, 0, 1, 0)
     if FLUSH is None:
         FLUSH = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
@@ -376,7 +411,7 @@ def profile_bench(m, cubin):
           ", ".join(f"{k} {v:.2f} us" for k, v in floor.items()), flush=True)
     print(f"{'B':>2} {'Ncache':>7} | {'splits':>6} | decode us | combine us | gap us | {'two-kernel':>10} {'fused':>7} {'flash':>7} {'cudnn':>7} us | "
           f"TB/s two / fused (of 4.8) | fused vs two | fused vs best SDPA | max|err| two, fused (flash's)")
-    print("  then per shape: fused2 (the parallel merge) at the shipped split count s, s/2 and 2s: us, TB/s (of 4.8), vs best SDPA, max|err|")
+    print("  then per shape: fused2/fused3 (the parallel merges) at the shipped split count s (and fused3 at s/2): us, TB/s (of 4.8), vs best SDPA, max|err|")
     fails = 0
     for b, lengths in ((1, (1024, 4096, 16384, 32768, 65536, 131072)), (4, (32768, 131072))):
         hq, hkv, d = 32, 8, 128
@@ -399,12 +434,12 @@ def profile_bench(m, cubin):
             fused()
             fused()  # twice: the counters reset themselves
             f2 = {}
-            for sp in sorted({two.splits, max(2, two.splits // 2), min(128, 2 * two.splits)}):
+            for name, sp in (("fused2", two.splits), ("fused3", two.splits), ("fused3", max(2, two.splits // 2))):
                 o3, l3 = torch.full_like(q, float("nan")), torch.full((b, hq, 1), float("nan"), device="cuda")
-                fn = fused_call(dev, two, q, k, v, o3, l3, seqlens, sp, "dev_decode_fused2_d128")
+                fn = fused_call(dev, two, q, k, v, o3, l3, seqlens, sp, FUSED_VARIANTS[name])
                 fn()
                 fn()
-                f2[sp] = (fn, o3, l3)
+                f2[f"{name}@{sp}"] = (fn, o3, l3)
             torch.cuda.synchronize()
             e1 = (o1.transpose(1, 2).float() - ref).abs().max().item()
             e2 = (o2.transpose(1, 2).float() - ref).abs().max().item()
@@ -427,9 +462,9 @@ def profile_bench(m, cubin):
                         not torch.allclose(l1, l3, rtol=1e-5, atol=1e-5) or fn.counters.abs().sum().item() != 0)
                 fails += bad3
                 if bad3:
-                    print(f"  fused2 at {sp} splits FAILED: max|err| {e3:.1e}", flush=True)
+                    print(f"  {sp} splits FAILED: max|err| {e3:.1e}", flush=True)
             calls = {"two": two, "fused": fused, "flash": sd["flash"][0], "cudnn": sd["cudnn"][0]}
-            calls.update({f"f2@{sp}": fn for sp, (fn, _, _) in f2.items()})
+            calls.update({sp: fn for sp, (fn, _, _) in f2.items()})
             ts = {key: [] for key in calls}
             for _ in range(4):  # interleaved: 4 rounds of 5 timed calls each
                 for key, fn in calls.items():
@@ -443,9 +478,9 @@ def profile_bench(m, cubin):
                   f"{med['flash']:7.1f} {med['cudnn']:7.1f}    | {tb(med['two']):4.2f} ({tb(med['two']) / 4.8:4.0%}) / {tb(med['fused']):4.2f} "
                   f"({tb(med['fused']) / 4.8:4.0%}) | {med['two'] / med['fused']:11.2f}x | {best / med['fused']:17.2f}x | "
                   f"{e1:.1e}, {e2:.1e} ({ferr:.1e})" + ("  FAIL" if bad else ""), flush=True)
-            print("   fused2 " + " | ".join(f"s {sp:>3}: {med[f'f2@{sp}']:6.1f} us {tb(med[f'f2@{sp}']):4.2f} "
-                                          f"({tb(med[f'f2@{sp}']) / 4.8:4.0%}) {best / med[f'f2@{sp}']:5.2f}x {f2err[sp]:.1e}"
-                                          for sp in f2), flush=True)
+            print("   " + " | ".join(f"{sp:>9}: {med[sp]:6.1f} us {tb(med[sp]):4.2f} "
+                                     f"({tb(med[sp]) / 4.8:4.0%}) {best / med[sp]:5.2f}x {f2err[sp]:.1e}"
+                                     for sp in f2), flush=True)
             del q, k, v, kt, vt, qt, sd, ref, two, fused, calls, f2
             torch.cuda.empty_cache()
     print("all shapes within 2x flash's error, LSEs equal, counters reset, no NaN" if not fails else f"{fails} shapes FAILED")
@@ -460,6 +495,8 @@ def main():
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:
         sanitize(m, 75 if ptx75 else 80)
+    elif "--sanitize-fused" in args:
+        sanitize_fused(m, args[args.index("--sanitize-fused") + 1])
     elif "--profile" in args:
         profile_bench(m, args[args.index("--profile") + 1])
     elif "--tiles" in args:
