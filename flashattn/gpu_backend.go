@@ -134,11 +134,11 @@ func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
 	}
 	defer d.mu.Unlock()
 	if p.entry == kvEntry {
-		dec, err := d.decodeKernel(p, FP16)
+		dec, comb, err := d.decodeKernels(p, FP16)
 		if err != nil {
 			return nil, err
 		}
-		return []KernelInfo{dec.info}, nil
+		return []KernelInfo{dec.info, comb.info}, nil
 	}
 	if backward {
 		ks, err := d.bwdKernels(p, FP16)

@@ -11,9 +11,8 @@ import (
 
 // The GPU decode path (kernels/decode.cuh): ForwardKVCache on the device.
 // One decode kernel per call, split over the cache (flash-decoding) when
-// B*Hkv alone would leave SMs idle; the last split of each (batch, kv head,
-// row tile) to finish merges the splits by their LSEs, so a call is one
-// launch whatever its split count.
+// B*Hkv alone would leave SMs idle, plus a combine kernel that merges the
+// splits by their LSEs.
 
 // decodeSplits is the number of KV splits of a decode call with ctas CTAs
 // per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs, whose
@@ -24,80 +23,76 @@ import (
 // few CTAs over it would run as a second wave of their own: measured on the
 // H200, 288 CTAs took 1.4x the time per byte of 264), but no split shorter
 // than minSplitBlocks blocks (so that each CTA's next block is in flight
-// while it computes one) and at most maxDecodeSplits.
+// while it computes one) and at most maxSplits.
 func decodeSplits(ctas, sms, maxLen, bc int) int {
 	if forcedSplits > 0 {
-		return min(forcedSplits, maxDecodeSplits)
+		return forcedSplits
 	}
-	const minSplitBlocks, maxSplits = 2, maxDecodeSplits
+	const minSplitBlocks, maxSplits = 2, 128
 	s := (2 * sms) / ctas
 	s = min(s, maxLen/(minSplitBlocks*bc), maxSplits)
 	return max(s, 1)
 }
-
-// maxDecodeSplits is the most splits a decode call takes: the merge keeps
-// every split's weight of its rows in shared memory (kernels/decode.cuh's
-// kMaxSplits).
-const maxDecodeSplits = 128
 
 // forcedSplits, when positive, replaces decodeSplits' choice (tests: both
 // the split and unsplit code paths on small shapes).
 var forcedSplits int
 
 // decodeWorkspace is the length of the split workspace of a decode call:
-// the partial O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32,
-// and the int32 split counters, one per CTA of a split (grid y x grid z:
-// B*Hkv times the row tiles of br rows); none for one split.
-func decodeWorkspace(d Dims, splits, br int) (oPart, lsePart, counters int) {
+// the partial O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32;
+// none for one split.
+func decodeWorkspace(d Dims, splits int) (oPart, lsePart int) {
 	if splits <= 1 {
-		return 0, 0, 0
+		return 0, 0
 	}
-	return splits * d.LSELen() * d.D, splits * d.LSELen(), d.B * d.Hkv * decodeRowTiles(d, br)
+	return splits * d.LSELen() * d.D, splits * d.LSELen()
 }
 
 // decodeRowTiles is the number of packed-row tiles (grid z) of a decode
 // call: Nq*Hq/Hkv query rows read each kv head, br of them per CTA.
 func decodeRowTiles(d Dims, br int) int { return ceilDiv(d.Nq*d.Groups(), br) }
 
-// decodeKernel finds and loads the decode kernel for p and element type dt;
-// d.mu is held.
-func (d *Device) decodeKernel(p problem, dt DType) (dec *loadedKernel, err error) {
+// decodeKernels finds and loads the decode kernel and its combine for p and
+// element type dt; d.mu is held.
+func (d *Device) decodeKernels(p problem, dt DType) (dec, comb *loadedKernel, err error) {
 	if err := checkDType(dt, d.path); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.rung != 0 {
-		return nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
+		return nil, nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
 			Reason: "the kernel ladder has no decode kernels"}
 	}
 	if err := d.checkProblem(p, false); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	dv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)
+	dv, cv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)
 	if !ok {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(p.D),
+		return nil, nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(p.D),
 			Reason: fmt.Sprintf("the sm_%d decode kernels exist for head dims %v", d.path, kernels.PassHeadDims(kernels.Decode, d.path))}
 	}
 	if dec, err = d.load(dv); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if comb, err = d.load(cv); err != nil {
+		return nil, nil, err
 	}
 	if n := decodeRowTiles(p.Dims, dv.Br); n > 65535 {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "Nq*Hq/Hkv", Value: fmt.Sprint(p.Nq * p.Groups()),
+		return nil, nil, &UnsupportedError{Backend: GPU, Feature: "Nq*Hq/Hkv", Value: fmt.Sprint(p.Nq * p.Groups()),
 			Reason: fmt.Sprintf("%d packed-row tiles of %d: at most 65535 (grid z)", n, dv.Br)}
 	}
-	return dec, nil
+	return dec, comb, nil
 }
 
-// decodeOp is one decode call: its kernel, the uploaded sequence lengths
+// decodeOp is one decode call: its kernels, the uploaded sequence lengths
 // and block table, the split workspace and the parameter block.
 type decodeOp struct {
 	d          *Device
-	dec        *loadedKernel
+	dec, comb  *loadedKernel
 	splits     int
 	scratch    []*cuda.Buffer // seqlens, block table, workspace: freed after the call
-	counters   *cuda.Buffer   // the split counters (in scratch), nil for one split
 	params     *kernels.DecodeParams
 	args       *cuda.Args
-	cfg        cuda.LaunchConfig
+	cfg, ccfg  cuda.LaunchConfig
 	res        *DeviceResult
 	paged      bool
 	cacheBytes int64 // K and V bytes the kernel reads: sum over batches of SeqLens[b]*Hkv*D*2 elements
@@ -107,12 +102,12 @@ type decodeOp struct {
 // cache description and fills the parameter block; d.mu is held and
 // q, k, v are checked (resolveKVShapes, one dtype).
 func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *decodeOp, err error) {
-	dec, err := d.decodeKernel(p, q.dtype)
+	dec, comb, err := d.decodeKernels(p, q.dtype)
 	if err != nil {
 		return nil, err
 	}
 	ctas := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br)
-	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(ctas, d.info.SMs, p.Nk, dec.info.Bc),
+	op = &decodeOp{d: d, dec: dec, comb: comb, splits: decodeSplits(ctas, d.info.SMs, p.Nk, dec.info.Bc),
 		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
 	defer func() {
 		if err != nil {
@@ -163,7 +158,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		}
 		pm.BlockTable, pm.TableStride, pm.PageSize = table.Ptr(), int32(stride), int32(c.BlockSize)
 	}
-	if o, l, n := decodeWorkspace(p.Dims, op.splits, dec.info.Br); o > 0 {
+	if o, l := decodeWorkspace(p.Dims, op.splits); o > 0 {
 		oPart, err := alloc("partial O", 4*o)
 		if err != nil {
 			return op, err
@@ -177,16 +172,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		if err := errors.Join(oPart.Memset32(nanF32, o), lPart.Memset32(nanF32, l)); err != nil {
 			return op, err
 		}
-		// Zero, and each call's own: calls on other streams never share
-		// them. The kernel's last split sets them back to 0, so repeated
-		// launches of the op (benchmarks) need no memset.
-		if op.counters, err = alloc("split counters", 4*n); err != nil {
-			return op, err
-		}
-		if err := op.counters.Memset32(0, n); err != nil {
-			return op, err
-		}
-		pm.OPart, pm.LSEPart, pm.SplitCounters = oPart.Ptr(), lPart.Ptr(), op.counters.Ptr()
+		pm.OPart, pm.LSEPart = oPart.Ptr(), lPart.Ptr()
 	}
 
 	out, err := d.allocAs(p.QShape(), q.dtype)
@@ -219,41 +205,44 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 	if p.Causal {
 		pm.Causal = 1
 	}
-	di := dec.info
+	di, ci := dec.info, comb.info
 	op.cfg = cuda.LaunchConfig{
 		Grid:      [3]uint32{uint32(op.splits), uint32(p.B * p.Hkv), uint32(decodeRowTiles(p.Dims, di.Br))},
 		Block:     [3]uint32{uint32(32 * di.Warps), 1, 1},
 		SharedMem: uint32(di.SmemBytes),
 	}
+	op.ccfg = cuda.LaunchConfig{
+		Grid:  [3]uint32{cdiv(p.LSELen()*p.D/8, 32*ci.Warps), 1, 1}, // one thread per 8 columns of a row
+		Block: [3]uint32{uint32(32 * ci.Warps), 1, 1},
+	}
 	return op, nil
 }
 
-func (op *decodeOp) kernels() []KernelInfo { return []KernelInfo{op.dec.info} }
-
-// enqueue launches the decode kernel on the device's stream.
-func (op *decodeOp) enqueue() error { return op.dec.fn.Launch(op.cfg, op.d.stream, op.args) }
-
-func (op *decodeOp) relaunch() error {
-	return op.dec.fn.LaunchBound(op.cfg, op.d.stream.Handle(), op.args)
+func (op *decodeOp) kernels() []KernelInfo {
+	if op.splits > 1 {
+		return []KernelInfo{op.dec.info, op.comb.info}
+	}
+	return []KernelInfo{op.dec.info}
 }
 
-// countersReset reports an error unless every split counter is back at 0
-// (the state the kernel's last split leaves for the next launch).
-func (op *decodeOp) countersReset() error {
-	if op.counters == nil {
-		return nil
-	}
-	if err := op.d.stream.Synchronize(); err != nil {
+// enqueue launches the decode kernel and, for more than one split, the
+// combine on the device's stream.
+func (op *decodeOp) enqueue() error {
+	if err := op.dec.fn.Launch(op.cfg, op.d.stream, op.args); err != nil {
 		return err
 	}
-	c := make([]int32, op.counters.Size()/4)
-	if err := cuda.CopyFromDevice(c, op.counters); err != nil {
+	if op.splits > 1 {
+		return op.comb.fn.Launch(op.ccfg, op.d.stream, op.args)
+	}
+	return nil
+}
+
+func (op *decodeOp) relaunch() error {
+	if err := op.dec.fn.LaunchBound(op.cfg, op.d.stream.Handle(), op.args); err != nil {
 		return err
 	}
-	for i, n := range c {
-		if n != 0 {
-			return fmt.Errorf("flashattn: decode split counter %d is %d after the call, want 0", i, n)
-		}
+	if op.splits > 1 {
+		return op.comb.fn.LaunchBound(op.ccfg, op.d.stream.Handle(), op.args)
 	}
 	return nil
 }
@@ -282,10 +271,9 @@ func (op *decodeOp) free() error {
 // (blocks, BlockSize, Hkv, D) as c describes, all fp16 or all bf16 (the
 // sm_80 path). The options used are Causal (bottom-right per sequence) and
 // Scale; windows, softcap and ALiBi are an *UnsupportedError. The call
-// uploads SeqLens (and the block table), runs the decode kernel (one launch:
-// when it splits the cache, its last split merges them), waits, and returns
-// O and the LSE; the split workspace (decodeWorkspace) lives only during the
-// call.
+// uploads SeqLens (and the block table), runs the decode kernel (and, when it
+// splits the cache, the combine), waits, and returns O and the LSE; the split
+// workspace (decodeWorkspace) lives only during the call.
 func (d *Device) ForwardKVCache(q, kCache, vCache *DeviceTensor, c KVCache, o *Options) (*DeviceResult, error) {
 	if d == nil {
 		return nil, ErrDeviceClosed
@@ -424,7 +412,7 @@ func (d *Device) ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *DeviceTenso
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	if _, err := d.decodeKernel(p, q.dtype); err != nil { // refused before the cache is written
+	if _, _, err := d.decodeKernels(p, q.dtype); err != nil { // refused before the cache is written
 		return nil, err
 	}
 	es := q.dtype.Size()

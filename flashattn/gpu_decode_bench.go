@@ -11,7 +11,7 @@ import (
 // the LSE and the split workspace.
 type DecodeBenchResult struct {
 	BenchResult
-	// Splits is the number of KV splits the call used (1: the cache is not split).
+	// Splits is the number of KV splits the call used (1: no combine).
 	Splits int
 	// PageSize is the block size of the paged cache, 0 for a contiguous one.
 	PageSize int
@@ -65,7 +65,7 @@ func (d *Device) BenchKVCache(dims Dims, pageSize int, o *Options, warmup, reps 
 	}
 	defer d.mu.Unlock()
 	// The kernels first: a problem they cannot run costs no device memory.
-	if _, err := d.decodeKernel(p, FP16); err != nil {
+	if _, _, err := d.decodeKernels(p, FP16); err != nil {
 		return DecodeBenchResult{}, err
 	}
 	in, err := d.benchInputs(p.Dims, FP16, false)
@@ -82,15 +82,12 @@ func (d *Device) BenchKVCache(dims Dims, pageSize int, o *Options, warmup, reps 
 	}
 	defer func() { _ = op.free() }()
 	ks := op.kernels()
-	oPart, lPart, counters := decodeWorkspace(p.Dims, op.splits, op.dec.info.Br)
+	oPart, lPart := decodeWorkspace(p.Dims, op.splits)
 	r := DecodeBenchResult{
-		BenchResult: BenchResult{Dims: p.Dims, Kernel: ks[0], Kernels: ks, ExtraBytes: int64(p.LSEBytes()) + 4*int64(oPart+lPart+counters)},
+		BenchResult: BenchResult{Dims: p.Dims, Kernel: ks[0], Kernels: ks, ExtraBytes: int64(p.LSEBytes()) + 4*int64(oPart+lPart)},
 		Splits:      op.splits, PageSize: pageSize, KVBytes: op.cacheBytes,
 	}
 	if err := d.timeCalls(&r.BenchResult, op, warmup, reps); err != nil {
-		return DecodeBenchResult{}, err
-	}
-	if err := op.countersReset(); err != nil { // the relaunches merged their splits
 		return DecodeBenchResult{}, err
 	}
 	r.Causal = p.Causal // after timeCalls, which counts FLOPs without the mask

@@ -74,7 +74,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo "## Decode tiles (kernels/traits.cuh)"
   echo
   echo "Br: packed query rows per CTA (Nq x Hq/Hkv, one m16 tile); Bc: keys per block; Bw: keys per warp per"
-  echo "block; the splits merge in the last CTA of each row tile."
+  echo "block; combine kernels merge the splits (no tile, no shared memory)."
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | Bw | bf16 | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"

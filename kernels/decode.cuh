@@ -10,12 +10,8 @@
 //     more tiles (grid z), which read the same K/V again, mostly from L2;
 //   - split-KV: grid x splits each sequence's key blocks into equal ranges, so
 //     a small B*Hkv still fills the GPU. Each split writes a partial O and its
-//     LSE (fp32 workspace) and counts itself in (split_counters); the last of
-//     a (batch, kv head, row tile) to finish merges them by their LSEs
-//     (split_merge): one launch, no second kernel and no gap before it. The
-//     last one also resets the counter, so a buffer zeroed once serves every
-//     later call on the same stream. With one split the CTA writes O and the
-//     LSE itself.
+//     LSE (fp32 workspace); decode_combine_kernel merges them by their LSEs.
+//     With one split the CTA writes O and the LSE itself.
 // Inside a CTA the warps share the rows and split each block of Bc keys
 // (Bw = Bc/Warps each): every warp keeps its own m, l, O, and the warps are
 // merged by their LSEs at the end, exactly as the splits are (lse_merge).
@@ -164,72 +160,6 @@ __device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
   u.z = pack2<E>(x[4], x[5]);
   u.w = pack2<E>(x[6], x[7]);
   *reinterpret_cast<uint4*>(o) = u;
-}
-
-// The split merge in the CTA that finishes last among the splits of its
-// (batch, kv head, row tile): each split's weight exp(lse_s - L) is computed
-// once per row (a warp per row, its lanes over the splits) into shared memory,
-// then every thread owns (row, 4 columns) of O and sums the splits' partial
-// rows from L2 (independent loads in flight). Measured against a thread per
-// (row, 8 columns) walking the splits and against staging the partial rows
-// in shared memory first: kernels/dev/RESULTS.md (decode4).
-constexpr int kMaxSplits = 128;  // the split count's cap: flashattn's decodeSplits
-template <class T, class E>
-__device__ __forceinline__ void split_merge(const DecodeParams& p, unsigned char* smem_raw, int b, int hk, int row0,
-                                            int rows) {
-  constexpr int D = T::kD, C4 = D / 4, R = T::kRows, W = T::kWarps, NT = T::kThreads;
-  static_assert(T::kSmemBytes >= kMaxSplits * R * 4, "the splits' weights fit the CTA's shared memory");
-  __shared__ int last;
-  __shared__ int64_t sIdx[R], sOff[R];  // each row's LSE index and O offset
-  __threadfence();  // this CTA's partial rows are visible before it counts in
-  __syncthreads();  // (also: every thread is done with the warps' merge in shared memory)
-  int* cnt = p.split_counters + blockIdx.y * gridDim.z + blockIdx.z;
-  if (threadIdx.x == 0) {
-    last = atomicAdd(cnt, 1) == p.splits - 1;
-    if (last) *cnt = 0;  // ready for the next call (stream-ordered)
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other splits' rows, as they were before they counted in
-  const int64_t all = static_cast<int64_t>(p.b) * p.hq * p.nq;  // LSE rows of one split
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, splits = p.splits;
-  float* sW = reinterpret_cast<float*>(smem_raw);  // [split][R]: the LSEs, then the weights
-  if (threadIdx.x < rows) {
-    const PackedRow pr(p, b, hk, row0 + threadIdx.x);
-    sIdx[threadIdx.x] = pr.lse_idx;
-    sOff[threadIdx.x] = pr.o_off;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < splits * rows; i += NT) {
-    const int s = i / rows, r = i % rows;
-    sW[s * R + r] = __ldcg(p.lse_part + s * all + sIdx[r]);
-  }
-  __syncthreads();
-  for (int r = warp; r < rows; r += W) {  // L = log sum_s exp(lse_s); splits without keys: -inf, weight 0
-    float mx = -INFINITY, sum = 0.f;
-    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, sW[s * R + r]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    for (int s = lane; s < splits; s += 32) sum += mx == -INFINITY ? 0.f : __expf(sW[s * R + r] - mx);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    for (int s = lane; s < splits; s += 32) sW[s * R + r] = mx == -INFINITY ? 0.f : __expf(sW[s * R + r] - mx) * inv;
-    if (lane == 0) p.lse[sIdx[r]] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < rows * C4; idx += NT) {
-    const int r = idx / C4, c = idx % C4;
-    const float* src = p.o_part + sIdx[r] * D + c * 4;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s) {  // independent loads: 8 in flight
-      const float wt = sW[s * R + r];
-      const float4 a = __ldcg(reinterpret_cast<const float4*>(src + s * all * D));
-      if (wt != 0.f) x.x += wt * a.x, x.y += wt * a.y, x.z += wt * a.z, x.w += wt * a.w;  // 0: a split without keys
-    }
-    *reinterpret_cast<uint2*>(static_cast<E*>(p.o) + sOff[r] + c * 4) = make_uint2(pack2<E>(x.x, x.y), pack2<E>(x.z, x.w));
-  }
 }
 
 template <class T, class E = __half>
@@ -413,7 +343,37 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
       }
     }
   }
-  if (splits > 1) split_merge<T, E>(p, smem_raw, b, hk, row0, live_rows);
+}
+
+// The split merge: one thread per (row of the LSE, 8 columns of O); the rows
+// are the LSE's (b, h, i), so O's row is found from its index.
+constexpr int kCombineThreads = 128;
+template <int D, class E = __half>
+__device__ __forceinline__ void decode_combine_kernel(const DecodeParams& p) {
+  constexpr int C = D / 8;
+  const int64_t rows = static_cast<int64_t>(p.b) * p.hq * p.nq;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
+  if (idx >= rows * C) return;
+  const int64_t r = idx / C;
+  const int c = static_cast<int>(idx % C);
+  LseMerge mg;
+  for (int s = 0; s < p.splits; ++s) mg.max_of(p.lse_part[s * rows + r]);
+  float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int s = 0; s < p.splits; ++s) {
+    const float wt = mg.weight(p.lse_part[s * rows + r]);
+    mg.add(wt);
+    if (wt == 0.f) continue;  // a split without keys: its partial O is 0
+    const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * rows + r) * D + c * 8);
+    const float4 a = src[0], bb = src[1];
+    x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
+    x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
+  }
+  const float inv = mg.inv();
+#pragma unroll
+  for (int e = 0; e < 8; ++e) x[e] *= inv;
+  const int i = static_cast<int>(r % p.nq), bh = static_cast<int>(r / p.nq), h = bh % p.hq, b = bh / p.hq;
+  store8<E>(static_cast<E*>(p.o) + b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride + c * 8, x);
+  if (c == 0) p.lse[r] = mg.lse();
 }
 
 }  // namespace fa2

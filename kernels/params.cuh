@@ -163,8 +163,8 @@ static_assert(offsetof(BwdParams, cu_seqlens_q) == 312, "CuSeqlensQ");
 static_assert(offsetof(BwdParams, cu_seqlens_k) == 320, "CuSeqlensK");
 static_assert(sizeof(BwdParams) == 328, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
 
-// DecodeParams: the argument of the KV-cache decode kernel (decode.cuh: the
-// decode kernel, its splits merged by the last of them). Same conventions as FwdParams.
+// DecodeParams: the argument of the KV-cache decode kernels (decode.cuh: the
+// decode kernel and the split combine). Same conventions as FwdParams.
 struct DecodeParams {
   // q, o (B, Nq, Hq, D) and the caches, 16-bit; lse fp32 (B, Hq, Nq).
   const void* q;
@@ -189,10 +189,6 @@ struct DecodeParams {
   int32_t causal;  // bottom-right per sequence (a flag, not a template: it only touches the last blocks)
   float scale_log2;
   float scale;
-  // splits > 1: one counter per (batch, kv head, row tile) (grid y x grid z),
-  // zero before the call; the splits count themselves in, the last merges
-  // them and sets it back to 0 (decode.cuh: split_merge).
-  int32_t* split_counters;
 };
 
 static_assert(offsetof(DecodeParams, q) == 0, "Q");
@@ -227,5 +223,4 @@ static_assert(offsetof(DecodeParams, splits) == 196, "Splits");
 static_assert(offsetof(DecodeParams, causal) == 200, "Causal");
 static_assert(offsetof(DecodeParams, scale_log2) == 204, "ScaleLog2");
 static_assert(offsetof(DecodeParams, scale) == 208, "Scale");
-static_assert(offsetof(DecodeParams, split_counters) == 216, "SplitCounters");
-static_assert(sizeof(DecodeParams) == 224, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");
+static_assert(sizeof(DecodeParams) == 216, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");

@@ -116,20 +116,24 @@ void kvq_row() {
 }
 
 // Decode (decode.cuh): Br is the packed query rows per CTA, Bc the keys per
-// block; the splits merge in the last CTA of each row tile (no second kernel).
-// fp16 on each path and bf16 on sm_80, as the forward.
+// block; the combine kernel has no tile (one thread per 8 columns of a row).
+// Both ship fp16 on each path and bf16 on sm_80, as the forward.
 template <int A, int D>
 void decode_row() {
   using T = typename DecodeTraits<A, D>::type;
   for (int k = 0; k < (A == 80 ? 2 : 1); ++k) {
     const bool bf16 = k == 1;
-    char sym[64];
-    std::snprintf(sym, sizeof sym, "fa2_decode_sm%d_d%d%s", A, D, bf16 ? "_bf16" : "");
-    if (is("go"))
-      go_row("Decode", A, D, false, sym, T::kRows, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
-    else if (is("decode"))
-      std::printf("| %s | %d | %d | 0 | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, T::kRows, T::kBc, T::kWarps,
-                  T::kStages, T::kBw, bf16 ? "yes" : "no", T::kSmemBytes);
+    for (int combine = 0; combine < 2; ++combine) {
+      char sym[64];
+      std::snprintf(sym, sizeof sym, "fa2_decode_%ssm%d_d%d%s", combine ? "combine_" : "", A, D, bf16 ? "_bf16" : "");
+      const int br = combine ? 0 : T::kRows, bc = combine ? 0 : T::kBc, smem = combine ? 0 : T::kSmemBytes;
+      const int warps = combine ? fa2::kCombineThreads / 32 : T::kWarps;
+      if (is("go"))
+        go_row(combine ? "DecodeCombine" : "Decode", A, D, false, sym, br, bc, warps, smem, 0, bf16);
+      else if (is("decode"))
+        std::printf("| %s | %d | %d | 0 | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, br, bc, warps,
+                    combine ? 0 : T::kStages, combine ? 0 : T::kBw, bf16 ? "yes" : "no", smem);
+    }
   }
 }
 

@@ -372,10 +372,10 @@ struct DecodeTile {
 
 // FA2_DECODE_TILES(X): THE list of shipped decode kernels, one
 // X(arch, d, Bc, warps, stages) per (arch path, head dim): fa2_decode_sm{A}_d{D}
-// (causal is a parameter: it masks only the last blocks; the splits merge in
-// the last CTA of each row tile, in the K/V buffers: every row holds the
-// splits' weights, 8 KiB); every sm_80 row ships bf16 twins (_bf16), as the
-// forward's.
+// (causal is a parameter: it masks only the last blocks) and its split merge
+// fa2_decode_combine_sm{A}_d{D} (no tensor cores: the same code on both paths,
+// so each path's module is complete); every sm_80 row ships bf16 twins
+// (_bf16), as the forward's.
 //
 // Turing (T4: 320 GB/s over 40 SMs, ~8 KB per SM in flight covers the latency):
 // one block in shared memory, the next in registers (48-64 registers per

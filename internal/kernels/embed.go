@@ -77,10 +77,15 @@ func LookupFit(pass Pass, bf16 bool, arch, headDim int, causal bool, smemOptin i
 	return lookup(pass, bf16, arch, headDim, causal, smemOptin)
 }
 
-// LookupDecode returns the decode kernel for arch and head dim (bf16: the
-// sm_80 path only); ok is false where there is none.
-func LookupDecode(arch, headDim int, bf16 bool) (dec Variant, ok bool) {
-	return lookup(Decode, bf16, arch, headDim, false, BaseSmemBytes)
+// LookupDecode returns the decode kernel and its split combine for arch and
+// head dim (bf16: the sm_80 path only); ok is false where there are none.
+func LookupDecode(arch, headDim int, bf16 bool) (dec, combine Variant, ok bool) {
+	dec, ok = lookup(Decode, bf16, arch, headDim, false, BaseSmemBytes)
+	if !ok {
+		return Variant{}, Variant{}, false
+	}
+	combine, ok = lookup(DecodeCombine, bf16, arch, headDim, false, BaseSmemBytes)
+	return dec, combine, ok
 }
 
 func lookup(pass Pass, bf16 bool, arch, headDim int, causal bool, smemOptin int) (v Variant, ok bool) {

@@ -80,17 +80,18 @@
 // (ceil(max sequence Nk / Bc), B*Hkv) for dK/dV. Sequence b is its own
 // problem (causal bottom-right on its own lengths); a sequence without
 // queries gets dK = dV = 0, one without keys dQ = 0.
-// KV-cache decode is one kernel per arch path, head dim and dtype, with one
-// DecodeParams by value (causal is its Causal field):
+// KV-cache decode is two kernels of the same arch path, head dim and dtype,
+// each with one DecodeParams by value (causal is its Causal field):
 //   - Decode: grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)), block Warps*32,
 //     SmemBytes; q, o (B, Nq, Hq, D) with the forward's layout rules; the
 //     cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv, D) with
 //     BlockTable (B, TableStride) int32, PageSize a multiple of 16; SeqLens (B)
 //     int32. With Splits 1 it writes O and the LSE of every row; otherwise
-//     it needs OPart (Splits, B*Hq*Nq, D) and LSEPart (Splits, B*Hq*Nq) fp32,
-//     rows in the LSE's order, and SplitCounters, int32 per (b, kv head, row tile),
-//     zero before the first launch: the last split of each merges the
-//     partial rows into O and the LSE and sets its counter back to 0.
+//     OPart (Splits, B*Hq*Nq, D) and LSEPart (Splits, B*Hq*Nq) fp32, rows in
+//     the LSE's order;
+//   - DecodeCombine (only when Splits > 1, after Decode): grid
+//     ceil(B*Hq*Nq*D/8 / (Warps*32)), block Warps*32, no shared memory; writes
+//     O and the LSE.
 //
 // Causal is bottom-right per sequence: query row i of batch b sees cache
 // entry j iff j <= i + SeqLens[b] - Nq; a row that sees no entry gets O = 0,
@@ -167,7 +168,7 @@ func DQAccumLen(v Variant, b, nq, hq int) int {
 }
 
 // DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
-// argument of the decode kernel.
+// argument of the decode kernel and its split combine.
 type DecodeParams struct {
 	Q, K, V, O, LSE     uint64 // device pointers
 	OPart, LSEPart      uint64 // split workspace (fp32), used when Splits > 1
@@ -183,7 +184,6 @@ type DecodeParams struct {
 	Splits, Causal        int32
 	ScaleLog2             float32
 	Scale                 float32
-	SplitCounters         uint64 // int32 (B*Hkv*row tiles), used when Splits > 1
 }
 
 // Pass says which step of attention a kernel computes.
@@ -196,7 +196,8 @@ const (
 	BwdDQ                      // dQ
 	BwdDKDVQ                   // the single pass: dK, dV, and dQ added to an fp32 accumulator
 	BwdDQConv                  // the single pass's dQ from its accumulator
-	Decode                     // KV-cache decode: O and LSE (splits merged by the last of them)
+	Decode                     // KV-cache decode: O and LSE, or each split's partial ones
+	DecodeCombine              // the splits' partial O and LSE merged by LSE
 	FwdMod                     // Fwd with a sliding window (FwdParams' window fields; causal is right 0)
 	FwdModCap                  // FwdMod with the softcap compiled in
 	FwdModALiBi                // FwdMod with ALiBi compiled in
@@ -243,6 +244,8 @@ func (p Pass) String() string {
 		return "bwd_dqconv"
 	case Decode:
 		return "decode"
+	case DecodeCombine:
+		return "decode_combine"
 	case FwdMod:
 		return "fwd_mod"
 	case FwdModCap:

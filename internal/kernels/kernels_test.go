@@ -336,7 +336,8 @@ func TestTableMatchesTraits(t *testing.T) {
 }
 
 // Every X(arch, d, Bc, warps, stages) row of FA2_DECODE_TILES ships a decode
-// kernel, fp16, plus a bf16 twin on the sm_80 path, and nothing else does.
+// kernel and its combine, fp16, plus bf16 twins on the sm_80 path, and
+// nothing else does.
 func TestDecodeTableMatchesTraits(t *testing.T) {
 	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), \d+\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_DECODE_TILES"), -1)
 	want := 0
@@ -346,7 +347,7 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 		bc, _ := strconv.Atoi(r[3])
 		w, _ := strconv.Atoi(r[4])
 		for _, bf16 := range []bool{false, true} {
-			dec, ok := LookupDecode(a, d, bf16)
+			dec, comb, ok := LookupDecode(a, d, bf16)
 			if ok != (!bf16 || a == 80) {
 				t.Errorf("%s bf16=%v: found %v", r[0], bf16, ok)
 				continue
@@ -354,15 +355,16 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 			if !ok {
 				continue
 			}
-			want++
-			if dec.Pass != Decode || dec.Arch != a || dec.HeadDim != d || dec.Bc != bc || dec.Warps != w || dec.Br != 16 || dec.BF16 != bf16 || dec.SmemBytes <= 0 {
-				t.Errorf("%s bf16=%v: table has %+v", r[0], bf16, dec)
+			want += 2
+			if dec.Pass != Decode || dec.Arch != a || dec.Bc != bc || dec.Warps != w || dec.Br != 16 || dec.BF16 != bf16 || dec.SmemBytes <= 0 ||
+				comb.Pass != DecodeCombine || comb.Arch != a || comb.HeadDim != d || comb.BF16 != bf16 || comb.SmemBytes != 0 {
+				t.Errorf("%s bf16=%v: table has %+v and %+v", r[0], bf16, dec, comb)
 			}
 		}
 	}
 	got := 0
 	for _, v := range variants {
-		if v.Pass == Decode {
+		if v.Pass == Decode || v.Pass == DecodeCombine {
 			got++
 		}
 	}
@@ -547,8 +549,8 @@ func TestLookup(t *testing.T) {
 		if !strings.HasPrefix(v.Symbol, prefix) {
 			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, v.Pass, prefix)
 		}
-		if v.Pass == Decode {
-			continue // its warps share the rows: TestDecodeTableMatchesTraits
+		if v.Pass == Decode || v.Pass == DecodeCombine {
+			continue // their warps share the rows: TestDecodeTableMatchesTraits
 		}
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
@@ -707,7 +709,7 @@ func TestModPass(t *testing.T) {
 			t.Errorf("ModPass(%v, %v) = %v: kernel %s (found %v)", c.cap, c.alibi, p, v.Symbol, ok)
 		}
 	}
-	if Fwd.IsMod() || Decode.IsMod() {
+	if Fwd.IsMod() || DecodeCombine.IsMod() {
 		t.Error("a plain pass reports IsMod")
 	}
 }

@@ -20,3 +20,7 @@ FA2_DEV_DECODE(32, 2, 3)  // 48 KiB: four CTAs per SM, 2 x 16 KiB in flight each
 FA2_DEV_DECODE(32, 2, 4)  // 64 KiB: three CTAs per SM, 3 x 16 KiB in flight each
 FA2_DEV_DECODE(32, 2, 6)  // 96 KiB: two CTAs per SM, 5 x 16 KiB in flight each
 FA2_DEV_DECODE(16, 1, 4)  // 32 KiB: six one-warp CTAs per SM, 3 x 8 KiB in flight each
+
+extern "C" __global__ void __launch_bounds__(fa2::kCombineThreads) dev_decode_combine_d128(const DecodeParams p) {
+  fa2::decode_combine_kernel<128, __half>(p);
+}
