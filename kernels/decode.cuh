@@ -181,8 +181,8 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
   constexpr int D = T::kD, C = D / 8, R = T::kRows, NT = T::kThreads;
   static_assert((kMaxSplits * R + 2 * R + 8 * NT) * 4 <= T::kSmemBytes, "the merge's shared memory");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* sL = reinterpret_cast<float*>(smem_raw);  // [splits][R] the splits' LSEs
-  float* sMax = sL + kMaxSplits * R;               // [R] per row: max LSE and 1/sum of weights
+  float* sL = reinterpret_cast<float*>(smem_raw);  // [splits][R] the splits' LSEs, then their weights
+  float* sMax = sL + kMaxSplits * R;               // [R] per row: max LSE and 1/sum of exp(LSE - max)
   float* sInv = sMax + R;
   float* sX = sInv + R;                            // [NT][8] partial sums of the split ranges
   // The count's verdict, in sX (read before anyone writes sX): a static
@@ -214,6 +214,12 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
     p.lse[PackedRow(p, b, hk, row0 + tid).lse_idx] = mg.lse();
   }
   __syncthreads();
+  // Each split's normalised weight, once per row (not once per column chunk).
+  for (int i = tid; i < splits * R; i += NT) {
+    const int r = i % R;
+    sL[i] = r < rows && sMax[r] != -INFINITY ? __expf(sL[i] - sMax[r]) * sInv[r] : 0.f;
+  }
+  __syncthreads();
   // items = (row, 8 columns); parts = threads per item, each a strided share of the splits.
   const int items = rows * C, parts = max(1, NT / items);
   for (int base = 0; base < items; base += NT) {
@@ -221,11 +227,10 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
     float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (base + tid % items < items && part < parts) {
       const int r = idx / C, c = idx % C;
-      const float mx = sMax[r];
       const int64_t row = PackedRow(p, b, hk, row0 + r).lse_idx;
 #pragma unroll 4
       for (int s = part; s < splits; s += parts) {  // independent loads: several in flight
-        const float wt = mx == -INFINITY ? 0.f : __expf(sL[s * R + r] - mx);
+        const float wt = sL[s * R + r];
         const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * all + row) * D + c * 8);
         const float4 a = __ldcg(src), bb = __ldcg(src + 1);
         if (wt != 0.f) {  // a split without keys: its partial O is 0
@@ -244,9 +249,6 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
 #pragma unroll
         for (int e = 0; e < 8; ++e) x[e] += sX[(q * items + tid) * 8 + e];
       const int r = idx / C, c = idx % C;
-      const float inv = sInv[r];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] *= inv;
       store8<E>(static_cast<E*>(p.o) + PackedRow(p, b, hk, row0 + r).o_off + c * 8, x);
     }
   }
