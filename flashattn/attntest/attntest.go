@@ -128,6 +128,10 @@ type Backend struct {
 	// ModsForward: a Plain backend whose Forward runs the score modifiers
 	// (its Backward, varlen and KV-cache calls still refuse them).
 	ModsForward bool
+	// ModsBackward, when non-nil, lists the head dims (of HeadDims) whose
+	// Backward runs the score modifiers; at the others Backward must refuse
+	// them with a *flashattn.UnsupportedError, while Forward runs them.
+	ModsBackward []int
 }
 
 func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Contains(b.HeadDims, d) }
@@ -135,10 +139,18 @@ func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Conta
 // supportsCase reports whether b runs case c (else it must refuse it).
 func (b Backend) supportsCase(c Case) bool { return b.supports(c.D) && !(b.Plain && c.Mods()) }
 
+// forwardOnly reports whether b runs case c forward but must refuse its backward.
+func (b Backend) forwardOnly(c Case) bool {
+	if !b.supports(c.D) || !c.Mods() {
+		return false
+	}
+	return b.Plain && b.ModsForward || !b.Plain && b.ModsBackward != nil && !slices.Contains(b.ModsBackward, c.D)
+}
+
 // ForBackend runs a library backend through the public API
 // (flashattn.Forward and Backward with Options.Backend = be), and fails a
-// call whose Result says another backend ran. GPU is held to FP16 and is
-// Plain, the CPU backends to FP32; set HeadDims and MaxN on the result as needed.
+// call whose Result says another backend ran. GPU is held to FP16, the CPU
+// backends to FP32; set HeadDims, ModsBackward and MaxN on the result as needed.
 func ForBackend(be flashattn.Backend) Backend {
 	with := func(o *flashattn.Options) *flashattn.Options {
 		var c flashattn.Options
@@ -202,8 +214,6 @@ func ForBackend(be flashattn.Backend) Backend {
 			}
 			return res, err
 		},
-		Precision:   p,
-		Plain:       be == flashattn.GPU, // the kernels have no score modifiers beyond the forward yet
-		ModsForward: be == flashattn.GPU,
+		Precision: p,
 	}
 }

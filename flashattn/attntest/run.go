@@ -35,7 +35,7 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	}
 	before := snapshot(q, k, v, dO)
 	o := c.Options()
-	fwdOnly := !b.supportsCase(c) && b.supports(c.D) && b.ModsForward // Plain && c.Mods()
+	fwdOnly := b.forwardOnly(c)
 	if !b.supportsCase(c) && !fwdOnly {
 		_, err := b.Forward(q, k, v, o)
 		expectUnsupported(t, "Forward", c, err)
