@@ -120,7 +120,8 @@ func TestGPUConformanceBF16(t *testing.T) {
 		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
 	}
 	// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod[_cap][_alibi] ones).
-	b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), HeadDims: dev.HeadDims()}
+	b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
+		ModsForward: true, HeadDims: dev.HeadDims()}
 	t.Logf("%s, bf16 forward, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
 }
@@ -139,8 +140,8 @@ func TestGPUConformanceBF16Backward(t *testing.T) {
 	}
 	for _, det := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
-			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev),
-				HeadDims: dev.BackwardHeadDims(), ModsBackward: dev.RawBackwardHeadDims()}
+			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
+				ModsForward: true, HeadDims: dev.BackwardHeadDims(), ModsBackward: dev.RawBackwardHeadDims()}
 			if det {
 				b.HeadDims = dev.DeterministicBackwardHeadDims()
 				b.Name += "-deterministic"

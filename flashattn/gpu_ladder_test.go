@@ -107,8 +107,8 @@ func TestLadderConformance(t *testing.T) {
 				b := deviceBackend(dev, "gpu-ladder-"+name)
 				b.Backward = nil
 				b.HeadDims = dev.HeadDims()
-				b.Plain = s.Rung != len(steps) // rungs 1-4 refuse score modifiers; the shipped kernel runs them
-				if s.Rung == len(steps) {      // the shipped kernel: on the ladder's head dims (TestGPUConformance* has the rest)
+				b.ModsForward = s.Rung == len(steps) // rungs 1-4 refuse score modifiers; the shipped kernel runs them
+				if s.Rung == len(steps) {            // the shipped kernel: on the ladder's head dims (TestGPUConformance* has the rest)
 					b.HeadDims = ladderDims
 					fwd := b.Forward
 					b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {

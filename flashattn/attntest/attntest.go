@@ -126,11 +126,11 @@ type Backend struct {
 	// *flashattn.UnsupportedError.
 	Plain bool
 	// ModsForward: a Plain backend whose Forward runs the score modifiers
-	// (its Backward, varlen and KV-cache calls still refuse them).
+	// (its Backward, except at ModsBackward's head dims, and its varlen and
+	// KV-cache calls still refuse them).
 	ModsForward bool
-	// ModsBackward, when non-nil, lists the head dims (of HeadDims) whose
-	// Backward runs the score modifiers; at the others Backward must refuse
-	// them with a *flashattn.UnsupportedError, while Forward runs them.
+	// ModsBackward lists the head dims (of HeadDims) at which a ModsForward
+	// backend's Backward runs the score modifiers too.
 	ModsBackward []int
 }
 
@@ -139,12 +139,13 @@ func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Conta
 // supportsCase reports whether b runs case c (else it must refuse it).
 func (b Backend) supportsCase(c Case) bool { return b.supports(c.D) && !(b.Plain && c.Mods()) }
 
+// runsCall reports whether b's Forward runs case c (the plain call: Plain
+// backends refuse score modifiers unless ModsForward).
+func (b Backend) runsCall(c Case) bool { return b.supportsCase(c) || b.supports(c.D) && b.ModsForward }
+
 // forwardOnly reports whether b runs case c forward but must refuse its backward.
 func (b Backend) forwardOnly(c Case) bool {
-	if !b.supports(c.D) || !c.Mods() {
-		return false
-	}
-	return b.Plain && b.ModsForward || !b.Plain && b.ModsBackward != nil && !slices.Contains(b.ModsBackward, c.D)
+	return !b.supportsCase(c) && b.runsCall(c) && !slices.Contains(b.ModsBackward, c.D)
 }
 
 // ForBackend runs a library backend through the public API
@@ -171,7 +172,9 @@ func ForBackend(be flashattn.Backend) Backend {
 		return nil
 	}
 	return Backend{
-		Name: be.String(),
+		Name:        be.String(),
+		Plain:       be == flashattn.GPU, // varlen and KV-cache calls refuse the score modifiers on the GPU
+		ModsForward: be == flashattn.GPU, // set ModsBackward: the head dims whose backward runs them
 		Forward: func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 			res, err := flashattn.Forward(q, k, v, with(o))
 			if err == nil && res.Backend != be {

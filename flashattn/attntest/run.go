@@ -36,7 +36,7 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	before := snapshot(q, k, v, dO)
 	o := c.Options()
 	fwdOnly := b.forwardOnly(c)
-	if !b.supportsCase(c) && !fwdOnly {
+	if !b.runsCall(c) {
 		_, err := b.Forward(q, k, v, o)
 		expectUnsupported(t, "Forward", c, err)
 		if b.Backward != nil {

@@ -557,6 +557,12 @@ func TestLookup(t *testing.T) {
 				t.Errorf("%s: pass %v, want a symbol ending _varlen", v.Symbol, v.Pass)
 			}
 		}
+		if twin, ok := map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ}[pass]; ok { // its plain twin's name plus _mod, the same tile
+			pass = twin
+			if !strings.HasSuffix(v.Symbol, "_mod") {
+				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
+			}
+		}
 		prefix := "fa2_" + pass.String() + "_"
 		if sfx := fwdSuffix(v.Pass); sfx != "" { // named as its plain twin, plus sfx
 			prefix = "fa2_fwd_"
