@@ -380,7 +380,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
     const WindowBlocks wb = window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right);
     n_begin = wb.n_begin, n_full = wb.n_full, kb = KeyBlocks{wb.n_end, wb.n_mask};
   }
-  if (kb.n_end <= n_begin) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
+  if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
     store_zero_rows<Br, D, NT>(gdQ, p.dq_row_stride, rows_q, tid);
     return;
   }
