@@ -179,12 +179,12 @@ func TestBackendChoice(t *testing.T) {
 	}
 }
 
-// TestGPURefusesScoreMods: the forward kernels run a window, softcap and
-// ALiBi (the modified kernels), the backward and decode kernels do not: the
-// GPU backend refuses the backward with an *UnsupportedError naming the
-// modifier (with or without a GPU: the check comes first), Auto runs it on
-// the CPU saying why, and the forward is never refused for it. A window that
-// is just the causal mask stays the plain kernels'.
+// TestGPURefusesScoreMods: the forward and backward kernels run a window,
+// softcap and ALiBi (the modified kernels), the decode and varlen kernels do
+// not: gpuUnsupported refuses those with an *UnsupportedError naming the
+// modifier, and never the plain call's forward or backward (which run on
+// a GPU, or are refused for want of one). A window that is just the causal
+// mask stays the plain kernels'.
 func TestGPURefusesScoreMods(t *testing.T) {
 	d := Dims{B: 1, Nq: 6, Nk: 9, Hq: 2, Hkv: 1, D: 64}
 	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
@@ -205,21 +205,23 @@ func TestGPURefusesScoreMods(t *testing.T) {
 			t.Errorf("GPU forward %+v: %v, want it run (or refused for want of a GPU)", c.o, err)
 		}
 		lse := make([]float32, d.LSELen())
-		if _, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o); !errors.As(err, &ue) || ue.Feature != c.feature {
-			t.Errorf("GPU backward %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
+		if _, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o); errors.As(err, &ue) && ue.Feature == c.feature {
+			t.Errorf("GPU backward %+v: %v, want it run (or refused for want of a GPU)", c.o, err)
 		}
 		p, err := c.o.resolve(d)
-		if err != nil || !p.mods() || p.gpuUnsupported(false) != nil {
-			t.Errorf("%+v: %+v, %v; want a problem with modifiers that the GPU forward runs", c.o, p, err)
+		if err != nil || !p.mods() || p.gpuUnsupported(false) != nil || p.gpuUnsupported(true) != nil {
+			t.Errorf("%+v: %+v, %v; want a problem with modifiers that the GPU runs both ways", c.o, p, err)
 		}
-		p.entry = kvEntry
-		if err := p.gpuUnsupported(false); !errors.As(err, &ue) || ue.Feature != c.feature {
-			t.Errorf("decode %+v: %v, want *UnsupportedError for %s", c.o, err, c.feature)
+		for _, e := range []string{kvEntry, varlenEntry} {
+			p.entry = e
+			if err := p.gpuUnsupported(e == varlenEntry); !errors.As(err, &ue) || ue.Feature != c.feature {
+				t.Errorf("%s %+v: %v, want *UnsupportedError for %s", e, c.o, err, c.feature)
+			}
 		}
 		o.Backend = Auto
 		g, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o)
-		if err != nil || g.Backend != CPUFlash || !strings.Contains(g.Reason, "GPU not used") || !strings.Contains(g.Reason, c.feature) {
-			t.Errorf("Auto backward %+v: %v (%v), want cpu-flash saying the GPU lacks %s", c.o, g, err, c.feature)
+		if err != nil || g.Backend != GPU && strings.Contains(g.Reason, c.feature) {
+			t.Errorf("Auto backward %+v: %v (%v), want it run without refusing %s", c.o, g, err, c.feature)
 		}
 	}
 	p, err := (&Options{Window: &Window{Left: -1, Right: 0}}).resolve(d)

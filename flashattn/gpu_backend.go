@@ -87,22 +87,20 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 
 // gpuUnsupported is the *UnsupportedError of a problem that uses a feature
 // the kernels lack (every GPU path checks it, through checkProblem), or nil.
-// The forward runs windows, softcap and ALiBi (the modified kernels); the
-// backward, decode and varlen kernels have none of them. Varlen runs both
-// ways (FwdVarlen; the three-kernel backward's BwdPreVarlen, BwdDKDVVarlen,
+// The plain call runs windows, softcap and ALiBi both ways (the modified
+// forward kernels; the three-kernel backward's BwdDKDVMod, BwdDQMod); the
+// decode and varlen kernels have none of them. Varlen runs both ways
+// (FwdVarlen; the three-kernel backward's BwdPreVarlen, BwdDKDVVarlen,
 // BwdDQVarlen).
-func (p problem) gpuUnsupported(backward bool) error {
+func (p problem) gpuUnsupported(bool) error {
 	feature, value := p.modFeature()
-	reason := "the CUDA kernels have no such path yet; the CPU backends do"
 	switch {
 	case p.entry != "" && p.entry != kvEntry && p.entry != varlenEntry: // decode and varlen have kernels
 		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
-	case feature == "" || p.entry == "" && !backward:
+	case feature == "" || p.entry == "":
 		return nil
-	case backward:
-		reason = "the CUDA backward kernels have no such path yet (the forward kernels do); the CPU backends do"
 	}
-	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: reason}
+	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: "the CUDA kernels have no such path yet; the CPU backends do"}
 }
 
 // modFeature names the first score modifier of p and its value, or "" when

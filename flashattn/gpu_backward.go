@@ -111,6 +111,7 @@ var (
 	singlePassDet = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDet, kernels.BwdDQConv}
 	threePass     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
 	varlenPasses  = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVVarlen, kernels.BwdDQVarlen}
+	modPasses     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVMod, kernels.BwdDQMod}
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
@@ -143,13 +144,24 @@ func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt D
 
 // bwdKernels is loadBwd for p, a problem the device can run
 // (checkProblem), or for packed sequences the varlen three (deterministic
-// already); d.mu is held.
+// already), or with a window, softcap or ALiBi the modified three (pre, then
+// BwdDKDVMod and BwdDQMod: deterministic, and even where the plain call
+// runs the single pass: it has no modifiers, and one kernel pair with
+// run-time flags is all the fatbin carries for them; causal is the window's
+// right edge, so the variant is the non-causal one); d.mu is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	var err error
-	if p.varlen != nil {
+	switch {
+	case p.varlen != nil:
 		ks, err = d.loadPasses(varlenPasses, p.Dims, p.Causal, dt)
-	} else {
+	case p.mods():
+		if d.rung != 0 {
+			f, v := p.modFeature()
+			return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
+		}
+		ks, err = d.loadPasses(modPasses, p.Dims, false, dt)
+	default:
 		ks, err = d.loadBwd(p.Dims, p.Causal, p.Deterministic, dt)
 	}
 	if err != nil {
@@ -294,6 +306,7 @@ type bwdOp struct {
 	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
 	acc         *cuda.Buffer // the single pass's fp32 dQ accumulator [and counters] (zero between calls); nil on the three-kernel path
 	cu          *cuda.Buffer // varlen: the cumulative lengths (varlenCuLens), or nil
+	slopes      *cuda.Buffer // ALiBi's slopes (float32, Hq), or nil
 	seqs        int          // varlen: the number of sequences
 	g           *DeviceGrads
 }
@@ -310,11 +323,13 @@ func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
 
 // extraBytes is the device memory the call allocates beyond its operands:
 // Di, and the dQ accumulator (and counters) on the single pass, or the
-// cumulative lengths for packed sequences.
+// cumulative lengths for packed sequences, and ALiBi's slopes.
 func (op *bwdOp) extraBytes() int64 {
 	n := int64(op.di.Size()) + 4*int64(dqAccumLen(op.ks, op.g.Dims))
-	if op.cu != nil {
-		n += int64(op.cu.Size())
+	for _, b := range []*cuda.Buffer{op.cu, op.slopes} {
+		if b != nil {
+			n += int64(b.Size())
+		}
 	}
 	return n
 }
@@ -353,6 +368,9 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 			return nil, errors.Join(err, op.free())
 		}
 	}
+	if op.slopes, err = d.uploadSlopes(p); err != nil {
+		return nil, errors.Join(err, op.free())
+	}
 	if n := dqAccumLen(ks, p.Dims); n > 0 {
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
@@ -375,11 +393,11 @@ func (op *bwdOp) free() error {
 	return errors.Join(err, op.freeScratch())
 }
 
-// freeScratch releases Di, the dQ accumulator and the cumulative lengths
-// (not the gradients).
+// freeScratch releases Di, the dQ accumulator, the cumulative lengths and
+// the ALiBi slopes (not the gradients).
 func (op *bwdOp) freeScratch() error {
 	var err error
-	for _, b := range []*cuda.Buffer{op.di, op.acc, op.cu} {
+	for _, b := range []*cuda.Buffer{op.di, op.acc, op.cu, op.slopes} {
 		if b != nil && !b.Freed() {
 			err = errors.Join(err, b.Free())
 		}
@@ -400,6 +418,7 @@ func (op *bwdOp) enqueue() error {
 	}
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
 	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
+	p.ALiBi = slopesPtr(op.slopes)
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	set3(f.qs, &p.DOBatchStride, &p.DORowStride, &p.DOHeadStride)

@@ -74,7 +74,8 @@ type BenchResult struct {
 
 // BenchForward times the forward kernel for dims on random fp16 data:
 // warmup untimed launches, then reps launches each timed with CUDA events.
-// Only o.Causal and o.Scale are used. All device memory is freed on return.
+// Only o.Causal, o.Scale and the score modifiers (o.Window, o.Softcap,
+// o.ALiBi) are used. All device memory is freed on return.
 func (d *Device) BenchForward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
 	return d.bench(dims, FP16, o, warmup, reps, false)
 }
@@ -91,8 +92,9 @@ func (d *Device) BenchForwardBF16(dims Dims, o *Options, warmup, reps int) (Benc
 // untimed calls, then reps calls each timed with CUDA events. TFLOPS counts
 // Dims.BackwardFLOPs (the FA2 paper's convention; the three-kernel path
 // recomputes S and dP in both the dK/dV and the dQ kernel, so it executes
-// 7/5 of that). Only o.Causal, o.Scale and o.Deterministic are used. All
-// device memory is freed on return.
+// 7/5 of that). Only o.Causal, o.Scale, o.Deterministic and the score
+// modifiers (o.Window, o.Softcap, o.ALiBi: the modified three kernels) are
+// used. All device memory is freed on return.
 func (d *Device) BenchBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
 	return d.bench(dims, FP16, o, warmup, reps, true)
 }

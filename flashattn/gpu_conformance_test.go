@@ -37,6 +37,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 			if det {
 				b.HeadDims = dev.DeterministicBackwardHeadDims()
 			}
+			b.ModsBackward = dev.RawBackwardHeadDims() // the modified backward is the three kernels' (D 256 has none)
 			fwd := b.Forward
 			b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 				if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
@@ -119,8 +120,9 @@ func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 		Precision: attntest.FP16,
 		Forward:   dev.ForwardHost,
 		Backward:  dev.BackwardHost,
-		// The forward kernels run windows, softcap and ALiBi; the backward ones do not yet.
-		Plain:       true,
-		ModsForward: true,
+		// Windows, softcap and ALiBi run both ways (the backward on the three kernels' head dims), not in varlen or decode calls.
+		Plain:        true,
+		ModsForward:  true,
+		ModsBackward: dev.RawBackwardHeadDims(),
 	}
 }

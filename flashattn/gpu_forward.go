@@ -195,19 +195,38 @@ func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
 			return nil, errors.Join(err, op.free())
 		}
 	}
-	if p.ALiBi != nil {
-		slopes := make([]float32, len(p.ALiBi))
-		for h, s := range p.ALiBi {
-			slopes[h] = float32(s)
-		}
-		if op.slopes, err = d.ctx.Alloc(4 * len(slopes)); err != nil {
-			return nil, errors.Join(fmt.Errorf("flashattn: allocating the ALiBi slopes on %s: %w", d.info, err), op.free())
-		}
-		if err := cuda.CopyToDevice(op.slopes, slopes); err != nil {
-			return nil, errors.Join(err, op.free())
-		}
+	if op.slopes, err = d.uploadSlopes(p); err != nil {
+		return nil, errors.Join(err, op.free())
 	}
 	return op, nil
+}
+
+// uploadSlopes copies p's ALiBi slopes (float32, Hq) to the device for the
+// modified kernels, or returns nil without ALiBi.
+func (d *Device) uploadSlopes(p problem) (*cuda.Buffer, error) {
+	if p.ALiBi == nil {
+		return nil, nil
+	}
+	slopes := make([]float32, len(p.ALiBi))
+	for h, s := range p.ALiBi {
+		slopes[h] = float32(s)
+	}
+	buf, err := d.ctx.Alloc(4 * len(slopes))
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: allocating the ALiBi slopes on %s: %w", d.info, err)
+	}
+	if err := cuda.CopyToDevice(buf, slopes); err != nil {
+		return nil, errors.Join(err, buf.Free())
+	}
+	return buf, nil
+}
+
+// slopesPtr is the device pointer of the ALiBi slopes, 0 for none.
+func slopesPtr(b *cuda.Buffer) uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.Ptr()
 }
 
 // fwdKernel is the fp16 forward kernel for p, a problem the device can run
@@ -267,10 +286,7 @@ func (op *fwdOp) enqueue() error {
 	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	f.setFwd(p)
-	p.ALiBi = 0
-	if op.slopes != nil {
-		p.ALiBi = op.slopes.Ptr()
-	}
+	p.ALiBi = slopesPtr(op.slopes)
 	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
 	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, d.args)
 }
@@ -316,6 +332,7 @@ func (f launchFields) setFwd(p *kernels.FwdParams) {
 func (f launchFields) setBwd(p *kernels.BwdParams) {
 	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
 	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
+	p.WindowLeft, p.WindowRight, p.Softcap = f.window[0], f.window[1], f.softcap
 }
 
 // launchFields are what both parameter blocks take from the problem,

@@ -27,6 +27,16 @@
 // keys (dK/dV) exit at once, and its lengths are read where the plain kernels
 // read Nq and Nk. Offsets only: the plain kernels' code is unchanged.
 //
+// kMod (the fa2_bwd_{dkdv,dq}_*_mod kernels): the sliding window, softcap and
+// ALiBi of the modified forward (mask.cuh's ScoreMods, read from BwdParams at
+// run time; causal is the window's right = 0). P is recomputed from the LSE on
+// the scores the forward's softmax saw (the same tanh.approx cap and ALiBi
+// bias, the window as the mask), and dS gets the softcap's chain rule:
+// d(c*tanh(x/c))/dx = 1 - t^2, t the capped score / c. The bias has no
+// gradient. One kernel per tile and dtype with run-time flags, unlike the
+// forward's one per combination: see FA2_BWD_TILES. The blocks walked are
+// those of the window (window_blocks, and its transpose in dK/dV).
+//
 // E is the element type of Q, K, V, O, dO and the gradients: __half, or
 // __nv_bfloat16 on the sm_80 path, as in fwd.cuh. Only the mma, the fp32 ->
 // 16-bit packing of P, dS and the gradients, and pre's 16-bit -> fp32
@@ -69,6 +79,24 @@ __device__ __forceinline__ void row_stats(const BwdParams& p, const Seq& sq, int
     if (lse != -INFINITY) l = lse * kLog2e;
     di = p.di[r];
   }
+}
+
+// P and dS of one score under the modifiers (kMod): x the raw q.k, dist the
+// query's diagonal key minus the key (i+off-j), vis whether the window shows
+// the key, l and di the row's L (log2) and Di, dp its dP.
+__device__ __forceinline__ void mod_p_ds(const ScoreMods& m, bool cap, float x, float dist, bool vis, float l, float di, float& p,
+                                         float& dp) {
+  const float t = cap ? tanh_approx(x * m.cap_in) : x;
+  const float v = vis ? fmaf(-m.alibi, fabsf(dist), t) : -INFINITY;
+  p = exp2_approx(fmaf(v, m.unit_log2, -l));
+  dp = p * (dp - di);
+  if (cap) dp *= fmaf(-t, t, 1.f);  // the softcap's chain rule
+}
+
+// Whether the window [i+off-left, i+off+right] of query i (bounds < 0: open) shows key j < nk.
+__device__ __forceinline__ bool window_shows(const ScoreMods& m, int i, int j) {
+  const int d = i + m.off - j;
+  return j < m.nk && (m.left < 0 || d <= m.left) && (m.right < 0 || -d <= m.right);
 }
 
 // ---- pre: Di = rowsum(dO * O) ----
@@ -125,8 +153,9 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
 }
 
 // ---- dK, dV ----
-template <class T, bool kCausal, class E = __half, bool kVarlen = false>
+template <class T, bool kCausal, class E = __half, bool kVarlen = false, bool kMod = false>
 __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
+  static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
@@ -152,8 +181,15 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
 
   // Steps: Q blocks [i0, Tr) of each query head of the group, head-major.
   const int tr = (nq() + Br - 1) / Br;
-  const int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr);
-  const int per_head = tr - i0;
+  int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr), i1 = tr;
+  if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
+    const int off = p.nk - p.nq;
+    const int lo = p.window_right < 0 ? 0 : max(0, n0 - off - p.window_right);
+    const int hi = p.window_left < 0 ? p.nq - 1 : min(p.nq - 1, n0 + Bc - 1 - off + p.window_left);
+    i0 = lo / Br;
+    i1 = hi < lo ? i0 : hi / Br + 1;
+  }
+  const int per_head = i1 - i0;
   const int steps = groups * per_head;
   if (steps == 0) {
     store_zero_rows<Bc, D, NT>(gdK, p.dk_row_stride, rows_k, tid);
@@ -248,6 +284,25 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       gemm_abt<A, D, MT, W, T::kRegs, E>(st, kf, la, aK, wrow, lk, qb, c0);  // S^T = K Q^T
       gemm_abt<A, D, MT, W, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
       if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, nq(), nk());
+      if constexpr (kMod) {
+        const ScoreMods m = ScoreMods::of(p, head_of(s));
+        const bool cap = p.softcap > 0.f;
+#pragma unroll
+        for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int q = m0 + c0 + 8 * j + 2 * t + e;  // lane (g, t) holds queries c0+8j+2t, +1
+            const float l = sL[c0 + 8 * j + 2 * t + e], di = sDi[c0 + 8 * j + 2 * t + e];
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+              for (int hr = 0; hr < 2; ++hr) {
+                const int k = n0 + wrow + 16 * i + (lane >> 2) + 8 * hr;
+                mod_p_ds(m, cap, st[i][j][2 * hr + e], float(q + m.off - k), window_shows(m, q, k), l, di, st[i][j][2 * hr + e],
+                         dp[i][j][2 * hr + e]);  // P^T, dS^T
+              }
+          }
+      } else {
 #pragma unroll
       for (int j = 0; j < W / 8; ++j) {
         // Lane (g, t) holds query columns c0+8j+2t, +1 of every row.
@@ -264,6 +319,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
             dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
             dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
           }
+      }
       }
       uint32_t pf[MT][W / 16][4];
       pack_a<MT, W, E>(st, pf);
@@ -294,8 +350,9 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
 }
 
 // ---- dQ ----
-template <class T, bool kCausal, class E = __half, bool kVarlen = false>
+template <class T, bool kCausal, class E = __half, bool kVarlen = false, bool kMod = false>
 __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
+  static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kRows, Bc = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
@@ -317,8 +374,13 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   const int rows_q = min(Br, nq() - m0);
 
   __half* gdQ = static_cast<__half*>(p.dq) + (kVarlen ? sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + m0 * p.dq_row_stride + h * p.dq_head_stride;
-  const KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
-  if (kb.n_end == 0) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
+  KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
+  int n_begin = 0, n_full = 0;  // kMod: blocks [n_begin, n_full) need the element mask too
+  if constexpr (kMod) {
+    const WindowBlocks wb = window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right);
+    n_begin = wb.n_begin, n_full = wb.n_full, kb = KeyBlocks{wb.n_end, wb.n_mask};
+  }
+  if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
     store_zero_rows<Br, D, NT>(gdQ, p.dq_row_stride, rows_q, tid);
     return;
   }
@@ -363,16 +425,16 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
 
   load_tile<A, Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
   load_tile<A, Br, D, NT>(sdO, gdO, p.do_row_stride, rows_q, tid);
-  issue(0, 0);
+  issue(n_begin, 0);
   cp_async_commit();
 
-  for (int n = 0; n < kb.n_end; ++n) {
-    const int buf = T::kStages == 2 ? (n & 1) : 0;
+  for (int n = n_begin; n < kb.n_end; ++n) {
+    const int buf = T::kStages == 2 ? ((n - n_begin) & 1) : 0;
     const bool more = n + 1 < kb.n_end;
     cp_async_wait<0>();
     __syncthreads();  // K_n, V_n landed; every warp is done with step n-1's buffer
     if constexpr (T::kRegs) {
-      if (n == 0) {
+      if (n == n_begin) {
         load_frags<D, MT>(qf, la, aQ, wrow);
         load_frags<D, MT>(df, la, adO, wrow);
       }
@@ -382,12 +444,26 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
       cp_async_commit();
     }
     const uint32_t kbase = aKV + buf * 2 * Bc * D * 2, vbase = kbase + Bc * D * 2;
-    const bool masked = n >= kb.n_mask;
+    const bool masked = n >= kb.n_mask || n < n_full;
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Bc; c0 += W) {
       float st[MT][W / 8][4], dp[MT][W / 8][4];
       gemm_abt<A, D, MT, W, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
       gemm_abt<A, D, MT, W, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
+      if constexpr (kMod) {
+        const ScoreMods m = ScoreMods::of(p, h);
+        const bool cap = p.softcap > 0.f;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int q = m0 + wrow + 16 * i + g + 8 * (e >> 1), k = n * Bc + c0 + 8 * j + 2 * (lane & 3) + (e & 1);
+              mod_p_ds(m, cap, st[i][j][e], float(q + m.off - k), !masked || window_shows(m, q, k), lr[i][e >> 1], di_r[i][e >> 1],
+                       st[i][j][e], dp[i][j][e]);  // dS
+            }
+      } else {
       if (masked) apply_mask<MT, W / 8, kCausal>(st, m0 + wrow, n * Bc + c0, lane, nq(), nk());
 #pragma unroll
       for (int i = 0; i < MT; ++i)
@@ -398,6 +474,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
             const float pe = exp2_approx(fmaf(st[i][j][e], p.scale_log2, -lr[i][e >> 1]));
             dp[i][j][e] = pe * (dp[i][j][e] - di_r[i][e >> 1]);  // dS
           }
+      }
       uint32_t pf[MT][W / 16][4];
       pack_a<MT, W, E>(dp, pf);
       gemm_pb<A, D, MT, W, E>(acc, pf, la, kbase, c0);  // dQ += dS K

@@ -151,9 +151,20 @@ FA2_FWD_TILES(FA2_FWD_SHIP)
       NAME(const BwdParams p) {                                                                                   \
     fa2::arch_entry<ARCH, BwdParams, fa2::KERNEL<TRAITS<ARCH, D>::type, CAUSAL, E, true>>(p);                     \
   }
-#define FA2_BWD_SHIP(A, D, ...)                                          \
-  FA2_IF_##A(FA2_BWD(A, D) FA2_BWD_VARLEN(A, D, , __half))               \
-  FA2_BF16_##A(FA2_BWD_BF16(A, D) FA2_BWD_VARLEN(A, D, _bf16, __nv_bfloat16))
+// The modified backward (window, softcap, ALiBi; bwd.cuh's kMod): dK/dV and dQ
+// of every row and dtype plus _mod, run-time flags (FA2_BWD_TILES says why);
+// pre is the plain one.
+#define FA2_BWD_MOD(ARCH, D, SFX, E)                                                                    \
+  FA2_BWD_MOD1(ARCH, D, BwdKVTraits, bwd_dkdv_kernel, fa2_bwd_dkdv_sm##ARCH##_d##D##SFX##_mod, E)      \
+  FA2_BWD_MOD1(ARCH, D, BwdQTraits, bwd_dq_kernel, fa2_bwd_dq_sm##ARCH##_d##D##SFX##_mod, E)
+#define FA2_BWD_MOD1(ARCH, D, TRAITS, KERNEL, NAME, E)                                                             \
+  extern "C" __global__ void __launch_bounds__(TRAITS<ARCH, D>::type::kThreads, TRAITS<ARCH, D>::type::kMinBlocks) \
+      NAME(const BwdParams p) {                                                                                   \
+    fa2::arch_entry<ARCH, BwdParams, fa2::KERNEL<TRAITS<ARCH, D>::type, false, E, false, true>>(p);               \
+  }
+#define FA2_BWD_SHIP(A, D, ...)                                                                  \
+  FA2_IF_##A(FA2_BWD(A, D) FA2_BWD_VARLEN(A, D, , __half) FA2_BWD_MOD(A, D, , __half))          \
+  FA2_BF16_##A(FA2_BWD_BF16(A, D) FA2_BWD_VARLEN(A, D, _bf16, __nv_bfloat16) FA2_BWD_MOD(A, D, _bf16, __nv_bfloat16))
 FA2_BWD_TILES(FA2_BWD_SHIP)
 
 // The single pass (bwd_kv.cuh): dK, dV and dQ (fp32 atomics into dq_accum) in

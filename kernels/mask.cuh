@@ -113,7 +113,8 @@ struct ScoreMods {
   float alibi;            // slope_h / unit, 0: none
   int off, nk, left, right;
 
-  __device__ __forceinline__ static ScoreMods of(const FwdParams& p, int h) {
+  template <class Params>  // FwdParams, or BwdParams (the modified backward)
+  __device__ __forceinline__ static ScoreMods of(const Params& p, int h) {
     const float unit = p.softcap > 0.f ? p.softcap : p.scale;
     return ScoreMods{unit, unit * kLog2e, p.softcap > 0.f ? p.scale / p.softcap : 0.f,
                      p.alibi_slopes ? p.alibi_slopes[h] / unit : 0.f, p.nk - p.nq, p.nk, p.window_left, p.window_right};

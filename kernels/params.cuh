@@ -114,6 +114,11 @@ struct BwdParams {
   // (the row stride of the LSE and Di, (Hq, total)).
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
+  // Read by the modified backward only (fa2_bwd_{dkdv,dq}_*_mod, bwd.cuh's
+  // kMod), as FwdParams' ALiBi slopes, window and softcap.
+  const float* alibi_slopes;
+  int32_t window_left, window_right;
+  float softcap;  // then 4 bytes of padding, as in the Go struct
 };
 
 static_assert(offsetof(BwdParams, q) == 0, "Q");
@@ -161,7 +166,11 @@ static_assert(offsetof(BwdParams, scale) == 300, "Scale");
 static_assert(offsetof(BwdParams, dq_accum) == 304, "DQAccum");
 static_assert(offsetof(BwdParams, cu_seqlens_q) == 312, "CuSeqlensQ");
 static_assert(offsetof(BwdParams, cu_seqlens_k) == 320, "CuSeqlensK");
-static_assert(sizeof(BwdParams) == 328, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
+static_assert(offsetof(BwdParams, alibi_slopes) == 328, "ALiBi");
+static_assert(offsetof(BwdParams, window_left) == 336, "WindowLeft");
+static_assert(offsetof(BwdParams, window_right) == 340, "WindowRight");
+static_assert(offsetof(BwdParams, softcap) == 344, "Softcap");
+static_assert(sizeof(BwdParams) == 352, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
 
 // DecodeParams: the argument of the KV-cache decode kernel (decode.cuh). Same
 // conventions as FwdParams.

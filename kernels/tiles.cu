@@ -48,9 +48,9 @@ void fwd_row() {
 // Br is the query rows per CTA (dQ) or per step (dK/dV), Bc the key rows per
 // step (dQ) or per CTA (dK/dV): the grid is ceil(Nq/Br) (pre, dQ) or ceil(Nk/Bc) (dK/dV).
 template <class T>
-void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, bool bf16, bool varlen) {
+void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, bool bf16, bool varlen, bool mod = false) {
   char sym[64];
-  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : "",
+  std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : mod ? "_mod" : "",
                 varlen ? "_varlen" : "");
   if (is("go"))
     go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16);
@@ -71,7 +71,8 @@ void pre_row(int A, int D, bool bf16, bool varlen = false) {
 
 // Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same
 // tiles, and every row and dtype the varlen three (FA2_BWD_VARLEN: passes
-// BwdPreVarlen, BwdDKDVVarlen, BwdDQVarlen, the plain symbols plus _varlen).
+// BwdPreVarlen, BwdDKDVVarlen, BwdDQVarlen, the plain symbols plus _varlen)
+// and the modified pair (FA2_BWD_MOD: BwdDKDVMod, BwdDQMod, plus _mod).
 template <int A, int D>
 void bwd_row() {
   using KV = typename BwdKVTraits<A, D>::type;
@@ -84,6 +85,10 @@ void bwd_row() {
       for (int causal = 0; causal < 2; ++causal)
         bwd_tile<Q>(varlen ? "BwdDQVarlen" : "BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16, varlen);
     }
+  for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {  // the modified pair (FA2_BWD_MOD), no causal twin
+    bwd_tile<KV>("BwdDKDVMod", "dkdv", A, D, false, KV::kCols, KV::kRows, bf16, false, true);
+    bwd_tile<Q>("BwdDQMod", "dq", A, D, false, Q::kRows, Q::kCols, bf16, false, true);
+  }
 }
 
 // The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc

@@ -173,6 +173,16 @@ struct BwdTile {
 // go 16 keys at a time at D >= 96. D64 (ncu, H200, N 4096, RESULTS.md session 5):
 // dK/dV and dQ keep the tensor pipe 53-58% busy at 8 warps/SM, shared memory
 // 64-74%, stalled on mma and ldmatrix latency; no bank conflicts to remove.
+//
+// Every row and dtype also ships the modified backward's dK/dV and dQ
+// (fa2_bwd_{dkdv,dq}_sm{A}_d{D}[_bf16]_mod, bwd.cuh's kMod), the same tiles:
+// one pair with the window, softcap and ALiBi as run-time flags, not the
+// forward's one kernel per softcap/ALiBi combination (24 symbols instead of
+// 96 in a fatbin already ~20 MB). Measured, H200, N 8192 causal (RESULTS.md,
+// bench/results/2026-12-01-h200-modbwd): 1.5-1.7x the plain three kernels'
+// time with a softcap or ALiBi, at 236-251 registers and no spills; per-score
+// flags and index math are the suspects, so the next step is compile-time bits
+// for the costly ones (as the forward) where that cost matters.
 #define FA2_BWD_TILES(X)                                                                                              \
   X(75, 32, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 24.5 KiB | 24 KiB */                  \
   X(75, 64, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 48.5 KiB | 48 KiB */                  \

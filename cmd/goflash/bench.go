@@ -41,12 +41,15 @@ Examples:
   goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
   goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
   goflash bench --seqlens 8192 --window 1024,0 --softcap 30 --alibi   # the modified forward beside the plain one
+  goflash bench --seqlens 8192 --direction bwd --deterministic --softcap 30   # the modified backward beside the plain one
   goflash bench --varlen 512,8192,1000,3000 --headdims 128   # packed sequences beside the same batch padded
 
 --window, --softcap and --alibi add a GPU line, ` + implGPUMod + `: the same cases with
 that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
 (Press et al.'s, one per head), which run the modified forward kernel
-(fa2_fwd_*_mod[_cap][_alibi]); the ` + implGPU + ` line stays the plain kernels'. A causal case
+(fa2_fwd_*_mod[_cap][_alibi]) and backward kernels (pre, fa2_bwd_{dkdv,dq}_*_mod: the
+three kernels, also where the plain backward runs the single pass, so compare them
+with --deterministic); the ` + implGPU + ` line stays the plain kernels'. A causal case
 keeps its causal mask (a window's right must then be 0 or -1).
 
 --decode times KV-cache decoding on the GPU instead (direction "decode"): --nq
@@ -249,7 +252,7 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 		o.mods.window = &w
 	}
 	if o.mods.any() && o.decode {
-		return nil, usagef("--window, --softcap and --alibi time the forward; the decode kernels have none of them")
+		return nil, usagef("--window, --softcap and --alibi time the forward and backward; the decode kernels have none of them")
 	}
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)

@@ -126,8 +126,12 @@ type Backend struct {
 	// *flashattn.UnsupportedError.
 	Plain bool
 	// ModsForward: a Plain backend whose Forward runs the score modifiers
-	// (its Backward, varlen and KV-cache calls still refuse them).
+	// (its Backward, except at ModsBackward's head dims, and its varlen and
+	// KV-cache calls still refuse them).
 	ModsForward bool
+	// ModsBackward lists the head dims (of HeadDims) at which a ModsForward
+	// backend's Backward runs the score modifiers too.
+	ModsBackward []int
 }
 
 func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Contains(b.HeadDims, d) }
@@ -135,10 +139,19 @@ func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Conta
 // supportsCase reports whether b runs case c (else it must refuse it).
 func (b Backend) supportsCase(c Case) bool { return b.supports(c.D) && !(b.Plain && c.Mods()) }
 
+// runsCall reports whether b's Forward runs case c (the plain call: Plain
+// backends refuse score modifiers unless ModsForward).
+func (b Backend) runsCall(c Case) bool { return b.supportsCase(c) || b.supports(c.D) && b.ModsForward }
+
+// forwardOnly reports whether b runs case c forward but must refuse its backward.
+func (b Backend) forwardOnly(c Case) bool {
+	return !b.supportsCase(c) && b.runsCall(c) && !slices.Contains(b.ModsBackward, c.D)
+}
+
 // ForBackend runs a library backend through the public API
 // (flashattn.Forward and Backward with Options.Backend = be), and fails a
-// call whose Result says another backend ran. GPU is held to FP16 and is
-// Plain, the CPU backends to FP32; set HeadDims and MaxN on the result as needed.
+// call whose Result says another backend ran. GPU is held to FP16, the CPU
+// backends to FP32; set HeadDims, ModsBackward and MaxN on the result as needed.
 func ForBackend(be flashattn.Backend) Backend {
 	with := func(o *flashattn.Options) *flashattn.Options {
 		var c flashattn.Options
@@ -159,7 +172,9 @@ func ForBackend(be flashattn.Backend) Backend {
 		return nil
 	}
 	return Backend{
-		Name: be.String(),
+		Name:        be.String(),
+		Plain:       be == flashattn.GPU, // varlen and KV-cache calls refuse the score modifiers on the GPU
+		ModsForward: be == flashattn.GPU, // set ModsBackward: the head dims whose backward runs them
 		Forward: func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 			res, err := flashattn.Forward(q, k, v, with(o))
 			if err == nil && res.Backend != be {
@@ -202,8 +217,6 @@ func ForBackend(be flashattn.Backend) Backend {
 			}
 			return res, err
 		},
-		Precision:   p,
-		Plain:       be == flashattn.GPU, // the kernels have no score modifiers beyond the forward yet
-		ModsForward: be == flashattn.GPU,
+		Precision: p,
 	}
 }

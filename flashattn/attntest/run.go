@@ -35,8 +35,8 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	}
 	before := snapshot(q, k, v, dO)
 	o := c.Options()
-	fwdOnly := !b.supportsCase(c) && b.supports(c.D) && b.ModsForward // Plain && c.Mods()
-	if !b.supportsCase(c) && !fwdOnly {
+	fwdOnly := b.forwardOnly(c)
+	if !b.runsCall(c) {
 		_, err := b.Forward(q, k, v, o)
 		expectUnsupported(t, "Forward", c, err)
 		if b.Backward != nil {

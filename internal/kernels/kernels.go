@@ -72,6 +72,11 @@
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
 //
+// BwdDKDVMod and BwdDQMod are BwdDKDV and BwdDQ (after the plain BwdPre)
+// with the sliding window, softcap and ALiBi of the modified forward, read
+// from BwdParams' fields as FwdParams' (causal is WindowRight 0; no causal
+// variant); lse must be the modified forward's.
+//
 // BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
 // on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
 // (1, total_q, Hq, D), k, v, dk, dv (1, total_k, Hkv, D), CuSeqlensQ and
@@ -146,6 +151,12 @@ type BwdParams struct {
 	// Read by the varlen backward only (BwdPreVarlen, BwdDKDVVarlen,
 	// BwdDQVarlen): as FwdParams' CuSeqlensQ, CuSeqlensK.
 	CuSeqlensQ, CuSeqlensK uint64
+
+	// Read by the modified backward only (BwdDKDVMod, BwdDQMod): as
+	// FwdParams' ALiBi, WindowLeft, WindowRight and Softcap.
+	ALiBi                   uint64
+	WindowLeft, WindowRight int32
+	Softcap                 float32
 }
 
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
@@ -205,6 +216,8 @@ const (
 	BwdPreVarlen               // BwdPre on packed sequences (BwdParams.CuSeqlensQ, CuSeqlensK)
 	BwdDKDVVarlen              // BwdDKDV on packed sequences
 	BwdDQVarlen                // BwdDQ on packed sequences
+	BwdDKDVMod                 // BwdDKDV with the window, softcap and ALiBi of BwdParams (run-time flags; causal is right 0)
+	BwdDQMod                   // BwdDQ with them
 )
 
 // ModPass is the modified forward's pass for a problem with a window (or
@@ -260,6 +273,10 @@ func (p Pass) String() string {
 		return "bwd_dkdv_varlen"
 	case BwdDQVarlen:
 		return "bwd_dq_varlen"
+	case BwdDKDVMod:
+		return "bwd_dkdv_mod"
+	case BwdDQMod:
+		return "bwd_dq_mod"
 	}
 	return "pass?"
 }

@@ -270,6 +270,21 @@ func TestTableMatchesTraits(t *testing.T) {
 						}
 					}
 				}
+				// The modified backward: dK/dV and dQ of each dtype, the plain
+				// non-causal tile, named as it plus _mod, no causal twin.
+				for mpass, pass := range map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ} {
+					for _, bf16 := range []bool{false, true} {
+						p, _ := LookupFit(pass, bf16, n[0], n[1], false, BaseSmemBytes)
+						m, ok := LookupFit(mpass, bf16, n[0], n[1], false, BaseSmemBytes)
+						if ok != (!bf16 || n[0] == 80) || ok && (m.Br != p.Br || m.Bc != p.Bc || m.Warps != p.Warps || m.SmemBytes != p.SmemBytes ||
+							m.Symbol != p.Symbol+"_mod") {
+							t.Errorf("%s: %v kernel %+v (found %v), want the %v tile %+v", r[0], mpass, m, ok, pass, p)
+						}
+						if _, ok := LookupFit(mpass, bf16, n[0], n[1], true, BaseSmemBytes); ok {
+							t.Errorf("%s: a causal %v kernel; causal is the window's right edge", r[0], mpass)
+						}
+					}
+				}
 			}
 			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
 				for _, bf16 := range []bool{false, true} {
@@ -290,6 +305,9 @@ func TestTableMatchesTraits(t *testing.T) {
 		if count[vpass] != want {
 			t.Errorf("backward: %d %v, %d %v variants; want one varlen per three-kernel one", count[pass], pass, count[vpass], vpass)
 		}
+	}
+	if count[BwdDKDVMod] != count[BwdDKDV]/2 || count[BwdDQMod] != count[BwdDQ]/2 {
+		t.Errorf("backward: %d dkdv, %d dkdv_mod, %d dq, %d dq_mod variants; want one modified per causal pair", count[BwdDKDV], count[BwdDKDVMod], count[BwdDQ], count[BwdDQMod])
 	}
 	if count[FwdVarlen] != count[Fwd] {
 		t.Errorf("forward: %d plain, %d varlen variants; want one varlen per plain", count[Fwd], count[FwdVarlen])
@@ -544,6 +562,12 @@ func TestLookup(t *testing.T) {
 			pass = twin
 			if !strings.HasSuffix(v.Symbol, "_varlen") {
 				t.Errorf("%s: pass %v, want a symbol ending _varlen", v.Symbol, v.Pass)
+			}
+		}
+		if twin, ok := map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ}[pass]; ok { // its plain twin's name plus _mod, the same tile
+			pass = twin
+			if !strings.HasSuffix(v.Symbol, "_mod") {
+				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
 			}
 		}
 		prefix := "fa2_" + pass.String() + "_"
