@@ -160,6 +160,12 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	if err != nil {
 		return nil, err
 	}
+	// The plain three kernels only: a window, softcap or ALiBi needs the
+	// _mod pair and its parameters, which Device.Backward sets up.
+	if f, v := r.p.modFeature(); f != "" {
+		return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v,
+			Reason: "the raw backward runs the plain three kernels; Device.Backward runs the modifiers' backward"}
+	}
 	// The raw backward takes the caller's Di workspace and nothing else, so
 	// it runs the three-kernel backward (no dQ accumulator): deterministic.
 	r.p.Deterministic = true
