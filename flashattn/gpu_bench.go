@@ -38,19 +38,24 @@ func PaperShapes() []BenchShape {
 type BenchResult struct {
 	Dims   Dims
 	Causal bool
-	// Backward: the timing is of the backward pass (BenchBackward).
-	Backward bool
-	// Kernel is the kernel timed (BenchBackward: the dK/dV kernel, or the
-	// single pass); Kernels all kernels of one timed call in launch order
-	// (forward: Kernel alone; backward: pre, dK/dV, dQ, or pre, the single
-	// pass, dQ convert).
+	// Backward: the timing is of the backward pass (BenchBackward), or
+	// with WithForward of a forward and then its backward in one timed call
+	// (BenchForwardBackward: a training step's attention, as PyTorch's
+	// forward+backward timing runs it).
+	Backward, WithForward bool
+	// Kernel is the kernel timed (BenchBackward, BenchForwardBackward: the
+	// dK/dV kernel, or the single pass); Kernels all kernels of one timed
+	// call in launch order (forward: Kernel alone; backward: pre, dK/dV, dQ,
+	// or pre, the single pass, dQ convert; forward+backward: the forward's,
+	// then the backward's).
 	Kernel  KernelInfo
 	Kernels []KernelInfo
 	Reps    int
 	// Kernel time per call by CUDA events: median and minimum over Reps.
 	MedianMs, MinMs float64
-	// TFLOPS is Dims.FLOPs(Causal) (Dims.BackwardFLOPs for the backward)
-	// over the median time; PeakTFLOPS over the minimum.
+	// TFLOPS is Dims.FLOPs(Causal) (Dims.BackwardFLOPs for the backward,
+	// their sum for forward+backward) over the median time; PeakTFLOPS over
+	// the minimum.
 	TFLOPS, PeakTFLOPS float64
 	// ExtraBytes is the device memory one call allocates beyond its inputs
 	// and outputs: the LSE for Forward (B*Hq*Nq float32; an output the
@@ -77,13 +82,13 @@ type BenchResult struct {
 // Only o.Causal, o.Scale and the score modifiers (o.Window, o.Softcap,
 // o.ALiBi) are used. All device memory is freed on return.
 func (d *Device) BenchForward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, FP16, o, warmup, reps, false)
+	return d.bench(dims, FP16, o, warmup, reps, passFwd)
 }
 
 // BenchForwardBF16 is BenchForward for the bf16 kernels (random bf16 data;
 // the sm_80 path only).
 func (d *Device) BenchForwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, BF16, o, warmup, reps, false)
+	return d.bench(dims, BF16, o, warmup, reps, passFwd)
 }
 
 // BenchBackward times the backward pass (its three kernels, launched
@@ -96,18 +101,36 @@ func (d *Device) BenchForwardBF16(dims Dims, o *Options, warmup, reps int) (Benc
 // modifiers (o.Window, o.Softcap, o.ALiBi: the modified three kernels) are
 // used. All device memory is freed on return.
 func (d *Device) BenchBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, FP16, o, warmup, reps, true)
+	return d.bench(dims, FP16, o, warmup, reps, passBwd)
+}
+
+// BenchForwardBackward times a forward and then its backward (the backward
+// reading the O and LSE that forward wrote) enqueued back to back, each
+// call timed as one by CUDA events: what a training step's attention costs,
+// measured as PyTorch's forward+backward is (one timed region), not as the
+// sum of two separately timed passes. Options as BenchBackward.
+func (d *Device) BenchForwardBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
+	return d.bench(dims, FP16, o, warmup, reps, passFwdBwd)
 }
 
 // BenchBackwardBF16 is BenchBackward for the bf16 kernels (random bf16 data;
 // the sm_80 path only).
 func (d *Device) BenchBackwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, BF16, o, warmup, reps, true)
+	return d.bench(dims, BF16, o, warmup, reps, passBwd)
 }
 
-// bench times the op that Forward (or Backward) runs, prepared once and
-// enqueued warmup + reps times, on inputs of dtype dt.
-func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backward bool) (BenchResult, error) {
+// benchPass is what one timed benchmark call runs.
+type benchPass int
+
+const (
+	passFwd    benchPass = iota // Forward
+	passBwd                     // Backward (O and the LSE from one untimed Forward)
+	passFwdBwd                  // Forward, then Backward on its O and LSE
+)
+
+// bench times the op that Forward (or Backward, or both) runs, prepared
+// once and enqueued warmup + reps times, on inputs of dtype dt.
+func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, pass benchPass) (BenchResult, error) {
 	if reps < 1 || warmup < 0 {
 		return BenchResult{}, &OptionError{Option: "reps/warmup", Value: fmt.Sprint(reps, warmup), Reason: "want reps >= 1, warmup >= 0"}
 	}
@@ -118,12 +141,12 @@ func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, backwa
 	if err != nil {
 		return BenchResult{}, err
 	}
-	return d.benchProblem(p, dt, warmup, reps, backward)
+	return d.benchProblem(p, dt, warmup, reps, pass)
 }
 
 // benchProblem is bench for a resolved problem (a varlen one too).
-func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, backward bool) (BenchResult, error) {
-	dims := p.Dims
+func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, pass benchPass) (BenchResult, error) {
+	dims, backward := p.Dims, pass != passFwd
 	if err := d.lock(); err != nil {
 		return BenchResult{}, err
 	}
@@ -143,27 +166,49 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, backward bo
 		return BenchResult{}, err
 	}
 	var op deviceOp
-	if backward {
+	var bwd *bwdOp
+	switch pass {
+	case passFwd:
+		if op, err = d.newForward(p, in[0], in[1], in[2]); err != nil {
+			return BenchResult{}, err
+		}
+	case passBwd:
 		fwd, err := d.forward(p, in[0], in[1], in[2])
 		if err != nil {
 			return BenchResult{}, err
 		}
 		defer func() { _ = fwd.Free() }()
-		op, err = d.newBackward(p, in[0], in[1], in[2], fwd, in[3])
+		if bwd, err = d.newBackward(p, in[0], in[1], in[2], fwd, in[3]); err != nil {
+			return BenchResult{}, err
+		}
+		op = bwd
+	case passFwdBwd:
+		fop, err := d.newForward(p, in[0], in[1], in[2])
 		if err != nil {
 			return BenchResult{}, err
 		}
-	} else if op, err = d.newForward(p, in[0], in[1], in[2]); err != nil {
-		return BenchResult{}, err
+		// One forward before the backward is prepared: newBackward reads
+		// nothing, but a fault should be the forward's.
+		if err := d.run(fop); err != nil {
+			return BenchResult{}, errors.Join(err, fop.free())
+		}
+		if bwd, err = d.newBackward(p, in[0], in[1], in[2], fop.res, in[3]); err != nil {
+			return BenchResult{}, errors.Join(err, fop.free())
+		}
+		op = stepOp{fop, bwd}
 	}
 	defer func() { _ = op.free() }()
 	ks := op.kernels()
-	r := BenchResult{Dims: dims, Causal: p.Causal, Backward: backward, Kernel: ks[0], Kernels: ks,
+	r := BenchResult{Dims: dims, Causal: p.Causal, Backward: backward, WithForward: pass == passFwdBwd, Kernel: ks[0], Kernels: ks,
 		ExtraBytes: 4 * int64(dims.LSELen()+len(p.ALiBi))} // the LSE, ALiBi's slopes
-	if b, ok := op.(*bwdOp); ok {
-		r.Kernel = ks[1] // dK/dV (or the single pass), the one that does most of the work
-		r.ExtraBytes = b.extraBytes()
-	} else if p.varlen != nil {
+	switch {
+	case bwd != nil:
+		r.Kernel = bwd.kernels()[1] // dK/dV (or the single pass), the one that does most of the work
+		r.ExtraBytes = bwd.extraBytes()
+		if pass == passFwdBwd { // and the forward's LSE
+			r.ExtraBytes += 4 * int64(dims.LSELen())
+		}
+	case p.varlen != nil:
 		r.ExtraBytes = varlenDeviceBytes(p)
 	}
 	if err := d.timeCalls(&r, op, warmup, reps); err != nil {
@@ -171,6 +216,30 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, backward bo
 	}
 	return r, nil
 }
+
+// stepOp is a forward and then the backward that reads its O and LSE, as
+// one op (BenchForwardBackward).
+type stepOp struct {
+	fwd *fwdOp
+	bwd *bwdOp
+}
+
+func (s stepOp) enqueue() error {
+	if err := s.fwd.enqueue(); err != nil {
+		return err
+	}
+	return s.bwd.enqueue()
+}
+
+func (s stepOp) relaunch() error {
+	if err := s.fwd.relaunch(); err != nil {
+		return err
+	}
+	return s.bwd.relaunch()
+}
+
+func (s stepOp) kernels() []KernelInfo { return append(s.fwd.kernels(), s.bwd.kernels()...) }
+func (s stepOp) free() error           { return errors.Join(s.bwd.free(), s.fwd.free()) }
 
 // benchInputs are random q, k, v of dtype dt (and dOut for the backward) on the
 // device, drawn from N(0, 1) as a pool of 2^20 values repeated: kernel time
@@ -299,7 +368,10 @@ func (d *Device) timeCalls(r *BenchResult, op deviceOp, warmup, reps int) error 
 	r.LaunchFloorUs = floor
 	r.BeyondLaunchUs = r.LaunchUs - floor
 	flops := r.Dims.FLOPs(r.Causal)
-	if r.Backward {
+	switch {
+	case r.WithForward:
+		flops += r.Dims.BackwardFLOPs(r.Causal)
+	case r.Backward:
 		flops = r.Dims.BackwardFLOPs(r.Causal)
 	}
 	r.TFLOPS = flops / (r.MedianMs * 1e-3) / 1e12

@@ -576,6 +576,22 @@ func TestGPUBackwardPaths(t *testing.T) {
 		if r.ExtraBytes != want || !slices.Equal(r.Kernels, map[bool][]flashattn.KernelInfo{false: def, true: det}[o.Deterministic]) {
 			t.Errorf("BenchBackward(%+v): extra bytes %d (want %d), kernels %v", *o, r.ExtraBytes, want, passes(r.Kernels))
 		}
+		// Forward+backward as one timed call: the forward kernel, then the
+		// same backward; the forward's LSE is extra too; FLOPs 3.5x the forward's.
+		fb, err := dev.BenchForwardBackward(d, o, 0, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fk, err := dev.Kernel(d, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantK := append([]flashattn.KernelInfo{fk}, r.Kernels...)
+		if !fb.Backward || !fb.WithForward || !slices.Equal(fb.Kernels, wantK) || fb.Kernel != r.Kernel ||
+			fb.ExtraBytes != want+4*int64(d.LSELen()) || fb.MedianMs <= 0 ||
+			math.Abs(fb.TFLOPS*fb.MedianMs*1e9/(d.FLOPs(true)+d.BackwardFLOPs(true))-1) > 1e-9 {
+			t.Errorf("BenchForwardBackward(%+v) = %+v; want kernels %v, extra bytes %d", *o, fb, passes(wantK), want+4*int64(d.LSELen()))
+		}
 		if def[0].Path < 80 {
 			continue // no bf16 kernels on the Turing path
 		}

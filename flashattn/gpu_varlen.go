@@ -259,11 +259,15 @@ func (d *Device) benchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, re
 	}
 	p.entry, p.varlen = varlenEntry, &vl
 	r := VarlenBenchResult{Lens: lens}
-	if r.Varlen, err = d.benchProblem(p, FP16, warmup, reps, backward); err != nil {
+	pass := passFwd
+	if backward {
+		pass = passBwd
+	}
+	if r.Varlen, err = d.benchProblem(p, FP16, warmup, reps, pass); err != nil {
 		return VarlenBenchResult{}, err
 	}
 	padded := Dims{B: len(lens), Nq: slices.Max(lens), Nk: slices.Max(lens), Hq: hq, Hkv: hkv, D: dh}
-	if r.Padded, err = d.bench(padded, FP16, o, warmup, reps, backward); err != nil {
+	if r.Padded, err = d.bench(padded, FP16, o, warmup, reps, pass); err != nil {
 		return VarlenBenchResult{}, err
 	}
 	r.PaddedAllTFLOPS = r.Padded.TFLOPS

@@ -328,6 +328,9 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 		dirs = []string{dirBwd}
 	case "both":
 		dirs = []string{dirFwd, dirBwd}
+		if onGPU { // timed as one call, as PyTorch's fwdbwd (the CPU's is derived: fwd + bwd)
+			dirs = append(dirs, dirFwdBwd)
+		}
 	case dirDecode:
 		dirs = []string{dirDecode}
 	}
@@ -640,7 +643,8 @@ func failed(row Row, err error) Row {
 }
 
 // derivedFwdBwd adds, for every GoFlash implementation timed both forward
-// and backward on a problem, a fwdbwd row: the sum of the two medians.
+// and backward on a problem but not forward+backward as one call (the CPU
+// backends), a fwdbwd row: the sum of the two medians.
 func derivedFwdBwd(rows []Row) []Row {
 	idx := map[string]Row{}
 	for _, r := range rows {
@@ -649,6 +653,11 @@ func derivedFwdBwd(rows []Row) []Row {
 	var out []Row
 	for _, f := range rows {
 		if f.Direction != dirFwd || strings.HasPrefix(f.Impl, implTorchPref) {
+			continue
+		}
+		fb := f
+		fb.Direction = dirFwdBwd
+		if _, timed := idx[f.Impl+"|"+fb.Key()]; timed {
 			continue
 		}
 		b := f

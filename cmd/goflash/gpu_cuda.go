@@ -116,9 +116,13 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods s
 	}
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
 	mods.apply(opts, d.Hq)
-	if dir != dirFwd {
+	switch dir {
+	case dirBwd:
 		row.FLOPs = d.BackwardFLOPs(c.Causal)
 		bench = g.dev.BenchBackward
+	case dirFwdBwd:
+		row.FLOPs += d.BackwardFLOPs(c.Causal)
+		bench = g.dev.BenchForwardBackward
 	}
 	r, err := bench(d, opts, warmup, reps)
 	var ue *flashattn.UnsupportedError
