@@ -375,7 +375,7 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
 		}
-		if err := op.acc.Memset32(0, n); err != nil { // the kernels leave it zero for the next call
+		if err := op.acc.Memset32(0, n); err != nil { // the ordered pass's counters start zero (and stay so); pre zeroes the rest
 			return nil, errors.Join(err, op.free())
 		}
 	}
@@ -412,9 +412,9 @@ func (op *bwdOp) enqueue() error {
 	p := d.bparams
 	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
 	p.LSE, p.Di = op.fwd.lse.Ptr(), op.di.Ptr()
-	p.DQAccum = 0
+	p.DQAccum, p.DQAccumRows = 0, 0
 	if op.acc != nil {
-		p.DQAccum = op.acc.Ptr()
+		p.DQAccum, p.DQAccumRows = op.acc.Ptr(), int32(kernels.DQAccumRows(op.ks[1].v, op.g.Dims.Nq))
 	}
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
 	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)

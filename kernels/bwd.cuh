@@ -130,6 +130,15 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   const __half* gO = static_cast<const __half*>(p.o) + (kVarlen ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + h * p.o_head_stride;
   const __half* gdO = static_cast<const __half*>(p.dout) + (kVarlen ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + h * p.do_head_stride;
   float* gDi = p.di + (kVarlen ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq);
+  // The single pass's dQ accumulator (bwd_kv.cuh; dq_accum_rows rows of D
+  // floats per (b, h), padding after Nq included): this CTA's rows zeroed for
+  // the atomics that follow, as a write stream beside the reads of O and dO
+  // (FA2's pre kernel does the same), so the convert kernel only reads it.
+  if (!kVarlen && p.dq_accum != nullptr) {
+    const int rows = min(kPreRows, p.dq_accum_rows - m0);
+    float4* acc = reinterpret_cast<float4*>(p.dq_accum + (static_cast<int64_t>(blockIdx.y) * p.dq_accum_rows + m0) * D);
+    for (int i = tid; i < rows * (D / 4); i += kPreThreads) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 #pragma unroll
   for (int k = 0; k < kPreRows / RP; ++k) {
     const int row = m0 + r0 + k * RP;

@@ -104,9 +104,9 @@ struct BwdParams {
   int32_t b, nq, nk, hq, hkv, d;
   float scale_log2;  // softmax scale * log2(e)
   float scale;
-  // The single pass's dQ accumulator, fp32 (B, Hq, Nq, D) dense: zeroed by the
-  // caller, summed into with atomics (bwd_kv.cuh), scaled to dq by the convert
-  // kernel. Unused (may be null) on the deterministic path.
+  // The single pass's dQ accumulator, fp32 (B, Hq, dq_accum_rows, D) dense:
+  // zeroed by the pre kernel, summed into with atomics (bwd_kv.cuh), scaled to
+  // dq by the convert kernel. Null on the three-kernel path.
   float* dq_accum;
   // Read by the varlen backward only (fa2_bwd_*_varlen, varlen.cuh), as in
   // FwdParams: int32 (b + 1) cumulative lengths of the packed q, o, dout, dq
@@ -118,7 +118,11 @@ struct BwdParams {
   // kMod), as FwdParams' ALiBi slopes, window and softcap.
   const float* alibi_slopes;
   int32_t window_left, window_right;
-  float softcap;  // then 4 bytes of padding, as in the Go struct
+  float softcap;
+  // The single pass's accumulator rows per (b, h): Tr*Br of its tile (Nq
+  // rounded up to the query block), which the pre kernel zeroes; 0 without
+  // dq_accum.
+  int32_t dq_accum_rows;
 };
 
 static_assert(offsetof(BwdParams, q) == 0, "Q");
@@ -170,6 +174,7 @@ static_assert(offsetof(BwdParams, alibi_slopes) == 328, "ALiBi");
 static_assert(offsetof(BwdParams, window_left) == 336, "WindowLeft");
 static_assert(offsetof(BwdParams, window_right) == 340, "WindowRight");
 static_assert(offsetof(BwdParams, softcap) == 344, "Softcap");
+static_assert(offsetof(BwdParams, dq_accum_rows) == 348, "DQAccumRows");
 static_assert(sizeof(BwdParams) == 352, "BwdParams size (Go: unsafe.Sizeof(BwdParams{}))");
 
 // DecodeParams: the argument of the KV-cache decode kernel (decode.cuh). Same

@@ -45,14 +45,13 @@
 // one thread in a fixed order, so results are bit-reproducible. The single
 // pass (FA2's default backward; sm_80 path, head dims with a BwdDKDVQ
 // variant) replaces the last two:
-//   - BwdPre as above;
+//   - BwdPre as above, and with DQAccum set (a float32 buffer of
+//     DQAccumLen(v, ...) elements, 16-byte aligned) it zeroes the accumulator's
+//     DQAccumRows(v, Nq) rows of D floats per (b, h);
 //   - BwdDKDVQ: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes
-//     dK and dV as BwdDKDV and adds dQ with fp32 atomics to DQAccum, a float32
-//     buffer of DQAccumLen(v, ...) elements, 16-byte aligned, that is zero
-//     before the call;
-//   - BwdDQConv: pre's grid and block (ceil(Nq/Br), B*Hq); writes dQ (scaled),
-//     fp16 (bf16 for the BF16 variants), every row < Nq, and leaves DQAccum
-//     zero again.
+//     dK and dV as BwdDKDV and adds dQ with fp32 atomics to DQAccum;
+//   - BwdDQConv: pre's grid and block (ceil(Nq/Br), B*Hq); reads DQAccum and
+//     writes dQ (scaled), fp16 (bf16 for the BF16 variants), every row < Nq.
 //
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
 // call to call (dK and dV do not). BwdDKDVQDet (Large rows only: the same
@@ -60,8 +59,8 @@
 // bit-reproducible: grid (ceil(Nk/Bc), B*Hkv) as BwdDKDVQ, or for causal
 // variants (B*Hkv, ceil(Nk/Bc)), heads fastest (HeadsFastest), and DQAccum
 // holds DQAccumLen(v, ...) elements, the accumulator followed by one int32
-// counter per (b, h, query block), all zero before the call (the kernel
-// leaves the counters zero, the convert kernel the accumulator). Its CTAs
+// counter per (b, h, query block), zero before the first call (BwdPre zeroes
+// the accumulator, BwdDKDVQDet leaves the counters zero). Its CTAs
 // wait for those earlier in the grid's linear order, so they rely on CTAs
 // being dispatched in that order. A head dim may have two single-pass rows:
 // a Large one (symbols ..._large, more than 99 KiB of shared memory) for
@@ -157,6 +156,10 @@ type BwdParams struct {
 	ALiBi                   uint64
 	WindowLeft, WindowRight int32
 	Softcap                 float32
+
+	// The single pass's accumulator rows per (b, h), DQAccumRows(v, Nq),
+	// which BwdPre zeroes; 0 without DQAccum.
+	DQAccumRows int32
 }
 
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
@@ -169,12 +172,16 @@ func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet && v.Causal }
 // whole; for BwdDKDVQDet followed by its (B, Hq, ceil(Nq/Br)) int32 counters.
 func DQAccumLen(v Variant, b, nq, hq int) int {
 	blocks := b * hq * ((nq + v.Br - 1) / v.Br)
-	n := blocks * v.Br * v.HeadDim
+	n := b * hq * DQAccumRows(v, nq) * v.HeadDim
 	if v.Pass == BwdDKDVQDet {
 		n += blocks
 	}
 	return n
 }
+
+// DQAccumRows is the dQ accumulator's rows per (b, h) for BwdDKDVQ variant v:
+// Nq rounded up to v's query block (BwdParams.DQAccumRows).
+func DQAccumRows(v Variant, nq int) int { return (nq + v.Br - 1) / v.Br * v.Br }
 
 // DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
 // argument of the decode kernel.

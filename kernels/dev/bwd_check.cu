@@ -69,7 +69,7 @@ struct Fn {
 
 // The kernels of one (arch path, D, causal) backward. Three-kernel path: pre,
 // kv = dK/dV, dq. Single pass (fused): pre, kv = dK/dV/dQ by atomics into the
-// zeroed fp32 accumulator, dq = the dQ convert kernel (on pre's grid).
+// fp32 accumulator (pre zeroes it), dq = the dQ convert kernel (on pre's grid).
 struct Bwd {
   std::string src;
   int arch, d;
@@ -82,17 +82,20 @@ struct Bwd {
     return std::string(fused ? "kvq" : "") + "sm" + std::to_string(arch) + "_d" + std::to_string(d) + (causal ? "_causal" : "") +
            (tag.empty() ? "" : "_" + tag);
   }
-  // The accumulator, and after it (det) one int counter per (b, h, query block).
-  size_t acc_bytes(const BwdParams& p) const {
-    const size_t blocks = (size_t)p.b * p.hq * ((p.nq + acc_br - 1) / acc_br);
-    return blocks * acc_br * p.d * 4 + (det ? blocks * 4 : 0);
-  }
+  // The accumulator's rows per (b, h), and its floats; after them (det) one int
+  // counter per (b, h, query block).
+  int acc_rows(const BwdParams& p) const { return (p.nq + acc_br - 1) / acc_br * acc_br; }
+  size_t acc_floats(const BwdParams& p) const { return (size_t)p.b * p.hq * acc_rows(p) * p.d; }
   // ev (optional): 4 events recorded around the three launches (per-kernel times).
-  void run(const BwdParams& p, cudaEvent_t* ev = nullptr) const {
+  // The pre kernel zeroes the accumulator's floats (left as the caller had
+  // them: NaN in check_one); the det counters are zeroed here.
+  void run(BwdParams p, cudaEvent_t* ev = nullptr) const {
+    p.dq_accum_rows = fused ? acc_rows(p) : 0;
+    if (!fused) p.dq_accum = nullptr;
+    if (det) CK(cudaMemsetAsync(p.dq_accum + acc_floats(p), 0, (size_t)p.b * p.hq * (acc_rows(p) / acc_br) * 4));
     if (ev) CK(cudaEventRecord(ev[0]));
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
     if (ev) CK(cudaEventRecord(ev[1]));
-    if (fused) CK(cudaMemsetAsync(p.dq_accum, 0, acc_bytes(p)));
     if (det == 2) kv.launch(p.b * p.hkv, (p.nk + kv_bc - 1) / kv_bc, p);
     else kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
     if (ev) CK(cudaEventRecord(ev[2]));
@@ -375,7 +378,7 @@ static Out run_gpu(const Bwd& bw, const Problem& P) {
   // Rows padded to any Br <= 128, and the deterministic path's counters (at most one per row).
   const size_t nacc = (size_t)sh.b * sh.hq * ((sh.nq + 127) / 128 * 128) * (d + 1);
   CK(cudaMalloc(&acc, nacc * 4));
-  CK(cudaMemset(acc, 0xff, nacc * 4));  // NaN: the fused path must zero it
+  CK(cudaMemset(acc, 0xff, nacc * 4));  // NaN: the pre kernel must zero the fused path's floats
   CK(cudaMalloc(&o, nq * 2)); CK(cudaMalloc(&dout, nq * 2));
   CK(cudaMalloc(&dq, (nq + kGuard) * 2)); CK(cudaMalloc(&dk, (nk + kGuard) * 2)); CK(cudaMalloc(&dv, (nk + kGuard) * 2));
   CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&di, nl * 4));

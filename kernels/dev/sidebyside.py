@@ -46,10 +46,13 @@ class BwdParams(ctypes.Structure):  # kernels/params.cuh
     _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "dout", "lse", "di", "dq", "dk", "dv")] + \
                [(f"s{i}", ctypes.c_int64) for i in range(24)] + \
                [(n, ctypes.c_int32) for n in ("b", "nq", "nk", "hq", "hkv", "d")] + \
-               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("dq_accum", ctypes.c_uint64)]
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("dq_accum", ctypes.c_uint64),
+                ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64), ("alibi_slopes", ctypes.c_uint64),
+                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float),
+                ("dq_accum_rows", ctypes.c_int32)]
 
 
-assert ctypes.sizeof(BwdParams) == 312
+assert ctypes.sizeof(BwdParams) == 352
 
 
 cu = ctypes.CDLL("libcuda.so.1")
@@ -136,15 +139,16 @@ class Module:
         kv = self.fn(fused if single else "fa2_bwd_dkdv" + sfx + cs)
         dqk = self.fn("fa2_bwd_dqconv" + qsfx if single else "fa2_bwd_dq" + sfx + cs)
         acc = None
-        if single:  # fp32 (B, H, ceil(N/Br)*Br, D), zero before the call; the convert kernel re-zeroes it
-            blocks = b * h * ((n + kv[1] - 1) // kv[1])  # det: then one int32 counter per query block, left zero
-            acc = torch.zeros(blocks * kv[1] * d + (blocks if deterministic else 0), device="cuda", dtype=torch.float32)
+        rows = 0
+        if single:  # fp32 (B, H, ceil(N/Br)*Br, D), which the pre kernel zeroes
+            rows = (n + kv[1] - 1) // kv[1] * kv[1]  # det: then one int32 counter per query block, starting and left zero
+            acc = torch.zeros(b * h * rows * d + (b * h * rows // kv[1] if deterministic else 0), device="cuda", dtype=torch.float32)
         strides = [*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
                    *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3]]
         p = BwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                       di.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), *strides,
                       b, n, nk, h, hkv, d, 1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d),
-                      acc.data_ptr() if single else 0)
+                      acc.data_ptr() if single else 0, dq_accum_rows=rows)
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         launches = [
