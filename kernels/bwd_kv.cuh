@@ -23,9 +23,10 @@
 //
 // dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index;
 // kDet: then (B, Hq, Tr) int32 counters, dq_count_base)
-// is zero before the kernel (the caller zeroes it once), scaled and rounded to
-// dQ by bwd_dq_convert_kernel after it, which leaves it zero again; rows that
-// see no key get dQ = 0.
+// is zero before the kernel (the pre kernel zeroes the floats, p.dq_accum_rows
+// rows per (b, h); the counters start zero and kDet leaves them zero), scaled
+// and rounded to dQ by bwd_dq_convert_kernel after it; rows that see no key
+// get dQ = 0.
 #pragma once
 #include "bwd.cuh"
 
@@ -381,32 +382,45 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
 // dQ = E(dq_accum * scale) for tile T's accumulator order, kPreRows rows per
 // CTA on the pre kernel's grid; a thread writes 8 columns (16 bytes) of a row.
-// It zeroes what it read (padding rows up to Tr*Br included), so the
-// accumulator is ready for the next call without a memset. Eight consecutive
-// lanes take rows 8k..8k+7 of one column chunk: in fragment order their
-// accumulator pieces are adjacent (4*(row&7) floats apart), so each warp load
-// and store covers whole 128-byte lines (the row-major thread order touched a
-// line per lane, and cost a fifth of the D128 backward on the H200).
+// Eight consecutive lanes take rows 8k..8k+7 of one column chunk: in fragment
+// order their accumulator pieces are adjacent (4*(row&7) floats apart), so each
+// warp load covers whole 128-byte lines (the row-major thread order touched a
+// line per lane, and cost a fifth of the D128 backward on the H200). A thread's
+// kIt pieces are all loaded before any is stored, so its loads are in flight
+// together (the accumulator is read-only here: the pre kernel zeroes it).
 template <class T, class E = __half>
 __device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
   constexpr int D = T::kD, C = D / 8, QR = T::kQRows, QC = T::kQCols;
+  constexpr int kIt = kPreRows * C / kPreThreads;
   static_assert(kPreRows % T::kBr == 0 && T::kBr % 8 == 0, "a CTA's rows cover whole query blocks (their padding too)");
+  static_assert(kPreRows * C % kPreThreads == 0, "whole passes of the CTA's threads");
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int m0 = blockIdx.x * kPreRows;
-  float* base = p.dq_accum + dq_accum_index<T>(b, h, p.hq, p.nq, 0);
+  const float* base = p.dq_accum + dq_accum_index<T>(b, h, p.hq, p.nq, 0);
   __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride;
-  const int padded = (p.nq + T::kBr - 1) / T::kBr * T::kBr;
-  const int rows = min(kPreRows, padded - m0);
-  for (int idx = threadIdx.x; idx < rows * C; idx += kPreThreads) {
+  // Whole groups of 8 rows (the lane order's), so up to 7 padding rows (within
+  // the padded block) are read; only rows < Nq are written.
+  const int items = min(kPreRows, (p.nq - m0 + 7) / 8 * 8) * C;
+  float4 lo[kIt], hi[kIt];
+#pragma unroll
+  for (int it = 0; it < kIt; ++it) {
+    const int idx = threadIdx.x + it * kPreThreads;
+    if (idx >= items) break;
     const int j = idx >> 3, row = m0 + ((j / C) << 3) + (idx & 7), col = (j % C) * 8;
     const int r = row % T::kBr, w = r / QR + T::kQM * (col / QC), rr = r % QR, cc = col % QC;
     // Lane 4g+t holds columns 2t, 2t+1 (values e = 2hh, 2hh+1) of rows g and g+8 (hh).
-    float* f = base + (row - r) * D + w * QR * QC + (((rr >> 4) * (QC / 8) + cc / 8) * 4 + 2 * ((rr >> 3) & 1)) * 32 +
-               4 * (rr & 7);
-    const float4 lo = *reinterpret_cast<const float4*>(f), hi = *reinterpret_cast<const float4*>(f + 32);
-    *reinterpret_cast<float4*>(f) = *reinterpret_cast<float4*>(f + 32) = make_float4(0.f, 0.f, 0.f, 0.f);
-    const uint4 o = make_uint4(pack2<E>(lo.x * p.scale, hi.x * p.scale), pack2<E>(lo.y * p.scale, hi.y * p.scale),
-                               pack2<E>(lo.z * p.scale, hi.z * p.scale), pack2<E>(lo.w * p.scale, hi.w * p.scale));
+    const float* f = base + (row - r) * D + w * QR * QC + (((rr >> 4) * (QC / 8) + cc / 8) * 4 + 2 * ((rr >> 3) & 1)) * 32 +
+                     4 * (rr & 7);
+    lo[it] = *reinterpret_cast<const float4*>(f);
+    hi[it] = *reinterpret_cast<const float4*>(f + 32);
+  }
+#pragma unroll
+  for (int it = 0; it < kIt; ++it) {
+    const int idx = threadIdx.x + it * kPreThreads;
+    if (idx >= items) break;
+    const int j = idx >> 3, row = m0 + ((j / C) << 3) + (idx & 7), col = (j % C) * 8;
+    const uint4 o = make_uint4(pack2<E>(lo[it].x * p.scale, hi[it].x * p.scale), pack2<E>(lo[it].y * p.scale, hi[it].y * p.scale),
+                               pack2<E>(lo[it].z * p.scale, hi[it].z * p.scale), pack2<E>(lo[it].w * p.scale, hi[it].w * p.scale));
     if (row < p.nq) *reinterpret_cast<uint4*>(gdQ + row * p.dq_row_stride + col) = o;
   }
 }
