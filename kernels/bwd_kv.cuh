@@ -311,9 +311,11 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       store_frags<Br, T::kSMT, T::kSCols / 8, E>(dp, sdS, s_row, s_col, lane);
     }
     __syncthreads();  // P^T and dS^T complete
-    gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dv, lp, aP, v_row, sv, db);   // dV += P^T dO
-    gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dk, lp, adS, v_row, sv, qb);  // dK += dS^T Q
-    if constexpr (kDQ) {
+    // dQ_i = dS K and its atomic adds: between dV and dK (FA2's order), so the
+    // adds drain under dK's mmas instead of queueing at the next barrier (H200,
+    // D128, ncu: lg_throttle 0.51 warps per issue with the adds last, FA2 0.03);
+    // kDet after dK, where its wait for the predecessor overlaps all three products.
+    auto add_dq = [&] {
       // dQ_i = dS K: A = dS, read .trans from dS^T (kChunksFirst lane order
       // yields a0..a3); B = K over the keys, the warp's column slice.
       float dq[T::kQMT][T::kQCols / 8][4];
@@ -358,7 +360,11 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
         for (int n = 0; n < T::kQCols / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) atomicAdd(acc + ((i * (T::kQCols / 8) + n) * 4 + e) * 32, dq[i][n][e]);
-    }
+    };
+    gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dv, lp, aP, v_row, sv, db);  // dV += P^T dO
+    if constexpr (kDQ && kDet == 0) add_dq();
+    gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dk, lp, adS, v_row, sv, qb);  // dK += dS^T Q
+    if constexpr (kDQ && kDet != 0) add_dq();
     if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
   }
 

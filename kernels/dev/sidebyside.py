@@ -191,7 +191,7 @@ def forward(m, arch, ns):
                 q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
                 o = torch.full_like(q, float("nan"))
                 lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
-                qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))  # SDPA's own (B, H, N, D)
+                qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # (B, H, N, D) views of our BSHD storage, as bench/sdpa.py
                 ours = m.forward(arch, q, k, v, o, lse, causal)
                 ours()
                 # Correctness on this shape: first 2 batches against fp32 math.
@@ -249,7 +249,7 @@ def backward(m, arch, ns, ds):
                     del first
                 torch.cuda.synchronize()
                 # SDPA's layout (B, H, N, D); the autograd graph picks the backward kernel at forward time.
-                qt, kt, vt, dot = (x.transpose(1, 2).contiguous() for x in (q, k, v, do))
+                qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))  # views of BSHD storage, as bench/sdpa.py: a contiguous (B, H, N, D) dO costs SDPA flash a copy (0.19 ms per call, H200)
                 for x in (qt, kt, vt):
                     x.requires_grad_(True)
                 outs = {}
