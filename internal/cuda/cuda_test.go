@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -424,5 +425,52 @@ func TestGPUCloseReleasesEverything(t *testing.T) {
 	}
 	if _, err := c.Alloc(16); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Alloc on a closed context: %v, want ErrClosed", err)
+	}
+}
+
+// A held gate keeps the stream's later work waiting until Open: an event
+// recorded behind it runs only after the host opens it (20 ms later here),
+// and one recorded before it does not wait.
+func TestGPUGateHoldsTheStream(t *testing.T) {
+	c := gpu(t)
+	g, err := c.NewGate()
+	if err != nil {
+		t.Fatalf("NewGate: %v", err)
+	}
+	s, _ := c.NewStream()
+	e0, _ := c.NewEvent()
+	e1, err := c.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 { // the second Hold waits for the next value
+		if err := e0.Record(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Hold(s); err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		if err := g.Hold(s); err == nil {
+			t.Fatal("a second Hold before Open succeeded")
+		}
+		if err := e1.Record(s); err != nil {
+			g.Open()
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		g.Open()
+		if err := e1.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := Elapsed(e0, e1)
+		if err != nil || ms < 15 {
+			t.Fatalf("round %d: %v ms between the events around the held gate (want >= 15: the stream waited), %v", round, ms, err)
+		}
+	}
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Destroy(); err != nil {
+		t.Fatalf("second Destroy: %v", err)
 	}
 }

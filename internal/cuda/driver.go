@@ -36,6 +36,12 @@ type driver struct {
 	cuIpcGetMemHandle   uintptr
 	cuIpcCloseMemHandle uintptr
 	ipcErr              error
+
+	// Stream gates (gate.go), bound on first use as IPC.
+	gateOnce                                  sync.Once
+	cuMemHostAlloc, cuMemHostGetDevicePointer uintptr
+	cuMemFreeHost, cuStreamWaitValue32        uintptr
+	gateErr                                   error
 }
 
 // symbol is one entry point: the exported names to try in order (the first
