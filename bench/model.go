@@ -71,6 +71,10 @@ type Row struct {
 	// only; flashattn.BenchResult).
 	LaunchUS       float64 `json:"launch_us,omitempty"`
 	BeyondLaunchUS float64 `json:"beyond_launch_us,omitempty"`
+	// LaunchTimed (GoFlash GPU rows) marks a time that includes the host's
+	// enqueue of the first kernel: the driver had no stream memory
+	// operations for the gate that keeps it out (flashattn.BenchResult.EnqueueHidden).
+	LaunchTimed bool `json:"launch_timed,omitempty"`
 	// Derived marks a row computed from other rows (GoFlash fwdbwd = fwd + bwd).
 	Derived bool `json:"derived,omitempty"`
 	// GQA says how torch ran a GQA case: "native" (enable_gqa) or "expanded".

@@ -199,6 +199,10 @@ func sweep(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 	if p.gpu != nil {
 		p.gpu.Close() // before PyTorch runs: its memory is the GPU's again
 	}
+	if slices.ContainsFunc(p.res.Rows, func(r Row) bool { return r.LaunchTimed }) {
+		p.res.Notes = append(p.res.Notes, "GoFlash GPU times include the first kernel's launch: this driver has no "+
+			"stream memory operations (cuStreamWaitValue32) to hold the GPU while the host enqueues, as PyTorch's times do by a GPU sleep")
+	}
 	if p.res.Settings.Direction == "both" {
 		p.res.Rows = append(p.res.Rows, derivedFwdBwd(p.res.Rows)...)
 	}

@@ -71,6 +71,7 @@ func (g *cudaGPU) benchDecode(c Case, row Row, warmup, reps int) Row {
 	}
 	row.Status, row.MS, row.TFLOPs = statusOK, r.MedianMs, r.TFLOPS
 	row.ExtraBytes, row.HostOverheadUS, row.Kernel = r.ExtraBytes, r.HostOverheadUs, r.Kernel.Symbol
+	row.LaunchTimed = !r.EnqueueHidden
 	row.TBps = bench.DecodeTBps(row.Shape, row.MS)
 	return row
 }

@@ -135,6 +135,7 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods s
 	}
 	row.Status, row.MS, row.TFLOPs = statusOK, r.MedianMs, r.TFLOPS
 	row.ExtraBytes, row.HostOverheadUS, row.Kernel = r.ExtraBytes, r.HostOverheadUs, r.Kernel.Symbol
+	row.LaunchTimed = !r.EnqueueHidden
 	row.LaunchUS, row.BeyondLaunchUS = r.LaunchUs, r.BeyondLaunchUs
 	return row
 }

@@ -17,13 +17,15 @@ import (
 // and check run on any machine: its "kernels" are the CPU flash backend, its
 // timings fixed rates (forward 100 TFLOP/s on its own path, 40 on the forced
 // sm_75 path; backward half that). broken[path] corrupts the outputs of that
-// path; noBackward plays a device without backward kernels.
+// path; noBackward plays a device without backward kernels; noGate a driver
+// without stream memory operations (its times include the first launch).
 type fakeGPU struct {
 	path       int
 	uses       []int
 	broken     map[int]bool
 	closed     bool
 	noBackward bool
+	noGate     bool
 }
 
 func (f *fakeGPU) Meta() DeviceMeta {
@@ -80,6 +82,7 @@ func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, _ scor
 		row.TFLOPs = row.FLOPs / (row.MS * 1e-3) / 1e12
 	}
 	row.ExtraBytes, row.Kernel = 4*int64(d.LSELen()), fmt.Sprintf("fake_fwd_d%d", d.D)
+	row.LaunchTimed = f.noGate
 	return row
 }
 
@@ -221,6 +224,28 @@ func TestBenchNoGPUBackward(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "no GPU backward pass yet (fake: no backward kernels on this device)") || !strings.Contains(stdout, statusUnsupported) {
 		t.Errorf("output:\n%s", stdout)
+	}
+}
+
+// TestBenchLaunchTimedNote: where the GPU rows' times include the launch (no
+// gate on this driver), a note says so; with the gate, no note.
+func TestBenchLaunchTimedNote(t *testing.T) {
+	const note = "GoFlash GPU times include the first kernel's launch"
+	for _, noGate := range []bool{false, true} {
+		withFakeGPU(t, &fakeGPU{noGate: noGate})
+		code, stdout, stderr := runCLI(t, "bench", "--seqlens", "1024", "--headdims", "64", "--causal", "false",
+			"--reps", "1", "--warmup", "0", "--out", t.TempDir(), "--json")
+		if code != 0 {
+			t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+		}
+		var res BenchResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatal(err)
+		}
+		noted := slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, note) })
+		if noted != noGate || len(res.Rows) != 1 || res.Rows[0].LaunchTimed != noGate {
+			t.Errorf("noGate %t: notes %q, rows %+v", noGate, res.Notes, res.Rows)
+		}
 	}
 }
 
