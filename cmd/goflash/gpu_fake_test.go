@@ -227,21 +227,30 @@ func TestBenchNoGPUBackward(t *testing.T) {
 	}
 }
 
+// benchOneShape runs `bench --json` on fake GPU f for one forward shape
+// (N 1024, D 64, not causal, one rep), with extra flags, and decodes it.
+func benchOneShape(t *testing.T, f *fakeGPU, extra ...string) BenchResult {
+	t.Helper()
+	withFakeGPU(t, f)
+	args := append([]string{"bench", "--seqlens", "1024", "--headdims", "64", "--causal", "false",
+		"--reps", "1", "--warmup", "0", "--out", t.TempDir(), "--json"}, extra...)
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var res BenchResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // TestBenchLaunchTimedNote: where the GPU rows' times include the launch (no
 // gate on this driver), a note says so; with the gate, no note.
 func TestBenchLaunchTimedNote(t *testing.T) {
 	const note = "GoFlash GPU times include the first kernel's launch"
 	for _, noGate := range []bool{false, true} {
-		withFakeGPU(t, &fakeGPU{noGate: noGate})
-		code, stdout, stderr := runCLI(t, "bench", "--seqlens", "1024", "--headdims", "64", "--causal", "false",
-			"--reps", "1", "--warmup", "0", "--out", t.TempDir(), "--json")
-		if code != 0 {
-			t.Fatalf("exit %d, stderr:\n%s", code, stderr)
-		}
-		var res BenchResult
-		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
-			t.Fatal(err)
-		}
+		res := benchOneShape(t, &fakeGPU{noGate: noGate})
 		noted := slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, note) })
 		if noted != noGate || len(res.Rows) != 1 || res.Rows[0].LaunchTimed != noGate {
 			t.Errorf("noGate %t: notes %q, rows %+v", noGate, res.Notes, res.Rows)
@@ -250,21 +259,11 @@ func TestBenchLaunchTimedNote(t *testing.T) {
 }
 
 func TestBenchForceArchOnGPU(t *testing.T) {
-	f := &fakeGPU{}
-	withFakeGPU(t, f)
-	code, stdout, stderr := runCLI(t, "bench", "--force-arch", "75", "--seqlens", "1024", "--headdims", "64", "--causal", "false",
-		"--reps", "1", "--warmup", "0", "--out", t.TempDir(), "--json")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
-	}
-	var res BenchResult
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := benchOneShape(t, &fakeGPU{}, "--force-arch", "75")
 	if len(res.Rows) != 1 || res.Rows[0].Impl != implGPUSM75 || res.Rows[0].TFLOPs != 40 || res.Device.ForcedArch != 75 {
 		t.Errorf("rows %+v, device %+v", res.Rows, res.Device)
 	}
-	code, _, stderr = runCLI(t, "bench", "--force-arch", "86")
+	code, _, stderr := runCLI(t, "bench", "--force-arch", "86")
 	if code != exitUsage || !strings.Contains(stderr, "--force-arch 86") {
 		t.Errorf("--force-arch 86: exit %d, %q", code, stderr)
 	}
