@@ -69,14 +69,14 @@ func TestBackwardKernelTable(t *testing.T) {
 		// its dQ convert kernel, twice: the Large set (> 99 KiB, for devices
 		// whose opt-in limit fits it) and the <= 99 KiB one; D256 the Large set
 		// alone, with its own pre kernel; each of these Large sets also the
-		// ordered twin (causal and not); D64 a Large set without one.
-		sets, large, nodet, pre := 0, 0, 0, 4
+		// ordered twin (causal and not); D64 a Large set with the causal twin alone.
+		sets, large, cdet, pre := 0, 0, 0, 4
 		if arch >= 80 {
-			sets, large, nodet, pre = 4, 2, 1, 5
+			sets, large, cdet, pre = 4, 2, 1, 5
 		}
 		if count["bwd_pre"] != pre || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_dkdvq"] != 2*sets ||
-			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*large || len(tab) != 16+pre+3*sets+2*large ||
-			count["large"] != 5*large+3*nodet {
+			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*large+cdet || len(tab) != 16+pre+3*sets+2*large+cdet ||
+			count["large"] != 5*large+4*cdet {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}
 	}

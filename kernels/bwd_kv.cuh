@@ -117,26 +117,36 @@ __device__ __forceinline__ void st_release(int* a, int v) {
 
 // kDet (with kDQ): the dQ additions in a fixed order, so dQ is bit-reproducible.
 // Key block n adds its tile of query block i only after key blocks 0..n-1 did:
-// a warp waits until i's counter reads n, and after the next barrier (all
-// warps' adds issued) thread 0 publishes n+1 (release; the last contributor
-// writes 0, leaving the counters zero for the next call). Every block before n
-// contributes to i too (query_begin grows with n), and waits only on a CTA
-// earlier in the grid's linear order, which was dispatched before it: no
-// deadlock. kDet 1: the default kernel's grid (key blocks fastest: the CTAs
-// resident at once share a head's Q and dO in L2, but key block n starts its
-// first adds n steps late); kDet 2: (B*Hkv, Tc), heads fastest, so the
-// resident CTAs belong to several heads and wait on few predecessors. H200
-// (RESULTS.md): 1 is faster without a mask, 2 with causal. Causal key blocks
-// start at different query blocks, so kDet walks them last to first (qblock):
-// key block n then reaches each block level with n-1, not 2 steps behind it per
-// predecessor; D128 det/flash at N 2048 0.83 -> 0.87 (RESULTS.md, bwd5).
-template <class T, bool kCausal, bool kDQ, class E = __half, int kDet = 0>
+// a warp waits until i's counter reads n, and thread 0 publishes n+1 (release;
+// the last contributor writes 0, leaving the counters zero for the next call)
+// once every warp's adds were issued. Every block before n contributes to i too
+// (query_begin grows with n), and waits only on a CTA earlier in the grid's
+// linear order, which was dispatched before it: no deadlock.
+// - Grid (B*Hkv, Tc), heads fastest: key block n of a head is dispatched about
+//   a wave after n-1, which has then long added its tiles, so few adds wait
+//   (key blocks fastest, the default grid, made n wait n steps for its first
+//   adds: the staircase; its H200 numbers, kernels/dev/RESULTS.md session 8).
+// - Causal key blocks start at different query blocks, so they walk them last
+//   to first (qblock): key block n reaches each block level with n-1, not
+//   Bc/Br steps behind it (D128 det/flash at N 2048 0.83 -> 0.87, session 5).
+// - The release goes out in the next step, after its P^T/dS^T barrier
+//   (kReleaseAfterDV: after its dV product on sm_80): its fence (st.release)
+//   then finds the adds acknowledged, where right after them it stalled
+//   thread 0's warp, and with it the CTA, for an L2 round trip every step:
+//   D128 causal N 2048 1.77 -> 1.47 ms (default single pass 1.41), D64 N 8192
+//   11.34 -> 11.10 (H200, session 8). Not later: after the next step's dK it
+//   measured 4-11% slower again (with few heads, heads fastest still has a
+//   head's key blocks resident together, one step apart, and they wait on it).
+// - The adds come after dK (the default kernel's go between dV and dK): there
+//   the wait for the predecessor overlaps all three products; between dV and
+//   dK it measured 2-4% slower (session 8).
+template <class T, bool kCausal, bool kDQ, class E = __half, bool kDet = false>
 __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
-  static_assert(kDet == 0 || kDQ, "the order concerns the dQ additions");
+  static_assert(!kDet || kDQ, "the order concerns the dQ additions");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
   // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LookupFit),
   // and its ordered twin spills there (nvcc 11.8): no code for it.
-  if constexpr (kDet != 0 && T::kLarge) {
+  if constexpr (kDet && T::kLarge) {
     __trap();
     return;
   }
@@ -150,8 +160,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  // (key block, b*Hkv + hk); unsigned as blockIdx, so kDet 0's code is what it was.
-  const unsigned gx = kDet == 2 ? blockIdx.y : blockIdx.x, gy = kDet == 2 ? blockIdx.x : blockIdx.y;
+  // (key block, b*Hkv + hk); unsigned as blockIdx, so the default kernel's code is what it was.
+  const unsigned gx = kDet ? blockIdx.y : blockIdx.x, gy = kDet ? blockIdx.x : blockIdx.y;
   const int b = gy / p.hkv, hk = gy % p.hkv;
   const int groups = p.hq / p.hkv;
   const int kb = gx;
@@ -193,7 +203,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
   auto head_of = [&](int s) { return hk * groups + s / per_head; };
   // Causal kDet walks its query blocks last to first (see above).
-  auto qblock = [&](int s) { return kDet != 0 && kCausal ? tr - 1 - s % per_head : i0 + s % per_head; };
+  auto qblock = [&](int s) { return kDet && kCausal ? tr - 1 - s % per_head : i0 + s % per_head; };
   auto row0_of = [&](int s) { return qblock(s) * Br; };
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
@@ -209,15 +219,20 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
   };
   // kDet: query block i's counter, and the value key block kb leaves in it.
-  auto counter = [&](int s) {
-    if constexpr (kCausal) return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s);
-    else return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + i0 + s % per_head;  // kDet 1's code as it was
-  };
+  auto counter = [&](int s) { return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s); };
   auto release = [&](int s) {
     const int i = qblock(s);
     const bool last = (kb + 1) * Bc >= p.nk || query_begin<Br, kCausal>((kb + 1) * Bc, p.nq, p.nk) > i;
     st_release(counter(s), last ? 0 : kb + 1);
   };
+  // Where thread 0 releases step s-1's adds (see above): after step s's
+  // P^T/dS^T barrier; on sm_80 after its dV product, since there the former
+  // spills 4-8 B at D128 (nvcc 11.8; after dV none; neither timed on an A100).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kReleaseAfterDV = true;
+#else
+  constexpr bool kReleaseAfterDV = false;
+#endif
   auto put_stats = [&](int buf, float l, float di) {
     if (tid < Br) {
       sStat[buf * 2 * Br + tid] = l;
@@ -260,8 +275,6 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     const bool more = s + 1 < steps;
     cp_async_wait<0>();
     __syncthreads();  // step s's tiles landed; every warp is done with step s-1 (buffer buf^1, P^T, dS^T)
-    if constexpr (kDet != 0)
-      if (s > 0 && tid == 0) release(s - 1);  // every warp's step s-1 adds were issued before the barrier
     float l_next = INFINITY, di_next = 0.f;
     if (more) {  // the next block's copies overlap this whole step
       issue(s + 1, buf ^ 1);
@@ -311,10 +324,12 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       store_frags<Br, T::kSMT, T::kSCols / 8, E>(dp, sdS, s_row, s_col, lane);
     }
     __syncthreads();  // P^T and dS^T complete
+    if constexpr (kDet && !kReleaseAfterDV)
+      if (s > 0 && tid == 0) release(s - 1);  // every warp's step s-1 adds were issued before this step's barriers
     // dQ_i = dS K and its atomic adds: between dV and dK (FA2's order), so the
     // adds drain under dK's mmas instead of queueing at the next barrier (H200,
     // D128, ncu: lg_throttle 0.51 warps per issue with the adds last, FA2 0.03);
-    // kDet after dK, where its wait for the predecessor overlaps all three products.
+    // kDet after dK, where its wait for the predecessor overlaps all three products (see above).
     auto add_dq = [&] {
       // dQ_i = dS K: A = dS, read .trans from dS^T (kChunksFirst lane order
       // yields a0..a3); B = K over the keys, the warp's column slice.
@@ -348,7 +363,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       // floats, 4 whole 32-byte sectors, where the C layout (row g, columns 2t)
       // would touch 8 half-used ones.
       float* acc = p.dq_accum + dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0) + warp * T::kQRows * T::kQCols + lane;
-      if constexpr (kDet != 0) {  // as late as possible: the wait overlaps the mmas above
+      if constexpr (kDet) {  // as late as possible: the wait overlaps the mmas above
         if (lane == 0)
           while (ld_acquire(counter(s)) != kb) {
           }
@@ -362,15 +377,17 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
           for (int e = 0; e < 4; ++e) atomicAdd(acc + ((i * (T::kQCols / 8) + n) * 4 + e) * 32, dq[i][n][e]);
     };
     gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dv, lp, aP, v_row, sv, db);  // dV += P^T dO
-    if constexpr (kDQ && kDet == 0) add_dq();
+    if constexpr (kDet && kReleaseAfterDV)
+      if (s > 0 && tid == 0) release(s - 1);
+    if constexpr (kDQ && !kDet) add_dq();
     gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dk, lp, adS, v_row, sv, qb);  // dK += dS^T Q
-    if constexpr (kDQ && kDet != 0) add_dq();
+    if constexpr (kDQ && kDet) add_dq();
     if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
   }
 
   // Epilogue: fp16 dK (times the softmax scale) over K, dV over the stream area.
   __syncthreads();  // every warp is done reading K and the streams
-  if constexpr (kDet != 0)
+  if constexpr (kDet)
     if (tid == 0) release(steps - 1);
   __half* sdV = sStream;
 #pragma unroll

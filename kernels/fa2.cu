@@ -170,25 +170,27 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 // The single pass (bwd_kv.cuh): dK, dV and dQ (fp32 atomics into dq_accum) in
 // one kernel, then the dQ convert kernel (no tensor cores, on pre's grid);
 // fa2_bwd_dkdvqdet_* is the same kernel with the dQ additions in a fixed order
-// (Options.Deterministic; grid order per mask, kernels/dev/RESULTS.md: non-causal
-// kDet 1, key blocks fastest; causal kDet 2, heads fastest, query blocks last to first),
+// (Options.Deterministic; kDet: grid (B*Hkv, Tc), heads fastest, bwd_kv.cuh),
 // before the same convert kernel.
 // Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
 // The ordered twins: large rows only (the base row's 64 keys per CTA double the
-// chain of waits; on the H200 it was slower than the three kernels: RESULTS.md).
-#define FA2_KVQ_DET_base(ARCH, D, SFX, E)
-#define FA2_KVQ_DET_large_nodet(ARCH, D, SFX, E)
-#define FA2_KVQ_DET_large(ARCH, D, SFX, E)                                                                        \
+// chain of waits; on the H200 it was slower than the three kernels: RESULTS.md),
+// causal only where the row says so (large_causaldet).
+#define FA2_KVQ_DET_NC(ARCH, D, SFX, E)                                                                          \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, true>::type::kMinBlocks)      \
       FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_large), SFX)(const BwdParams p) {              \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::type, false, true, E, 1>>(p); \
-  }                                                                                                                 \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::type, false, true, E, true>>(p); \
+  }
+#define FA2_KVQ_DET_C(ARCH, D, SFX, E)                                                                           \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, true>::type::kMinBlocks)      \
       FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_large), SFX), _causal)(const BwdParams p) { \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::type, true, true, E, 2>>(p); \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::type, true, true, E, true>>(p); \
   }
+#define FA2_KVQ_DET_base(ARCH, D, SFX, E)
+#define FA2_KVQ_DET_large(ARCH, D, SFX, E) FA2_KVQ_DET_NC(ARCH, D, SFX, E) FA2_KVQ_DET_C(ARCH, D, SFX, E)
+#define FA2_KVQ_DET_large_causaldet(ARCH, D, SFX, E) FA2_KVQ_DET_C(ARCH, D, SFX, E)
 #define FA2_BWD_KVQ(ARCH, D, SIZE, SFX, E)                                                                          \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \

@@ -96,15 +96,16 @@ void bwd_row() {
 // registers), its ordered twin (dkdvqdet, the same tile) and the dQ convert kernel (pre's grid and block); a large row's
 // symbols end in _large (both marked Large in the Go table); fp16, then the
 // bf16 twins (sm_80 only; _bf16 after the size suffix), the same tile.
-template <int A, int D, bool L, bool Det>
+template <int A, int D, bool L, bool DetNC, bool DetC>
 void kvq_row() {
   using T = typename BwdKVQTraits<A, D, L>::type;
   const char* sfx = L ? "_large" : "";
   char sym[64];
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
     const char* e = bf16 ? "_bf16" : "";
-    for (int det = 0; det < (Det ? 2 : 1); ++det)  // det: the ordered twin (fa2_bwd_dkdvqdet_*, Options.Deterministic; FA2_KVQ_DET_ROW)
+    for (int det = 0; det < 2; ++det)  // det: the ordered twin (fa2_bwd_dkdvqdet_*, Options.Deterministic; FA2_KVQ_DET_NC/C)
       for (int causal = 0; causal < 2; ++causal) {
+        if (det && !(causal ? DetC : DetNC)) continue;
         std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s%s", det ? "det" : "", A, D, sfx, e, causal ? "_causal" : "");
         if (is("go"))
           go_row(det ? "BwdDKDVQDet" : "BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
 #define BWD_ROW(A, D, ...) bwd_row<A, D>();
   FA2_FWD_TILES(FWD_ROW)
   FA2_BWD_TILES(BWD_ROW)
-#define KVQ_ROW(A, D, SIZE, ...) kvq_row<A, D, FA2_KVQ_LARGE_##SIZE, FA2_KVQ_DET_ROW_##SIZE>();
+#define KVQ_ROW(A, D, SIZE, ...) kvq_row<A, D, FA2_KVQ_LARGE_##SIZE, FA2_KVQ_DET_NC_##SIZE, FA2_KVQ_DET_C_##SIZE>();
   FA2_BWD_KVQ_TILES(KVQ_ROW)
 #define PRE_ALONE_ROW(A, D) for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) pre_row(A, D, bf16);
   FA2_BWD_PRE_ALONE(PRE_ALONE_ROW)

@@ -259,8 +259,9 @@ struct BwdKVQTile {
 // to first; the base row's measured slower than
 // the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
 // the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
-// (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room; large_nodet: the
-// same without the ordered twin). Per head dim
+// (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room; large_causaldet:
+// the same with the causal ordered twin alone, so Options.Deterministic runs the
+// three kernels without a mask). Per head dim
 // the list holds at most one row of each, the large one first (a large row may
 // stand alone: D256, D64 beside the three kernels), and a device runs the first row whose shared memory fits
 // its opt-in limit per block
@@ -298,14 +299,16 @@ struct BwdKVQTile {
 //        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
 //        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
 //        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
-//   D64 large (size large_nodet: no ordered twin): 192
+//   D64 large (size large_causaldet: a causal ordered twin only): 192
 //        keys x 64 queries, 8 warps, S^T 2x4 (96 keys x 16 queries), dK/dV 4x2,
 //        dQ 2x4, K and V in shared memory; 129 KiB, 250-255 registers, no
 //        spills (nvcc 11.8, sm_80-90). H200, beside SDPA flash: 1.00/0.97/1.00
 //        at N 2048/4096/8192, causal 1.09/1.02/1.02; 1.08-1.12x the three
-//        kernels at N 8192 but 0.94-0.98x at N 2048. Its ordered twin measured
-//        0.85-0.95x SDPA flash, below the three kernels' 0.90-1.05x (another
-//        run): Options.Deterministic keeps the three kernels at D64. No base
+//        kernels at N 8192 but 0.94-0.98x at N 2048. Its ordered twin, against
+//        the three kernels (H200, BWD_BENCH, session 8): causal 1.00x at N 2048
+//        and 1.06x at N 8192 (1.72 / 5.69 ms; the default single pass 1.62 /
+//        5.46), non-causal 0.94x / 1.02x (3.09 / 11.04 ms): so
+//        Options.Deterministic runs it causal only. No base
 //        row: sm_86/89 run the three kernels. FA2's own 128 x 128 needs 128
 //        query rows per convert CTA (kPreRows is 64).
 //   D256 large: 64 keys x 32 queries, 8 warps, the smallest tile whose S^T warp
@@ -329,7 +332,7 @@ struct BwdKVQTile {
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
   X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */                     \
-  X(80, 64, large_nodet, 192, 64, 8, 2, 4, 2, false, 1) /* 129 KiB (A100, H100/H200) */ \
+  X(80, 64, large_causaldet, 192, 64, 8, 2, 4, 2, false, 1) /* 129 KiB (A100, H100/H200) */ \
   X(80, 256, large, 64, 32, 8, 4, 2, 1, false, 1)  /* 136.5 KiB (A100, H100/H200); no base row: see above */
 
 // FA2_BWD_PRE_ALONE(X): X(arch, d) for the head dims whose only backward is
@@ -341,15 +344,18 @@ struct BwdKVQTile {
 // and a large row must need more (else it is the base row).
 #define FA2_KVQ_SFX_base
 #define FA2_KVQ_SFX_large _large
-#define FA2_KVQ_SFX_large_nodet _large
+#define FA2_KVQ_SFX_large_causaldet _large
 #define FA2_KVQ_LARGE_base false
 #define FA2_KVQ_LARGE_large true
-#define FA2_KVQ_LARGE_large_nodet true
-// Whether a row ships its ordered twin (large rows, unless measured slower
-// than the three kernels: large_nodet).
-#define FA2_KVQ_DET_ROW_base false
-#define FA2_KVQ_DET_ROW_large true
-#define FA2_KVQ_DET_ROW_large_nodet false
+#define FA2_KVQ_LARGE_large_causaldet true
+// Whether a row ships its ordered twin without a mask (_NC) and causal (_C):
+// large rows both, unless measured slower than the three kernels (large_causaldet).
+#define FA2_KVQ_DET_NC_base false
+#define FA2_KVQ_DET_NC_large true
+#define FA2_KVQ_DET_NC_large_causaldet false
+#define FA2_KVQ_DET_C_base false
+#define FA2_KVQ_DET_C_large true
+#define FA2_KVQ_DET_C_large_causaldet true
 #define FA2_CAT_(a, b) a##b
 #define FA2_CAT(a, b) FA2_CAT_(a, b)
 

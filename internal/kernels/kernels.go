@@ -56,8 +56,8 @@
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
 // call to call (dK and dV do not). BwdDKDVQDet (Large rows only: the same
 // tile, symbols fa2_bwd_dkdvqdet_*) fixes the order, so the single pass is
-// bit-reproducible: grid (ceil(Nk/Bc), B*Hkv) as BwdDKDVQ, or for causal
-// variants (B*Hkv, ceil(Nk/Bc)), heads fastest (HeadsFastest), and DQAccum
+// bit-reproducible: grid (B*Hkv, ceil(Nk/Bc)), heads fastest (HeadsFastest;
+// D64's row has the causal twin alone), and DQAccum
 // holds DQAccumLen(v, ...) elements, the accumulator followed by one int32
 // counter per (b, h, query block), zero before the first call (BwdPre zeroes
 // the accumulator, BwdDKDVQDet leaves the counters zero). Its CTAs
@@ -163,9 +163,9 @@ type BwdParams struct {
 }
 
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
-// causal BwdDKDVQDet kernels (kDet 2 in kernels/fa2.cu: H200-measured
-// faster there, the non-causal ones slower; kernels/dev/RESULTS.md).
-func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet && v.Causal }
+// BwdDKDVQDet kernels (kDet in kernels/bwd_kv.cuh: key block n of a head
+// starts about a wave after n-1, so it seldom waits for n-1's adds).
+func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet }
 
 // DQAccumLen is the 4-byte length of the dQ accumulator of BwdDKDVQ variant
 // v: (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row query block stored

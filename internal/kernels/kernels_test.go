@@ -169,26 +169,33 @@ func TestTableMatchesTraits(t *testing.T) {
 		list, re string
 		pass     Pass
 		want     func(n []int) (br, bc int)
-		bf16     bool // every sm_80 row ships a bf16 pair too
-		sized    bool // the third field is the row's size, base or large (FA2_BWD_KVQ_TILES)
+		bf16     bool   // every sm_80 row ships a bf16 pair too
+		sized    bool   // the third field is the row's size, base or large (FA2_BWD_KVQ_TILES)
+		masks    []bool // the causal values a row ships (nil: both)
 	}
+	listed := map[Pass]int{} // variants the rows promise, per pass
 	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+`
 	for _, k := range []rowKind{
-		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large|large_nodet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true},
+		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false, nil},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large|large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, []bool{true}},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
-		want := 2 * len(rows)
+		masks := k.masks
+		if masks == nil {
+			masks = []bool{false, true}
+		}
 		for _, r := range rows {
+			listed[k.pass] += len(masks)
 			if k.bf16 && r[1] == "80" {
-				want += 2
+				listed[k.pass] += len(masks)
 			}
 		}
-		if len(rows) == 0 || want != count[k.pass] {
-			t.Fatalf("traits.cuh has %d %v rows, the table %d variants (want %d)", len(rows), k.pass, count[k.pass], want)
+		if len(rows) == 0 {
+			t.Fatalf("traits.cuh has no %v rows matching %s", k.pass, k.re)
 		}
 		for _, r := range rows {
 			n := make([]int, 5)
@@ -210,6 +217,12 @@ func TestTableMatchesTraits(t *testing.T) {
 			}
 			br, bc := k.want(n)
 			for _, causal := range []bool{false, true} {
+				if !slices.Contains(masks, causal) {
+					if v, ok := LookupFit(k.pass, false, n[0], n[1], causal, smem); ok && v.Large == large {
+						t.Errorf("%s: table has %+v, a mask the row does not ship", r[0], v)
+					}
+					continue
+				}
 				v, ok := LookupFit(k.pass, false, n[0], n[1], causal, smem)
 				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 || v.Large != large {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
@@ -297,6 +310,11 @@ func TestTableMatchesTraits(t *testing.T) {
 			}
 		}
 	}
+	for pass, want := range listed {
+		if count[pass] != want {
+			t.Errorf("traits.cuh's rows promise %d %v variants, the table has %d", want, pass, count[pass])
+		}
+	}
 	for vpass, pass := range bwdVarlenTwin {
 		want := count[pass]
 		if pass == BwdPre { // D 256's pre ships with its single pass alone
@@ -317,7 +335,7 @@ func TestTableMatchesTraits(t *testing.T) {
 			t.Errorf("forward: %d plain, %d %v variants; want one per causal pair", count[Fwd], count[mp], mp)
 		}
 	}
-	for _, v := range variants { // an ordered twin has its default kernel (large_nodet rows have no twin)
+	for _, v := range variants { // an ordered twin has its default kernel (large_causaldet rows: the causal twin alone)
 		if v.Pass != BwdDKDVQDet {
 			continue
 		}
@@ -633,8 +651,8 @@ func TestLookup(t *testing.T) {
 		w, ok := LookupFit(BwdDKDVQDet, false, 90, 128, true, 227<<10)
 		wn, okn := LookupFit(BwdDKDVQDet, false, 90, 128, false, 227<<10)
 		lrows := (65 + l.Br - 1) / l.Br * l.Br
-		if !ok || !okn || !w.Large || w.Br != l.Br || w.Bc != l.Bc || w.SmemBytes != l.SmemBytes || !HeadsFastest(w) || HeadsFastest(wn) || HeadsFastest(l) {
-			t.Errorf("LookupFit(BwdDKDVQDet, 90, 128, 227 KiB) = %+v (%v), non-causal %+v (%v); want the tile of %s, heads fastest when causal", w, ok, wn, okn, l.Symbol)
+		if !ok || !okn || !w.Large || w.Br != l.Br || w.Bc != l.Bc || w.SmemBytes != l.SmemBytes || !HeadsFastest(w) || !HeadsFastest(wn) || HeadsFastest(l) {
+			t.Errorf("LookupFit(BwdDKDVQDet, 90, 128, 227 KiB) = %+v (%v), non-causal %+v (%v); want the tile of %s, heads fastest", w, ok, wn, okn, l.Symbol)
 		} else if got, want := DQAccumLen(w, 2, 65, 3), 2*3*lrows*128+2*3*lrows/l.Br; got != want {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", w.Symbol, got, want)
 		}

@@ -1,8 +1,8 @@
 // bwd_check.cu: dev harness for the FA2 backward kernels (llm.c dev/cuda style):
 // a float64 CPU reference check of every shipped backward variant (pre + dK/dV
 // + dQ, and the single pass: pre + dK/dV/dQ with atomics + dQ convert, "kvq",
-// and its ordered twin, "_det<kDet>": the dQ additions in a fixed order, both grid
-// orders as dev instances; fa2.cu ships det1 non-causal, det2 causal on large rows) on small odd shapes (N
+// and its ordered twin, "_det": the dQ additions in a fixed order, grid (B*Hkv, Tc), a dev
+// instance for every single-pass row and mask, shipped or not) on small odd shapes (N
 // 1/17/97/..., Nq != Nk both ways, GQA and MQA, causal rows that see no key),
 // bit-reproducibility (dK and dV only for the unordered single pass), and NaN-poisoned outputs (and dQ accumulator) with guard words. Speed
 // is measured side by side with PyTorch in sidebyside.py --bwd; BWD_BENCH
@@ -74,7 +74,7 @@ struct Bwd {
   std::string src;
   int arch, d;
   bool causal, fused = false;
-  int det = 0;  // the fused kernel's kDet: 0 atomics in any order, 1 ordered (grid (Tc, B*Hkv)), 2 ordered (grid (B*Hkv, Tc))
+  bool det = false;  // the fused kernel's kDet: the dQ additions ordered, grid (B*Hkv, Tc)
   int kv_bc, dq_br, acc_br = 0;  // acc_br: the fused tile's Br (dq_accum rows are padded to it)
   Fn pre, kv, dq;
   std::string tag;  // the shipped single pass's size (base, large), a dev tile's name, or "" (three kernels)
@@ -96,7 +96,7 @@ struct Bwd {
     if (ev) CK(cudaEventRecord(ev[0]));
     pre.launch((p.nq + fa2::kPreRows - 1) / fa2::kPreRows, p.b * p.hq, p);
     if (ev) CK(cudaEventRecord(ev[1]));
-    if (det == 2) kv.launch(p.b * p.hkv, (p.nk + kv_bc - 1) / kv_bc, p);
+    if (det) kv.launch(p.b * p.hkv, (p.nk + kv_bc - 1) / kv_bc, p);
     else kv.launch((p.nk + kv_bc - 1) / kv_bc, p.b * p.hkv, p);
     if (ev) CK(cudaEventRecord(ev[2]));
     dq.launch((p.nq + dq_br - 1) / dq_br, p.b * p.hq, p);
@@ -131,7 +131,7 @@ Bwd make_bwd(const void* pre, const void* kv, const void* dq) {
 // which D256 has none of (its single pass ships alone).
 // det: the kernel's kDet (a dev instance of the template fa2_bwd_dkdvqdet_* ships).
 template <class T, bool C, bool Q>
-Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag, int det = 0) {
+Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string& tag, bool det = false) {
   constexpr int A = T::kArch, D = T::kD;
   Bwd b;
   if constexpr (Q) b = make_pre<A, D, C>(pre);
@@ -139,7 +139,7 @@ Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string&
   b.fused = Q;
   b.acc_br = T::kBr;
   b.det = det;
-  b.tag = Q ? tag + (det ? "_det" + std::to_string(det) : "") : tag + "_3k";
+  b.tag = Q ? tag + (det ? "_det" : "") : tag + "_3k";
   const std::string sfx = "_sm" + std::to_string(A) + "_d" + std::to_string(D);
   b.kv = Fn{(Q ? (det ? "dev_dkdvqdet" : "fa2_bwd_dkdvq") : "dev_dkdv") + sfx + (C ? "_causal" : ""), kv,
             nullptr, T::kWarps, T::kSmemBytes};
@@ -156,7 +156,7 @@ Bwd make_kvq(const void* pre, const void* kv, const void* dq, const std::string&
 #ifndef BWD_DEV_TILES
 #define BWD_DEV_TILES(X)
 #endif
-template <class T, bool C, bool Q, int Det = 0>
+template <class T, bool C, bool Q, bool Det = false>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) dev_kv(const BwdParams p) {
   fa2::bwd_kv_kernel<T, C, Q, __half, Det>(p);
 }
@@ -182,16 +182,14 @@ static std::vector<Bwd> shipped_tpl() {
   v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
       (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), _causal), \
       (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
-  /* the ordered twin in both grid orders (fa2.cu ships det1 non-causal, det2 causal, large rows) */                       \
-  for (int det = 1; det <= 2; ++det) {                                                                                     \
+  /* the ordered twin (fa2.cu ships it where FA2_KVQ_DET_NC/C say; here every row, both masks) */                       \
+  {                                                                                                                        \
     using T = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type;                                                              \
     const void* conv = (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE);                             \
-    v.push_back(make_kvq<T, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                            \
-                                         det == 1 ? (const void*)dev_kv<T, false, true, 1> : (const void*)dev_kv<T, false, true, 2>, \
-                                         conv, #SIZE, det));                                                               \
-    v.push_back(make_kvq<T, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D,                                             \
-                                        det == 1 ? (const void*)dev_kv<T, true, true, 1> : (const void*)dev_kv<T, true, true, 2>, \
-                                        conv, #SIZE, det));                                                                \
+    v.push_back(make_kvq<T, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, false, true, true>, \
+                                         conv, #SIZE, true));                                                              \
+    v.push_back(make_kvq<T, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, true, true, true>,   \
+                                        conv, #SIZE, true));                                                               \
   }
   FA2_BWD_KVQ_TILES(ADDQ)
 #undef ADDQ

@@ -153,8 +153,8 @@ class Module:
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         launches = [
             (pre[0], (n + pre[1] - 1) // pre[1], b * h, pre[3], pre[4]),
-            (kv[0], (nk + kv[2] - 1) // kv[2], b * hkv, kv[3], kv[4]) if not (single and deterministic and causal) else
-            (kv[0], b * hkv, (nk + kv[2] - 1) // kv[2], kv[3], kv[4]),  # the causal ordered twin: heads fastest
+            (kv[0], (nk + kv[2] - 1) // kv[2], b * hkv, kv[3], kv[4]) if not (single and deterministic) else
+            (kv[0], b * hkv, (nk + kv[2] - 1) // kv[2], kv[3], kv[4]),  # the ordered twin: heads fastest
             (dqk[0], (n + dqk[1] - 1) // dqk[1], b * h, dqk[3], dqk[4]),
         ]
 
