@@ -175,12 +175,13 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 // Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
 // The ordered twins: large rows only (the base row's 64 keys per CTA double the
 // chain of waits; on the H200 it was slower than the three kernels: RESULTS.md),
-// causal only where the row says so (large_causaldet).
+// causal only where the row says so (large_causaldet). The non-causal kernels
+// run BwdKVQTraits' nc tile (the row's, or its FA2_BWD_KVQ_NC_GRIDS warp grids).
 #define FA2_KVQ_DET_NC(ARCH, D, SFX, E)                                                                          \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, true>::type::kMinBlocks)      \
       FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_large), SFX)(const BwdParams p) {              \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::type, false, true, E, true>>(p); \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::nc, false, true, E, true>>(p); \
   }
 #define FA2_KVQ_DET_C(ARCH, D, SFX, E)                                                                           \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
@@ -195,7 +196,7 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
       FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {                 \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, false, true, E>>(p); \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::nc, false, true, E>>(p); \
   }                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \

@@ -286,7 +286,13 @@ struct BwdKVQTile {
 //         against 3.63. FA2's own grids (S^T 4x2, dK/dV 4x2: 2.36 ms) spilled
 //         40 B (nvcc 11.8, sm_90, non-causal) and S^T 4x2 with dK/dV 2x4 (2.27
 //         ms) 8-36 B (causal); S^T 8x1 4-12 B, and with K, V in registers
-//         200-300 B.
+//         200-300 B. Now (nvcc 11.8) S^T 4x2 with dK/dV 2x4 spills on no
+//         non-causal kernel where a large tile runs (sm_80, sm_90; fp16, bf16,
+//         ordered twin) but causal 12-16 B on sm_90: the non-causal kernels
+//         take that grid (FA2_BWD_KVQ_NC_GRIDS): S^T and dP^T read 64
+//         ldmatrix per step instead of 80; whole backward 2.510 -> 2.363 ms
+//         (N 2048), 9.383 -> 8.717 (N 8192) (H200, session 8), while causal it
+//         measured 1-3% slower.
 //   D128: 64 keys x 64 queries, 8 warps: S^T 4x2 (16 keys x 32 queries, K and
 //         V fragments in registers), dK/dV 2x4 (32 keys x 32 columns), dQ 2x4;
 //         97 KiB, 235-239 registers, 1 CTA/SM. 4 warps x 32 keys (2 CTAs/SM)
@@ -359,11 +365,33 @@ struct BwdKVQTile {
 #define FA2_CAT_(a, b) a##b
 #define FA2_CAT(a, b) FA2_CAT_(a, b)
 
+// FA2_BWD_KVQ_NC_GRIDS(X): X(arch, d, size, SK, VK): the non-causal kernels'
+// S^T and dK/dV warp grids (default and ordered twin) where they differ from
+// the row's, which the causal kernels keep (they spill with these; D128 large
+// above says what each measured). Bc, Br, warps and the dQ grid stay the row's,
+// so shared memory, the dQ accumulator's order, the convert kernel and the host
+// see one tile.
+#define FA2_BWD_KVQ_NC_GRIDS(X) X(80, 128, large, 4, 2)
+
+// BwdKVQNCGrid<Arch, D, Large, Row>::type: the non-causal kernels' tile.
+template <int Arch, int D, bool Large, class Row> struct BwdKVQNCGrid { using type = Row; };
+#define FA2_BWD_KVQ_NC_GRID(A, D, SIZE, SK, VK)                                                              \
+  template <class Row> struct BwdKVQNCGrid<A, D, FA2_KVQ_LARGE_##SIZE, Row> {                                  \
+    using type = BwdKVQTile<A, D, Row::kBc, Row::kBr, Row::kWarps, SK, VK, Row::kQM, Row::kKVRegs, Row::kMinBlocks>; \
+  };
+FA2_BWD_KVQ_NC_GRIDS(FA2_BWD_KVQ_NC_GRID)
+#undef FA2_BWD_KVQ_NC_GRID
+
+// BwdKVQTraits<Arch, D, Large>: type, the row (the causal kernels' tile, and
+// the convert kernel's), and nc, the non-causal kernels' tile.
 template <int Arch, int D, bool Large> struct BwdKVQTraits;
 #define FA2_BWD_KVQ_TRAITS(A, D, SIZE, ...)                                                            \
   template <> struct BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE> {                                          \
     using type = BwdKVQTile<A, D, __VA_ARGS__>;                                                          \
+    using nc = BwdKVQNCGrid<A, D, FA2_KVQ_LARGE_##SIZE, type>::type;                                     \
     static_assert(type::kLarge == FA2_KVQ_LARGE_##SIZE, "a base row fits 99 KiB, a large row needs more"); \
+    static_assert(nc::kSmemBytes == type::kSmemBytes && nc::kQM == type::kQM && nc::kThreads == type::kThreads, \
+                  "the non-causal grid keeps the row's shared memory, threads and dQ order");          \
   };
 FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_TRAITS)
 #undef FA2_BWD_KVQ_TRAITS

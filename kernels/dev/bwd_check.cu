@@ -176,7 +176,7 @@ static std::vector<Bwd> shipped_tpl() {
   FA2_BWD_TILES(ADD)
 #undef ADD
 #define ADDQ(A, D, SIZE, ...)                                                                                              \
-  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, false, true>(                                        \
+  v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::nc, false, true>(                                         \
       (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE),        \
       (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
   v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
@@ -185,9 +185,10 @@ static std::vector<Bwd> shipped_tpl() {
   /* the ordered twin (fa2.cu ships it where FA2_KVQ_DET_NC/C say; here every row, both masks) */                       \
   {                                                                                                                        \
     using T = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type;                                                              \
+    using TN = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::nc; /* the non-causal kernels' warp grids */                       \
     const void* conv = (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE);                             \
-    v.push_back(make_kvq<T, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, false, true, true>, \
-                                         conv, #SIZE, true));                                                              \
+    v.push_back(make_kvq<TN, false, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<TN, false, true, true>, \
+                                          conv, #SIZE, true));                                                             \
     v.push_back(make_kvq<T, true, true>((const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)dev_kv<T, true, true, true>,   \
                                         conv, #SIZE, true));                                                               \
   }
