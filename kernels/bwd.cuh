@@ -134,8 +134,11 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   // floats per (b, h), padding after Nq included): this CTA's rows zeroed for
   // the atomics that follow, as a write stream beside the reads of O and dO
   // (FA2's pre kernel does the same), so the convert kernel only reads it.
+  // The last CTA zeroes through the end: a query block of Br > kPreRows rows
+  // keeps its storage in fragment order, where rows past Nq's last kPreRows
+  // piece may hold live rows' columns (bwd_kv.cuh, dq_accum_index).
   if (!kVarlen && p.dq_accum != nullptr) {
-    const int rows = min(kPreRows, p.dq_accum_rows - m0);
+    const int rows = (blockIdx.x + 1 == gridDim.x ? p.dq_accum_rows : min(p.dq_accum_rows, m0 + kPreRows)) - m0;
     float4* acc = reinterpret_cast<float4*>(p.dq_accum + (static_cast<int64_t>(blockIdx.y) * p.dq_accum_rows + m0) * D);
     for (int i = tid; i < rows * (D / 4); i += kPreThreads) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }

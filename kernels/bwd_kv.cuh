@@ -416,7 +416,7 @@ template <class T, class E = __half>
 __device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
   constexpr int D = T::kD, C = D / 8, QR = T::kQRows, QC = T::kQCols;
   constexpr int kIt = kPreRows * C / kPreThreads;
-  static_assert(kPreRows % T::kBr == 0 && T::kBr % 8 == 0, "a CTA's rows cover whole query blocks (their padding too)");
+  static_assert(kPreRows % 8 == 0 && T::kBr % 8 == 0, "a CTA's rows are whole groups of 8 within query blocks");
   static_assert(kPreRows * C % kPreThreads == 0, "whole passes of the CTA's threads");
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int m0 = blockIdx.x * kPreRows;

@@ -305,18 +305,20 @@ struct BwdKVQTile {
 //        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
 //        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
 //        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
-//   D64 large (size large_causaldet: a causal ordered twin only): 192
-//        keys x 64 queries, 8 warps, S^T 2x4 (96 keys x 16 queries), dK/dV 4x2,
-//        dQ 2x4, K and V in shared memory; 129 KiB, 250-255 registers, no
-//        spills (nvcc 11.8, sm_80-90). H200, beside SDPA flash: 1.00/0.97/1.00
-//        at N 2048/4096/8192, causal 1.09/1.02/1.02; 1.08-1.12x the three
-//        kernels at N 8192 but 0.94-0.98x at N 2048. Its ordered twin, against
-//        the three kernels (H200, BWD_BENCH, session 8): causal 1.00x at N 2048
-//        and 1.06x at N 8192 (1.72 / 5.69 ms; the default single pass 1.62 /
-//        5.46), non-causal 0.94x / 1.02x (3.09 / 11.04 ms): so
-//        Options.Deterministic runs it causal only. No base
-//        row: sm_86/89 run the three kernels. FA2's own 128 x 128 needs 128
-//        query rows per convert CTA (kPreRows is 64).
+//   D64 large (size large_causaldet: a causal ordered twin only): FA2's D64
+//        shape, 128 keys x 128 queries, 8 warps, S^T 2x4 (64 keys x 32
+//        queries), dK/dV 4x2 (32 keys x 32 columns), dQ 4x2, K and V in shared
+//        memory; 162 KiB, 1 CTA/SM, no spills (nvcc 11.8, sm_80/90). H200
+//        (session 8, bench/results/2026-12-01-h200-session8-det "Call 8"):
+//        whole backward 4-9% faster than the 192 x 64 tile it replaced
+//        (N 2048 2.519 vs 2.764 ms, causal 1.477 vs 1.620), which padded N
+//        2048 and 4096 by 3%; S^T 4x2 with dK/dV 4x2 spilled 16-40 B, dK/dV
+//        and dQ 8x1 ran slower. A 128-row query block takes two pre/convert
+//        CTAs (kPreRows 64): the pre kernel's last CTA zeroes the whole last
+//        block. The 192 x 64 tile's ordered twin, against the three kernels
+//        (session 8): causal 1.00x at N 2048 and 1.06x at N 8192, non-causal
+//        0.94x / 1.02x: so Options.Deterministic runs it causal only. No base
+//        row: sm_86/89 run the three kernels.
 //   D256 large: 64 keys x 32 queries, 8 warps, the smallest tile whose S^T warp
 //        tiles are whole (16 keys x 16 queries: S^T 4x2); dK/dV 2x4 (32 keys x
 //        64 columns: 128 accumulator registers), dQ 1x8 (32 queries x 32
@@ -338,7 +340,7 @@ struct BwdKVQTile {
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
   X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */                     \
-  X(80, 64, large_causaldet, 192, 64, 8, 2, 4, 2, false, 1) /* 129 KiB (A100, H100/H200) */ \
+  X(80, 64, large_causaldet, 128, 128, 8, 2, 4, 4, false, 1) /* 162 KiB (A100, H100/H200) */ \
   X(80, 256, large, 64, 32, 8, 4, 2, 1, false, 1)  /* 136.5 KiB (A100, H100/H200); no base row: see above */
 
 // FA2_BWD_PRE_ALONE(X): X(arch, d) for the head dims whose only backward is
