@@ -88,16 +88,16 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 // gpuUnsupported is the *UnsupportedError of a problem that uses a feature
 // the kernels lack (every GPU path checks it, through checkProblem), or nil.
 // The plain call runs windows, softcap and ALiBi both ways (the modified
-// forward kernels; the three-kernel backward's BwdDKDVMod, BwdDQMod); the
-// decode and varlen kernels have none of them. Varlen runs both ways
-// (FwdVarlen; the three-kernel backward's BwdPreVarlen, BwdDKDVVarlen,
-// BwdDQVarlen).
+// forward kernels; the three-kernel backward's BwdDKDVMod, BwdDQMod), and so
+// does the decode kernel (run-time values); the varlen kernels have none of
+// them. Varlen runs both ways (FwdVarlen; the three-kernel backward's
+// BwdPreVarlen, BwdDKDVVarlen, BwdDQVarlen).
 func (p problem) gpuUnsupported(bool) error {
 	feature, value := p.modFeature()
 	switch {
 	case p.entry != "" && p.entry != kvEntry && p.entry != varlenEntry: // decode and varlen have kernels
 		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
-	case feature == "" || p.entry == "":
+	case feature == "" || p.entry == "" || p.entry == kvEntry:
 		return nil
 	}
 	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: "the CUDA kernels have no such path yet; the CPU backends do"}

@@ -120,7 +120,7 @@ func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 		Precision: attntest.FP16,
 		Forward:   dev.ForwardHost,
 		Backward:  dev.BackwardHost,
-		// Windows, softcap and ALiBi run both ways (the backward on the three kernels' head dims), not in varlen or decode calls.
+		// Windows, softcap and ALiBi run both ways (the backward on the three kernels' head dims), not in varlen calls.
 		Plain:        true,
 		ModsForward:  true,
 		ModsBackward: dev.RawBackwardHeadDims(),

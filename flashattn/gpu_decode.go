@@ -34,9 +34,20 @@ func decodeSplits(ctas, sms, maxLen, bc int) int {
 	return max(s, 1)
 }
 
-// maxDecodeSplits is decode.cuh's kMaxSplits: the kernel's merge holds every
-// split's LSE of its rows in shared memory.
+// maxDecodeSplits bounds the splits: beyond two CTAs per SM for a single
+// (batch, kv head) more splits add merge work and no bandwidth.
 const maxDecodeSplits = 128
+
+// decodeSpan is the most cache entries one CTA group reads: the longest
+// sequence, or with a sliding window of Left its Left+Nq last entries (the
+// kernel reads only the key blocks its rows see; Right reaches no further
+// than the last entry).
+func decodeSpan(p problem) int {
+	if p.Left >= 0 {
+		return min(p.Nk, p.Left+p.Nq)
+	}
+	return p.Nk
+}
 
 // forcedSplits, when positive, replaces decodeSplits' choice (tests: both
 // the split and unsplit code paths on small shapes).
@@ -102,7 +113,7 @@ type decodeOp struct {
 	cfg        cuda.LaunchConfig
 	res        *DeviceResult
 	paged      bool
-	cacheBytes int64 // K and V bytes the kernel reads: sum over batches of SeqLens[b]*Hkv*D*2 elements
+	cacheBytes int64 // K and V bytes the kernel reads: sum over batches of min(SeqLens[b], decodeSpan)*Hkv*D*2 elements
 }
 
 // newDecode allocates the outputs (poisoned) and the workspace, uploads the
@@ -114,7 +125,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		return nil, err
 	}
 	groups := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br) // CTAs per split
-	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, p.Nk, dec.info.Bc),
+	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, decodeSpan(p), dec.info.Bc),
 		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
 	defer func() {
 		if err != nil {
@@ -134,7 +145,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 	lens := make([]int32, p.B)
 	for b, n := range c.SeqLens {
 		lens[b] = int32(n)
-		op.cacheBytes += int64(n) * int64(2*p.Hkv*p.D*q.dtype.Size())
+		op.cacheBytes += int64(min(n, decodeSpan(p))) * int64(2*p.Hkv*p.D*q.dtype.Size())
 	}
 	seqlens, err := alloc("sequence lengths", 4*len(lens))
 	if err != nil {
@@ -210,8 +221,14 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 	set3(f.qs, &pm.OBatchStride, &pm.ORowStride, &pm.OHeadStride)
 	pm.B, pm.Nq, pm.Hq, pm.Hkv, pm.D = int32(p.B), int32(p.Nq), int32(p.Hq), int32(p.Hkv), int32(p.D)
 	pm.Splits, pm.Scale, pm.ScaleLog2 = int32(op.splits), f.scale, f.scaleLog2
-	if p.Causal {
-		pm.Causal = 1
+	pm.WindowLeft, pm.WindowRight, pm.Softcap = f.window[0], f.window[1], f.softcap
+	slopes, err := d.uploadSlopes(p)
+	if err != nil {
+		return op, err
+	}
+	if slopes != nil {
+		op.scratch = append(op.scratch, slopes)
+		pm.ALiBi = slopes.Ptr()
 	}
 	di := dec.info
 	op.cfg = cuda.LaunchConfig{
@@ -264,8 +281,8 @@ func (op *decodeOp) free() error {
 // repeated decode steps whose cache stays on the GPU: q (B, Nq, Hq, D)
 // against kCache and vCache, contiguous (B, Ncache, Hkv, D) or paged
 // (blocks, BlockSize, Hkv, D) as c describes, all fp16 or all bf16 (the
-// sm_80 path). The options used are Causal (bottom-right per sequence) and
-// Scale; windows, softcap and ALiBi are an *UnsupportedError. The call
+// sm_80 path). The options used are Causal, Window (both bottom-right per
+// sequence: a window reads only its entries), Softcap, ALiBi and Scale. The call
 // uploads SeqLens (and the block table), runs the decode kernel, waits, and returns O and the LSE; the split
 // workspace (decodeWorkspace) lives only during the call.
 func (d *Device) ForwardKVCache(q, kCache, vCache *DeviceTensor, c KVCache, o *Options) (*DeviceResult, error) {

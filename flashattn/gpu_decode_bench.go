@@ -16,7 +16,8 @@ type DecodeBenchResult struct {
 	// PageSize is the block size of the paged cache, 0 for a contiguous one.
 	PageSize int
 	// KVBytes is what the decode kernel must read of the cache: the K and V
-	// rows of every sequence, B * Nk * Hkv * D * 2 tensors * 2 bytes.
+	// rows of every sequence, B * Nk * Hkv * D * 2 tensors * 2 bytes (with a
+	// sliding window of Left, its min(Nk, Left+Nq) last rows instead of Nk).
 	KVBytes int64
 	// TBps is KVBytes over the median time, in TB/s (1e12 bytes per second).
 	TBps float64
@@ -27,8 +28,8 @@ type DecodeBenchResult struct {
 // SeqLens is Nk) on random fp16 data: contiguous for pageSize 0, else paged
 // in blocks of pageSize (a multiple of PageMultiple dividing Nk), the blocks
 // in a shuffled order. warmup untimed calls, then reps calls each timed with
-// CUDA events, as BenchForward. Only o.Causal and o.Scale are used. All
-// device memory is freed on return.
+// CUDA events, as BenchForward. o's Causal, Window, Softcap, ALiBi and Scale
+// are used. All device memory is freed on return.
 func (d *Device) BenchKVCache(dims Dims, pageSize int, o *Options, warmup, reps int) (DecodeBenchResult, error) {
 	if reps < 1 || warmup < 0 {
 		return DecodeBenchResult{}, &OptionError{Option: "reps/warmup", Value: fmt.Sprint(reps, warmup), Reason: "want reps >= 1, warmup >= 0"}

@@ -22,7 +22,6 @@ func TestKVCacheAppendErrors(t *testing.T) {
 		full *flashattn.CacheFullError
 		ro   *flashattn.ReadOnlyCacheError
 		se   *flashattn.ShapeError
-		ue   *flashattn.UnsupportedError
 	)
 	for _, c := range []struct {
 		what       string
@@ -44,8 +43,6 @@ func TestKVCacheAppendErrors(t *testing.T) {
 			func() bool { return se.Arg == "kNew" && se.Dim == "H" }},
 		{"kNew-B", flashattn.Random(flashattn.Shape{B: 1, N: 2, H: 1, D: 8}, 8), kc, vc, flashattn.KVCache{SeqLens: []int{3, 4}}, nil, &se,
 			func() bool { return se.Arg == "kNew" && se.Dim == "B" }},
-		{"gpu-window", kNew, kc, vc, flashattn.KVCache{SeqLens: []int{3, 4}}, &flashattn.Options{Backend: flashattn.GPU, Window: &flashattn.Window{Left: 2, Right: 0}}, &ue,
-			func() bool { return ue.Feature == "sliding window" }},
 	} {
 		before := [][]float32{append([]float32(nil), c.k.Data...), append([]float32(nil), c.v.Data...)}
 		vn := vNew

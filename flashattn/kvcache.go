@@ -158,8 +158,8 @@ func (k kvCall) keys(t *Tensor, b, n int) *Tensor {
 // ForwardKVCache is Forward for decoding: q (B, Nq, Hq, D), usually a few
 // rows per sequence, against the cache c describes. Result.Out is
 // (B, Nq, Hq, D) and Result.LSE (B, Hq, Nq). On the GPU the whole batch is
-// one decode call (Device.ForwardKVCache after uploading q and the caches);
-// windows, softcap and ALiBi run on the CPU, Auto saying why.
+// one decode call (Device.ForwardKVCache after uploading q and the caches),
+// windows, softcap and ALiBi included.
 func ForwardKVCache(q, kCache, vCache *Tensor, c KVCache, opts *Options) (*Result, error) {
 	return ForwardKVCacheContext(context.Background(), q, kCache, vCache, c, opts)
 }

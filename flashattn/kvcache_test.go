@@ -65,14 +65,12 @@ func TestKVCacheErrors(t *testing.T) {
 		{"block-out-of-range", pk, flashattn.KVCache{SeqLens: []int{3, 17}, BlockTable: [][]int{{0}, {4, 5}}, BlockSize: 16}, nil, want{"data", "BlockTable"}},
 		{"block-negative", pk, flashattn.KVCache{SeqLens: []int{3, 4}, BlockTable: [][]int{{-1}, {4}}, BlockSize: 16}, nil, want{"data", "BlockTable"}},
 		{"alibi-length", kc, flashattn.KVCache{SeqLens: []int{3, 4}}, &flashattn.Options{ALiBi: []float64{1}}, want{"option", "ALiBi"}},
-		{"gpu-window", kc, flashattn.KVCache{SeqLens: []int{3, 4}}, &flashattn.Options{Backend: flashattn.GPU, Window: &flashattn.Window{Left: 2, Right: 0}}, want{"unsupported", "sliding window"}},
 	} {
 		_, err := flashattn.ForwardKVCache(q, c.k, c.k, c.c, c.o)
 		var (
 			de *flashattn.DataError
 			oe *flashattn.OptionError
 			se *flashattn.ShapeError
-			ue *flashattn.UnsupportedError
 		)
 		ok := false
 		switch c.expect.kind {
@@ -82,8 +80,6 @@ func TestKVCacheErrors(t *testing.T) {
 			ok = errors.As(err, &oe) && oe.Option == c.expect.name
 		case "shape":
 			ok = errors.As(err, &se) && se.Arg == c.expect.name
-		case "unsupported":
-			ok = errors.As(err, &ue) && ue.Feature == c.expect.name
 		}
 		if !ok {
 			t.Errorf("%s: %v, want a %s error for %s", c.what, err, c.expect.kind, c.expect.name)

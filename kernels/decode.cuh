@@ -25,8 +25,15 @@
 // n*row_stride) or paged (block_table: row n of batch b in block
 // table[b][n / page] at row n % page; batch_stride is then a block's), the
 // division done once per 16-row group (CacheBlock).
-// Keys past seqlens[b] are zero-filled in shared memory and masked; causal is
-// bottom-right per sequence: query row i sees key j iff j <= i + len_b - Nq.
+// Keys past seqlens[b] are zero-filled in shared memory and masked. Masks are
+// bottom-right per sequence (off = len_b - Nq): query row i sees key j iff
+// i+off-left <= j <= i+off+right (causal: right 0; -1 leaves a side open),
+// and a tile reads only the key blocks its rows see (window_blocks_rows), so a
+// sliding window reads its window, not the cache. Softcap and ALiBi act on
+// the scores as in the modified forward (mask.cuh's ScoreMods: the softmax
+// runs in units of the cap); they, the window and causal are run-time values
+// of the one kernel: decode waits on HBM, and a score's few extra ops are
+// free where a second set of kernels is not.
 #pragma once
 #include <cuda_fp16.h>
 #include "params.cuh"
@@ -35,6 +42,7 @@
 #include "softmax.cuh"
 #include "tile_io.cuh"
 #include "gemm.cuh"
+#include "mask.cuh"
 #include "entry.cuh"
 
 namespace fa2 {
@@ -109,22 +117,51 @@ __device__ __forceinline__ void load_cache_regs(RegTile<ROWS, D, NT>& t, const C
     t.r[k] = m.r0 + k * Map::RS < valid ? __ldg(reinterpret_cast<const uint4*>(cb.addr(c, k, m.c))) : make_uint4(0, 0, 0, 0);
 }
 
-// The packed rows' scores outside the mask to -inf: lane (g, t) holds packed
-// rows row0+g(+8), keys col0+8j+2t(+1) of s[0][j][*]; lim0 is the highest key
-// query row 0 sees (len-1, or len-Nq under causal, where row i sees lim0 + i).
+// The packed rows' scores outside the window to -inf: lane (g, t) holds packed
+// rows row0+g(+8), keys col0+8j+2t(+1) of s[0][j][*]; packed row r is query
+// row i = r / group, which sees keys [i+off-left, i+off+right] of [0, len).
 template <int NS>
 __device__ __forceinline__ void decode_mask(float (&s)[1][NS][4], int row0, int col0, int lane, int group, int len,
-                                            int lim0, bool causal) {
+                                            int off, int left, int right) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    const int i = (row0 + g + 8 * hr) / group;  // the packed row's query row
-    const int lim = (causal ? min(len - 1, lim0 + i) : len - 1) - col0;
+    const int i = (row0 + g + 8 * hr) / group;
+    const int lo = (left < 0 ? 0 : max(0, i + off - left)) - col0;
+    const int hi = (right < 0 ? len - 1 : min(len - 1, i + off + right)) - col0;
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e)
-        if (8 * j + 2 * t + e > lim) s[0][j][2 * hr + e] = -INFINITY;
+      for (int e = 0; e < 2; ++e) {
+        const int k = 8 * j + 2 * t + e;
+        if (k < lo || k > hi) s[0][j][2 * hr + e] = -INFINITY;
+      }
+  }
+}
+
+// Softcap and ALiBi on the raw scores q.k (before decode_mask), in units of
+// the cap (ScoreMods): tanh(q.k * cap_in), then minus slope_h/unit *
+// |i+off-j|, each packed row with its own head's slope (slope[hr]).
+template <int NS>
+__device__ __forceinline__ void decode_mods(float (&s)[1][NS][4], int row0, int col0, int lane, int group, int off,
+                                            float cap_in, const float (&slope)[2], bool cap, bool alibi) {
+  const int g = lane >> 2, t = lane & 3;
+  if (cap) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][j][e] = tanh_approx(s[0][j][e] * cap_in);
+  }
+  if (alibi) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const float dist0 = float((row0 + g + 8 * hr) / group + off - col0 - 2 * t);  // i+off-j of the lane's first key
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          s[0][j][2 * hr + e] = fmaf(-slope[hr], fabsf(dist0 - float(8 * j + e)), s[0][j][2 * hr + e]);
+    }
   }
 }
 
@@ -134,6 +171,14 @@ __device__ __forceinline__ void decode_mask(float (&s)[1][NS][4], int row0, int 
 struct LseMerge {
   float mx = -INFINITY, sum = 0.f;
   __device__ __forceinline__ void max_of(float l) { mx = fmaxf(mx, l); }
+  // Online form: a part with lse l > -inf arrives; mx becomes max(mx, l) and
+  // the factor returned rescales what was summed relative to the old mx.
+  __device__ __forceinline__ float rescale(float l) {
+    const float m = fmaxf(mx, l), f = mx == -INFINITY ? 0.f : __expf(mx - m);
+    mx = m;
+    sum *= f;
+    return f;
+  }
   __device__ __forceinline__ float weight(float l) const { return mx == -INFINITY ? 0.f : __expf(l - mx); }
   __device__ __forceinline__ void add(float w) { sum += w; }
   __device__ __forceinline__ float lse() const { return sum > 0.f ? mx + __logf(sum) : -INFINITY; }
@@ -163,28 +208,22 @@ __device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
   *reinterpret_cast<uint4*>(o) = u;
 }
 
-// The most splits a decode call may have (flashattn's decodeSplits: its
-// maxSplits): the merge keeps every split's LSE of its rows in shared memory.
-constexpr int kMaxSplits = 128;
-
 // The splits' merge, done by the last CTA of each (batch, kv head, row tile)
 // to finish instead of by a second kernel: one launch per call and no gap
 // between two (the H200 profile, kernels/dev/RESULTS.md: the combine kernel
 // was 11-14 us of a 16k-128k call at B 1). Every CTA makes its partial rows
 // visible (fence) and counts itself in; the one that counts last merges and
 // resets the counter, so it stays zero between calls on a stream. The merge
-// spreads (row, 8 columns) x split ranges over all threads: each split's
-// partial O is one L2 load, and one thread walking all of them waits on L2
-// latency split after split.
+// spreads (row, 8 columns) x split ranges over all threads; each thread loads
+// a split's LSE together with its partial O and merges online (a running
+// max, as the softmax), so the LSEs cost no round trip of their own, then the
+// split ranges of an item are merged by their (max, sum) in shared memory.
 template <class T, class E>
 __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b, int hk, int row0, int rows) {
-  constexpr int D = T::kD, C = D / 8, R = T::kRows, NT = T::kThreads;
-  static_assert((kMaxSplits * R + 2 * R + 8 * NT) * 4 <= T::kSmemBytes, "the merge's shared memory");
+  constexpr int D = T::kD, C = D / 8, NT = T::kThreads;
+  static_assert(NT * 10 * 4 <= T::kSmemBytes, "the merge's shared memory");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* sL = reinterpret_cast<float*>(smem_raw);  // [splits][R] the splits' LSEs, then their weights
-  float* sMax = sL + kMaxSplits * R;               // [R] per row: max LSE and 1/sum of exp(LSE - max)
-  float* sInv = sMax + R;
-  float* sX = sInv + R;                            // [NT][8] partial sums of the split ranges
+  float* sX = reinterpret_cast<float*>(smem_raw);  // [NT][10]: a split range's 8 sums, max and exp-sum
   // The count's verdict, in sX (read before anyone writes sX): a static
   // __shared__ word would push a 32 KiB Turing CTA past half of 64 KiB.
   int& last = *reinterpret_cast<int*>(sX);
@@ -200,56 +239,54 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
   __threadfence();  // the other CTAs' rows, fenced before they counted in
   const int splits = gridDim.x, tid = threadIdx.x;
   const int64_t all = static_cast<int64_t>(p.b) * p.hq * p.nq;  // LSE rows of one split
-  for (int i = tid; i < splits * R; i += NT) {                  // every LSE load in flight at once
-    const int s = i / R, r = i % R;
-    sL[i] = r < rows ? __ldcg(p.lse_part + s * all + PackedRow(p, b, hk, row0 + r).lse_idx) : -INFINITY;
-  }
-  __syncthreads();
-  if (tid < rows) {
-    LseMerge mg;
-    for (int s = 0; s < splits; ++s) mg.max_of(sL[s * R + tid]);
-    for (int s = 0; s < splits; ++s) mg.add(mg.weight(sL[s * R + tid]));
-    sMax[tid] = mg.mx;
-    sInv[tid] = mg.inv();
-    p.lse[PackedRow(p, b, hk, row0 + tid).lse_idx] = mg.lse();
-  }
-  __syncthreads();
-  // Each split's normalised weight, once per row (not once per column chunk).
-  for (int i = tid; i < splits * R; i += NT) {
-    const int r = i % R;
-    sL[i] = r < rows && sMax[r] != -INFINITY ? __expf(sL[i] - sMax[r]) * sInv[r] : 0.f;
-  }
-  __syncthreads();
   // items = (row, 8 columns); parts = threads per item, each a strided share of the splits.
   const int items = rows * C, parts = max(1, NT / items);
   for (int base = 0; base < items; base += NT) {
+    __syncthreads();  // sX of the last round is read
     const int idx = base + tid % items, part = tid / items;
     float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (base + tid % items < items && part < parts) {
-      const int r = idx / C, c = idx % C;
-      const int64_t row = PackedRow(p, b, hk, row0 + r).lse_idx;
+    LseMerge mg;  // over the splits s: weights exp(lse_s - mx), summed in mg.sum
+    const bool mine = idx < items && part < parts;
+    const int r = idx / C, c = idx % C;
+    const int64_t row = mine ? PackedRow(p, b, hk, row0 + r).lse_idx : 0;
+    if (mine) {
 #pragma unroll 4
       for (int s = part; s < splits; s += parts) {  // independent loads: several in flight
-        const float wt = sL[s * R + r];
+        const float l = __ldcg(p.lse_part + s * all + row);
         const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * all + row) * D + c * 8);
         const float4 a = __ldcg(src), bb = __ldcg(src + 1);
-        if (wt != 0.f) {  // a split without keys: its partial O is 0
-          x[0] += wt * a.x, x[1] += wt * a.y, x[2] += wt * a.z, x[3] += wt * a.w;
-          x[4] += wt * bb.x, x[5] += wt * bb.y, x[6] += wt * bb.z, x[7] += wt * bb.w;
-        }
+        if (l == -INFINITY) continue;  // a split without keys (its partial O is 0)
+        const float f = mg.rescale(l), wt = mg.weight(l);
+        mg.add(wt);
+        x[0] = fmaf(wt, a.x, x[0] * f), x[1] = fmaf(wt, a.y, x[1] * f), x[2] = fmaf(wt, a.z, x[2] * f);
+        x[3] = fmaf(wt, a.w, x[3] * f), x[4] = fmaf(wt, bb.x, x[4] * f), x[5] = fmaf(wt, bb.y, x[5] * f);
+        x[6] = fmaf(wt, bb.z, x[6] * f), x[7] = fmaf(wt, bb.w, x[7] * f);
       }
     }
     if (parts > 1) {
+      float* mine_x = sX + tid * 10;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sX[tid * 8 + e] = x[e];
+      for (int e = 0; e < 8; ++e) mine_x[e] = x[e];
+      mine_x[8] = mg.mx, mine_x[9] = mg.sum;
       __syncthreads();
+      if (tid < items && base + tid < items) {  // part 0 merges the other parts' (max, sum, x)
+        for (int q = 1; q < parts; ++q) {
+          const float* o = sX + (q * items + tid) * 10;
+          if (o[8] == -INFINITY) continue;
+          const float f = mg.rescale(o[8]), wt = mg.weight(o[8]);
+          mg.sum = fmaf(wt, o[9], mg.sum);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) x[e] = fmaf(wt, o[e], x[e] * f);
+        }
+      }
     }
     if (tid < items && base + tid < items) {
-      for (int q = 1; q < parts; ++q)
+      const float inv = mg.inv();
 #pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] += sX[(q * items + tid) * 8 + e];
-      const int r = idx / C, c = idx % C;
-      store8<E>(static_cast<E*>(p.o) + PackedRow(p, b, hk, row0 + r).o_off + c * 8, x);
+      for (int e = 0; e < 8; ++e) x[e] *= inv;
+      const PackedRow pr(p, b, hk, row0 + r);
+      store8<E>(static_cast<E*>(p.o) + pr.o_off + c * 8, x);
+      if (c == 0) p.lse[pr.lse_idx] = mg.lse();
     }
   }
 }
@@ -271,14 +308,26 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   constexpr int R = T::kRows;  // packed rows per CTA: one m16 tile
   static_assert(R == 16, "the packed rows are one m16 tile");
   const int row0 = blockIdx.z * R;  // the tile's first packed row
-  const int len = p.seqlens[b];
-  // This split's key blocks: an equal share of the sequence's (empty when the
-  // sequence has fewer blocks than there are splits; then O = 0, LSE = -inf).
-  const int nblk = (len + Bc - 1) / Bc, split = blockIdx.x, splits = gridDim.x;
-  const int n_begin = static_cast<int>(static_cast<int64_t>(nblk) * split / splits);
-  const int n_end = static_cast<int>(static_cast<int64_t>(nblk) * (split + 1) / splits);
-  const int lim0 = p.causal ? len - p.nq : len - 1;  // highest key query row 0 sees
-  const int n_mask = lim0 + 1 <= 0 ? 0 : min(len / Bc, (lim0 + 1) / Bc);  // blocks before need no mask
+  const int len = p.seqlens[b], off = len - p.nq, live_rows = min(R, rows - row0);
+  // The key blocks the tile's query rows see, [wb.n_begin, wb.n_end) (the
+  // whole sequence without a window), and this split's equal share of them
+  // (empty when there are fewer blocks than splits: then O = 0, LSE = -inf);
+  // blocks outside [wb.n_full, wb.n_mask) need the element mask.
+  const WindowBlocks wb = window_blocks_rows<Bc>(row0 / group, (row0 + live_rows - 1) / group, p.nq, len,
+                                                 p.window_left, p.window_right);
+  const int nblk = wb.n_end - wb.n_begin, split = blockIdx.x, splits = gridDim.x;
+  const int n_begin = wb.n_begin + static_cast<int>(static_cast<int64_t>(nblk) * split / splits);
+  const int n_end = wb.n_begin + static_cast<int>(static_cast<int64_t>(nblk) * (split + 1) / splits);
+  // Softcap and ALiBi (ScoreMods' units): the softmax runs in units of the cap.
+  const bool cap = p.softcap > 0.f, alibi = p.alibi_slopes != nullptr;
+  const float unit = cap ? p.softcap : p.scale, unit_log2 = cap ? p.softcap * kLog2e : p.scale_log2;
+  const float cap_in = cap ? p.scale / p.softcap : 0.f;
+  float slope[2];  // ALiBi slope / unit of the lane's packed rows g, g+8
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = row0 + g + 8 * hh;
+    slope[hh] = alibi && r < rows ? p.alibi_slopes[hk * group + r % group] / unit : 0.f;
+  }
 
   // Q fragments straight from global (rows past Nq*G are 0): lane (g, t) holds
   // packed rows g, g+8, columns 16kk + 2t (+8) of each k16 step.
@@ -322,8 +371,11 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   auto step = [&](int n, uint32_t kbase, uint32_t vbase) {
     float s[1][NS][4];
     gemm_abt<A, D, 1, Bw, true, E>(s, qf, la, 0, 0, lk, kbase, warp * Bw);  // S = Q K^T
-    if (n >= n_mask) decode_mask<NS>(s, row0, n * Bc + warp * Bw, lane, group, len, lim0, p.causal);
-    sm.step(s, o, p.scale_log2);
+    const int col0 = n * Bc + warp * Bw;
+    if (cap || alibi) decode_mods<NS>(s, row0, col0, lane, group, off, cap_in, slope, cap, alibi);
+    if (n < wb.n_full || n >= wb.n_mask)
+      decode_mask<NS>(s, row0, col0, lane, group, len, off, p.window_left, p.window_right);
+    sm.step(s, o, unit_log2);
     uint32_t pf[1][KB][4];
     pack_a<1, Bw, E>(s, pf);
     gemm_pb<A, D, 1, Bw, E>(o, pf, la, vbase, warp * Bw);  // O += P V
@@ -386,11 +438,10 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   // Each warp's O (normalised) and LSE into shared memory, then merged by LSE,
   // kMergePasses column ranges one after another (traits.cuh).
   float lse[1][2];
-  sm.finish(o, p.scale, lse);
+  sm.finish(o, unit, lse);
   constexpr int LD = T::kMergeLD, PC = C / T::kMergePasses;  // 8-column groups per pass
   float* sO = reinterpret_cast<float*>(smem_raw);  // [W][R][LD]
   float* sL = sO + W * R * LD;                     // [W][R]
-  const int live_rows = min(R, rows - row0);
 #pragma unroll
   for (int pass = 0; pass < T::kMergePasses; ++pass) {
     __syncthreads();  // every warp is done with the K/V buffers (or the last pass)

@@ -222,7 +222,8 @@ FA2_BWD_PRE_ALONE(FA2_BWD_PRE_SHIP)
 // KV-cache decode (decode.cuh): one kernel (it merges its own splits), fp16 on
 // both paths and bf16 on sm_80 (FA2_BF16_<arch>, as the forward).
 #define FA2_DECODE_E(ARCH, D, SUFFIX, E)                                                                  \
-  extern "C" __global__ void __launch_bounds__(DecodeTraits<ARCH, D>::type::kThreads)                    \
+  extern "C" __global__ void __launch_bounds__(DecodeTraits<ARCH, D>::type::kThreads,                   \
+                                               DecodeTraits<ARCH, D>::type::kMinBlocks)                 \
       fa2_decode_sm##ARCH##_d##D##SUFFIX(const DecodeParams p) {                                          \
     fa2::arch_entry<ARCH, DecodeParams, fa2::decode_kernel<DecodeTraits<ARCH, D>::type, E>>(p);          \
   }

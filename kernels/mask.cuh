@@ -72,12 +72,12 @@ struct WindowBlocks {
   int n_full, n_mask;   // blocks [n_full, n_mask) are visible to every row: no element mask
 };
 
-// Row i's visible keys are [lo(i), hi(i)], both growing with i; the CTA's rows
-// are [m0, min(m0+Br, Nq)), so its keys span [lo(first), hi(last)] and a block
-// needs no mask iff it lies within [lo(last), hi(first)].
-template <int Br, int Bc>
-__device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, int left, int right) {
-  const int off = nk - nq, first = m0, last = min(m0 + Br, nq) - 1;
+// Row i's visible keys are [lo(i), hi(i)], both growing with i; rows
+// [first, last] see keys [lo(first), hi(last)], and a block needs no mask iff
+// it lies within [lo(last), hi(first)].
+template <int Bc>
+__device__ __forceinline__ WindowBlocks window_blocks_rows(int first, int last, int nq, int nk, int left, int right) {
+  const int off = nk - nq;
   auto lo = [&](int i) { return left < 0 ? 0 : max(0, i + off - left); };
   auto hi = [&](int i) { return right < 0 ? nk - 1 : min(nk - 1, i + off + right); };
   WindowBlocks r;
@@ -86,6 +86,12 @@ __device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, in
   r.n_full = (lo(last) + Bc - 1) / Bc;
   r.n_mask = hi(first) + 1 <= 0 ? 0 : (hi(first) + 1) / Bc;
   return r;
+}
+
+// The CTA of the forward owns rows [m0, min(m0+Br, Nq)).
+template <int Br, int Bc>
+__device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, int left, int right) {
+  return window_blocks_rows<Bc>(m0, min(m0 + Br, nq) - 1, nq, nk, left, right);
 }
 
 // The modified kernels' template flag (fwd_kernel's kMod): kModOn for every

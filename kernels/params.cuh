@@ -200,12 +200,17 @@ struct DecodeParams {
   int32_t table_stride, page_size;  // paged: block-table row length, entries per block
   int32_t b, nq, hq, hkv, d;
   int32_t splits;  // grid x of the decode kernel
-  int32_t causal;  // bottom-right per sequence (a flag, not a template: it only touches the last blocks)
+  // The window's reach around each sequence's diagonal (-1 unbounded; causal
+  // is right 0), bottom-right per sequence: run-time values, as are the
+  // softcap and ALiBi below (decode reads bytes; a score's extra ops are free).
+  int32_t window_left, window_right;
   float scale_log2;
   float scale;
   // Split merge (splits > 1): one counter per CTA group (B*Hkv, row tiles), zero
   // before the first call; the last CTA of a group merges and resets it.
   int32_t* split_count;
+  const float* alibi_slopes;  // fp32 (Hq) or null
+  float softcap;              // 0: none; then 4 bytes of padding, as in the Go struct
 };
 
 static_assert(offsetof(DecodeParams, q) == 0, "Q");
@@ -237,8 +242,11 @@ static_assert(offsetof(DecodeParams, hq) == 184, "Hq");
 static_assert(offsetof(DecodeParams, hkv) == 188, "Hkv");
 static_assert(offsetof(DecodeParams, d) == 192, "D");
 static_assert(offsetof(DecodeParams, splits) == 196, "Splits");
-static_assert(offsetof(DecodeParams, causal) == 200, "Causal");
-static_assert(offsetof(DecodeParams, scale_log2) == 204, "ScaleLog2");
-static_assert(offsetof(DecodeParams, scale) == 208, "Scale");
+static_assert(offsetof(DecodeParams, window_left) == 200, "WindowLeft");
+static_assert(offsetof(DecodeParams, window_right) == 204, "WindowRight");
+static_assert(offsetof(DecodeParams, scale_log2) == 208, "ScaleLog2");
+static_assert(offsetof(DecodeParams, scale) == 212, "Scale");
 static_assert(offsetof(DecodeParams, split_count) == 216, "SplitCount");
-static_assert(sizeof(DecodeParams) == 224, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");
+static_assert(offsetof(DecodeParams, alibi_slopes) == 224, "ALiBi");
+static_assert(offsetof(DecodeParams, softcap) == 232, "Softcap");
+static_assert(sizeof(DecodeParams) == 240, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");

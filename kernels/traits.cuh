@@ -414,6 +414,11 @@ template <int Arch_, int D_, int Bc_, int Warps_, int Stages_>
 struct DecodeTile {
   static constexpr int kArch = Arch_, kD = D_, kBc = Bc_, kWarps = Warps_, kStages = Stages_;
   static constexpr int kThreads = kWarps * 32;
+  // Two CTAs per SM where shared memory holds them (H100/H200, T4): at 4 warps
+  // that leaves every thread up to 255 registers, and saying so keeps ptxas
+  // from capping the kernel at 168 (D128) and spilling the run-time softcap
+  // and ALiBi code.
+  static constexpr int kMinBlocks = 2;
   static constexpr int kRows = 16;           // packed query rows per CTA (one m16 tile)
   static constexpr int kBw = kBc / kWarps;  // keys per warp per block
   static_assert(kBw % 16 == 0 && kBw * kWarps == kBc, "each warp takes a multiple of 16 keys of a block");

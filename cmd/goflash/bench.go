@@ -49,8 +49,9 @@ that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
 (Press et al.'s, one per head), which run the modified forward kernel
 (fa2_fwd_*_mod[_cap][_alibi]) and backward kernels (pre, fa2_bwd_{dkdv,dq}_*_mod: the
 three kernels, also where the plain backward runs the single pass, so compare them
-with --deterministic); the ` + implGPU + ` line stays the plain kernels'. A causal case
-keeps its causal mask (a window's right must then be 0 or -1).
+with --deterministic), or with --decode the decode kernel with them (its TB/s
+counts the bytes a window reads); the ` + implGPU + ` line stays the plain kernels'. A
+causal case keeps its causal mask (a window's right must then be 0 or -1).
 
 --decode times KV-cache decoding on the GPU instead (direction "decode"): --nq
 new rows per sequence (default 1) against caches of --seqlens entries (default
@@ -254,9 +255,6 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 			return nil, usagef("--window %q: want left,right, each >= 0 or -1 (unbounded)", o.window)
 		}
 		o.mods.window = &w
-	}
-	if o.mods.any() && o.decode {
-		return nil, usagef("--window, --softcap and --alibi time the forward and backward; the decode kernels have none of them")
 	}
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)

@@ -63,16 +63,20 @@ func decodePlanOpts(o *benchOpts) error {
 	return nil
 }
 
-// benchDecode times one decode case on the GPU (flashattn's BenchKVCache).
-func (g *cudaGPU) benchDecode(c Case, row Row, warmup, reps int) Row {
-	r, err := g.dev.BenchKVCache(c.Dims, c.Page, &flashattn.Options{Causal: c.Causal}, warmup, reps)
+// benchDecode times one decode case on the GPU (flashattn's BenchKVCache),
+// with mods' score modifiers; its TB/s counts the bytes the kernel reads
+// (a window's entries, not the whole cache).
+func (g *cudaGPU) benchDecode(c Case, row Row, mods scoreMods, warmup, reps int) Row {
+	opts := &flashattn.Options{Causal: c.Causal}
+	mods.apply(opts, c.Dims.Hq)
+	r, err := g.dev.BenchKVCache(c.Dims, c.Page, opts, warmup, reps)
 	if err != nil {
 		return failed(row, err)
 	}
 	row.Status, row.MS, row.TFLOPs = statusOK, r.MedianMs, r.TFLOPS
 	row.ExtraBytes, row.HostOverheadUS, row.Kernel = r.ExtraBytes, r.HostOverheadUs, r.Kernel.Symbol
 	row.LaunchTimed = !r.EnqueueHidden
-	row.TBps = bench.DecodeTBps(row.Shape, row.MS)
+	row.TBps = r.TBps
 	return row
 }
 

@@ -112,7 +112,7 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods s
 		return failed(row, err)
 	}
 	if dir == dirDecode {
-		return g.benchDecode(c, row, warmup, reps)
+		return g.benchDecode(c, row, mods, warmup, reps)
 	}
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
 	mods.apply(opts, d.Hq)

@@ -126,9 +126,11 @@ type Backend struct {
 	// *flashattn.UnsupportedError.
 	Plain bool
 	// ModsForward: a Plain backend whose Forward runs the score modifiers
-	// (its Backward, except at ModsBackward's head dims, and its varlen and
-	// KV-cache calls still refuse them).
+	// (its Backward, except at ModsBackward's head dims, and its varlen
+	// calls still refuse them).
 	ModsForward bool
+	// ModsKVCache: a Plain backend whose KV-cache calls run the score modifiers.
+	ModsKVCache bool
 	// ModsBackward lists the head dims (of HeadDims) at which a ModsForward
 	// backend's Backward runs the score modifiers too.
 	ModsBackward []int
@@ -138,6 +140,9 @@ func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Conta
 
 // supportsCase reports whether b runs case c (else it must refuse it).
 func (b Backend) supportsCase(c Case) bool { return b.supports(c.D) && !(b.Plain && c.Mods()) }
+
+// supportsKVCase reports whether b's KV-cache calls run case c.
+func (b Backend) supportsKVCase(c Case) bool { return b.supportsCase(c) || b.supports(c.D) && b.ModsKVCache }
 
 // runsCall reports whether b's Forward runs case c (the plain call: Plain
 // backends refuse score modifiers unless ModsForward).
@@ -173,8 +178,9 @@ func ForBackend(be flashattn.Backend) Backend {
 	}
 	return Backend{
 		Name:        be.String(),
-		Plain:       be == flashattn.GPU, // varlen and KV-cache calls refuse the score modifiers on the GPU
+		Plain:       be == flashattn.GPU, // varlen calls refuse the score modifiers on the GPU
 		ModsForward: be == flashattn.GPU, // set ModsBackward: the head dims whose backward runs them
+		ModsKVCache: be == flashattn.GPU, // the decode kernel runs them
 		Forward: func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 			res, err := flashattn.Forward(q, k, v, with(o))
 			if err == nil && res.Backend != be {

@@ -104,6 +104,14 @@ func KVCases() []KVCase {
 		{Case{Name: "decode-Nq2-gqa8-d64-paged48", Nq: 2, Hq: 8, Hkv: 1, D: 64}, []int{300, 1, 517, 0, 129}, 520, 48, 0},
 		{Case{Name: "decode-Nq16-causal-gqa4-d64-paged16", Nq: 16, Causal: true, Hq: 8, Hkv: 2, D: 64}, []int{200, 1, 65, 0}, 200, 16, 0},
 		{Case{Name: "decode-Nq3-causal-mqa-d96", Nq: 3, Causal: true, Hq: 6, Hkv: 1, D: 96}, []int{257, 2, 130}, 260, 0, 0},
+		// The modifiers at the kernels' tiles: a window that skips key
+		// blocks and leaves unmasked ones inside it, per-row window edges
+		// within one packed tile (4 query rows x 4 heads), a window open to
+		// the right, softcap and ALiBi on rows of different heads and tiles.
+		{Case{Name: "decode-Nq1-gqa8-d128-window100-softcap30-alibi", Nq: 1, Hq: 16, Hkv: 2, D: 128, Window: &flashattn.Window{Left: 100, Right: -1}, Softcap: 30, ALiBi: true}, []int{300, 1, 517, 0, 129}, 520, 0, 0},
+		{Case{Name: "decode-Nq4-causal-window37-gqa4-d64-paged16", Nq: 4, Causal: true, Window: &flashattn.Window{Left: 37, Right: -1}, Hq: 8, Hkv: 2, D: 64}, []int{200, 1, 65, 0}, 200, 16, 0},
+		{Case{Name: "decode-Nq3-window5-2-softcap10-mqa-d96", Nq: 3, Window: &flashattn.Window{Left: 5, Right: 2}, Softcap: 10, Hq: 6, Hkv: 1, D: 96}, []int{257, 2, 130}, 260, 0, 0},
+		{Case{Name: "decode-Nq16-alibi-gqa4-d64", Nq: 16, ALiBi: true, Hq: 8, Hkv: 2, D: 64}, []int{200, 1, 65, 0}, 200, 0, 0},
 		// In-place append: a sequence filled to its last entry, an empty
 		// one, new entries crossing a page, the GPU's head dims.
 		{Case{Name: "append1-Nq1", Nq: 1}, []int{37, 0, 99, 15}, 100, 0, 1},
@@ -232,7 +240,7 @@ func RunKVCache(t *testing.T, b Backend) {
 			}
 			q, kc, vc, k, v, cache := c.Inputs()
 			o := c.Options()
-			if !b.supportsCase(c.Case) {
+			if !b.supportsKVCase(c.Case) {
 				var err error
 				if c.Append > 0 {
 					kNew, vNew := c.NewEntries()

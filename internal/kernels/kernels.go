@@ -85,7 +85,7 @@
 // problem (causal bottom-right on its own lengths); a sequence without
 // queries gets dK = dV = 0, one without keys dQ = 0.
 // KV-cache decode is one kernel (Decode) with one DecodeParams by value
-// (causal is its Causal field): grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)),
+// (causal, the window, softcap and ALiBi are its fields): grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)),
 // block Warps*32, SmemBytes; q, o (B, Nq, Hq, D) with the forward's layout
 // rules; the cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv,
 // D) with BlockTable (B, TableStride) int32, PageSize a multiple of 16;
@@ -95,9 +95,12 @@
 // (B*Hkv, row tile) group merges them, counting in SplitCount (one int32 per
 // group, zero before the call, zero again after it).
 //
-// Causal is bottom-right per sequence: query row i of batch b sees cache
-// entry j iff j <= i + SeqLens[b] - Nq; a row that sees no entry gets O = 0,
-// LSE -Inf.
+// Masks are bottom-right per sequence (off = SeqLens[b] - Nq): query row i of
+// batch b sees cache entry j iff i+off-WindowLeft <= j <= i+off+WindowRight
+// (-1: that side open; causal is WindowRight 0), and a CTA reads only the
+// entries its rows see; a row that sees no entry gets O = 0, LSE -Inf.
+// Softcap and ALiBi act as in the modified forward (the bias
+// -slope_h*|i+off-j|).
 package kernels
 
 import "sort"
@@ -197,10 +200,15 @@ type DecodeParams struct {
 
 	TableStride, PageSize int32
 	B, Nq, Hq, Hkv, D     int32
-	Splits, Causal        int32
-	ScaleLog2             float32
-	Scale                 float32
-	SplitCount            uint64 // int32 (B*Hkv*row tiles), zero before the first call; used when Splits > 1
+	Splits                int32
+	// The sliding window's reach (-1 unbounded; causal is WindowRight 0),
+	// bottom-right per sequence, as FwdParams' but read by every decode kernel.
+	WindowLeft, WindowRight int32
+	ScaleLog2               float32
+	Scale                   float32
+	SplitCount              uint64 // int32 (B*Hkv*row tiles), zero before the first call; used when Splits > 1
+	ALiBi                   uint64 // float32 (Hq) slopes or 0
+	Softcap                 float32
 }
 
 // Pass says which step of attention a kernel computes.

@@ -19,11 +19,13 @@ Each of our calls is one launch (the last CTA of each split group merges the
 splits); every call is made twice before its check, and the split counters must
 be back at zero after it.
 
-Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize]
+Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize | --sweep | --mods]
   --ptx75: the Turing kernels from internal/kernels/fa2_sm75.ptx (driver JIT);
   --splits N: force N KV splits (default: the rule of flashattn/gpu_decode.go);
   --sanitize: one small contiguous and one paged call of each head dim, no
-              timing (for compute-sanitizer).
+              timing (for compute-sanitizer), with and without the modifiers;
+  --sweep: ours at forced split counts beside cuDNN (the split rule's data);
+  --mods: window, softcap and ALiBi timed beside the plain call, checked.
 (The candidate tiles and the one-launch merge's first form were dev kernels,
 decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
 that left with them: git history, kernels/dev/RESULTS.md.)
@@ -46,27 +48,36 @@ from sdpa import sdpa_backends  # noqa: E402  (our backend names -> SDPBackend, 
 class DecodeParams(ctypes.Structure):  # kernels/params.cuh
     _fields_ = [(n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "lse", "o_part", "lse_part", "seqlens", "table")] + \
                [(n, ctypes.c_int64) for n in ("qb", "qs", "qh", "kb", "ks", "kh", "vb", "vs", "vh", "ob", "os", "oh")] + \
-               [(n, ctypes.c_int32) for n in ("table_stride", "page", "b", "nq", "hq", "hkv", "d", "splits", "causal")] + \
-               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("split_count", ctypes.c_uint64)]
+               [(n, ctypes.c_int32) for n in ("table_stride", "page", "b", "nq", "hq", "hkv", "d", "splits",
+                                              "window_left", "window_right")] + \
+               [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("split_count", ctypes.c_uint64),
+                ("alibi", ctypes.c_uint64), ("softcap", ctypes.c_float)]
 
 
-assert ctypes.sizeof(DecodeParams) == 224
+assert ctypes.sizeof(DecodeParams) == 240
+
+
+MIN_SPLIT_BLOCKS = 2  # flashattn/gpu_decode.go's minSplitBlocks
 
 
 def splits_rule(ctas, sms, max_len, bc):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    return max(1, min((2 * sms) // ctas, max_len // (2 * bc), 128))
+    return max(1, min((2 * sms) // ctas, max_len // (MIN_SPLIT_BLOCKS * bc), 128))
 
 
-def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None):
+def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None,
+                window=(-1, -1), softcap=0.0, slopes=None):
     """q, o (B, Nq, Hq, D); k, v the cache (B, N, Hkv, D) or paged (blocks, page, Hkv, D), fp16
-    contiguous; lse (B, Hq, Nq) fp32; seqlens int32 (B); table int32 (B, T) or None."""
+    contiguous; lse (B, Hq, Nq) fp32; seqlens int32 (B); table int32 (B, T) or None; window
+    (left, right), -1 open, causal sets right 0; slopes fp32 (Hq) ALiBi or None."""
     b, nq, hq, d = q.shape
     hkv = k.shape[2]
     f, br, bc, warps, smem = m.fn(f"fa2_decode_sm{arch}_d{d}")
     tiles = -(-nq * (hq // hkv) // br)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    s = splits or splits_rule(b * hkv * tiles, sms, int(seqlens.max().item()), bc)
+    left, right = window[0], 0 if causal else window[1]
+    span = int(seqlens.max().item()) if left < 0 else min(int(seqlens.max().item()), left + nq)  # decodeSpan
+    s = splits or splits_rule(b * hkv * tiles, sms, span, bc)
     rows = b * hq * nq
     opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
     lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
@@ -75,14 +86,15 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
                      opart.data_ptr() if s > 1 else 0, lpart.data_ptr() if s > 1 else 0, seqlens.data_ptr(),
                      table.data_ptr() if table is not None else 0,
                      *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-                     table.shape[1] if table is not None else 0, page, b, nq, hq, hkv, d, s, int(causal),
-                     1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d), counts.data_ptr())
+                     table.shape[1] if table is not None else 0, page, b, nq, hq, hkv, d, s, left, right,
+                     1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d), counts.data_ptr(),
+                     slopes.data_ptr() if slopes is not None else 0, softcap)
     args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
     def call():
         ck(cu.cuLaunchKernel(f, s, b * hkv, tiles, warps * 32, 1, 1, smem, stream, args, None), "decode")
-    call.keep = (p, args, opart, lpart)
+    call.keep = (p, args, opart, lpart, slopes)
     call.splits = s
     call.counts = counts
     return call
@@ -213,6 +225,92 @@ def bench(m, arch, splits):
     print("all shapes within 2x flash's error, no NaN" if not fails else f"{fails} shapes FAILED")
 
 
+def sweep(m, arch):
+    """The split count: ours at several forced counts beside cuDNN, L2 flushed, B 1 and 4."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"split sweep: ours us at forced split counts (rule's marked *), cuDNN us; {sms} SMs", flush=True)
+    for b, hq, hkv, d in ((1, 32, 8, 128), (4, 32, 8, 128), (1, 32, 8, 64), (1, 8, 1, 128)):
+        for n in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072):
+            torch.manual_seed(n + b)
+            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
+            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+            cud = sdpa_calls(qt, kt, vt, hq, hkv)["cudnn"][0]
+            o = torch.empty_like(q)
+            lse = torch.empty((b, hq, 1), device="cuda")
+            rule = decode_call(m, arch, q, k, v, o, lse, seqlens).splits
+            cands = sorted({rule, 2, 4, 8, 12, 16, 24, 33, 48, 66} - {x for x in range(200) if x > max(1, n // 128)})
+            calls = {c: decode_call(m, arch, q, k, v, o, lse, seqlens, splits=c) for c in cands}
+            ts = {c: [] for c in cands}
+            tc = []
+            for _ in range(2):
+                tc += timed(cud, 5) if cud else []
+                for c, fn in calls.items():
+                    ts[c] += timed(fn, 5)
+            med = lambda t: sorted(t)[len(t) // 2] * 1e3
+            best = min(cands, key=lambda c: med(ts[c]))
+            kv = 4 * b * n * hkv * d
+            line = " ".join(f"{c}{'*' if c == rule else ''}:{med(ts[c]):.1f}" for c in cands)
+            cu_us = med(tc) if tc else float("nan")
+            print(f"B{b} {hq}/{hkv} D{d} N{n:>6}: cudnn {cu_us:6.1f} | best {best:>3} {med(ts[best]):6.1f} "
+                  f"({kv / med(ts[best]) / 1e6 / 4.8:4.0%}, {cu_us / med(ts[best]):.2f}x cudnn) rule {rule} "
+                  f"{med(ts[rule]):6.1f} ({cu_us / med(ts[rule]):.2f}x) | {line}", flush=True)
+            del q, k, v, kt, vt, qt, calls, o, lse
+            torch.cuda.empty_cache()
+
+
+def mods(m, arch):
+    """Window, softcap and ALiBi on the decode kernel: time beside the plain call (B 1, 32/8, D 128,
+    Nq 1, L2 flushed), each checked against float32 math with the same modifiers."""
+    b, hq, hkv, d, nq = 1, 32, 8, 128, 1
+    slopes = torch.tensor([2 ** (-8 * (h + 1) / hq) for h in range(hq)], device="cuda")
+    print("decode with modifiers (B 1, 32/8 heads, D 128, Nq 1): us, x the plain call, max|err| vs float32", flush=True)
+    fails = 0
+    for n in (4096, 32768, 131072):
+        torch.manual_seed(n)
+        q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
+        k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+        v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        g = hq // hkv
+        kf = k.float().repeat_interleave(g, dim=2)  # (b, n, hq, d)
+        vf = v.float().repeat_interleave(g, dim=2)
+        sc = torch.einsum("bihd,bjhd->bhij", q.float(), kf) / math.sqrt(d)
+        pos = torch.arange(n, device="cuda")
+        plain = None
+        for name, win, cap, al in (("plain", (-1, -1), 0.0, None), ("window 4096", (4096, -1), 0.0, None),
+                                   ("softcap 50", (-1, -1), 50.0, None), ("alibi", (-1, -1), 0.0, slopes),
+                                   ("all three", (4096, -1), 50.0, slopes)):
+            x = sc.clone()
+            if cap:
+                x = cap * torch.tanh(x / cap)
+            if al is not None:
+                x = x - al.view(1, hq, 1, 1) * (n - 1 - pos).abs().float().view(1, 1, 1, n)
+            if win[0] >= 0:
+                x = x.masked_fill((pos < n - 1 - win[0]).view(1, 1, 1, n), float("-inf"))
+            ref = torch.einsum("bhij,bjhd->bihd", torch.softmax(x, -1), vf)
+            o = torch.full_like(q, float("nan"))
+            lse = torch.full((b, hq, nq), float("nan"), device="cuda")
+            call = decode_call(m, arch, q, k, v, o, lse, seqlens, window=win, softcap=cap, slopes=al)
+            call()
+            torch.cuda.synchronize()
+            err = (o.float() - ref).abs().max().item()
+            lref = torch.logsumexp(x, -1)  # (b, hq, nq)
+            lerr = (lse - lref).abs().max().item()
+            bad = not (err < 2e-3 and lerr < 1e-3) or call.counts.abs().sum().item() != 0
+            fails += bad
+            t = timed(call, 20)
+            us = sorted(t)[len(t) // 2] * 1e3
+            plain = plain or us
+            print(f"N {n:>6} {name:>12}: {us:7.1f} us  {us / plain:4.2f}x  splits {call.splits:>3}  "
+                  f"max|err| O {err:.1e} LSE {lerr:.1e}" + ("  FAIL" if bad else ""), flush=True)
+        del q, k, v, kf, vf, sc
+        torch.cuda.empty_cache()
+    print("all modifier calls within tolerance" if not fails else f"{fails} modifier calls FAILED")
+
+
 def sanitize(m, arch):
     """Small calls for compute-sanitizer: every head dim, contiguous and paged, 1 and 3 splits."""
     gen = torch.Generator().manual_seed(2)
@@ -225,12 +323,14 @@ def sanitize(m, arch):
             v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
             seqlens = torch.tensor([n, 1, 130], dtype=torch.int32, device="cuda")
             kp, vp, tab = paged_copy(k, v, 48, gen)
+            slopes = torch.rand(hq, device="cuda")
             for kk, vv, t, page in ((k, v, None, 0), (kp, vp, tab, 48)):
-                o = torch.full_like(q, float("nan"))
-                lse = torch.full((b, hq, nq), float("nan"), device="cuda")
-                decode_call(m, arch, q, kk, vv, o, lse, seqlens, t, page, True, splits)()
-                torch.cuda.synchronize()
-                assert not torch.isnan(o).any().item(), f"D{d} splits {splits}: NaN left in O"
+                for mod in ({}, {"window": (40, -1), "softcap": 20.0, "slopes": slopes}):
+                    o = torch.full_like(q, float("nan"))
+                    lse = torch.full((b, hq, nq), float("nan"), device="cuda")
+                    decode_call(m, arch, q, kk, vv, o, lse, seqlens, t, page, True, splits, **mod)()
+                    torch.cuda.synchronize()
+                    assert not torch.isnan(o).any().item(), f"D{d} splits {splits} {mod}: NaN left in O"
     print("sanitize calls done", flush=True)
 
 
@@ -243,6 +343,10 @@ def main():
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:
         sanitize(m, 75 if ptx75 else 80)
+    elif "--sweep" in args:
+        sweep(m, 75 if ptx75 else 80)
+    elif "--mods" in args:
+        mods(m, 75 if ptx75 else 80)
     else:
         bench(m, 75 if ptx75 else 80, splits)
 
