@@ -142,7 +142,9 @@ func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Conta
 func (b Backend) supportsCase(c Case) bool { return b.supports(c.D) && !(b.Plain && c.Mods()) }
 
 // supportsKVCase reports whether b's KV-cache calls run case c.
-func (b Backend) supportsKVCase(c Case) bool { return b.supportsCase(c) || b.supports(c.D) && b.ModsKVCache }
+func (b Backend) supportsKVCase(c Case) bool {
+	return b.supportsCase(c) || b.supports(c.D) && b.ModsKVCache
+}
 
 // runsCall reports whether b's Forward runs case c (the plain call: Plain
 // backends refuse score modifiers unless ModsForward).
