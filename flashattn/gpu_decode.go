@@ -15,28 +15,42 @@ import (
 // the splits by their LSEs (kernels/decode.cuh), so a call is one launch.
 
 // decodeSplits is the number of KV splits of a decode call with ctas CTAs
-// per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs, whose
-// longest sequence has maxLen entries in blocks of bc keys. The grid aims at
-// one full wave of two CTAs per SM (an H100/H200 SM holds two 96 KiB decode
-// CTAs; where one fits, two equal waves): one split when B*Hkv alone has
-// that many CTAs, otherwise the most splits that stay within the wave (a
-// few CTAs over it would run as a second wave of their own: measured on the
-// H200, 288 CTAs took 1.4x the time per byte of 264), but no split shorter
-// than minSplitBlocks blocks (so that each CTA's next block is in flight
-// while it computes one) and at most maxDecodeSplits.
-func decodeSplits(ctas, sms, maxLen, bc int) int {
+// per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs that each
+// hold perSM decode CTAs at once (two 96 KiB CTAs on an H100/H200 SM, one on
+// an A100 or sm_86/89), whose CTA groups read at most span entries in blocks
+// of bc keys. From a sweep of split counts on the H200 beside cuDNN
+// (kernels/dev/RESULTS.md, session 9): one CTA per SM is the best wave up to
+// long spans, where a second CTA per SM pays once each split still streams
+// twoPerSMBlocks blocks (B 1, 32/8 heads, D 128: 16 splits up to 32k, 33 from
+// 64k; B 4: 4 splits up to 8k, 8 from 16k); one split when B*Hkv alone fills
+// the wave; never splits shorter than minSplitBlocks blocks (so that each
+// CTA's next block is in flight while it computes one); at most
+// maxDecodeSplits.
+func decodeSplits(ctas, sms, perSM, span, bc int) int {
 	if forcedSplits > 0 {
 		return forcedSplits
 	}
-	const minSplitBlocks = 2
-	s := (2 * sms) / ctas
-	s = min(s, maxLen/(minSplitBlocks*bc), maxDecodeSplits)
+	const minSplitBlocks, twoPerSMBlocks = 2, 24
+	blocks := ceilDiv(span, bc)
+	s := sms / ctas
+	if s2 := perSM * sms / ctas; perSM > 1 && s2 > max(s, 1) && blocks >= twoPerSMBlocks*s2 {
+		s = s2
+	}
+	s = min(s, blocks/minSplitBlocks, maxDecodeSplits)
 	return max(s, 1)
 }
 
-// maxDecodeSplits bounds the splits: beyond two CTAs per SM for a single
-// (batch, kv head) more splits add merge work and no bandwidth.
-const maxDecodeSplits = 128
+// maxDecodeSplits bounds the splits: the merge tree's two levels of
+// decodeMergeFan take up to decodeMergeFan^2 splits in runs of at most
+// decodeMergeFan each.
+const maxDecodeSplits = decodeMergeFan * decodeMergeFan
+
+// decodePerSM is how many decode CTAs of smem bytes of shared memory one SM
+// of the device holds at once (the kernels' kMinBlocks, 2, at most): the
+// second CTA of a split wave runs beside the first only where it fits.
+func (d *Device) decodePerSM(smem int) int {
+	return max(1, min(2, d.smemPerSM/max(smem, 1)))
+}
 
 // decodeSpan is the most cache entries one CTA group reads: the longest
 // sequence, or with a sliding window of Left its Left+Nq last entries (the
@@ -58,15 +72,20 @@ var forcedSplits int
 // split counters must be back at zero for the next launch).
 var decodeRepeats int
 
+// decodeMergeFan is decode.cuh's kMergeFan: the splits of a group merge in
+// runs of that many, then the runs.
+const decodeMergeFan = 16
+
 // decodeWorkspace is the length of the split workspace of a decode call
 // whose grid has groups CTA groups (B*Hkv times the row tiles): the partial
-// O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32, and one int32
-// counter per group; none for one split.
+// O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32, and int32
+// counters, one per run of decodeMergeFan splits plus one per group; none
+// for one split.
 func decodeWorkspace(d Dims, splits, groups int) (oPart, lsePart, counters int) {
 	if splits <= 1 {
 		return 0, 0, 0
 	}
-	return splits * d.LSELen() * d.D, splits * d.LSELen(), groups
+	return splits * d.LSELen() * d.D, splits * d.LSELen(), groups * (ceilDiv(splits, decodeMergeFan) + 1)
 }
 
 // decodeRowTiles is the number of packed-row tiles (grid z) of a decode
@@ -125,7 +144,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		return nil, err
 	}
 	groups := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br) // CTAs per split
-	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, decodeSpan(p), dec.info.Bc),
+	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, d.decodePerSM(dec.info.SmemBytes), decodeSpan(p), dec.info.Bc),
 		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
 	defer func() {
 		if err != nil {

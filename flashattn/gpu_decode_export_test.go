@@ -8,9 +8,9 @@ func ForceDecodeSplits(n int) (previous int) {
 }
 
 // DecodeSplits is decodeSplits' automatic choice.
-func DecodeSplits(ctas, sms, maxLen, bc int) int {
+func DecodeSplits(ctas, sms, perSM, span, bc int) int {
 	defer ForceDecodeSplits(ForceDecodeSplits(0))
-	return decodeSplits(ctas, sms, maxLen, bc)
+	return decodeSplits(ctas, sms, perSM, span, bc)
 }
 
 // ForceDecodeRepeats makes every decode call run its kernel n times (O and
@@ -23,3 +23,6 @@ func ForceDecodeRepeats(n int) (previous int) {
 
 // MaxDecodeSplits is decodeSplits' cap.
 const MaxDecodeSplits = maxDecodeSplits
+
+// DecodeMergeFan is the splits per merge run (decode.cuh's kMergeFan).
+const DecodeMergeFan = decodeMergeFan

@@ -108,6 +108,10 @@ type Device struct {
 	// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN): it decides
 	// whether the table's Large rows run here (kernels.LookupFit).
 	smemOptin int
+	// smemPerSM is the shared memory of one SM
+	// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR): how many
+	// decode CTAs one SM holds (decodePerSM).
+	smemPerSM int
 
 	// path is the kernel path in use: 75 (Turing code) or 80 (sm_80+ code).
 	// forced is set by ForcePath(75) on a newer GPU: the Turing code then
@@ -155,6 +159,9 @@ func OpenDevice(ordinal int) (*Device, error) {
 		return fail(err)
 	}
 	if d.smemOptin, err = c.Attribute(cuda.AttrMaxSharedPerBlockOpt); err != nil {
+		return fail(err)
+	}
+	if d.smemPerSM, err = c.Attribute(cuda.AttrMaxSharedPerSM); err != nil {
 		return fail(err)
 	}
 	if d.stream, err = c.NewStream(); err != nil {

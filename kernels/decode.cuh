@@ -208,52 +208,72 @@ __device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
   *reinterpret_cast<uint4*>(o) = u;
 }
 
-// The splits' merge, done by the last CTA of each (batch, kv head, row tile)
-// to finish instead of by a second kernel: one launch per call and no gap
-// between two (the H200 profile, kernels/dev/RESULTS.md: the combine kernel
-// was 11-14 us of a 16k-128k call at B 1). Every CTA makes its partial rows
-// visible (fence) and counts itself in; the one that counts last merges and
-// resets the counter, so it stays zero between calls on a stream. The merge
-// spreads (row, 8 columns) x split ranges over all threads; each thread loads
-// a split's LSE together with its partial O and merges online (a running
-// max, as the softmax), so the LSEs cost no round trip of their own, then the
-// split ranges of an item are merged by their (max, sum) in shared memory.
-template <class T, class E>
-__device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b, int hk, int row0, int rows) {
-  constexpr int D = T::kD, C = D / 8, NT = T::kThreads;
-  static_assert(NT * 10 * 4 <= T::kSmemBytes, "the merge's shared memory");
+// The splits' merge, done by the last CTAs to finish instead of by a second
+// kernel: one launch per call and no gap between two (the H200 profile,
+// kernels/dev/RESULTS.md: the combine kernel was 11-14 us of a 16k-128k call
+// at B 1). The splits of a (batch, kv head, row tile) group merge in a tree
+// of fan-in kMergeFan: the last CTA of each run of kMergeFan splits merges
+// them into the run's first partial slot, and the last of those run mergers
+// merges the runs into O and the LSE (with one run, straight into O). Each
+// merge reads every partial row it takes once, from L2, and its time is the
+// L2 round trips one thread waits for in turn: a single level over 66-128
+// splits of an 8-row group (MQA, B 1) took 20-35 us, the tree two short ones.
+constexpr int kMergeFan = 16;  // flashattn's decodeMergeFan
+
+// Every CTA of n that arrive at counter cnt makes its global writes visible
+// (fence) and counts itself in; true in the last one, which resets the
+// counter (so it is zero for the next call on the stream) and fences before
+// reading what the others wrote. The verdict word lives in the merge's
+// scratch (smem_raw): a static __shared__ word would push a 32 KiB Turing CTA
+// past half of 64 KiB.
+__device__ __forceinline__ bool decode_last_in(int* cnt, int n) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* sX = reinterpret_cast<float*>(smem_raw);  // [NT][10]: a split range's 8 sums, max and exp-sum
-  // The count's verdict, in sX (read before anyone writes sX): a static
-  // __shared__ word would push a 32 KiB Turing CTA past half of 64 KiB.
-  int& last = *reinterpret_cast<int*>(sX);
-  __threadfence();  // this CTA's partial rows are visible before it counts in
-  __syncthreads();  // (and every thread is done with the shared memory above)
-  int* cnt = p.split_count + blockIdx.y * gridDim.z + blockIdx.z;
+  int& last = *reinterpret_cast<int*>(smem_raw);
+  __threadfence();  // this CTA's writes are visible before it counts in
+  __syncthreads();  // (and every thread is done with the shared memory)
   if (threadIdx.x == 0) {
-    last = atomicAdd(cnt, 1) == static_cast<int>(gridDim.x) - 1;
-    if (last) *cnt = 0;  // ready for the next call on the stream
+    last = atomicAdd(cnt, 1) == n - 1;
+    if (last) *cnt = 0;
   }
   __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other CTAs' rows, fenced before they counted in
-  const int splits = gridDim.x, tid = threadIdx.x;
+  const bool r = last;
+  if (r) __threadfence();  // the others' writes, fenced before they counted in
+  return r;
+}
+
+// Merges the partial rows of splits s0, s0+stride, ... (n of them) of the
+// group's packed rows [row0, row0+rows): into O and the LSE, or (out >= 0)
+// into partial slot out (one of those read: each item is written by the one
+// thread that read it from slot s0, the LSEs after every thread is done).
+// Threads take (row, 8 columns) items x strided shares of the splits; each
+// loads a split's LSE with its partial O and merges online (a running max,
+// as the softmax), 8 splits' loads in flight at once; the shares
+// of an item merge by their (max, sum) in shared memory.
+template <class T, class E>
+__device__ __forceinline__ void decode_merge(const DecodeParams& p, int b, int hk, int row0, int rows, int s0, int n,
+                                             int stride, int out) {
+  constexpr int D = T::kD, C = D / 8, NT = T::kThreads, R = T::kRows;
+  static_assert((NT * 10 + R) * 4 <= T::kSmemBytes, "the merge's shared memory");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sX = reinterpret_cast<float*>(smem_raw);  // [NT][10]: a share's 8 sums, max and exp-sum
+  float* sLse = sX + NT * 10;                      // [R]: the merged LSE of each row
+  const int tid = threadIdx.x;
   const int64_t all = static_cast<int64_t>(p.b) * p.hq * p.nq;  // LSE rows of one split
-  // items = (row, 8 columns); parts = threads per item, each a strided share of the splits.
   const int items = rows * C, parts = max(1, NT / items);
   for (int base = 0; base < items; base += NT) {
-    __syncthreads();  // sX of the last round is read
+    __syncthreads();  // sX of the last round (or the verdict word) is read
     const int idx = base + tid % items, part = tid / items;
     float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    LseMerge mg;  // over the splits s: weights exp(lse_s - mx), summed in mg.sum
+    LseMerge mg;  // over the splits: x and mg.sum relative to mg.mx
     const bool mine = idx < items && part < parts;
     const int r = idx / C, c = idx % C;
     const int64_t row = mine ? PackedRow(p, b, hk, row0 + r).lse_idx : 0;
     if (mine) {
-#pragma unroll 4
-      for (int s = part; s < splits; s += parts) {  // independent loads: several in flight
-        const float l = __ldcg(p.lse_part + s * all + row);
-        const float4* src = reinterpret_cast<const float4*>(p.o_part + (s * all + row) * D + c * 8);
+#pragma unroll 8
+      for (int k = part; k < n; k += parts) {  // independent loads: 8 splits in flight
+        const int64_t at = static_cast<int64_t>(s0 + k * stride) * all + row;
+        const float l = __ldcg(p.lse_part + at);
+        const float4* src = reinterpret_cast<const float4*>(p.o_part + at * D + c * 8);
         const float4 a = __ldcg(src), bb = __ldcg(src + 1);
         if (l == -INFINITY) continue;  // a split without keys (its partial O is 0)
         const float f = mg.rescale(l), wt = mg.weight(l);
@@ -264,12 +284,12 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
       }
     }
     if (parts > 1) {
-      float* mine_x = sX + tid * 10;
+      float* sx = sX + tid * 10;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) mine_x[e] = x[e];
-      mine_x[8] = mg.mx, mine_x[9] = mg.sum;
+      for (int e = 0; e < 8; ++e) sx[e] = x[e];
+      sx[8] = mg.mx, sx[9] = mg.sum;
       __syncthreads();
-      if (tid < items && base + tid < items) {  // part 0 merges the other parts' (max, sum, x)
+      if (tid < items && base + tid < items) {  // part 0 merges the other shares' (max, sum, x)
         for (int q = 1; q < parts; ++q) {
           const float* o = sX + (q * items + tid) * 10;
           if (o[8] == -INFINITY) continue;
@@ -284,11 +304,39 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
       const float inv = mg.inv();
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] *= inv;
-      const PackedRow pr(p, b, hk, row0 + r);
-      store8<E>(static_cast<E*>(p.o) + pr.o_off + c * 8, x);
-      if (c == 0) p.lse[pr.lse_idx] = mg.lse();
+      if (out < 0) {
+        store8<E>(static_cast<E*>(p.o) + PackedRow(p, b, hk, row0 + r).o_off + c * 8, x);
+      } else {
+        float4* dst = reinterpret_cast<float4*>(p.o_part + (out * all + row) * D + c * 8);
+        dst[0] = make_float4(x[0], x[1], x[2], x[3]);
+        dst[1] = make_float4(x[4], x[5], x[6], x[7]);
+      }
+      if (c == 0) sLse[r] = mg.lse();
     }
   }
+  __syncthreads();  // every LSE of slot `out` is read
+  if (tid < rows) {
+    const int64_t row = PackedRow(p, b, hk, row0 + tid).lse_idx;
+    (out < 0 ? p.lse[row] : p.lse_part[out * all + row]) = sLse[tid];
+  }
+}
+
+// The end of a split CTA (its partial rows written): count in on its run's
+// counter, merge the run if last, then count in on the group's, merge the
+// runs if last. Counters: (clusters + 1) per group, runs first.
+template <class T, class E>
+__device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b, int hk, int row0, int rows) {
+  const int splits = gridDim.x, split = blockIdx.x;
+  const int runs = (splits + kMergeFan - 1) / kMergeFan, run = split / kMergeFan, s0 = run * kMergeFan;
+  int* cnt = p.split_count + static_cast<int64_t>(blockIdx.y * gridDim.z + blockIdx.z) * (runs + 1);
+  if (!decode_last_in(cnt + run, min(kMergeFan, splits - s0))) return;
+  if (runs == 1) {
+    decode_merge<T, E>(p, b, hk, row0, rows, 0, splits, 1, -1);
+    return;
+  }
+  decode_merge<T, E>(p, b, hk, row0, rows, s0, min(kMergeFan, splits - s0), 1, s0);
+  if (!decode_last_in(cnt + runs, runs)) return;
+  decode_merge<T, E>(p, b, hk, row0, rows, 0, runs, kMergeFan, -1);
 }
 
 template <class T, class E = __half>

@@ -206,8 +206,9 @@ struct DecodeParams {
   int32_t window_left, window_right;
   float scale_log2;
   float scale;
-  // Split merge (splits > 1): one counter per CTA group (B*Hkv, row tiles), zero
-  // before the first call; the last CTA of a group merges and resets it.
+  // Split merge (splits > 1): per CTA group (B*Hkv, row tiles) one counter per
+  // run of kMergeFan splits, then one for the group (decode.cuh), zero before
+  // the first call; the last CTA at each merges and resets it.
   int32_t* split_count;
   const float* alibi_slopes;  // fp32 (Hq) or null
   float softcap;              // 0: none; then 4 bytes of padding, as in the Go struct

@@ -18,6 +18,7 @@ const (
 	AttrComputeCapMajor      DeviceAttr = 75
 	AttrComputeCapMinor      DeviceAttr = 76
 	AttrMaxSharedPerBlockOpt DeviceAttr = 97
+	AttrMaxSharedPerSM       DeviceAttr = 81
 )
 
 // Context is a retained primary context of one device, and the owner of

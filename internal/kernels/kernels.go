@@ -90,10 +90,11 @@
 // rules; the cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv,
 // D) with BlockTable (B, TableStride) int32, PageSize a multiple of 16;
 // SeqLens (B) int32. It writes O and the LSE of every row. With Splits > 1
-// (at most 128) each CTA also writes OPart (Splits, B*Hq*Nq, D) and LSEPart
-// (Splits, B*Hq*Nq) fp32, rows in the LSE's order, and the last CTA of each
-// (B*Hkv, row tile) group merges them, counting in SplitCount (one int32 per
-// group, zero before the call, zero again after it).
+// each CTA also writes OPart (Splits, B*Hq*Nq, D) and LSEPart (Splits,
+// B*Hq*Nq) fp32, rows in the LSE's order, and the CTAs of each (B*Hkv, row
+// tile) group merge them in a tree (runs of 16 splits, then the runs),
+// counting in SplitCount: per group, one int32 per run and one more (zero
+// before the call, zero again after it).
 //
 // Masks are bottom-right per sequence (off = SeqLens[b] - Nq): query row i of
 // batch b sees cache entry j iff i+off-WindowLeft <= j <= i+off+WindowRight
@@ -206,7 +207,7 @@ type DecodeParams struct {
 	WindowLeft, WindowRight int32
 	ScaleLog2               float32
 	Scale                   float32
-	SplitCount              uint64 // int32 (B*Hkv*row tiles), zero before the first call; used when Splits > 1
+	SplitCount              uint64 // int32 (B*Hkv*row tiles, runs+1), zero before the first call; used when Splits > 1
 	ALiBi                   uint64 // float32 (Hq) slopes or 0
 	Softcap                 float32
 }

@@ -25,7 +25,8 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
   --sweep: ours at forced split counts beside cuDNN (the split rule's data);
-  --mods: window, softcap and ALiBi timed beside the plain call, checked.
+  --mods: window, softcap and ALiBi timed beside the plain call, checked;
+  --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin.
 (The candidate tiles and the one-launch merge's first form were dev kernels,
 decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
 that left with them: git history, kernels/dev/RESULTS.md.)
@@ -57,12 +58,18 @@ class DecodeParams(ctypes.Structure):  # kernels/params.cuh
 assert ctypes.sizeof(DecodeParams) == 240
 
 
-MIN_SPLIT_BLOCKS = 2  # flashattn/gpu_decode.go's minSplitBlocks
+MERGE_FAN = 16  # decode.cuh's kMergeFan: split counters per group are runs + 1
 
 
-def splits_rule(ctas, sms, max_len, bc):
+def splits_rule(ctas, sms, per_sm, span, bc):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    return max(1, min((2 * sms) // ctas, max_len // (MIN_SPLIT_BLOCKS * bc), 128))
+    min_split_blocks, two_per_sm_blocks = 2, 24
+    blocks = -(-span // bc)
+    s = sms // ctas
+    s2 = per_sm * sms // ctas
+    if per_sm > 1 and s2 > max(s, 1) and blocks >= two_per_sm_blocks * s2:
+        s = s2
+    return max(1, min(s, blocks // min_split_blocks, MERGE_FAN * MERGE_FAN))
 
 
 def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None,
@@ -77,11 +84,12 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     left, right = window[0], 0 if causal else window[1]
     span = int(seqlens.max().item()) if left < 0 else min(int(seqlens.max().item()), left + nq)  # decodeSpan
-    s = splits or splits_rule(b * hkv * tiles, sms, span, bc)
+    s = splits or splits_rule(b * hkv * tiles, sms, max(1, min(2, m.smem_per_sm // smem)), span, bc)
     rows = b * hq * nq
     opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
     lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
-    counts = torch.zeros(b * hkv * tiles, dtype=torch.int32, device="cuda")  # zero once; the kernel resets them
+    runs = -(-s // MERGE_FAN)
+    counts = torch.zeros(b * hkv * tiles * (runs + 1), dtype=torch.int32, device="cuda")  # zero once; the kernel resets them
     p = DecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                      opart.data_ptr() if s > 1 else 0, lpart.data_ptr() if s > 1 else 0, seqlens.data_ptr(),
                      table.data_ptr() if table is not None else 0,
@@ -237,12 +245,22 @@ def sweep(m, arch):
             v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
             seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-            cud = sdpa_calls(qt, kt, vt, hq, hkv)["cudnn"][0]
+            sd = sdpa_calls(qt, kt, vt, hq, hkv)
+            cud = sd["cudnn"][0]
+            ref = sd["flash"][0]().transpose(1, 2).float()  # (b, 1, hq, d)
             o = torch.empty_like(q)
             lse = torch.empty((b, hq, 1), device="cuda")
             rule = decode_call(m, arch, q, k, v, o, lse, seqlens).splits
-            cands = sorted({rule, 2, 4, 8, 12, 16, 24, 33, 48, 66} - {x for x in range(200) if x > max(1, n // 128)})
+            cands = sorted({rule, 2, 4, 8, 12, 16, 24, 33, 48, 66, 96, 132, 198, 264} - {x for x in range(300) if x > max(1, n // 128)})
             calls = {c: decode_call(m, arch, q, k, v, o, lse, seqlens, splits=c) for c in cands}
+            bad = []
+            for c, fn in calls.items():  # each split count's O against SDPA flash's, twice (counters back at zero)
+                for _ in range(2):
+                    o.fill_(float("nan"))
+                    fn()
+                    torch.cuda.synchronize()
+                    if not (o.float() - ref).abs().max().item() < 2e-3 or fn.counts.abs().sum().item() != 0:
+                        bad.append(c)
             ts = {c: [] for c in cands}
             tc = []
             for _ in range(2):
@@ -256,8 +274,8 @@ def sweep(m, arch):
             cu_us = med(tc) if tc else float("nan")
             print(f"B{b} {hq}/{hkv} D{d} N{n:>6}: cudnn {cu_us:6.1f} | best {best:>3} {med(ts[best]):6.1f} "
                   f"({kv / med(ts[best]) / 1e6 / 4.8:4.0%}, {cu_us / med(ts[best]):.2f}x cudnn) rule {rule} "
-                  f"{med(ts[rule]):6.1f} ({cu_us / med(ts[rule]):.2f}x) | {line}", flush=True)
-            del q, k, v, kt, vt, qt, calls, o, lse
+                  f"{med(ts[rule]):6.1f} ({cu_us / med(ts[rule]):.2f}x) | {line}" + (f"  FAIL at {sorted(set(bad))}" if bad else ""), flush=True)
+            del q, k, v, kt, vt, qt, calls, o, lse, sd, ref, cud
             torch.cuda.empty_cache()
 
 
@@ -312,11 +330,12 @@ def mods(m, arch):
 
 
 def sanitize(m, arch):
-    """Small calls for compute-sanitizer: every head dim, contiguous and paged, 1 and 3 splits."""
+    """Small calls for compute-sanitizer: every head dim, contiguous and paged, 1, 3 and 40 splits
+    (one merge run, and three runs merged in turn), with and without the modifiers."""
     gen = torch.Generator().manual_seed(2)
     dims = (32, 64, 96, 128) + ((256,) if arch == 80 else ())
     for d in dims:
-        for splits in (1, 3):
+        for splits in (1, 3, 40):
             b, nq, hq, hkv, n = 3, 2, 8, 2, 300
             q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
             k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
@@ -339,6 +358,8 @@ def main():
     ptx75 = "--ptx75" in args
     splits = int(args[args.index("--splits") + 1]) if "--splits" in args else None
     path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
+    if "--module" in args:  # a dev build of the same symbols (tiles from resources.md)
+        path = args[args.index("--module") + 1]
     m = Module(path)
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:

@@ -94,6 +94,9 @@ class Module:
         ck(cu.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
         ck(cu.cuDeviceGetAttribute(ctypes.byref(optin), 97, dev), "smem opt-in")
         self.smem_optin = optin.value
+        per_sm = ctypes.c_int()  # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+        ck(cu.cuDeviceGetAttribute(ctypes.byref(per_sm), 81, dev), "smem per SM")
+        self.smem_per_sm = per_sm.value
 
     def fn(self, sym):
         if sym not in self.fns:
