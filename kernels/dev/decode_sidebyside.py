@@ -26,7 +26,8 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
               timing (for compute-sanitizer), with and without the modifiers;
   --sweep: ours at forced split counts beside cuDNN (the split rule's data);
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
-  --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin.
+  --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
+  --ab PATH: these kernels against PATH's (a dev cubin of the same symbols), interleaved.
 (The candidate tiles and the one-launch merge's first form were dev kernels,
 decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
 that left with them: git history, kernels/dev/RESULTS.md.)
@@ -52,7 +53,7 @@ class DecodeParams(ctypes.Structure):  # kernels/params.cuh
                [(n, ctypes.c_int32) for n in ("table_stride", "page", "b", "nq", "hq", "hkv", "d", "splits",
                                               "window_left", "window_right")] + \
                [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("split_count", ctypes.c_uint64),
-                ("alibi", ctypes.c_uint64), ("softcap", ctypes.c_float)]
+                ("alibi", ctypes.c_uint64), ("softcap", ctypes.c_float), ("uniform_len", ctypes.c_int32)]
 
 
 assert ctypes.sizeof(DecodeParams) == 240
@@ -96,7 +97,8 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
                      *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
                      table.shape[1] if table is not None else 0, page, b, nq, hq, hkv, d, s, left, right,
                      1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d), counts.data_ptr(),
-                     slopes.data_ptr() if slopes is not None else 0, softcap)
+                     slopes.data_ptr() if slopes is not None else 0, softcap,
+                     int(seqlens[0].item()) if bool((seqlens == seqlens[0]).all().item()) else -1)
     args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
@@ -183,7 +185,8 @@ def bench(m, arch, splits):
     fails = 0
     every = (1024, 4096, 16384, 32768, 65536, 131072)
     for (b, hq, hkv, d), lengths in (((1, 32, 8, 128), every), ((4, 32, 8, 128), (4096, 32768, 131072)),
-                                     ((1, 64, 8, 128), (32768, 131072)), ((1, 32, 8, 64), (32768, 131072))):
+                                     ((1, 64, 8, 128), (32768, 131072)), ((1, 32, 8, 64), (32768, 131072)),
+                                     ((1, 8, 1, 128), (4096, 32768, 131072))):
         for n in lengths:
             torch.manual_seed(n + b)
             q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
@@ -279,6 +282,38 @@ def sweep(m, arch):
             torch.cuda.empty_cache()
 
 
+def ab(m, arch, other):
+    """Ours (m) against another build of the same kernels (other), interleaved, L2 flushed, beside cuDNN."""
+    print(f"A/B: A = this build, B = {other.path}; us (median of 30), B/A < 1: B faster", flush=True)
+    for b, hq, hkv, d, lengths in ((1, 32, 8, 128, (1024, 2048, 4096, 8192, 32768, 131072)), (4, 32, 8, 128, (1024, 8192)),
+                                   (1, 32, 8, 64, (1024, 4096, 32768)), (1, 8, 1, 128, (1024, 4096, 32768))):
+        for n in lengths:
+            torch.manual_seed(n + b)
+            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
+            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+            cud = sdpa_calls(qt, kt, vt, hq, hkv)["cudnn"][0]
+            oa, ob = torch.empty_like(q), torch.empty_like(q)
+            la, lb = torch.empty((b, hq, 1), device="cuda"), torch.empty((b, hq, 1), device="cuda")
+            fa = decode_call(m, arch, q, k, v, oa, la, seqlens)
+            fb = decode_call(other, arch, q, k, v, ob, lb, seqlens)
+            fa(), fb()
+            torch.cuda.synchronize()
+            same = torch.equal(oa, ob) and torch.equal(la, lb)
+            ta, tb, tc = [], [], []
+            for _ in range(3):
+                tc += timed(cud, 10)
+                ta += timed(fa, 10)
+                tb += timed(fb, 10)
+            med = lambda t: sorted(t)[len(t) // 2] * 1e3
+            print(f"B{b} {hq}/{hkv} D{d} N{n:>6} splits {fa.splits:>3}: A {med(ta):6.1f}  B {med(tb):6.1f}  B/A {med(tb) / med(ta):.3f}  "
+                  f"cudnn {med(tc):6.1f} (A {med(tc) / med(ta):.2f}x, B {med(tc) / med(tb):.2f}x)  outputs {'equal' if same else 'DIFFER'}", flush=True)
+            del q, k, v, kt, vt, qt, cud, fa, fb
+            torch.cuda.empty_cache()
+
+
 def mods(m, arch):
     """Window, softcap and ALiBi on the decode kernel: time beside the plain call (B 1, 32/8, D 128,
     Nq 1, L2 flushed), each checked against float32 math with the same modifiers."""
@@ -368,6 +403,10 @@ def main():
         sweep(m, 75 if ptx75 else 80)
     elif "--mods" in args:
         mods(m, 75 if ptx75 else 80)
+    elif "--ab" in args:
+        other = Module(args[args.index("--ab") + 1])
+        other.path = args[args.index("--ab") + 1]
+        ab(m, 75 if ptx75 else 80, other)
     else:
         bench(m, 75 if ptx75 else 80, splits)
 

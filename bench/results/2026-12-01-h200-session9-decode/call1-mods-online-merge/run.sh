@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 9, call 1: decode with window/softcap/ALiBi + the online split merge (fatbin of this tree).
+# From the repo root, carry .build/c1 (p.tar.xz: flashattn.test, goflash, this script).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; S=$PWD/.build/c1; B=/tmp/c1
+mkdir -p "$OUT" $B; [ -x $B/flashattn.test ] || tar -xJf $S/p.tar.xz -C $B
+R=$PWD
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$OUT/gpu.txt"; cat "$OUT/gpu.txt"
+san() { local o=$1 to=$2 tool=$3; shift 3; timeout "$to" compute-sanitizer --tool "$tool" --error-exitcode 9 "$@" >> "$o" 2>&1; echo "rc=$? ($tool $*)" >> "$o"; }
+t0=$SECONDS
+if [ "${CHECK:-1}" = 1 ]; then
+( cd flashattn; timeout 300 $B/flashattn.test -test.run 'TestGPU|KernelTable|BF16|Raw|Ladder|KVCache|Decode|Varlen' -test.v -test.count=1 > $OUT/tests.txt 2>&1; echo "rc=$? $((SECONDS-t0))s" >> $OUT/tests.txt ) &
+( cd $R; for tool in memcheck racecheck; do for x in "" --ptx75; do san $OUT/san.txt 150 $tool python3 kernels/dev/decode_sidebyside.py --sanitize $x; done; done ) &
+( cd flashattn; san $OUT/san_go.txt 250 memcheck $B/flashattn.test -test.run 'TestGPUKVCacheConformance/path0-splits3|TestGPUKVCacheDevice' -test.count=1 ) &
+wait
+grep -cE "^--- PASS" $OUT/tests.txt; grep -E "^(--- FAIL|FAIL|ok|PASS|panic|rc=)|^    --- FAIL|^        --- FAIL" $OUT/tests.txt | head -30
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rc=|sanitize calls done|Error|error" $OUT/san.txt $OUT/san_go.txt | head -24
+echo "check $((SECONDS-t0))s"
+fi
+t0=$SECONDS
+( cd $R; PYTHONUNBUFFERED=1 timeout 120 python3 kernels/dev/decode_sidebyside.py --mods > $OUT/mods.txt 2>&1; echo "rc=$?" >> $OUT/mods.txt ); grep -vE "Warning|warn|scaled_dot" $OUT/mods.txt; echo "mods $((SECONDS-t0))s"
+( cd $R; PYTHONUNBUFFERED=1 timeout 200 python3 kernels/dev/decode_sidebyside.py --sweep > $OUT/sweep.txt 2>&1; echo "rc=$?" >> $OUT/sweep.txt ); grep -vE "Warning|warn|scaled_dot" $OUT/sweep.txt; echo "sweep $((SECONDS-t0))s"
+if [ "${SIDE:-0}" = 1 ]; then
+( cd $R; PYTHONUNBUFFERED=1 timeout 150 python3 kernels/dev/decode_sidebyside.py > $OUT/side.txt 2>&1; echo "rc=$?" >> $OUT/side.txt ); grep -vE "Warning|warn|scaled_dot" $OUT/side.txt | tail -20; echo "side $((SECONDS-t0))s"
+fi
