@@ -7,8 +7,8 @@ import (
 
 // DecodeBenchResult is the timing of one decode problem by BenchKVCache.
 // The embedded BenchResult's TFLOPS count Dims.FLOPs(false) (the causal
-// mask of a decode step hides at most Nq-1 keys per row); its ExtraBytes are
-// the LSE and the split workspace.
+// mask of a decode step hides at most Nq-1 keys per row), over the entries a
+// sliding window leaves; its ExtraBytes are the LSE and the split workspace.
 type DecodeBenchResult struct {
 	BenchResult
 	// Splits is the number of KV splits the call used (1: no merge).
@@ -92,6 +92,7 @@ func (d *Device) BenchKVCache(dims Dims, pageSize int, o *Options, warmup, reps 
 		return DecodeBenchResult{}, err
 	}
 	r.Causal = p.Causal // after timeCalls, which counts FLOPs without the mask
+	r.TFLOPS *= float64(decodeSpan(p)) / float64(p.Nk) // a window's FLOPs are its entries'
 	r.TBps = float64(r.KVBytes) / (r.MedianMs * 1e-3) / 1e12
 	return r, nil
 }

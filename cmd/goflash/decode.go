@@ -84,8 +84,8 @@ func (g *cudaGPU) benchDecode(c Case, row Row, mods scoreMods, warmup, reps int)
 // ours and the best PyTorch backend's, and our fraction of --peak-tbps.
 func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 	type line struct {
-		ours  Row
-		torch map[string]Row
+		ours, mod Row // mod: the --window/--softcap/--alibi call
+		torch     map[string]Row
 	}
 	var order []string
 	lines := map[string]*line{}
@@ -100,6 +100,8 @@ func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 		}
 		if r.Impl == implGPU || r.Impl == implGPUSM75 && lines[k].ours.Impl == "" {
 			lines[k].ours = r
+		} else if r.Impl == implGPUMod {
+			lines[k].mod = r
 		} else if r.Status == statusOK && strings.HasPrefix(r.Impl, implTorchPref) {
 			lines[k].torch[r.Impl] = r
 		}
@@ -143,6 +145,16 @@ func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 		}
 		fmt.Fprintf(tw, "%d\t%d/%d\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", o.B, o.Hq, o.Hkv, o.Nq, o.Nk, o.D,
 			float64(o.KVBytes())/1e6, us, tb, frac, best, bestUS, vs)
+		if m := l.mod; m.Impl != "" { // its MB: what it reads (a window's entries)
+			us, tb, mb, frac := m.Status, "-", "-", "-"
+			if m.Status == statusOK {
+				us, tb, mb = fmtSig(1e3*m.MS), fmtSig(m.TBps), fmt.Sprintf("%.0f", m.TBps*m.MS*1e3)
+				if peak > 0 {
+					frac = fmt.Sprintf("%.0f%%", 100*m.TBps/peak)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t%s\t%s\t%s\t%s\t\t\t\t\n", strings.TrimPrefix(implGPUMod, "goflash-"), mb, us, tb, frac)
+		}
 	}
 	tw.Flush()
 }

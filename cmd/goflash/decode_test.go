@@ -48,6 +48,12 @@ func TestBenchDecode(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
+	// --window, --softcap and --alibi add the modified decode call, with its own bandwidth line.
+	code, stdout, stderr = runCLI(t, "bench", "--decode", "--seqlens", "32768", "--window", "4096,-1", "--softcap", "30",
+		"--reps", "1", "--warmup", "0", "--out", t.TempDir())
+	if code != 0 || strings.Count(stdout, "gpu-mod") < 2 { // its TFLOP/s column and its bandwidth line
+		t.Errorf("decode with modifiers: exit %d, stderr %s, output:\n%s", code, stderr, stdout)
+	}
 	for _, bad := range [][]string{
 		{"--decode", "--direction", "bwd"},
 		{"--decode", "--page", "24"},
