@@ -22,15 +22,21 @@ import (
 // (kernels/dev/RESULTS.md, session 9): one CTA per SM is the best wave up to
 // long spans, where a second CTA per SM pays once each split still streams
 // twoPerSMBlocks blocks (B 1, 32/8 heads, D 128: 16 splits up to 32k, 33 from
-// 64k; B 4: 4 splits up to 8k, 8 from 16k); one split when B*Hkv alone fills
+// 64k; B 4: 4 splits up to 8k, 8 from 16k), or on a paged cache, whose copies
+// wait on a block-table load per 16 rows that the second CTA hides, 6 blocks
+// (33 splits from 16k); one split when B*Hkv alone fills
 // the wave; never splits shorter than minSplitBlocks blocks (so that each
 // CTA's next block is in flight while it computes one); at most
 // maxDecodeSplits.
-func decodeSplits(ctas, sms, perSM, span, bc int) int {
+func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	if forcedSplits > 0 {
 		return forcedSplits
 	}
-	const minSplitBlocks, twoPerSMBlocks = 2, 24
+	const minSplitBlocks = 2
+	twoPerSMBlocks := 24
+	if paged {
+		twoPerSMBlocks = 6
+	}
 	blocks := ceilDiv(span, bc)
 	s := sms / ctas
 	if s2 := perSM * sms / ctas; perSM > 1 && s2 > max(s, 1) && blocks >= twoPerSMBlocks*s2 {
@@ -144,7 +150,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		return nil, err
 	}
 	groups := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br) // CTAs per split
-	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, d.decodePerSM(dec.info.SmemBytes), decodeSpan(p), dec.info.Bc),
+	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, d.decodePerSM(dec.info.SmemBytes), decodeSpan(p), dec.info.Bc, c.BlockTable != nil),
 		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
 	defer func() {
 		if err != nil {
@@ -162,9 +168,13 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 	}
 
 	lens := make([]int32, p.B)
+	op.params.UniformLen = int32(c.SeqLens[0])
 	for b, n := range c.SeqLens {
 		lens[b] = int32(n)
 		op.cacheBytes += int64(min(n, decodeSpan(p))) * int64(2*p.Hkv*p.D*q.dtype.Size())
+		if n != c.SeqLens[0] {
+			op.params.UniformLen = -1
+		}
 	}
 	seqlens, err := alloc("sequence lengths", 4*len(lens))
 	if err != nil {

@@ -91,7 +91,7 @@ func (d *Device) BenchKVCache(dims Dims, pageSize int, o *Options, warmup, reps 
 	if err := d.timeCalls(&r.BenchResult, op, warmup, reps); err != nil {
 		return DecodeBenchResult{}, err
 	}
-	r.Causal = p.Causal // after timeCalls, which counts FLOPs without the mask
+	r.Causal = p.Causal                                // after timeCalls, which counts FLOPs without the mask
 	r.TFLOPS *= float64(decodeSpan(p)) / float64(p.Nk) // a window's FLOPs are its entries'
 	r.TBps = float64(r.KVBytes) / (r.MedianMs * 1e-3) / 1e12
 	return r, nil

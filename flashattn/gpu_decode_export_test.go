@@ -8,9 +8,9 @@ func ForceDecodeSplits(n int) (previous int) {
 }
 
 // DecodeSplits is decodeSplits' automatic choice.
-func DecodeSplits(ctas, sms, perSM, span, bc int) int {
+func DecodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	defer ForceDecodeSplits(ForceDecodeSplits(0))
-	return decodeSplits(ctas, sms, perSM, span, bc)
+	return decodeSplits(ctas, sms, perSM, span, bc, paged)
 }
 
 // ForceDecodeRepeats makes every decode call run its kernel n times (O and

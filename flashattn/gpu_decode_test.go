@@ -14,28 +14,33 @@ import (
 )
 
 // The split rule needs no GPU: one CTA per SM, two where they fit and each
-// split still streams 24 blocks, one split once B*Hkv fills the GPU, never
+// split still streams 24 blocks (6 on a paged cache), one split once B*Hkv fills the GPU, never
 // splits shorter than 2 blocks (the cases are the H200 sweep's best counts).
 func TestDecodeSplitRule(t *testing.T) {
-	for _, c := range []struct{ ctas, sms, perSM, span, bc, want int }{
-		{264, 132, 2, 131072, 64, 1},                            // B*Hkv = 264 fills an H200 twice over
-		{500, 132, 2, 1 << 20, 64, 1},                           // more than full
-		{8, 132, 2, 131072, 64, 33},                             // B=1, Hkv=8, a 128k cache: two CTAs per SM
-		{8, 132, 2, 65536, 64, 33},                              // 1024 blocks: 31 per split
-		{8, 132, 2, 32768, 64, 16},                              // 512 blocks: one CTA per SM
-		{32, 132, 2, 16384, 64, 8},                              // B=4: 256 CTAs, not 288 (a second wave of 24)
-		{32, 132, 2, 8192, 64, 4},                               // 128 blocks: one CTA per SM
-		{8, 132, 2, 1024, 64, 8},                                // a 1k cache: 16 blocks, at least 2 per split
-		{8, 132, 2, 100, 64, 1},                                 // shorter than 2 blocks: one split
-		{1, 132, 2, 131072, 64, 132},                            // MQA, B=1: one CTA per SM
-		{1, 1 << 20, 2, 1 << 30, 16, flashattn.MaxDecodeSplits}, // capped
-		{8, 108, 1, 131072, 64, 13},                             // an A100: one 96 KiB CTA per SM
-		{4, 40, 2, 32768, 64, 20},                               // a T4: two 32 KiB CTAs per SM, 512 blocks
-		{200, 132, 2, 131072, 64, 1},                            // 200 CTAs: a second split would need 400
-		{100, 132, 2, 131072, 64, 2},                            // 100 CTAs: two splits fill both slots
+	for _, c := range []struct {
+		ctas, sms, perSM, span, bc, want int
+		paged                            bool
+	}{
+		{264, 132, 2, 131072, 64, 1, false},                            // B*Hkv = 264 fills an H200 twice over
+		{500, 132, 2, 1 << 20, 64, 1, false},                           // more than full
+		{8, 132, 2, 131072, 64, 33, false},                             // B=1, Hkv=8, a 128k cache: two CTAs per SM
+		{8, 132, 2, 65536, 64, 33, false},                              // 1024 blocks: 31 per split
+		{8, 132, 2, 32768, 64, 16, false},                              // 512 blocks: one CTA per SM
+		{32, 132, 2, 16384, 64, 8, false},                              // B=4: 256 CTAs, not 288 (a second wave of 24)
+		{32, 132, 2, 8192, 64, 4, false},                               // 128 blocks: one CTA per SM
+		{8, 132, 2, 1024, 64, 8, false},                                // a 1k cache: 16 blocks, at least 2 per split
+		{8, 132, 2, 100, 64, 1, false},                                 // shorter than 2 blocks: one split
+		{1, 132, 2, 131072, 64, 132, false},                            // MQA, B=1: one CTA per SM
+		{1, 1 << 20, 2, 1 << 30, 16, flashattn.MaxDecodeSplits, false}, // capped
+		{8, 108, 1, 131072, 64, 13, false},                             // an A100: one 96 KiB CTA per SM
+		{4, 40, 2, 32768, 64, 20, false},                               // a T4: two 32 KiB CTAs per SM, 512 blocks
+		{200, 132, 2, 131072, 64, 1, false},                            // 200 CTAs: a second split would need 400
+		{100, 132, 2, 131072, 64, 2, false},                            // 100 CTAs: two splits fill both slots
+		{8, 132, 2, 16384, 64, 33, true},                               // paged: two CTAs per SM from 6 blocks per split
+		{8, 132, 2, 4096, 64, 16, true},                                // 64 blocks: one CTA per SM
 	} {
-		if got := flashattn.DecodeSplits(c.ctas, c.sms, c.perSM, c.span, c.bc); got != c.want {
-			t.Errorf("decodeSplits(ctas %d, SMs %d, %d per SM, span %d, Bc %d) = %d, want %d", c.ctas, c.sms, c.perSM, c.span, c.bc, got, c.want)
+		if got := flashattn.DecodeSplits(c.ctas, c.sms, c.perSM, c.span, c.bc, c.paged); got != c.want {
+			t.Errorf("decodeSplits(ctas %d, SMs %d, %d per SM, span %d, Bc %d, paged %t) = %d, want %d", c.ctas, c.sms, c.perSM, c.span, c.bc, c.paged, got, c.want)
 		}
 	}
 }
@@ -57,7 +62,7 @@ func TestPageMultipleMatchesKernels(t *testing.T) {
 		t.Errorf("decode.cuh's kMergeFan %q, the host's %d", m, flashattn.DecodeMergeFan)
 	}
 	// The host caps the splits however much room the GPU has.
-	if s := flashattn.DecodeSplits(1, 1<<20, 2, 1<<30, 16); s != flashattn.MaxDecodeSplits {
+	if s := flashattn.DecodeSplits(1, 1<<20, 2, 1<<30, 16, false); s != flashattn.MaxDecodeSplits {
 		t.Errorf("decodeSplits with room for any number picks %d, want the cap %d", s, flashattn.MaxDecodeSplits)
 	}
 }

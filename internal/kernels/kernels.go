@@ -210,6 +210,7 @@ type DecodeParams struct {
 	SplitCount              uint64 // int32 (B*Hkv*row tiles, runs+1), zero before the first call; used when Splits > 1
 	ALiBi                   uint64 // float32 (Hq) slopes or 0
 	Softcap                 float32
+	UniformLen              int32 // every SeqLens entry when they are all equal, else -1
 }
 
 // Pass says which step of attention a kernel computes.

@@ -25,6 +25,7 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
   --sweep: ours at forced split counts beside cuDNN (the split rule's data);
+  --sweep-paged: the same on paged caches (blocks of 16 and 256) beside the contiguous one;
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
   --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
   --ab PATH: these kernels against PATH's (a dev cubin of the same symbols), interleaved.
@@ -62,9 +63,9 @@ assert ctypes.sizeof(DecodeParams) == 240
 MERGE_FAN = 16  # decode.cuh's kMergeFan: split counters per group are runs + 1
 
 
-def splits_rule(ctas, sms, per_sm, span, bc):
+def splits_rule(ctas, sms, per_sm, span, bc, paged):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    min_split_blocks, two_per_sm_blocks = 2, 24
+    min_split_blocks, two_per_sm_blocks = 2, 6 if paged else 24
     blocks = -(-span // bc)
     s = sms // ctas
     s2 = per_sm * sms // ctas
@@ -85,7 +86,7 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     left, right = window[0], 0 if causal else window[1]
     span = int(seqlens.max().item()) if left < 0 else min(int(seqlens.max().item()), left + nq)  # decodeSpan
-    s = splits or splits_rule(b * hkv * tiles, sms, max(1, min(2, m.smem_per_sm // smem)), span, bc)
+    s = splits or splits_rule(b * hkv * tiles, sms, max(1, min(2, m.smem_per_sm // smem)), span, bc, table is not None)
     rows = b * hq * nq
     opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
     lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
@@ -314,6 +315,39 @@ def ab(m, arch, other):
             torch.cuda.empty_cache()
 
 
+def sweep_paged(m, arch):
+    """The split count on paged caches (blocks of 16 and 256 entries) beside the contiguous one."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"paged split sweep: ours us at forced split counts (rule's marked *); {sms} SMs", flush=True)
+    gen = torch.Generator().manual_seed(4)
+    b, hq, hkv, d = 1, 32, 8, 128
+    for n in (4096, 16384, 32768, 65536, 131072):
+        torch.manual_seed(n)
+        q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
+        k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+        v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        for page in (0, 16, 256):
+            kk, vv, tab = (k, v, None) if page == 0 else paged_copy(k, v, page, gen)
+            o = torch.empty_like(q)
+            lse = torch.empty((b, hq, 1), device="cuda")
+            rule = decode_call(m, arch, q, kk, vv, o, lse, seqlens, tab, page).splits
+            cands = sorted({rule, 8, 12, 16, 24, 33, 48, 66})
+            calls = {c: decode_call(m, arch, q, kk, vv, o, lse, seqlens, tab, page, splits=c) for c in cands}
+            ts = {c: [] for c in cands}
+            for _ in range(2):
+                for c, fn in calls.items():
+                    ts[c] += timed(fn, 5)
+            med = lambda t: sorted(t)[len(t) // 2] * 1e3
+            best = min(cands, key=lambda c: med(ts[c]))
+            line = " ".join(f"{c}{'*' if c == rule else ''}:{med(ts[c]):.1f}" for c in cands)
+            print(f"B{b} {hq}/{hkv} D{d} N{n:>6} {'paged%d' % page if page else 'contig':>8}: best {best:>3} {med(ts[best]):6.1f} "
+                  f"rule {rule} {med(ts[rule]):6.1f} | {line}", flush=True)
+            del calls, o, lse
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
 def mods(m, arch):
     """Window, softcap and ALiBi on the decode kernel: time beside the plain call (B 1, 32/8, D 128,
     Nq 1, L2 flushed), each checked against float32 math with the same modifiers."""
@@ -401,6 +435,8 @@ def main():
         sanitize(m, 75 if ptx75 else 80)
     elif "--sweep" in args:
         sweep(m, 75 if ptx75 else 80)
+    elif "--sweep-paged" in args:
+        sweep_paged(m, 75 if ptx75 else 80)
     elif "--mods" in args:
         mods(m, 75 if ptx75 else 80)
     elif "--ab" in args:
