@@ -164,6 +164,7 @@ EXPECT = {
         Text(r"^(PyTorch SDPA comparison skipped: |Speedups below are over PyTorch SDPA )"),
         Num(r"^split-KV: \d+ splits merged by their LSEs, max error vs float64 " + NUM, 0, 1e-5),
         Text(r"^paged: \d+ blocks of \d+ entries in a shuffled order .*: the same output as the contiguous cache$"),
+        Num(r"^window: the last \d+ of \d+ entries, max \|windowed - those entries alone\| = " + NUM, 0, 1e-5),
         Num(r"^one decode step reads \d+ MB of K and V: " + NUM + r" FLOP per byte read$", 4, 4),
         Num(r"^  B 1, +\d+ entries: .* = +" + NUM + r"% of 4\.8$", 1, 100, count=6),
         Charts(2),
