@@ -148,6 +148,15 @@ def paged_copy(k, v, page, gen):
     return kp, vp, perm.reshape(b, per).to(torch.int32).contiguous()
 
 
+def decode_inputs(b, n, hq, hkv, d, seed, nq=1):
+    """q (B, Nq, Hq, D), a contiguous cache k, v (B, N, Hkv, D), fp16 random, and seqlens (all N)."""
+    torch.manual_seed(seed)
+    q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
+    k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+    v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+    return q, k, v, torch.full((b,), n, dtype=torch.int32, device="cuda")
+
+
 def sdpa_calls(qt, kt, vt, hq, hkv):
     """name -> (call, note): SDPA's backends on q (B, Hq, Nq, D), k, v (B, Hkv, N, D)."""
     out = {}
@@ -189,11 +198,7 @@ def bench(m, arch, splits):
                                      ((1, 64, 8, 128), (32768, 131072)), ((1, 32, 8, 64), (32768, 131072)),
                                      ((1, 8, 1, 128), (4096, 32768, 131072))):
         for n in lengths:
-            torch.manual_seed(n + b)
-            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
-            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+            q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + b)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # strided views, no copies
             kt, vt = kt.contiguous(), vt.contiguous()  # SDPA's own layout for the cache (B, Hkv, N, D)
             with sdpa_kernel(SDPBackend.MATH):
@@ -243,11 +248,7 @@ def sweep(m, arch):
     print(f"split sweep: ours us at forced split counts (rule's marked *), cuDNN us; {sms} SMs", flush=True)
     for b, hq, hkv, d in ((1, 32, 8, 128), (4, 32, 8, 128), (1, 32, 8, 64), (1, 8, 1, 128)):
         for n in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072):
-            torch.manual_seed(n + b)
-            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
-            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+            q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + b)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
             sd = sdpa_calls(qt, kt, vt, hq, hkv)
             cud = sd["cudnn"][0]
@@ -289,11 +290,7 @@ def ab(m, arch, other):
     for b, hq, hkv, d, lengths in ((1, 32, 8, 128, (1024, 2048, 4096, 8192, 32768, 131072)), (4, 32, 8, 128, (1024, 8192)),
                                    (1, 32, 8, 64, (1024, 4096, 32768)), (1, 8, 1, 128, (1024, 4096, 32768))):
         for n in lengths:
-            torch.manual_seed(n + b)
-            q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
-            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+            q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + b)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
             cud = sdpa_calls(qt, kt, vt, hq, hkv)["cudnn"][0]
             oa, ob = torch.empty_like(q), torch.empty_like(q)
@@ -322,11 +319,7 @@ def sweep_paged(m, arch):
     gen = torch.Generator().manual_seed(4)
     b, hq, hkv, d = 1, 32, 8, 128
     for n in (4096, 16384, 32768, 65536, 131072):
-        torch.manual_seed(n)
-        q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.float16)
-        k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-        v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n)
         for page in (0, 16, 256):
             kk, vv, tab = (k, v, None) if page == 0 else paged_copy(k, v, page, gen)
             o = torch.empty_like(q)
@@ -356,11 +349,7 @@ def mods(m, arch):
     print("decode with modifiers (B 1, 32/8 heads, D 128, Nq 1): us, x the plain call, max|err| vs float32", flush=True)
     fails = 0
     for n in (4096, 32768, 131072):
-        torch.manual_seed(n)
-        q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
-        k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-        v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n, nq)
         g = hq // hkv
         kf = k.float().repeat_interleave(g, dim=2)  # (b, n, hq, d)
         vf = v.float().repeat_interleave(g, dim=2)
@@ -406,9 +395,7 @@ def sanitize(m, arch):
     for d in dims:
         for splits in (1, 3, 40):
             b, nq, hq, hkv, n = 3, 2, 8, 2, 300
-            q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16)
-            k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
-            v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.float16)
+            q, k, v, _ = decode_inputs(b, n, hq, hkv, d, d + splits, nq)
             seqlens = torch.tensor([n, 1, 130], dtype=torch.int32, device="cuda")
             kp, vp, tab = paged_copy(k, v, 48, gen)
             slopes = torch.rand(hq, device="cuda")
