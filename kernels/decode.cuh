@@ -8,11 +8,11 @@
 //     r / G of query head hk*G + r % G, G = Hq/Hkv), so each K/V row read from
 //     HBM feeds every query head of its group; more than 16 packed rows take
 //     more tiles (grid z), which read the same K/V again, mostly from L2;
-//   - split-KV: grid x splits each sequence's key blocks into equal ranges, so
-//     a small B*Hkv still fills the GPU. Each split writes a partial O and its
-//     LSE (fp32 workspace); the last split of a CTA group to finish merges them
-//     by their LSEs (decode_merge_splits), so a call is one launch. With one
-//     split the CTA writes O and the LSE itself.
+//   - split-KV: grid x splits the key blocks a tile sees into equal ranges,
+//     so a small B*Hkv still fills the GPU. Each split writes a partial O and
+//     its LSE (fp32 workspace); the splits' CTAs merge them by their LSEs in
+//     a tree (decode_merge_splits), so a call is one launch. With one split
+//     the CTA writes O and the LSE itself.
 // Inside a CTA the warps share the rows and split each block of Bc keys
 // (Bw = Bc/Warps each): every warp keeps its own m, l, O, and the warps are
 // merged by their LSEs at the end, exactly as the splits are (lse_merge).
