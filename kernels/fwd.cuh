@@ -17,8 +17,10 @@
 // edges, as causal does on one), and only blocks not wholly inside the window
 // are masked per element; scores go to the softmax modified, in ScoreMods'
 // units (ALiBi on blocks wholly on one side of the diagonal as a column bias,
-// its row term carried in the softmax's m: ScoreMods::apply_side). kCausal is
-// false for them: causal is window right 0, a parameter.
+// its row term carried in the softmax's m: ScoreMods::apply_side). Where the
+// registers allow (kPeel below: D <= 64 on sm_80+, every D on Turing) the runs
+// of clean blocks go in a loop of their own (mask.cuh's walk_blocks). kCausal
+// is false for them: causal is window right 0, a parameter.
 // With kMod 0 the code is the plain kernel's, instruction for instruction.
 //
 // kVarlen (the fa2_fwd_*_varlen kernels): blockIdx.y's batch is a sequence of
@@ -32,6 +34,7 @@
 // __half-typed pointers.
 #pragma once
 #include <cuda_fp16.h>
+#include <type_traits>
 #include "params.cuh"
 #include "traits.cuh"
 #include "mma.cuh"
@@ -125,8 +128,9 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
     if (to != side) mods.shift_side<MT>(sm.m, side, to, wrow, lane);
     side = to;
   };
-  auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0) {  // kMod only
-    if (n < wb.n_full || n >= kb.n_mask) {
+  // kMod only; tag: walk_blocks' (1 masked, 0 clean, -1: decided here).
+  auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0, int tag) {
+    if (tag > 0 || (tag < 0 && (n < wb.n_full || n >= kb.n_mask))) {
       if (kSide) to_side(0);
       mods.template apply<MT, NS, true, kCap, kALiBi>(s, m0 + wrow, col0, lane);
     } else if (kSide) {  // inside the window: a column bias unless the block crosses the diagonal
@@ -137,6 +141,12 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       mods.template apply<MT, NS, false, kCap, kALiBi>(s, m0 + wrow, col0, lane);
     }
   };
+  // Peeled (walk_blocks) where the two loop bodies fit the registers that the
+  // O accumulators leave: at 128 registers of O per thread (D128, 32 rows per
+  // warp) the peeled kernels spilled 24-88 B at 255 (sm_90, nvcc 11.8). ALiBi
+  // alone (kSide) is not: its two clean forms gained nothing from a loop of
+  // their own (D64 1.10-1.13x the plain kernel either way, same run).
+  constexpr bool kPeel = kMod && MT * NO * 4 <= 64 && !kSide;
 
   if constexpr (A == 80) {
     cp_tile<Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
@@ -149,7 +159,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       __syncthreads();
       load_frags<D, MT>(qf, la, aQ, wrow);
     }
-    for (int n = n_begin; n < kb.n_end; ++n) {
+    walk_blocks<kPeel>(n_begin, kb.n_end, wb.n_full, kb.n_mask, [&](int n, auto tag) {
       const int buf = T::kStages == 2 ? ((kMod ? n - n_begin : n) & 1) : 0;
       const uint32_t kbase = aK + buf * Bc * D * 2, vbase = aV + buf * Bc * D * 2;
       cp_async_wait<0>();
@@ -168,7 +178,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
-        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
+        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs, decltype(tag)::value);
         else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
         if constexpr (T::kStages == 1) {
           cp_async_wait<0>();
@@ -182,7 +192,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
       }
-    }
+    });
   } else {
     {  // Q through the K/V area into registers.
       RegTile<Br, D, NT> rq;
@@ -198,7 +208,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
     rk.store(sK, tid);
     rv.store(sV, tid);
     __syncthreads();
-    for (int n = n_begin; n < kb.n_end; ++n) {
+    walk_blocks<kPeel>(n_begin, kb.n_end, wb.n_full, kb.n_mask, [&](int n, auto tag) {
       const bool more = n + 1 < kb.n_end;
       if (more) {  // global loads in flight during the whole step
         rk.load(gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
@@ -208,7 +218,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int sp = 0; sp < T::kSplits; ++sp) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
-        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs);
+        if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs, decltype(tag)::value);
         else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
         sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
@@ -221,7 +231,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         rv.store(sV, tid);
         __syncthreads();
       }
-    }
+    });
   }
 
   // Epilogue: normalise, stage O (as E) through shared memory for 16-byte row

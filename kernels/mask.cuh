@@ -6,6 +6,7 @@
 // zeros) are never visible.
 #pragma once
 #include <cmath>
+#include <type_traits>
 #include "params.cuh"
 
 namespace fa2 {
@@ -92,6 +93,31 @@ __device__ __forceinline__ WindowBlocks window_blocks_rows(int first, int last, 
 template <int Br, int Bc>
 __device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, int left, int right) {
   return window_blocks_rows<Bc>(m0, min(m0 + Br, nq) - 1, nq, nk, left, right);
+}
+
+// The key blocks [n_begin, n_end) in order, step(n, tag) for each; tag is a
+// std::integral_constant<int, M>: M 1 for a block outside [n_full, n_mask)
+// (not wholly inside every row's window: it needs the mask), 0 for one inside,
+// -1 where the step decides at run time. kPeel walks them as FA2 walks masked
+// and unmasked steps: a masked block one step at a time, the run of clean
+// blocks in a loop of its own whose body holds no mask code. With both in one
+// loop body the D64 modified kernels ran behind the plain one on the same
+// blocks (window only 1.05x, softcap 1.30x at N 8192 on the H200; peeled 0.97x
+// and 1.11x: kernels/dev/RESULTS.md, session 10).
+template <bool kPeel, class Step>
+__device__ __forceinline__ void walk_blocks(int n_begin, int n_end, int n_full, int n_mask, Step&& step) {
+  if constexpr (kPeel) {
+    const int clean_end = min(n_mask, n_end);
+    for (int n = n_begin; n < n_end;) {
+      if (n < n_full || n >= n_mask) {
+        step(n++, std::integral_constant<int, 1>{});
+      } else {
+        for (; n < clean_end; ++n) step(n, std::integral_constant<int, 0>{});
+      }
+    }
+  } else {
+    for (int n = n_begin; n < n_end; ++n) step(n, std::integral_constant<int, -1>{});
+  }
 }
 
 // The modified kernels' template flag (fwd_kernel's kMod): kModOn for every

@@ -112,6 +112,16 @@ func Cases() []Case {
 		// ALiBi column-bias form, its running max moved between the sides).
 		{Name: "alibi-Nq300-Nk520-gqa2", B: 1, Nq: 300, Nk: 520, Hq: 4, Hkv: 2, D: 64, ALiBi: true},
 		{Name: "alibi-causal-N400-D128", B: 1, Nq: 400, Nk: 400, Hq: 2, Hkv: 2, D: 128, Causal: true, ALiBi: true},
+		// Runs of key blocks wholly inside every row's window between masked
+		// ones on both sides (the GPU's modified kernels take such runs in a
+		// loop of their own at D <= 64 and on Turing): a sliding window with
+		// the softcap, the softcap with ALiBi over whole rows, and a long
+		// causal window.
+		{Name: "window-l300-r40-softcap15-N800", B: 1, Nq: 800, Nk: 800, Hq: 2, Hkv: 1, D: 64,
+			Window: &flashattn.Window{Left: 300, Right: 40}, Softcap: 15},
+		{Name: "softcap12-alibi-Nq600-Nk700-gqa2", B: 1, Nq: 600, Nk: 700, Hq: 4, Hkv: 2, D: 32, Softcap: 12, ALiBi: true},
+		{Name: "window-l450-causal-N700-gqa2", B: 1, Nq: 700, Nk: 700, Hq: 2, Hkv: 1, D: 64, Causal: true,
+			Window: &flashattn.Window{Left: 450, Right: -1}},
 	}
 	for i := range cs {
 		cs[i].Seed = uint64(1000 * (i + 1))
