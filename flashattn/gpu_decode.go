@@ -27,12 +27,16 @@ import (
 // (33 splits from 16k); one split when B*Hkv alone fills
 // the wave; never splits shorter than minSplitBlocks blocks (so that each
 // CTA's next block is in flight while it computes one); at most
-// maxDecodeSplits.
+// maxDecodeSplits. More than decodeMergeFan splits take a second merge level
+// (kernels/decode.cuh), which pays only once the one-level splits would each
+// stream twoLevelBlocks blocks (session 10's sweep, B 1, 8/1 and 16/2 heads:
+// at 3k-4k entries 16 splits took 14.3-16.2 us where 24-32 took 16.0-20.5;
+// equal at 5k; from 6k the two levels win).
 func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	if forcedSplits > 0 {
 		return forcedSplits
 	}
-	const minSplitBlocks = 2
+	const minSplitBlocks, twoLevelBlocks = 2, 5
 	twoPerSMBlocks := 24
 	if paged {
 		twoPerSMBlocks = 6
@@ -43,6 +47,9 @@ func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 		s = s2
 	}
 	s = min(s, blocks/minSplitBlocks, maxDecodeSplits)
+	if s > decodeMergeFan && blocks < twoLevelBlocks*decodeMergeFan {
+		s = decodeMergeFan
+	}
 	return max(s, 1)
 }
 

@@ -15,7 +15,8 @@ import (
 
 // The split rule needs no GPU: one CTA per SM, two where they fit and each
 // split still streams 24 blocks (6 on a paged cache), one split once B*Hkv fills the GPU, never
-// splits shorter than 2 blocks (the cases are the H200 sweep's best counts).
+// splits shorter than 2 blocks, a second merge level only where one level's splits would
+// stream 5 blocks each (the cases are the H200 sweeps' best counts).
 func TestDecodeSplitRule(t *testing.T) {
 	for _, c := range []struct {
 		ctas, sms, perSM, span, bc, want int
@@ -31,6 +32,9 @@ func TestDecodeSplitRule(t *testing.T) {
 		{8, 132, 2, 1024, 64, 8, false},                                // a 1k cache: 16 blocks, at least 2 per split
 		{8, 132, 2, 100, 64, 1, false},                                 // shorter than 2 blocks: one split
 		{1, 132, 2, 131072, 64, 132, false},                            // MQA, B=1: one CTA per SM
+		{1, 132, 2, 4096, 64, 16, false},                               // MQA at 4k: 64 blocks, one merge level (not 32 splits)
+		{2, 132, 2, 3072, 64, 16, false},                               // 16/2 at 3k: 48 blocks, one level (not 24)
+		{1, 132, 2, 6144, 64, 48, false},                               // MQA at 6k: 96 blocks, two levels pay
 		{1, 1 << 20, 2, 1 << 30, 16, flashattn.MaxDecodeSplits, false}, // capped
 		{8, 108, 1, 131072, 64, 13, false},                             // an A100: one 96 KiB CTA per SM
 		{4, 40, 2, 32768, 64, 20, false},                               // a T4: two 32 KiB CTAs per SM, 512 blocks

@@ -25,6 +25,7 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
   --sweep: ours at forced split counts beside cuDNN (the split rule's data);
+  --sweep-levels: one merge level or two (split counts around kMergeFan, MQA-like shapes, 2k-16k);
   --sweep-paged: the same on paged caches (blocks of 16 and 256) beside the contiguous one;
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
   --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
@@ -65,13 +66,16 @@ MERGE_FAN = 16  # decode.cuh's kMergeFan: split counters per group are runs + 1
 
 def splits_rule(ctas, sms, per_sm, span, bc, paged):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    min_split_blocks, two_per_sm_blocks = 2, 6 if paged else 24
+    min_split_blocks, two_level_blocks, two_per_sm_blocks = 2, 5, 6 if paged else 24
     blocks = -(-span // bc)
     s = sms // ctas
     s2 = per_sm * sms // ctas
     if per_sm > 1 and s2 > max(s, 1) and blocks >= two_per_sm_blocks * s2:
         s = s2
-    return max(1, min(s, blocks // min_split_blocks, MERGE_FAN * MERGE_FAN))
+    s = min(s, blocks // min_split_blocks, MERGE_FAN * MERGE_FAN)
+    if s > MERGE_FAN and blocks < two_level_blocks * MERGE_FAN:
+        s = MERGE_FAN
+    return max(1, s)
 
 
 def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None,
@@ -312,6 +316,44 @@ def ab(m, arch, other):
             torch.cuda.empty_cache()
 
 
+def sweep_levels(m, arch):
+    """One merge level or two: split counts around kMergeFan where few kv heads leave the rule
+    above it on short caches (MQA 8/1 and 16/2, B 1, 2k-16k), L2 flushed, beside cuDNN."""
+    print("merge-level sweep: ours us at forced split counts (rule's marked *), cuDNN us", flush=True)
+    for b, hq, hkv, d in ((1, 8, 1, 128), (1, 16, 2, 128)):
+        for n in (2048, 3072, 4096, 5120, 6144, 7168, 8192, 12288, 16384):
+            q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + hkv)
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+            sd = sdpa_calls(qt, kt, vt, hq, hkv)
+            cud = sd["cudnn"][0]
+            ref = sd["flash"][0]().transpose(1, 2).float()
+            o = torch.empty_like(q)
+            lse = torch.empty((b, hq, 1), device="cuda")
+            rule = decode_call(m, arch, q, k, v, o, lse, seqlens).splits
+            cands = sorted({rule, 8, 16, 24, 32, 48, 64, 96, 128} - {x for x in range(300) if x > max(1, n // 128)})
+            calls = {c: decode_call(m, arch, q, k, v, o, lse, seqlens, splits=c) for c in cands}
+            bad = []
+            for c, fn in calls.items():
+                o.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+                if not (o.float() - ref).abs().max().item() < 2e-3 or fn.counts.abs().sum().item() != 0:
+                    bad.append(c)
+            ts = {c: [] for c in cands}
+            tc = []
+            for _ in range(3):
+                tc += timed(cud, 5)
+                for c, fn in calls.items():
+                    ts[c] += timed(fn, 5)
+            med = lambda t: sorted(t)[len(t) // 2] * 1e3
+            best = min(cands, key=lambda c: med(ts[c]))
+            line = " ".join(f"{c}{'*' if c == rule else ''}:{med(ts[c]):.1f}" for c in cands)
+            print(f"B{b} {hq}/{hkv} D{d} N{n:>6}: cudnn {med(tc):6.1f} | best {best:>3} {med(ts[best]):6.1f} rule {rule} "
+                  f"{med(ts[rule]):6.1f} | {line}" + (f"  FAIL at {bad}" if bad else ""), flush=True)
+            del q, k, v, kt, vt, qt, calls, o, lse, sd, ref, cud
+            torch.cuda.empty_cache()
+
+
 def sweep_paged(m, arch):
     """The split count on paged caches (blocks of 16 and 256 entries) beside the contiguous one."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -422,6 +464,8 @@ def main():
         sanitize(m, 75 if ptx75 else 80)
     elif "--sweep" in args:
         sweep(m, 75 if ptx75 else 80)
+    elif "--sweep-levels" in args:
+        sweep_levels(m, 75 if ptx75 else 80)
     elif "--sweep-paged" in args:
         sweep_paged(m, 75 if ptx75 else 80)
     elif "--mods" in args:
