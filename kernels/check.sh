@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$here/build.sh" "$tmp"
 fail=0
-for f in fa2.fatbin fa2_sm75.ptx resources.md table_gen.go; do
+for f in fa2.fatbin fa2_sm75.fatbin resources.md table_gen.go; do
   if ! cmp -s "$tmp/$f" "$committed/$f"; then
     echo "check.sh: internal/kernels/$f differs from a rebuild of kernels/ (run go generate ./internal/kernels and commit)" >&2
     fail=1

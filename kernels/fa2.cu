@@ -24,7 +24,7 @@
     fa2::arch_entry<ARCH, FwdParams, fa2::fwd_kernel<FwdTraits<ARCH, D>::type, true>>(p);                                \
   }
 
-// fa2_sm75.ptx holds the Turing kernels alone (FA2_SM75_ONLY): FA2_IF_<arch> drops the others.
+// fa2_sm75.fatbin (PTX) holds the Turing kernels alone (FA2_SM75_ONLY): FA2_IF_<arch> drops the others.
 #define FA2_IF_75(...) __VA_ARGS__
 #ifdef FA2_SM75_ONLY
 #define FA2_IF_80(...)

@@ -16,12 +16,13 @@ import (
 //go:embed fa2.fatbin
 var Fatbin []byte
 
-// SM75PTX is the compute_75 PTX of the Arch 75 (Turing path) kernels alone.
-// Loading it instead of Fatbin on a newer GPU makes the driver JIT-compile the
-// Turing code for that GPU, so the sm_75 path can be tested anywhere. It is
-// not NUL-terminated (cuModuleLoadDataEx reads PTX as a C string: append one).
+// SM75PTX is a fatbin holding one image, the compressed compute_75 PTX of the
+// Arch 75 (Turing path) kernels alone (their names: resources.md's "Turing PTX
+// entries"). Loading it instead of Fatbin on a newer GPU makes the driver
+// JIT-compile the Turing code for that GPU, so the sm_75 path can be tested
+// anywhere.
 //
-//go:embed fa2_sm75.ptx
+//go:embed fa2_sm75.fatbin
 var SM75PTX []byte
 
 // FatbinMagic is the first 4 bytes of a CUDA fatbin (0xBA55ED50, little endian).

@@ -84,12 +84,22 @@ func fatbinImages(t *testing.T, b []byte) []fatbinImage {
 	return ims
 }
 
+// fa2_sm75.fatbin holds the compute_75 PTX alone, compressed, and its kernels
+// (listed in resources.md by build.sh from the PTX it packed) are exactly the
+// Turing variants and the ladder's rungs.
 func TestSM75PTX(t *testing.T) {
-	ptx := string(SM75PTX)
-	if !strings.HasPrefix(ptx, "//") || !strings.Contains(ptx, "\n.target sm_75") {
-		t.Fatalf("fa2_sm75.ptx does not look like compute_75 PTX: %.80q", ptx)
+	if ims := fatbinImages(t, SM75PTX); !slices.Equal(ims, []fatbinImage{{"PTX", 75, true}}) {
+		t.Errorf("fa2_sm75.fatbin holds %v, want one compressed compute_75 PTX image", ims)
 	}
-	entries := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`).FindAllStringSubmatch(ptx, -1)
+	md, err := os.ReadFile("resources.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(md), "\n## Turing PTX entries (fa2_sm75.fatbin)\n")
+	if !ok {
+		t.Fatal("resources.md has no Turing PTX entries section")
+	}
+	entries := regexp.MustCompile(`(?m)^\| (fa2_\w+) \|$`).FindAllStringSubmatch(sec, -1)
 	var got, want []string
 	for _, e := range entries {
 		got = append(got, e[1])
@@ -102,7 +112,7 @@ func TestSM75PTX(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("fa2_sm75.ptx entries %v, want exactly the Turing variants and the ladder %v", got, want)
+		t.Errorf("fa2_sm75.fatbin entries %v, want exactly the Turing variants and the ladder %v", got, want)
 	}
 }
 

@@ -15,7 +15,7 @@
 //                                            BWD_ONLY=sm80_d64 checks the variants whose name has it)
 //   BWD_SHAPES=1,3,7 compute-sanitizer --tool racecheck .build/bwd_check   (a few shapes)
 // Kernel sources: "tpl75"/"tpl80" = the Turing / sm_80 path templates compiled
-// into this binary; "ptx75" = internal/kernels/fa2_sm75.ptx through the
+// into this binary; "ptx75" = internal/kernels/fa2_sm75.fatbin through the
 // driver's JIT (how Go forces the sm_75 path).
 //
 // Inputs: q, k, v, dO ~ N(0,1) in fp16; O and LSE from the float64 forward (O
@@ -559,7 +559,7 @@ int main(int argc, char** argv) {
   std::printf("device %s sm_%d%d, CUDA runtime %d\n", prop.name, prop.major, prop.minor, CUDART_VERSION);
   std::vector<Bwd> all = shipped_tpl();
   if (drv.load()) {
-    std::vector<Bwd> ptx = shipped_ptx75(dir + "/fa2_sm75.ptx");
+    std::vector<Bwd> ptx = shipped_ptx75(dir + "/fa2_sm75.fatbin");
     all.insert(all.end(), ptx.begin(), ptx.end());
   }
   for (const Bwd& b : all)

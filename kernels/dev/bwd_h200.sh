@@ -3,7 +3,7 @@
 # of a checkout that is not this branch, carrying .build/bwd built here:
 #   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/bwd_check.cu -o .build/bwd/bwd_check -ldl
 #   CGO_ENABLED=0 go test -c -o .build/bwd/flashattn.test ./flashattn
-#   .build/bwd/root/: internal/kernels/{fa2.fatbin,fa2_sm75.ptx,resources.md} and
+#   .build/bwd/root/: internal/kernels/{fa2.fatbin,fa2_sm75.fatbin,resources.md} and
 #   kernels/dev/sidebyside.py of this branch (the shipped build, nvcc 11.8)
 # Steps (STEPS, default all): check = bwd_check (float64 CPU reference, every variant)
 # and compute-sanitizer memcheck/racecheck of the variants named by SAN_ONLY (default

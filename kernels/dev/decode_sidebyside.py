@@ -20,7 +20,7 @@ splits); every call is made twice before its check, and the split counters must
 be back at zero after it.
 
 Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize | --sweep | --mods]
-  --ptx75: the Turing kernels from internal/kernels/fa2_sm75.ptx (driver JIT);
+  --ptx75: the Turing kernels from internal/kernels/fa2_sm75.fatbin (driver JIT);
   --splits N: force N KV splits (default: the rule of flashattn/gpu_decode.go);
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
@@ -455,7 +455,7 @@ def main():
     args = sys.argv[1:]
     ptx75 = "--ptx75" in args
     splits = int(args[args.index("--splits") + 1]) if "--splits" in args else None
-    path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
+    path = "internal/kernels/fa2_sm75.fatbin" if ptx75 else "internal/kernels/fa2.fatbin"
     if "--module" in args:  # a dev build of the same symbols (tiles from resources.md)
         path = args[args.index("--module") + 1]
     m = Module(path)

@@ -12,7 +12,7 @@
 //   .build/fwd_check90a sm90a internal/kernels
 // Kernel sources compared in one process: "tpl" = compiled into this binary by
 // the local nvcc; "fatbin" = the committed internal/kernels/fa2.fatbin (nvcc 11.8
-// SASS), loaded with cuModuleLoadData; "ptx75" = internal/kernels/fa2_sm75.ptx,
+// SASS), loaded with cuModuleLoadData; "ptx75" = internal/kernels/fa2_sm75.fatbin,
 // the Turing kernels JIT-compiled by the driver (how Go forces the sm_75 path).
 //
 // Correctness rule (as FA2's tests): float64 CPU attention on the fp16 inputs is
@@ -508,7 +508,7 @@ int main(int argc, char** argv) {
   std::vector<Kernel> tpl = shipped_tpl(), fat, ptx;
   if (have_drv && mode != "ladder-check") {  // ladder-check: the rungs alone (compute-sanitizer runs)
     fat = shipped_module(dir + "/fa2.fatbin", "fatbin", 0);
-    ptx = shipped_module(dir + "/fa2_sm75.ptx", "ptx75", 75);
+    ptx = shipped_module(dir + "/fa2_sm75.fatbin", "ptx75", 75);
   }
   for (auto* set : {&tpl, &fat, &ptx})
     for (Kernel& k : *set) k.prepare();
@@ -549,7 +549,7 @@ int main(int argc, char** argv) {
     std::vector<Kernel> ltpl = ladder_tpl(), lfat, lptx;
     if (have_drv && mode == "ladder") {
       lfat = shipped_module(dir + "/fa2.fatbin", "fatbin", 0, true);
-      lptx = shipped_module(dir + "/fa2_sm75.ptx", "ptx75", 75, true);
+      lptx = shipped_module(dir + "/fa2_sm75.fatbin", "ptx75", 75, true);
     }
     for (auto* set : {&ltpl, &lfat, &lptx}) {
       if (set->empty()) continue;

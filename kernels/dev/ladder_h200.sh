@@ -7,7 +7,7 @@
 # compute-sanitizer memcheck and racecheck over the rung checks. Logs go to $OUT.
 #   HARNESS=path: a fwd_check binary built elsewhere (e.g. by nvcc 11.8:
 #   nvcc -O3 -std=c++17 -arch=sm_90 kernels/dev/fwd_check.cu -o .build/fwd_check -ldl);
-#   KERNELS=dir: where fa2.fatbin and fa2_sm75.ptx are (default internal/kernels).
+#   KERNELS=dir: where fa2.fatbin and fa2_sm75.fatbin are (default internal/kernels).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .build/kdev
 export OUT

@@ -22,7 +22,7 @@ Usage: python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...] [dD ...]   (f
   default N: 512..16384 forward, 2048 8192 backward; dD (backward): head dims, default d64 d128;
   path column: large = the _large single pass (where the device's opt-in shared memory fits
   it), single = the <= 99 KiB one, three = the three kernels; --ptx75: the Turing kernels
-  from internal/kernels/fa2_sm75.ptx through the driver's JIT.
+  from internal/kernels/fa2_sm75.fatbin through the driver's JIT.
 """
 import ctypes
 import math
@@ -303,7 +303,7 @@ def main():
     ptx75, bwd = "--ptx75" in args, "--bwd" in args
     ns = [int(a) for a in args if a.isdigit()] or ([2048, 8192] if bwd else [512, 1024, 2048, 4096, 8192, 16384])
     ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]  # backward head dims, e.g. d128
-    path = "internal/kernels/fa2_sm75.ptx" if ptx75 else "internal/kernels/fa2.fatbin"
+    path = "internal/kernels/fa2_sm75.fatbin" if ptx75 else "internal/kernels/fa2.fatbin"
     m = Module(path)
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if bwd:
