@@ -29,6 +29,7 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --sweep-paged: the same on paged caches (blocks of 16 and 256) beside the contiguous one;
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
   --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
+  --tile-smem N: that module's decode tile takes N bytes of dynamic shared memory (not resources.md's);
   --ab PATH: these kernels against PATH's (a dev cubin of the same symbols), interleaved.
 (The candidate tiles and the one-launch merge's first form were dev kernels,
 decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
@@ -86,6 +87,9 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     b, nq, hq, d = q.shape
     hkv = k.shape[2]
     f, br, bc, warps, smem = m.fn(f"fa2_decode_sm{arch}_d{d}")
+    if getattr(m, "tile_smem", 0):  # a dev module whose tile takes other shared memory (--tile-smem)
+        smem = m.tile_smem
+        ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")
     tiles = -(-nq * (hq // hkv) // br)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     left, right = window[0], 0 if causal else window[1]
@@ -318,9 +322,10 @@ def ab(m, arch, other):
 
 def sweep_levels(m, arch):
     """One merge level or two: split counts around kMergeFan where few kv heads leave the rule
-    above it on short caches (MQA 8/1 and 16/2, B 1, 2k-16k), L2 flushed, beside cuDNN."""
+    above it on short caches (MQA 8/1 and 16/2, B 1, 2k-16k; 32/8 beside them), L2 flushed,
+    beside cuDNN."""
     print("merge-level sweep: ours us at forced split counts (rule's marked *), cuDNN us", flush=True)
-    for b, hq, hkv, d in ((1, 8, 1, 128), (1, 16, 2, 128)):
+    for b, hq, hkv, d in ((1, 8, 1, 128), (1, 16, 2, 128), (1, 32, 8, 128)):
         for n in (2048, 3072, 4096, 5120, 6144, 7168, 8192, 12288, 16384):
             q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + hkv)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
@@ -459,6 +464,8 @@ def main():
     if "--module" in args:  # a dev build of the same symbols (tiles from resources.md)
         path = args[args.index("--module") + 1]
     m = Module(path)
+    if "--tile-smem" in args:
+        m.tile_smem = int(args[args.index("--tile-smem") + 1])
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:
         sanitize(m, 75 if ptx75 else 80)
