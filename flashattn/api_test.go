@@ -179,15 +179,16 @@ func TestBackendChoice(t *testing.T) {
 	}
 }
 
-// TestGPURefusesScoreMods: the forward and backward kernels run a window,
-// softcap and ALiBi (the modified kernels), and so does the decode kernel;
-// the varlen kernels do not: gpuUnsupported refuses those with an
-// *UnsupportedError naming the modifier, and never the plain call's forward or backward (which run on
-// a GPU, or are refused for want of one). A window that is just the causal
-// mask stays the plain kernels'.
-func TestGPURefusesScoreMods(t *testing.T) {
+// TestGPURunsScoreMods: every GPU entry runs a window, softcap and ALiBi
+// (the modified forward kernels, the modified backward pair; packed
+// sequences through the same kernels; the decode kernel), so none refuses
+// them: with Backend GPU a call runs, or is refused for want of a GPU, never
+// with an *UnsupportedError naming the modifier, and Auto never falls back
+// for one. A window that is just the causal mask stays the plain kernels'.
+func TestGPURunsScoreMods(t *testing.T) {
 	d := Dims{B: 1, Nq: 6, Nk: 9, Hq: 2, Hkv: 1, D: 64}
 	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
+	vl := Varlen{CuSeqlensQ: []int{0, 2, 6}, CuSeqlensK: []int{0, 5, 9}}
 	for _, c := range []struct {
 		o       Options
 		feature string
@@ -198,38 +199,39 @@ func TestGPURefusesScoreMods(t *testing.T) {
 		{Options{Softcap: 20}, "softcap"},
 		{Options{ALiBi: []float64{0.5, 0.25}, Causal: true}, "ALiBi"},
 	} {
+		p, err := c.o.resolve(d)
+		if f, _ := p.modFeature(); err != nil || !p.mods() || f != c.feature {
+			t.Errorf("%+v: %+v, %v; want a problem with the modifier %s", c.o, p, err, c.feature)
+		}
 		o := c.o
 		o.Backend = GPU
-		var ue *UnsupportedError
-		if _, err := Forward(q, k, v, &o); errors.As(err, &ue) && ue.Feature == c.feature {
-			t.Errorf("GPU forward %+v: %v, want it run (or refused for want of a GPU)", c.o, err)
+		refused := func(call string, err error) {
+			var ue *UnsupportedError
+			if errors.As(err, &ue) && ue.Feature == c.feature {
+				t.Errorf("GPU %s %+v: %v, want it run (or refused for want of a GPU)", call, c.o, err)
+			}
 		}
+		res, err := Forward(q, k, v, &o)
+		refused("forward", err)
 		lse := make([]float32, d.LSELen())
-		if _, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o); errors.As(err, &ue) && ue.Feature == c.feature {
-			t.Errorf("GPU backward %+v: %v, want it run (or refused for want of a GPU)", c.o, err)
-		}
-		p, err := c.o.resolve(d)
-		if err != nil || !p.mods() || p.gpuUnsupported(false) != nil || p.gpuUnsupported(true) != nil {
-			t.Errorf("%+v: %+v, %v; want a problem with modifiers that the GPU runs both ways", c.o, p, err)
-		}
-		// The decode kernel runs them; the varlen kernels refuse them, typed.
-		p.entry = kvEntry
-		if err := p.gpuUnsupported(false); err != nil {
-			t.Errorf("%s %+v: %v, want it run", kvEntry, c.o, err)
-		}
-		p.entry = varlenEntry
-		if err := p.gpuUnsupported(true); !errors.As(err, &ue) || ue.Feature != c.feature {
-			t.Errorf("%s %+v: %v, want *UnsupportedError for %s", varlenEntry, c.o, err, c.feature)
-		}
+		_, err = Backward(q, k, v, New(d.QShape()), dO, lse, &o)
+		refused("backward", err)
+		_, err = ForwardVarlen(q, k, v, vl, &o)
+		refused("varlen forward", err)
+		_, err = BackwardVarlen(q, k, v, New(d.QShape()), dO, lse, vl, &o)
+		refused("varlen backward", err)
 		o.Backend = Auto
+		if res, err = Forward(q, k, v, &o); err != nil || res.Backend != GPU && strings.Contains(res.Reason, c.feature) {
+			t.Errorf("Auto forward %+v: %v (%v), want it run without refusing %s", c.o, res, err, c.feature)
+		}
 		g, err := Backward(q, k, v, New(d.QShape()), dO, lse, &o)
 		if err != nil || g.Backend != GPU && strings.Contains(g.Reason, c.feature) {
 			t.Errorf("Auto backward %+v: %v (%v), want it run without refusing %s", c.o, g, err, c.feature)
 		}
 	}
 	p, err := (&Options{Window: &Window{Left: -1, Right: 0}}).resolve(d)
-	if err != nil || !p.Causal || p.mods() || p.gpuUnsupported(true) != nil {
-		t.Errorf("Window{-1, 0}: %+v, %v; want the causal problem, which the GPU runs", p, err)
+	if err != nil || !p.Causal || p.mods() {
+		t.Errorf("Window{-1, 0}: %+v, %v; want the causal problem, which the plain kernels run", p, err)
 	}
 }
 

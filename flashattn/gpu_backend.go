@@ -62,9 +62,6 @@ func lostDefault(dev *Device, err error) error {
 // hold): every check the run would make is made here, so that Auto falls
 // back to the CPU instead of failing.
 func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string, error) {
-	if err := p.gpuUnsupported(backward); err != nil {
-		return nil, "", err // before opening a device: the answer depends on none
-	}
 	ordinal := 0
 	if o != nil {
 		ordinal = o.Device
@@ -83,24 +80,6 @@ func gpuFor(p problem, o *Options, backward bool, ins ...*Tensor) (impl, string,
 		}
 	}
 	return gpuImpl{dev}, dev.reason(ks...), nil
-}
-
-// gpuUnsupported is the *UnsupportedError of a problem that uses a feature
-// the kernels lack (every GPU path checks it, through checkProblem), or nil.
-// The plain call runs windows, softcap and ALiBi both ways (the modified
-// forward kernels; the three-kernel backward's BwdDKDVMod, BwdDQMod), and so
-// does the decode kernel (run-time values); the varlen kernels have none of
-// them. Varlen runs both ways (FwdVarlen; the three-kernel backward's
-// BwdPreVarlen, BwdDKDVVarlen, BwdDQVarlen).
-func (p problem) gpuUnsupported(bool) error {
-	feature, value := p.modFeature()
-	switch {
-	case p.entry != "" && p.entry != kvEntry && p.entry != varlenEntry: // decode and varlen have kernels
-		feature, value = p.entry, fmt.Sprintf("(%+v)", p.Dims)
-	case feature == "" || p.entry == "" || p.entry == kvEntry:
-		return nil
-	}
-	return &UnsupportedError{Backend: GPU, Feature: feature, Value: value, Reason: "the CUDA kernels have no such path yet; the CPU backends do"}
 }
 
 // modFeature names the first score modifier of p and its value, or "" when

@@ -112,6 +112,9 @@ var (
 	threePass     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
 	varlenPasses  = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVVarlen, kernels.BwdDQVarlen}
 	modPasses     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVMod, kernels.BwdDQMod}
+	// Packed sequences with modifiers: the varlen pre, then the modified
+	// pair, which takes the cumulative lengths at run time (kernels/varlen.cuh).
+	varlenModPasses = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVMod, kernels.BwdDQMod}
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
@@ -148,26 +151,31 @@ func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt D
 // BwdDKDVMod and BwdDQMod: deterministic, and even where the plain call
 // runs the single pass: it has no modifiers, and one kernel pair with
 // run-time flags is all the fatbin carries for them; causal is the window's
-// right edge, so the variant is the non-causal one); d.mu is held.
+// right edge, so the variant is the non-causal one), packed: after the
+// varlen pre; d.mu is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	var err error
 	switch {
-	case p.varlen != nil:
-		ks, err = d.loadPasses(varlenPasses, p.Dims, p.Causal, dt)
 	case p.mods():
 		if d.rung != 0 {
 			f, v := p.modFeature()
 			return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
 		}
-		ks, err = d.loadPasses(modPasses, p.Dims, false, dt)
+		passes := modPasses
+		if p.varlen != nil {
+			passes = varlenModPasses
+		}
+		ks, err = d.loadPasses(passes, p.Dims, false, dt)
+	case p.varlen != nil:
+		ks, err = d.loadPasses(varlenPasses, p.Dims, p.Causal, dt)
 	default:
 		ks, err = d.loadBwd(p.Dims, p.Causal, p.Deterministic, dt)
 	}
 	if err != nil {
 		return ks, err
 	}
-	return ks, d.checkProblem(p, true)
+	return ks, d.checkProblem(p)
 }
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs

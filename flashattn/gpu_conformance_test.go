@@ -16,6 +16,7 @@ func TestGPUConformance(t *testing.T) {
 	b := attntest.ForBackend(flashattn.GPU)
 	b.Backward = nil
 	b.HeadDims = dev.HeadDims()
+	b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
 	t.Logf("%s, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
 }
@@ -38,6 +39,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 				b.HeadDims = dev.DeterministicBackwardHeadDims()
 			}
 			b.ModsBackward = dev.RawBackwardHeadDims() // the modified backward is the three kernels' (D 256 has none)
+			b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
 			fwd := b.Forward
 			b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 				if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {

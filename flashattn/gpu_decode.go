@@ -115,7 +115,7 @@ func (d *Device) decodeKernel(p problem, dt DType) (dec *loadedKernel, err error
 		return nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
 			Reason: "the kernel ladder has no decode kernels"}
 	}
-	if err := d.checkProblem(p, false); err != nil {
+	if err := d.checkProblem(p); err != nil {
 		return nil, err
 	}
 	dv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)

@@ -279,6 +279,30 @@ func (d *Device) HeadDims() []int {
 	return kernels.HeadDims(d.path)
 }
 
+// PackedModHeadDims lists the head dims at which varlen calls of element
+// type dt with a window, softcap or ALiBi run here: where the path's
+// modified forward takes packed sequences (KernelInfo.Packed) or, fp16, the
+// Turing path's does (their backward: RawBackwardHeadDims).
+func (d *Device) PackedModHeadDims(dt DType) []int {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var dims []int
+	if d.rung != 0 {
+		return nil
+	}
+	for _, hd := range kernels.HeadDims(d.path) {
+		v, ok := d.lookup(kernels.FwdMod, dt == BF16, hd, false)
+		t, tok := kernels.LookupFit(kernels.FwdMod, false, 75, hd, false, d.smemOptin)
+		if ok && v.Packed || dt == FP16 && tok && t.Packed {
+			dims = append(dims, hd)
+		}
+	}
+	return dims
+}
+
 // BackwardHeadDims lists the head dims the kernel path in use has backward
 // kernels for on this device (a subset of HeadDims): D 256 only where its
 // single pass fits the device's shared memory (A100, H100/H200; not sm_86/89

@@ -236,7 +236,8 @@ func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKerne
 // fwdKernelAs is fwdKernel for element type dt: the plain kernel, or with a
 // window, softcap or ALiBi the modified one with exactly p's softcap and
 // ALiBi compiled in (kernels.ModPass; the window, and causal as its right
-// edge 0, are parameters), for packed sequences the FwdVarlen one; d.mu is held.
+// edge 0, are parameters), for packed sequences the FwdVarlen one (with
+// modifiers the modified one, which takes them at run time); d.mu is held.
 func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 	pass, causal := kernels.Fwd, p.Causal
 	if p.varlen != nil {
@@ -257,7 +258,27 @@ func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kern, d.checkProblem(p, false)
+	if p.varlen != nil && pass.IsMod() && !kern.v.Packed {
+		if kern, err = d.packedModKernel(pass, p, dt); err != nil {
+			return nil, err
+		}
+	}
+	return kern, d.checkProblem(p)
+}
+
+// packedModKernel is the modified forward for packed sequences where the
+// path's own kernel has no registers for their lengths (kernels.Variant
+// Packed; sm_80 rows above D 64): the Turing-path kernel of the head dim,
+// whose smaller tile has them, compiled for every arch of the fatbin (fp16
+// only: Turing has no bf16 tensor cores); d.mu is held.
+func (d *Device) packedModKernel(pass kernels.Pass, p problem, dt DType) (*loadedKernel, error) {
+	f, val := p.modFeature()
+	v, ok := kernels.LookupFit(pass, false, 75, p.D, false, d.smemOptin)
+	if dt == BF16 || !ok || !v.Packed {
+		return nil, &UnsupportedError{Backend: GPU, Feature: varlenEntry, Value: fmt.Sprintf("%s %s, %s, D %d", f, val, dt, p.D),
+			Reason: "no modified kernel of this head dim and dtype takes packed sequences (fp16 runs the Turing-path kernel)"}
+	}
+	return d.load(v)
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }
@@ -367,10 +388,7 @@ func cdiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 
 // checkProblem rejects problems whose launch grid the device cannot
 // express and scales with which the kernels' float32 scores could overflow.
-func (d *Device) checkProblem(p problem, backward bool) error {
-	if err := p.gpuUnsupported(backward); err != nil {
-		return err
-	}
+func (d *Device) checkProblem(p problem) error {
 	if m := maxGPUScale(p.D); p.Scale > m {
 		return &UnsupportedError{Backend: GPU, Feature: "scale", Value: fmt.Sprint(p.Scale),
 			Reason: fmt.Sprintf("at head dim %d the kernels' scores scale*log2(e)*q.k could exceed float32 for fp16 inputs above %.3g", p.D, m)}

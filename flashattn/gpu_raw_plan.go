@@ -171,7 +171,7 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	r.p.Deterministic = true
 	ks, err := d.loadPasses(threePass, r.p.Dims, r.p.Causal, dt)
 	if err == nil {
-		err = d.checkProblem(r.p, true)
+		err = d.checkProblem(r.p)
 	}
 	if err != nil {
 		return nil, err

@@ -74,12 +74,18 @@ type KernelInfo struct {
 	// Large: the kernel needs more than 99 KiB of shared memory per CTA and
 	// runs only on devices whose opt-in limit fits it (BackwardKernelTable).
 	Large bool `json:"large,omitempty"`
+	// Packed: a modified forward ("fwd_mod*") that also runs packed
+	// sequences (ForwardVarlen with a window, softcap or ALiBi). Where the
+	// path's kernel of a head dim is not Packed, fp16 calls run the Turing
+	// path's one (compiled for every arch) and bf16 calls are refused.
+	Packed bool `json:"packed,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
-		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large}
+		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large,
+		Packed: v.Packed}
 }
 
 func dtypeOf(v kernels.Variant) DType {

@@ -12,8 +12,9 @@ import (
 // (the sm_80 path), packed as vl describes. One kernel launch (KernelInfo.Pass
 // "fwd_varlen") runs every sequence; the call uploads vl's cumulative
 // lengths once (int32, freed on return) and waits. The options used are
-// Causal (bottom-right per sequence) and Scale; windows, softcap and ALiBi
-// are an *UnsupportedError. The LSE is (1, Hq, total_q), as ForwardVarlen's.
+// Causal (bottom-right per sequence), Scale, Window, Softcap and ALiBi (then
+// the modified kernel, Pass "fwd_mod*", takes the packed sequences). The LSE
+// is (1, Hq, total_q), as ForwardVarlen's.
 func (d *Device) ForwardVarlen(q, k, v *DeviceTensor, vl Varlen, o *Options) (*DeviceResult, error) {
 	p, err := d.problemOf(o, q, k, v)
 	if err != nil {
@@ -65,8 +66,9 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 // "bwd_dq_varlen"), on both paths, so the result is bit-reproducible
 // whatever Options.Deterministic says; head dims without those kernels
 // (256) are an *UnsupportedError. The options used are Causal (bottom-right
-// per sequence) and Scale; windows, softcap and ALiBi are an
-// *UnsupportedError. Beyond dQ, dK and dV the call allocates Di (Hq*total_q
+// per sequence), Scale, Window, Softcap and ALiBi (then pre's varlen kernel
+// and the modified dK/dV and dQ kernels, "bwd_dkdv_mod", "bwd_dq_mod", which
+// take the packed sequences). Beyond dQ, dK and dV the call allocates Di (Hq*total_q
 // float32) and the cumulative lengths (int32), freed on return.
 func (d *Device) BackwardVarlen(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, vl Varlen, o *Options) (*DeviceGrads, error) {
 	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)

@@ -16,7 +16,10 @@ import (
 // checked against its own truth (empty sequences, queries without keys,
 // keys without queries, Nq != Nk, causal, GQA, odd lengths). Outputs and
 // gradients are NaN-poisoned before the launches, so attntest reports any
-// element left unwritten; the cases with score modifiers must be refused.
+// element left unwritten. The cases with score modifiers run the modified
+// kernels on the packed sequences (forward: the path's kernel where it is
+// Packed, else the Turing path's; backward: the varlen pre, then the
+// modified pair), and are refused at head dims with neither.
 func TestGPUVarlenConformance(t *testing.T) {
 	dev := openGPU(t)
 	for _, path := range []int{0, 75} {
@@ -25,17 +28,19 @@ func TestGPUVarlenConformance(t *testing.T) {
 		}
 		t.Run("path"+itoa(path), func(t *testing.T) {
 			b := attntest.Backend{Name: "gpu-varlen-path" + itoa(path), Precision: attntest.FP16, Plain: true, HeadDims: dev.HeadDims(),
+				ModsVarlen: dev.PackedModHeadDims(flashattn.FP16), ModsBackward: dev.RawBackwardHeadDims(),
 				ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
 					res, err := dev.ForwardVarlenHost(q, k, v, vl, o)
-					if err == nil && !strings.HasSuffix(res.Reason, "_varlen") {
-						t.Errorf("ran %s, want one _varlen kernel", res.Reason)
+					if want := varlenForwardSuffix(o); err == nil && !strings.Contains(res.Reason, want) {
+						t.Errorf("ran %s, want one %s kernel", res.Reason, want)
 					}
 					return res, err
 				},
 				BackwardVarlen: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
 					g, err := dev.BackwardVarlenHost(q, k, v, out, dOut, lse, vl, o)
-					if err == nil && strings.Count(g.Reason, "_varlen") != 3 {
-						t.Errorf("ran %s, want the three _varlen backward kernels", g.Reason)
+					if err == nil && (strings.Count(g.Reason, "_varlen") != 3-strings.Count(g.Reason, "_mod") || !strings.Contains(g.Reason, "pre") ||
+						strings.Contains(g.Reason, "_mod") != hasMods(o)) {
+						t.Errorf("ran %s, want the varlen pre and two _varlen (with modifiers: _mod) backward kernels", g.Reason)
 					}
 					return g, err
 				}}
@@ -87,6 +92,21 @@ func TestGPUVarlenConformance(t *testing.T) {
 	}
 }
 
+// hasMods reports whether o asks for a window, softcap or ALiBi (the suite's
+// windows are never the plain causal mask).
+func hasMods(o *flashattn.Options) bool {
+	return o != nil && (o.Window != nil || o.Softcap != 0 || o.ALiBi != nil)
+}
+
+// varlenForwardSuffix is what the symbol of a varlen forward with options o
+// holds: "_mod" (the modified kernel on the packed sequences) or "_varlen".
+func varlenForwardSuffix(o *flashattn.Options) string {
+	if hasMods(o) {
+		return "_mod"
+	}
+	return "_varlen"
+}
+
 // TestGPUVarlenBF16: the bf16 varlen kernels (sm_80 path), forward and
 // backward, through the Device API, against the suite's bf16 baseline.
 func TestGPUVarlenBF16(t *testing.T) {
@@ -95,6 +115,7 @@ func TestGPUVarlenBF16(t *testing.T) {
 		t.Skip("bf16 needs sm_80")
 	}
 	b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
+		ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), ModsBackward: dev.RawBackwardHeadDims(),
 		ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (res *flashattn.Result, err error) {
 			var in []*flashattn.DeviceTensor
 			defer func() {
@@ -114,7 +135,7 @@ func TestGPUVarlenBF16(t *testing.T) {
 				return nil, err
 			}
 			defer func() { err = errors.Join(err, r.Free()) }()
-			if r.Kernel.Pass != "fwd_varlen" || !strings.Contains(r.Kernel.Symbol, "_bf16") {
+			if !strings.Contains(r.Kernel.Symbol, varlenForwardSuffix(o)) || !strings.Contains(r.Kernel.Symbol, "_bf16") {
 				return nil, errors.New("bf16 varlen ran " + r.Kernel.Symbol)
 			}
 			out, err := r.Out.Download()
@@ -150,8 +171,8 @@ func TestGPUVarlenBF16(t *testing.T) {
 				return nil, err
 			}
 			defer func() { err = errors.Join(err, dg.Free()) }()
-			for _, k := range dg.Kernels {
-				if !strings.HasSuffix(k.Pass, "_varlen") || !strings.Contains(k.Symbol, "_bf16") {
+			for i, k := range dg.Kernels {
+				if want := map[bool]string{false: "_varlen", true: "_mod"}[i > 0 && hasMods(o)]; !strings.HasSuffix(k.Pass, want) || !strings.Contains(k.Symbol, "_bf16") {
 					return nil, errors.New("bf16 varlen backward ran " + k.Symbol)
 				}
 			}

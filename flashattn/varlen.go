@@ -150,8 +150,8 @@ func (c varlenCall) seqLSEs(lse []float32) ([][]float32, error) {
 // (1, total_q, Hq, D), k and v (1, total_k, Hkv, D); Result.Out is
 // (1, total_q, Hq, D) and Result.LSE (1, Hq, total_q), so the LSE of row r
 // of query head h is LSE[h*total_q + r]. On the GPU the whole batch is one
-// kernel launch (Device.ForwardVarlen after uploading q, k and v); windows,
-// softcap and ALiBi run on the CPU, Auto saying why.
+// kernel launch (Device.ForwardVarlen after uploading q, k and v), windows,
+// softcap and ALiBi too.
 func ForwardVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (*Result, error) {
 	return ForwardVarlenContext(context.Background(), q, k, v, vl, opts)
 }
@@ -211,8 +211,8 @@ func ForwardVarlenContext(ctx context.Context, q, k, v *Tensor, vl Varlen, opts 
 // ForwardVarlen's output and LSE; dQ is (1, total_q, Hq, D), dK and dV
 // (1, total_k, Hkv, D). On the GPU the whole batch is one set of three
 // launches (Device.BackwardVarlen after uploading the tensors; the
-// deterministic three-kernel backward); windows, softcap and ALiBi run on
-// the CPU, Auto saying why.
+// deterministic three-kernel backward), windows, softcap and ALiBi too at
+// head dims 32-128.
 func BackwardVarlen(q, k, v, out, dOut *Tensor, lse []float32, vl Varlen, opts *Options) (*Grads, error) {
 	return BackwardVarlenContext(context.Background(), q, k, v, out, dOut, lse, vl, opts)
 }

@@ -25,7 +25,9 @@
 // packed tensors (varlen.cuh), each its own problem as in fwd.cuh: rows, keys,
 // L and Di start at its cumulative lengths, the CTAs past its rows (pre, dQ) or
 // keys (dK/dV) exit at once, and its lengths are read where the plain kernels
-// read Nq and Nk. Offsets only: the plain kernels' code is unchanged.
+// read Nq and Nk. Offsets only: the plain kernels' code is unchanged. The
+// kMod kernels do the same at run time when BwdParams carries the
+// cumulative lengths (varlen.cuh's varlen_call; pre is then the varlen one).
 //
 // kMod (the fa2_bwd_{dkdv,dq}_*_mod kernels): the sliding window, softcap and
 // ALiBi of the modified forward (mask.cuh's ScoreMods, read from BwdParams at
@@ -167,7 +169,7 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
 // ---- dK, dV ----
 template <class T, bool kCausal, class E = __half, bool kVarlen = false, bool kMod = false>
 __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
-  static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window");
+  static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window, packed sequences at run time");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
@@ -182,22 +184,23 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   const int groups = p.hq / p.hkv;
   const int n0 = blockIdx.x * Bc;
   const int wrow = warp * 16 * MT;  // the warp's first key row in the CTA
-  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
-  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
-  auto nk = [&] { return kVarlen ? sq.nk : p.nk; };
-  if (kVarlen && n0 >= nk()) return;  // past this sequence's keys
+  const bool vl = varlen_call<kVarlen, kMod>(p);
+  const Seq sq = vl ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return vl ? sq.nq : p.nq; };
+  auto nk = [&] { return vl ? sq.nk : p.nk; };
+  if (vl && n0 >= nk()) return;  // past this sequence's keys
   const int rows_k = min(Bc, nk() - n0);
 
-  __half* gdK = static_cast<__half*>(p.dk) + (kVarlen ? sq.k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride;
-  __half* gdV = static_cast<__half*>(p.dv) + (kVarlen ? sq.k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+  __half* gdK = static_cast<__half*>(p.dk) + (vl ? sq.k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride;
+  __half* gdV = static_cast<__half*>(p.dv) + (vl ? sq.k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride;
 
   // Steps: Q blocks [i0, Tr) of each query head of the group, head-major.
   const int tr = (nq() + Br - 1) / Br;
   int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr), i1 = tr;
   if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
-    const int off = p.nk - p.nq;
+    const int off = nk() - nq();
     const int lo = p.window_right < 0 ? 0 : max(0, n0 - off - p.window_right);
-    const int hi = p.window_left < 0 ? p.nq - 1 : min(p.nq - 1, n0 + Bc - 1 - off + p.window_left);
+    const int hi = p.window_left < 0 ? nq() - 1 : min(nq() - 1, n0 + Bc - 1 - off + p.window_left);
     i0 = lo / Br;
     i1 = hi < lo ? i0 : hi / Br + 1;
   }
@@ -223,8 +226,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   // Q_i and dO_i of step s into stream buffer buf.
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
-    const __half* gQ = static_cast<const __half*>(p.q) + (kVarlen ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-    const __half* gdO = static_cast<const __half*>(p.dout) + (kVarlen ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+    const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
     __half* dst = sQ + buf * 2 * Br * D;
     load_tile<A, Br, D, NT>(dst, gQ, p.q_row_stride, nq() - m0, tid);
     load_tile<A, Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, nq() - m0, tid);
@@ -233,7 +236,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
     l = INFINITY;
     di = 0.f;
     if (tid < Br) {
-      if constexpr (kVarlen) row_stats(p, sq, head_of(s), row0_of(s) + tid, l, di);
+      if (vl) row_stats(p, sq, head_of(s), row0_of(s) + tid, l, di);
       else row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
     }
   };
@@ -254,8 +257,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   uint32_t kf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
   uint32_t vf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
 
-  const __half* gK = static_cast<const __half*>(p.k) + (kVarlen ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (kVarlen ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
   load_tile<A, Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
   load_tile<A, Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
   issue(0, 0);
@@ -297,7 +300,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       gemm_abt<A, D, MT, W, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
       if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, nq(), nk());
       if constexpr (kMod) {
-        const ScoreMods m = ScoreMods::of(p, head_of(s));
+        const ScoreMods m = ScoreMods::of(p, head_of(s), nq(), nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int j = 0; j < W / 8; ++j)
@@ -364,7 +367,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
 // ---- dQ ----
 template <class T, bool kCausal, class E = __half, bool kVarlen = false, bool kMod = false>
 __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
-  static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window");
+  static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window, packed sequences at run time");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kRows, Bc = T::kCols, NT = T::kThreads, MT = T::kMTiles;
   constexpr int W = T::kChunk, NO = D / 8;
@@ -379,17 +382,18 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   // Causal: the last row blocks see the most keys; launching them first shortens the tail.
   const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
   const int wrow = warp * 16 * MT;
-  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
-  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
-  auto nk = [&] { return kVarlen ? sq.nk : p.nk; };
-  if (kVarlen && m0 >= nq()) return;  // past this sequence's rows
+  const bool vl = varlen_call<kVarlen, kMod>(p);
+  const Seq sq = vl ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return vl ? sq.nq : p.nq; };
+  auto nk = [&] { return vl ? sq.nk : p.nk; };
+  if (vl && m0 >= nq()) return;  // past this sequence's rows
   const int rows_q = min(Br, nq() - m0);
 
-  __half* gdQ = static_cast<__half*>(p.dq) + (kVarlen ? sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + m0 * p.dq_row_stride + h * p.dq_head_stride;
+  __half* gdQ = static_cast<__half*>(p.dq) + (vl ? sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + m0 * p.dq_row_stride + h * p.dq_head_stride;
   KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
   int n_begin = 0, n_full = 0;  // kMod: blocks [n_begin, n_full) need the element mask too
   if constexpr (kMod) {
-    const WindowBlocks wb = window_blocks<Br, Bc>(m0, p.nq, p.nk, p.window_left, p.window_right);
+    const WindowBlocks wb = window_blocks<Br, Bc>(m0, nq(), nk(), p.window_left, p.window_right);
     n_begin = wb.n_begin, n_full = wb.n_full, kb = KeyBlocks{wb.n_end, wb.n_mask};
   }
   if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
@@ -405,10 +409,10 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   const LdAddr<D, kChunksFirst> lk(lane);
   const uint32_t aQ = smem_u32(sQ), adO = smem_u32(sdO), aKV = smem_u32(sKV);
 
-  const __half* gQ = static_cast<const __half*>(p.q) + (kVarlen ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-  const __half* gdO = static_cast<const __half*>(p.dout) + (kVarlen ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
-  const __half* gK = static_cast<const __half*>(p.k) + (kVarlen ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (kVarlen ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
+  const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
   auto issue = [&](int n, int buf) {
     __half* dst = sKV + buf * 2 * Bc * D;
     load_tile<A, Bc, D, NT>(dst, gK + n * Bc * p.k_row_stride, p.k_row_stride, nk() - n * Bc, tid);
@@ -421,7 +425,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      if constexpr (kVarlen) row_stats(p, sq, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
+      if (vl) row_stats(p, sq, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
       else row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
     }
 
@@ -463,7 +467,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
       gemm_abt<A, D, MT, W, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
       gemm_abt<A, D, MT, W, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
       if constexpr (kMod) {
-        const ScoreMods m = ScoreMods::of(p, h);
+        const ScoreMods m = ScoreMods::of(p, h, nq(), nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int i = 0; i < MT; ++i)

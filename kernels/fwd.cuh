@@ -26,7 +26,10 @@
 // kVarlen (the fa2_fwd_*_varlen kernels): blockIdx.y's batch is a sequence of
 // packed tensors (varlen.cuh); its rows, keys and LSE entries start at its
 // cumulative lengths, and the CTAs past its last row block (the grid covers
-// the longest sequence) exit at once. Offsets only, folded the same way.
+// the longest sequence) exit at once. Offsets only, folded the same way. The
+// kMod kernels do the same at run time when the parameters carry the
+// cumulative lengths (varlen.cuh's varlen_call), on the tiles with registers
+// for it (traits.cuh's kModPacked).
 //
 // E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 on the
 // sm_80 path (bf16 mma). Only the mma and the fp32 -> 16-bit packing (P, O)
@@ -50,7 +53,7 @@ namespace fa2 {
 template <class T, bool kCausal, class E = __half, int kMod = 0, bool kVarlen = false>
 __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
-  static_assert(!(kMod && kVarlen), "no varlen modified kernel");
+  static_assert(!(kMod && kVarlen), "the modified kernels take packed sequences at run time (varlen_call)");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kBr, Bc = T::kBc, NT = T::kThreads, MT = T::kMTiles;
   constexpr int KD = D / 16;  // k16 steps of S = Q K^T
@@ -73,16 +76,17 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   const int wrow = warp * 16 * MT;    // the warp's first row in the CTA
   // The sequence's lengths are read where the plain kernel reads p.nq, p.nk,
   // so that its code stays the same.
-  const Seq sq = kVarlen ? seq_of(p, b) : Seq{};
-  auto nq = [&] { return kVarlen ? sq.nq : p.nq; };
-  auto nk = [&] { return kVarlen ? sq.nk : p.nk; };
-  if (kVarlen && m0 >= nq()) return;  // past this sequence's rows
+  const bool vl = varlen_call<kVarlen, kMod != 0 && T::kModPacked>(p);
+  const Seq sq = vl ? seq_of(p, b) : Seq{};
+  auto nq = [&] { return vl ? sq.nq : p.nq; };
+  auto nk = [&] { return vl ? sq.nk : p.nk; };
+  if (vl && m0 >= nq()) return;  // past this sequence's rows
 
-  const __half* gQ = static_cast<const __half*>(p.q) + (kVarlen ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-  const __half* gK = static_cast<const __half*>(p.k) + (kVarlen ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (kVarlen ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
-  __half* gO = static_cast<__half*>(p.o) + (kVarlen ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + m0 * p.o_row_stride + h * p.o_head_stride;
-  float* gL = p.lse + (kVarlen ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq) + m0;  // varlen: (Hq, total)
+  const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
+  __half* gO = static_cast<__half*>(p.o) + (vl ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + m0 * p.o_row_stride + h * p.o_head_stride;
+  float* gL = p.lse + (vl ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq) + m0;  // varlen: (Hq, total)
   const int rows_q = min(Br, nq() - m0);
 
   // kMod's additions are written `kMod ? added : plain` (folded by the
@@ -117,19 +121,33 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   sm.init();
   uint32_t qf[T::kQRegs ? MT : 1][T::kQRegs ? KD : 1][4];
 
-  auto kv_rows = [&](int n) { return nk() - n * Bc; };
-  const ScoreMods mods = kMod ? ScoreMods::of(p, h) : ScoreMods{};
+  // Packed sequences in a kMod kernel on the sm_80 path: inside the loop the
+  // sequence's lengths are read from shared memory where they are used,
+  // rather than kept live in registers (kept there, the D64 kernels spilled
+  // 4-16 B on sm_86 and sm_90); the dense call's are constants. Not on
+  // Turing, whose D128 tile takes all 64 KiB (and whose registers have room).
+  constexpr bool kLenSmem = kMod && A == 80;
+  __shared__ int s_len[2];
+  if (kLenSmem && vl) {
+    if (tid == 0) s_len[0] = nq(), s_len[1] = nk();
+    __syncthreads();
+  }
+  auto loop_nq = [&] { return kLenSmem && vl ? static_cast<volatile int*>(s_len)[0] : nq(); };
+  auto loop_nk = [&] { return kLenSmem && vl ? static_cast<volatile int*>(s_len)[1] : nk(); };
+  auto kv_rows = [&](int n) { return loop_nk() - n * Bc; };
+  const ScoreMods mods0 = kMod ? ScoreMods::of(p, h, p.nq, p.nk) : ScoreMods{};  // packed: apply_mods sets the lengths
   constexpr bool kCap = kMod & kModCap, kALiBi = kMod & kModALiBi;
   // ALiBi's column-bias form (apply_side) without the softcap: with both, its
   // third score body spilled at 255 registers (sm_90, D96; nvcc 11.8).
   constexpr bool kSide = kALiBi && !kCap;
   int side = 0;  // ALiBi: the form sm.m is in (ScoreMods::apply_side)
   auto to_side = [&](int to) {
-    if (to != side) mods.shift_side<MT>(sm.m, side, to, wrow, lane);
+    if (to != side) mods0.shift_side<MT>(sm.m, side, to, wrow, lane);
     side = to;
   };
   // kMod only; tag: walk_blocks' (1 masked, 0 clean, -1: decided here).
   auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0, int tag) {
+    const ScoreMods mods = vl ? mods0.with_lengths(loop_nq(), loop_nk()) : mods0;
     if (tag > 0 || (tag < 0 && (n < wb.n_full || n >= kb.n_mask))) {
       if (kSide) to_side(0);
       mods.template apply<MT, NS, true, kCap, kALiBi>(s, m0 + wrow, col0, lane);
@@ -187,7 +205,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
             cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
           cp_async_commit();
         }
-        sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
+        sm.step(s, o, kMod ? mods0.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, vbase + sp * Bs * D * 2, 0);  // O += P V
@@ -220,7 +238,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
         if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs, decltype(tag)::value);
         else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
-        sm.step(s, o, kMod ? mods.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
+        sm.step(s, o, kMod ? mods0.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
         gemm_pb<A, D, MT, Bs, E>(o, pf, la, aV + sp * Bs * D * 2, 0);
@@ -238,7 +256,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   // stores, write L for the rows that exist.
   float lse[MT][2];
   if (kSide) to_side(0);  // L of the |distance| form
-  sm.finish(o, kMod ? mods.unit : p.scale, lse);
+  sm.finish(o, kMod ? mods0.unit : p.scale, lse);
   __syncthreads();  // all warps are done with the K/V (Turing) or Q area
 #pragma unroll
   for (int i = 0; i < MT; ++i)

@@ -145,11 +145,20 @@ struct ScoreMods {
   float alibi;            // slope_h / unit, 0: none
   int off, nk, left, right;
 
+  // Head h of a problem of nq queries and nk keys (a varlen call's sequence).
   template <class Params>  // FwdParams, or BwdParams (the modified backward)
-  __device__ __forceinline__ static ScoreMods of(const Params& p, int h) {
+  __device__ __forceinline__ static ScoreMods of(const Params& p, int h, int nq, int nk) {
     const float unit = p.softcap > 0.f ? p.softcap : p.scale;
     return ScoreMods{unit, unit * kLog2e, p.softcap > 0.f ? p.scale / p.softcap : 0.f,
-                     p.alibi_slopes ? p.alibi_slopes[h] / unit : 0.f, p.nk - p.nq, p.nk, p.window_left, p.window_right};
+                     p.alibi_slopes ? p.alibi_slopes[h] / unit : 0.f, nk - nq, nk, p.window_left, p.window_right};
+  }
+
+  // The same modifiers on a problem of nq queries and nk keys (a packed sequence).
+  __device__ __forceinline__ ScoreMods with_lengths(int nq, int nk_) const {
+    ScoreMods r = *this;
+    r.off = nk_ - nq;
+    r.nk = nk_;
+    return r;
   }
 
   // s[i][j][*] as apply_mask's; kMask: also set to -inf the keys outside the

@@ -12,19 +12,21 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
-                   int rung = 0, bool bf16 = false, bool large = false) {
+                   int rung = 0, bool bf16 = false, bool large = false, bool packed = false) {
   std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
               pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
+  if (packed) std::printf(", Packed: true");
   std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
 }
 
 // Every sm_80 row also ships a bf16 kernel (fa2.cu's FA2_FWD_BF16), the same tile;
 // every row four modified forwards (FA2_FWD_MOD: passes FwdMod, FwdModCap,
 // FwdModALiBi, FwdModCapALiBi, suffixes _mod, _mod_cap, _mod_alibi,
-// _mod_cap_alibi, no causal twin) and a varlen pair (FA2_FWD_VARLEN: pass
-// FwdVarlen, the plain symbol plus _varlen), fp16 and on sm_80 bf16.
+// _mod_cap_alibi, no causal twin; Packed where the tile's kModPacked) and a
+// varlen pair (FA2_FWD_VARLEN: pass FwdVarlen, the plain symbol plus
+// _varlen), fp16 and on sm_80 bf16.
 template <int A, int D>
 void fwd_row() {
   using T = typename FwdTraits<A, D>::type;
@@ -38,7 +40,8 @@ void fwd_row() {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s%s%s", A, D, bf16 ? "_bf16" : "", causal ? "_causal" : mod >= 0 ? mod_sfx[mod] : "",
                   varlen ? "_varlen" : "");
     if (is("go"))
-      go_row(mod >= 0 ? mod_pass[mod] : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
+      go_row(mod >= 0 ? mod_pass[mod] : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16,
+             false, mod >= 0 && T::kModPacked);
     else if (is("fwd"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, int(causal), T::kBr, T::kBc,
                   T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);

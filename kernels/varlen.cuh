@@ -14,6 +14,18 @@ struct Seq {
   int nq, nk;
 };
 
+// Whether a call is varlen: the _varlen kernels (kVarlen) always; the
+// modified kernels (kMod: the forward's where its tile has kModPacked) when
+// the parameters carry cumulative lengths. The
+// modifier kernels take packed sequences at run time (a few instructions at
+// entry, none per block) so that the fatbin needs no _varlen twin of each
+// modifier combination (the _mod family is already a quarter of it). For the
+// other kernels it folds to the constant kVarlen: their code is unchanged.
+template <bool kVarlen, bool kMod, class P>
+__device__ __forceinline__ bool varlen_call(const P& p) {
+  return kVarlen || (kMod && p.cu_seqlens_q != nullptr);
+}
+
 // seq_of is sequence b of a varlen parameter block (FwdParams or BwdParams).
 template <class P>
 __device__ __forceinline__ Seq seq_of(const P& p, int b) {

@@ -22,7 +22,8 @@ type varlenRun struct {
 
 // runVarlenBench is goflash bench --varlen: for each --headdims and
 // --causal, the varlen forward (--direction bwd: backward) on the packed
-// batch beside the plain one on the batch padded to its longest sequence,
+// batch, with --window/--softcap/--alibi if set, beside the plain one on
+// the batch padded to its longest sequence,
 // both on the GPU, TFLOP/s counted on the real tokens only, and each call's
 // device memory.
 func runVarlenBench(o benchOpts, stdout io.Writer) error {
@@ -30,8 +31,8 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	if err := lens.Set(o.varlen); err != nil || len(lens) == 0 || slices.Min(lens) < 1 {
 		return usagef("--varlen %q: want comma-separated sequence lengths, each >= 1", o.varlen)
 	}
-	if o.decode || o.mods.any() || (o.direction != "fwd" && o.direction != "bwd") || o.compareTorch || o.shapes.seqLens != nil || o.shapes.kvLen != 0 {
-		return usagef("--varlen times the forward (or with --direction bwd the backward) on its own lengths: drop --decode, --window/--softcap/--alibi, --compare-torch, --seqlens and --kv-len")
+	if o.decode || (o.direction != "fwd" && o.direction != "bwd") || o.compareTorch || o.shapes.seqLens != nil || o.shapes.kvLen != 0 {
+		return usagef("--varlen times the forward (or with --direction bwd the backward) on its own lengths: drop --decode, --compare-torch, --seqlens and --kv-len")
 	}
 	g, err := openGPU(o.device)
 	if err != nil {
@@ -74,7 +75,9 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 			hkv = hq
 		}
 		for _, c := range causal {
-			r, err := bench(lens, hq, hkv, d, &flashattn.Options{Causal: c}, warmup, reps)
+			opts := &flashattn.Options{Causal: c}
+			o.mods.apply(opts, hq) // --window/--softcap/--alibi: on both calls (the padded one's window on the padded lengths)
+			r, err := bench(lens, hq, hkv, d, opts, warmup, reps)
 			if err != nil {
 				return fmt.Errorf("--varlen D %d causal %v: %w", d, c, err)
 			}

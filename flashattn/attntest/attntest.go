@@ -131,6 +131,9 @@ type Backend struct {
 	ModsForward bool
 	// ModsKVCache: a Plain backend whose KV-cache calls run the score modifiers.
 	ModsKVCache bool
+	// ModsVarlen lists the head dims at which a Plain backend's varlen calls
+	// run the score modifiers (forward; backward where ModsBackward has it too).
+	ModsVarlen []int
 	// ModsBackward lists the head dims (of HeadDims) at which a ModsForward
 	// backend's Backward runs the score modifiers too.
 	ModsBackward []int
@@ -155,10 +158,22 @@ func (b Backend) forwardOnly(c Case) bool {
 	return !b.supportsCase(c) && b.runsCall(c) && !slices.Contains(b.ModsBackward, c.D)
 }
 
+// runsVarlen reports whether b's varlen forward runs case c (Plain
+// backends refuse score modifiers unless ModsVarlen).
+func (b Backend) runsVarlen(c Case) bool {
+	return b.supportsCase(c) || b.supports(c.D) && slices.Contains(b.ModsVarlen, c.D)
+}
+
+// varlenForwardOnly reports whether b's varlen calls run case c forward but
+// must refuse its backward.
+func (b Backend) varlenForwardOnly(c Case) bool {
+	return !b.supportsCase(c) && b.runsVarlen(c) && !slices.Contains(b.ModsBackward, c.D)
+}
+
 // ForBackend runs a library backend through the public API
 // (flashattn.Forward and Backward with Options.Backend = be), and fails a
 // call whose Result says another backend ran. GPU is held to FP16, the CPU
-// backends to FP32; set HeadDims, ModsBackward and MaxN on the result as needed.
+// backends to FP32; set HeadDims, ModsBackward, ModsVarlen and MaxN on the result as needed.
 func ForBackend(be flashattn.Backend) Backend {
 	with := func(o *flashattn.Options) *flashattn.Options {
 		var c flashattn.Options
@@ -180,7 +195,7 @@ func ForBackend(be flashattn.Backend) Backend {
 	}
 	return Backend{
 		Name:        be.String(),
-		Plain:       be == flashattn.GPU, // varlen calls refuse the score modifiers on the GPU
+		Plain:       be == flashattn.GPU, // with the Mods* below: the GPU runs them where it has the kernels
 		ModsForward: be == flashattn.GPU, // set ModsBackward: the head dims whose backward runs them
 		ModsKVCache: be == flashattn.GPU, // the decode kernel runs them
 		Forward: func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {

@@ -26,7 +26,9 @@
 // unused); grid (ceil(max sequence Nq / Br), B*Hq). Sequence b is its own
 // problem on rows [CuSeqlensQ[b], CuSeqlensQ[b+1]) and keys
 // [CuSeqlensK[b], CuSeqlensK[b+1]) (causal bottom-right on its own lengths);
-// lse is (Hq, total_q).
+// lse is (Hq, total_q). The modified kernels with Variant.Packed take the
+// same contract when CuSeqlensQ is not 0 (the window and ALiBi's distance
+// then on each sequence's own lengths), and the dense one when it is 0.
 //
 // The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
 // the same code on both paths) takes the forward contract, with SmemBytes 0
@@ -74,7 +76,8 @@
 // BwdDKDVMod and BwdDQMod are BwdDKDV and BwdDQ (after the plain BwdPre)
 // with the sliding window, softcap and ALiBi of the modified forward, read
 // from BwdParams' fields as FwdParams' (causal is WindowRight 0; no causal
-// variant); lse must be the modified forward's.
+// variant); lse must be the modified forward's. On packed sequences
+// (CuSeqlensQ not 0: the varlen contract below) they run after BwdPreVarlen.
 //
 // BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
 // on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
@@ -127,8 +130,9 @@ type FwdParams struct {
 	WindowLeft, WindowRight int32
 	Softcap                 float32
 
-	// Read by the FwdVarlen kernels only: int32 (B+1) cumulative sequence
-	// lengths of the packed q (and O) and k (and v); Nq is the packed total.
+	// Read by the FwdVarlen kernels, and by the Packed modified ones where not 0:
+	// int32 (B+1) cumulative sequence lengths of the packed q (and O) and k
+	// (and v); Nq is the packed total.
 	CuSeqlensQ, CuSeqlensK uint64
 }
 
@@ -151,8 +155,9 @@ type BwdParams struct {
 	Scale                 float32
 	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ[Det], BwdDQConv); 0 otherwise
 
-	// Read by the varlen backward only (BwdPreVarlen, BwdDKDVVarlen,
-	// BwdDQVarlen): as FwdParams' CuSeqlensQ, CuSeqlensK.
+	// Read by the varlen backward (BwdPreVarlen, BwdDKDVVarlen,
+	// BwdDQVarlen), and by BwdDKDVMod, BwdDQMod where not 0: as FwdParams'
+	// CuSeqlensQ, CuSeqlensK.
 	CuSeqlensQ, CuSeqlensK uint64
 
 	// Read by the modified backward only (BwdDKDVMod, BwdDQMod): as
@@ -321,6 +326,10 @@ type Variant struct {
 	// whose opt-in limit fits the set (LookupFit), e.g. A100 and H100/H200,
 	// not sm_86/89.
 	Large bool
+	// Packed marks a modified forward (Pass.IsMod) that takes packed
+	// sequences at run time (the FwdVarlen contract when CuSeqlensQ is not
+	// 0; traits.cuh's kModPacked); the others read CuSeqlensQ never.
+	Packed bool
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
 	// paths, so Arch 0; rung 5 is the shipped forward kernel).
