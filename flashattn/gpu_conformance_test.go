@@ -14,7 +14,7 @@ import (
 func TestGPUConformance(t *testing.T) {
 	dev := openGPU(t)
 	b := attntest.ForBackend(flashattn.GPU)
-	b.Backward = nil
+	b.Backward, b.BackwardVarlen = nil, nil
 	b.HeadDims = dev.HeadDims()
 	b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
 	t.Logf("%s, head dims %v", dev.Info(), b.HeadDims)

@@ -20,7 +20,7 @@
 // the baseline error is the largest over three orders: sequential, reversed,
 // and pairwise (a GPU's tree reduction), Di always sequential. The floor is 4
 // unit roundoffs (2 ulps) of the precision times the largest |truth| of the
-// quantity: the last rounding of an output, which a baseline may happen not
+// quantity (of a varlen or KV-cache call: over all its sequences): the last rounding of an output, which a baseline may happen not
 // to pay (for N = 1 it is exact; the LSE is float32 in every backend). A
 // real bug (a missed rescale, a wrong mask, an unwritten element, a wrong
 // GQA head) is orders of magnitude larger.
