@@ -97,6 +97,17 @@ __device__ __forceinline__ void cp_cache_tile(__half* s, const CacheRows& c, con
                                               int tid) {
   const TileMap<ROWS, D, NT> m(tid);
   if (!m.active()) return;
+  if (!c.table) {  // contiguous: the thread's rows are RS rows apart, one add each (as cp_tile), not addr's 64-bit products
+    const __half* src = c.base + static_cast<int64_t>(cb.row[0]) * c.row_stride + m.c * 8;
+    const int lim = valid - m.r0;
+#pragma unroll
+    for (int k = 0; k < m.N; ++k) {
+      const bool ok = k * m.RS < lim;
+      cp_async_16(smem_u32(s + Swizzle<D>::offset(m.r0 + k * m.RS, m.c)), ok ? src : c.base, ok ? 16 : 0);
+      src += m.RS * c.row_stride;
+    }
+    return;
+  }
 #pragma unroll
   for (int k = 0; k < m.N; ++k) {
     const int r = m.r0 + k * m.RS;
@@ -376,36 +387,38 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   const WindowBlocks wb = window_blocks_rows<Bc>(row0 / group, (row0 + live_rows - 1) / group, p.nq, len,
                                                  p.window_left, p.window_right);
   const int nblk = wb.n_end - wb.n_begin, split = blockIdx.x, splits = gridDim.x;
-  const int n_begin = wb.n_begin + static_cast<int>(static_cast<int64_t>(nblk) * split / splits);
-  const int n_end = wb.n_begin + static_cast<int>(static_cast<int64_t>(nblk) * (split + 1) / splits);
+  // 32-bit: nblk * splits < 2^32 (<= 256 splits, nblk < 2^24 blocks).
+  const int n_begin = wb.n_begin + static_cast<int>(static_cast<unsigned>(nblk) * split / splits);
+  const int n_end = wb.n_begin + static_cast<int>(static_cast<unsigned>(nblk) * (split + 1) / splits);
   // Softcap and ALiBi (ScoreMods' units): the softmax runs in units of the cap.
   const bool cap = p.softcap > 0.f, alibi = p.alibi_slopes != nullptr;
   const float unit = cap ? p.softcap : p.scale, unit_log2 = cap ? p.softcap * kLog2e : p.scale_log2;
   const float cap_in = cap ? p.scale / p.softcap : 0.f;
-  float slope[2];  // ALiBi slope / unit of the lane's packed rows g, g+8
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = row0 + g + 8 * hh;
-    slope[hh] = alibi && r < rows ? p.alibi_slopes[hk * group + r % group] / unit : 0.f;
-  }
-
-  // Q fragments straight from global (rows past Nq*G are 0): lane (g, t) holds
-  // packed rows g, g+8, columns 16kk + 2t (+8) of each k16 step.
+  // Q's fragments and the ALiBi slopes are loaded after the first blocks'
+  // copies are issued (load_q): the index math before those copies is what a
+  // short call waits on (H200: 1k-4k caches 4-11% faster, kernels/dev/RESULTS.md).
+  // Q straight from global (rows past Nq*G are 0): lane (g, t) holds packed
+  // rows g, g+8, columns 16kk + 2t (+8) of each k16 step.
   uint32_t qf[1][KD][4];
+  float slope[2];  // ALiBi slope / unit of the lane's packed rows g, g+8
+  auto load_q = [&] {
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = row0 + g + 8 * hh;
-    const bool live = r < rows;
-    const int i = live ? r / group : 0, h = hk * group + (live ? r % group : 0);
-    const uint32_t* q = reinterpret_cast<const uint32_t*>(static_cast<const __half*>(p.q) + b * p.q_batch_stride +
-                                                          i * p.q_row_stride + h * p.q_head_stride) + t;
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = row0 + g + 8 * hh;
+      const bool live = r < rows;
+      const int i = live ? r / group : 0, h = hk * group + (live ? r % group : 0);
+      const uint32_t* q = reinterpret_cast<const uint32_t*>(static_cast<const __half*>(p.q) + b * p.q_batch_stride +
+                                                            i * p.q_row_stride + h * p.q_head_stride) + t;
 #pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      qf[0][kk][hh] = live ? q[8 * kk] : 0u;
-      qf[0][kk][2 + hh] = live ? q[8 * kk + 4] : 0u;
+      for (int kk = 0; kk < KD; ++kk) {
+        qf[0][kk][hh] = live ? q[8 * kk] : 0u;
+        qf[0][kk][2 + hh] = live ? q[8 * kk + 4] : 0u;
+      }
+      slope[hh] = alibi && live ? p.alibi_slopes[h] / unit : 0.f;
     }
-  }
+  };
 
+  if constexpr (A == 75) load_q();  // Turing: first, as before (later, its D128 kernel spilled 4 B as sm_80-89 SASS)
   const int32_t* table = p.block_table ? p.block_table + static_cast<int64_t>(b) * p.table_stride : nullptr;
   const int64_t kb = table ? 0 : b * p.k_batch_stride, vb = table ? 0 : b * p.v_batch_stride;
   const CacheRows ck{static_cast<const __half*>(p.k) + kb + hk * p.k_head_stride, p.k_batch_stride, p.k_row_stride, table,
@@ -457,6 +470,7 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     if (n_begin < n_end) cb.load(ck, n_begin * Bc, len - n_begin * Bc, tid);
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) issue(n_begin + s, s);
+    load_q();
     int buf = 0;
     for (int n = n_begin; n < n_end; ++n) {
       cp_async_wait<S - 2>();

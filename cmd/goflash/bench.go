@@ -114,6 +114,19 @@ func (m scoreMods) apply(o *flashattn.Options, hq int) {
 	}
 }
 
+// parseWindow sets o.mods.window from --window (left,right).
+func (o *benchOpts) parseWindow() error {
+	if o.window == "" {
+		return nil
+	}
+	var w flashattn.Window
+	if n, err := fmt.Sscanf(o.window, "%d,%d", &w.Left, &w.Right); err != nil || n != 2 || w.Left < -1 || w.Right < -1 {
+		return usagef("--window %q: want left,right, each >= 0 or -1 (unbounded)", o.window)
+	}
+	o.mods.window = &w
+	return nil
+}
+
 func runBench(args []string, stdout, stderr io.Writer) error {
 	o := benchOpts{}
 	fs := newFlags("bench", benchSynopsis, stdout)
@@ -155,6 +168,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.varlen != "" {
+		if err := o.parseWindow(); err != nil {
+			return err
+		}
 		return runVarlenBench(o, stdout)
 	}
 	if o.out == "" {
@@ -249,12 +265,8 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if o.reps < 0 || o.warmup < -1 || o.workers < 0 || o.device < 0 {
 		return nil, usagef("--reps, --warmup, --workers and --device must not be negative")
 	}
-	if o.window != "" {
-		var w flashattn.Window
-		if n, err := fmt.Sscanf(o.window, "%d,%d", &w.Left, &w.Right); err != nil || n != 2 || w.Left < -1 || w.Right < -1 {
-			return nil, usagef("--window %q: want left,right, each >= 0 or -1 (unbounded)", o.window)
-		}
-		o.mods.window = &w
+	if err := o.parseWindow(); err != nil {
+		return nil, err
 	}
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)

@@ -188,6 +188,8 @@ func TestBadInputIsOneLineUsageError(t *testing.T) {
 		{[]string{"bench", "--direction", "sideways"}, "--direction"},
 		{[]string{"bench", "--backend", "tpu"}, "--backend"},
 		{[]string{"bench", "--causal", "maybe"}, "want true, false or both"},
+		{[]string{"bench", "--window", "3"}, "--window"},
+		{[]string{"bench", "--varlen", "100,30", "--window", "-2,0"}, "--window"}, // parsed before --varlen's run
 		{[]string{"bench", "--reps", "-1"}, "must not be negative"},
 		{[]string{"bench", "stray"}, "unexpected argument"},
 		{[]string{"bench", "--seqlens", "1000000000000", "--batch", "1000", "--headdims", "128"}, "too large"},
