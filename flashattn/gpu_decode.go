@@ -18,32 +18,34 @@ import (
 // per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs that each
 // hold perSM decode CTAs at once (two 96 KiB CTAs on an H100/H200 SM, one on
 // an A100 or sm_86/89), whose CTA groups read at most span entries in blocks
-// of bc keys. From a sweep of split counts on the H200 beside cuDNN
-// (kernels/dev/RESULTS.md, session 9): one CTA per SM is the best wave up to
-// long spans, where a second CTA per SM pays once each split still streams
-// twoPerSMBlocks blocks (B 1, 32/8 heads, D 128: 16 splits up to 32k, 33 from
-// 64k; B 4: 4 splits up to 8k, 8 from 16k), or on a paged cache, whose copies
-// wait on a block-table load per 16 rows that the second CTA hides, 6 blocks
-// (33 splits from 16k); one split when B*Hkv alone fills
-// the wave; never splits shorter than minSplitBlocks blocks (so that each
-// CTA's next block is in flight while it computes one); at most
-// maxDecodeSplits. More than decodeMergeFan splits take a second merge level
-// (kernels/decode.cuh), which pays only once the one-level splits would each
-// stream twoLevelBlocks blocks (session 10's sweep, B 1, 8/1 and 16/2 heads:
-// at 3k-4k entries 16 splits took 14.3-16.2 us where 24-32 took 16.0-20.5;
-// equal at 5k; from 6k the two levels win).
+// of bc keys. From the sweeps of split counts on the H200 beside cuDNN
+// (kernels/dev/RESULTS.md, sessions 9-11): one CTA per SM, one split once
+// B*Hkv alone fills the wave. Since the kernel issues its first copies before
+// its other setup (session 11) a second CTA per SM no longer pays on a
+// contiguous cache (B 1, 32/8, D128: 16 splits 78.3 / 135.8 us at 64k / 128k
+// where 33 took 80.5 / 140.0; B 4 the same from 32k); on a paged cache, whose
+// copies wait on a block-table load per 16 rows that the second CTA hides, it
+// does once each split streams pagedTwoPerSMBlocks blocks (33 splits from
+// 16k). A split streams at least two blocks (the next in flight while it
+// computes one), or one of 128 keys or more (D <= 64: at 1k-2k entries 8 and
+// 16 splits of one block took 10.5 and 11.4 us where 4 and 8 of two took
+// 11.2 and 11.8); at most maxDecodeSplits. More than decodeMergeFan splits
+// take a second merge level (kernels/decode.cuh), which pays only once the
+// one-level splits would each stream twoLevelBlocks blocks (session 10's
+// sweep, B 1, 8/1 and 16/2 heads: at 3k-4k entries 16 splits took 14.3-16.2
+// us where 24-32 took 16.0-20.5; equal at 5k; from 6k the two levels win).
 func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	if forcedSplits > 0 {
 		return forcedSplits
 	}
-	const minSplitBlocks, twoLevelBlocks = 2, 5
-	twoPerSMBlocks := 24
-	if paged {
-		twoPerSMBlocks = 6
+	const twoLevelBlocks, pagedTwoPerSMBlocks = 5, 6
+	minSplitBlocks := 2
+	if bc >= 128 {
+		minSplitBlocks = 1
 	}
 	blocks := ceilDiv(span, bc)
 	s := sms / ctas
-	if s2 := perSM * sms / ctas; perSM > 1 && s2 > max(s, 1) && blocks >= twoPerSMBlocks*s2 {
+	if s2 := perSM * sms / ctas; paged && perSM > 1 && s2 > max(s, 1) && blocks >= pagedTwoPerSMBlocks*s2 {
 		s = s2
 	}
 	s = min(s, blocks/minSplitBlocks, maxDecodeSplits)

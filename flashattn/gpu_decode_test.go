@@ -13,10 +13,11 @@ import (
 	"github.com/goflash/goflash/flashattn/attntest"
 )
 
-// The split rule needs no GPU: one CTA per SM, two where they fit and each
-// split still streams 24 blocks (6 on a paged cache), one split once B*Hkv fills the GPU, never
-// splits shorter than 2 blocks, a second merge level only where one level's splits would
-// stream 5 blocks each (the cases are the H200 sweeps' best counts).
+// The split rule needs no GPU: one CTA per SM (on a paged cache two where
+// they fit and each split still streams 6 blocks), one split once B*Hkv
+// fills the GPU, never splits shorter than 2 blocks or one of 128 keys, a
+// second merge level only where one level's splits would stream 5 blocks
+// each (the cases are the H200 sweeps' best counts).
 func TestDecodeSplitRule(t *testing.T) {
 	for _, c := range []struct {
 		ctas, sms, perSM, span, bc, want int
@@ -24,12 +25,14 @@ func TestDecodeSplitRule(t *testing.T) {
 	}{
 		{264, 132, 2, 131072, 64, 1, false},                            // B*Hkv = 264 fills an H200 twice over
 		{500, 132, 2, 1 << 20, 64, 1, false},                           // more than full
-		{8, 132, 2, 131072, 64, 33, false},                             // B=1, Hkv=8, a 128k cache: two CTAs per SM
-		{8, 132, 2, 65536, 64, 33, false},                              // 1024 blocks: 31 per split
+		{8, 132, 2, 131072, 64, 16, false},                             // B=1, Hkv=8, a 128k cache: one CTA per SM
+		{8, 132, 2, 65536, 64, 16, false},                              // 1024 blocks: one CTA per SM
 		{8, 132, 2, 32768, 64, 16, false},                              // 512 blocks: one CTA per SM
-		{32, 132, 2, 16384, 64, 8, false},                              // B=4: 256 CTAs, not 288 (a second wave of 24)
+		{32, 132, 2, 131072, 64, 4, false},                             // B=4: 128 CTAs, one per SM
 		{32, 132, 2, 8192, 64, 4, false},                               // 128 blocks: one CTA per SM
 		{8, 132, 2, 1024, 64, 8, false},                                // a 1k cache: 16 blocks, at least 2 per split
+		{8, 132, 2, 1024, 128, 8, false},                               // D <= 64 (128-key blocks): one block per split
+		{8, 132, 2, 2048, 128, 16, false},                              // 16 blocks of 128
 		{8, 132, 2, 100, 64, 1, false},                                 // shorter than 2 blocks: one split
 		{1, 132, 2, 131072, 64, 132, false},                            // MQA, B=1: one CTA per SM
 		{1, 132, 2, 4096, 64, 16, false},                               // MQA at 4k: 64 blocks, one merge level (not 32 splits)
@@ -37,9 +40,9 @@ func TestDecodeSplitRule(t *testing.T) {
 		{1, 132, 2, 6144, 64, 48, false},                               // MQA at 6k: 96 blocks, two levels pay
 		{1, 1 << 20, 2, 1 << 30, 16, flashattn.MaxDecodeSplits, false}, // capped
 		{8, 108, 1, 131072, 64, 13, false},                             // an A100: one 96 KiB CTA per SM
-		{4, 40, 2, 32768, 64, 20, false},                               // a T4: two 32 KiB CTAs per SM, 512 blocks
+		{4, 40, 2, 32768, 64, 10, false},                               // a T4: 512 blocks, one 32 KiB CTA per SM (one covers a T4 SM's latency, traits.cuh)
 		{200, 132, 2, 131072, 64, 1, false},                            // 200 CTAs: a second split would need 400
-		{100, 132, 2, 131072, 64, 2, false},                            // 100 CTAs: two splits fill both slots
+		{100, 132, 2, 131072, 64, 1, false},                            // 100 CTAs: one wave
 		{8, 132, 2, 16384, 64, 33, true},                               // paged: two CTAs per SM from 6 blocks per split
 		{8, 132, 2, 4096, 64, 16, true},                                // 64 blocks: one CTA per SM
 	} {

@@ -67,11 +67,11 @@ MERGE_FAN = 16  # decode.cuh's kMergeFan: split counters per group are runs + 1
 
 def splits_rule(ctas, sms, per_sm, span, bc, paged):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    min_split_blocks, two_level_blocks, two_per_sm_blocks = 2, 5, 6 if paged else 24
+    min_split_blocks, two_level_blocks, paged_two_per_sm_blocks = 1 if bc >= 128 else 2, 5, 6
     blocks = -(-span // bc)
     s = sms // ctas
     s2 = per_sm * sms // ctas
-    if per_sm > 1 and s2 > max(s, 1) and blocks >= two_per_sm_blocks * s2:
+    if paged and per_sm > 1 and s2 > max(s, 1) and blocks >= paged_two_per_sm_blocks * s2:
         s = s2
     s = min(s, blocks // min_split_blocks, MERGE_FAN * MERGE_FAN)
     if s > MERGE_FAN and blocks < two_level_blocks * MERGE_FAN:
