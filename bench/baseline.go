@@ -14,6 +14,8 @@ func SeriesName(impl string) string {
 		return viz.GPUFlash
 	case ImplGPUSM75:
 		return viz.GPUFlash + " (sm_75 path)"
+	case ImplGPUSM80:
+		return viz.GPUFlash + " (sm_80 path)"
 	case ImplGPUDet:
 		return viz.GPUFlash + " (deterministic)"
 	case ImplCPUFlash:

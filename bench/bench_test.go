@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,5 +208,60 @@ print(sdpa.refusal_reason([
 	meta, rows := bench.SDPA{Python: py, Script: script}.Run(t.Context(), spec(bench.EmulateSM75))
 	if meta.Status != bench.StatusSkipped || rows != nil || meta.Emulate != bench.EmulateSM75 || !strings.Contains(meta.Reason, "torch") {
 		t.Errorf("without torch: %+v", meta)
+	}
+}
+
+// The forced sm_80 path's line (on an H100/H200, beside the Hopper forward):
+// its series name, its place among the other lines (after the sm_75
+// path's), and the primary line where it runs without the default one
+// (--force-arch 80), before the sm_75 path's.
+func TestSM80Line(t *testing.T) {
+	if got, want := bench.SeriesName(bench.ImplGPUSM80), viz.GPUFlash+" (sm_80 path)"; got != want {
+		t.Errorf("SeriesName(%s) = %q, want %q", bench.ImplGPUSM80, got, want)
+	}
+	if i := slices.Index(bench.OtherImpls, bench.ImplGPUSM75); i < 0 || i+1 >= len(bench.OtherImpls) || bench.OtherImpls[i+1] != bench.ImplGPUSM80 {
+		t.Errorf("OtherImpls %q: want %s right after %s", bench.OtherImpls, bench.ImplGPUSM80, bench.ImplGPUSM75)
+	}
+	as := func(impl string, tf float64) []bench.Row {
+		rows := ours()
+		for i := range rows {
+			rows[i].Impl, rows[i].TFLOPs = impl, tf
+		}
+		return rows
+	}
+	_, torch := runFake(t, benchtest.OK, spec(""))
+	for _, tc := range []struct {
+		rows   [][]bench.Row
+		ours   string
+		others []string
+	}{
+		{[][]bench.Row{as(bench.ImplGPUSM80, 2e-3), torch}, bench.ImplGPUSM80, nil},
+		{[][]bench.Row{as(bench.ImplGPUSM75, 1e-3), as(bench.ImplGPUSM80, 2e-3)}, bench.ImplGPUSM80, []string{bench.ImplGPUSM75}},
+		{[][]bench.Row{as(bench.ImplGPUSM80, 2e-3), ours(), as(bench.ImplGPUSM75, 1e-3), torch}, bench.ImplGPU, []string{bench.ImplGPUSM75, bench.ImplGPUSM80}},
+		{[][]bench.Row{as(bench.ImplCPUFlash, 1e-5), as(bench.ImplGPUSM75, 1e-3)}, bench.ImplGPUSM75, []string{bench.ImplCPUFlash}},
+		{[][]bench.Row{as(bench.ImplCPUNaive, 1e-6), as(bench.ImplCPUFlash, 1e-5)}, bench.ImplCPUFlash, []string{bench.ImplCPUNaive}},
+	} {
+		var all []bench.Row
+		for _, r := range tc.rows {
+			all = append(all, r...)
+		}
+		bench.SortRows(all)
+		table := bench.BuildTable(all)
+		if len(table) != len(dims) {
+			t.Fatalf("%d table lines, want %d", len(table), len(dims))
+		}
+		for _, l := range table {
+			var others []string
+			for _, c := range l.Others {
+				others = append(others, c.Impl)
+			}
+			if l.Ours.Impl != tc.ours || !slices.Equal(others, tc.others) {
+				t.Errorf("ours %s, others %q; want %s, %q", l.Ours.Impl, others, tc.ours, tc.others)
+			}
+			hasTorch := slices.ContainsFunc(all, func(r bench.Row) bool { return strings.HasPrefix(r.Impl, bench.ImplTorchPref) })
+			if hasTorch && (len(l.Torch) != len(bench.TorchBackends) || l.VsFlash <= 0) {
+				t.Errorf("%s against SDPA: %+v", tc.ours, l)
+			}
+		}
 	}
 }

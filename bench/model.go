@@ -20,6 +20,7 @@ const Schema = "goflash-bench/1"
 const (
 	ImplGPU       = "goflash-gpu"
 	ImplGPUSM75   = "goflash-gpu-sm75" // the Turing variant forced on a newer GPU
+	ImplGPUSM80   = "goflash-gpu-sm80" // the sm_80 (mma.sync) kernels forced on an sm_90 GPU, beside its default Hopper forward
 	ImplGPUDet    = "goflash-gpu-det"  // the GPU with Options.Deterministic (its backward without atomics)
 	ImplGPUMod    = "goflash-gpu-mod"  // the GPU with goflash bench's --window, --softcap, --alibi (the modified forward)
 	ImplCPUFlash  = "goflash-cpu-flash"

@@ -6,7 +6,7 @@ type TableLine struct {
 	Direction string  `json:"direction"`
 	Shape             // the problem (its fields are the line's JSON fields)
 	Ours      Cell    `json:"ours"`               // the primary GoFlash implementation of the run
-	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 path, CPU naive)
+	Others    []Cell  `json:"others,omitempty"`   // other GoFlash implementations run (sm_75 or sm_80 path, CPU naive)
 	Torch     []Cell  `json:"torch,omitempty"`    // one per TorchBackends, in that order
 	VsFlash   float64 `json:"vs_flash,omitempty"` // ours / torch flash TFLOP/s
 	VsCuDNN   float64 `json:"vs_cudnn,omitempty"`
@@ -28,11 +28,17 @@ type Cell struct {
 const StatusAbsent = "absent"
 
 // OtherImpls are shown beside the primary implementation, in this order.
-var OtherImpls = []string{ImplGPUDet, ImplGPUMod, ImplGPUSM75, ImplCPUFlash, ImplCPUNaive}
+var OtherImpls = []string{ImplGPUDet, ImplGPUMod, ImplGPUSM75, ImplGPUSM80, ImplCPUFlash, ImplCPUNaive}
+
+// primaryRank orders the implementations that can be a run's primary one
+// (the GPU line; under --force-arch the forced path's): the higher ranks
+// first, CPU flash (rank 0) where none ran.
+var primaryRank = map[string]int{ImplGPU: 3, ImplGPUSM80: 2, ImplGPUSM75: 1}
 
 // BuildTable joins the rows of one run: one line per (problem, direction),
 // with GoFlash's primary implementation (GPU if it ran, else the forced
-// sm_75 path, else CPU flash) and every torch backend found.
+// sm_80 path, else the forced sm_75 path, else CPU flash) and every torch
+// backend found.
 func BuildTable(rows []Row) []TableLine {
 	byKey := map[string]map[string]Row{}
 	var order []string
@@ -44,14 +50,10 @@ func BuildTable(rows []Row) []TableLine {
 		}
 		byKey[k][r.Impl] = r
 	}
-	primary := ImplCPUFlash
+	primary, rank := ImplCPUFlash, 0
 	for _, r := range rows {
-		if r.Impl == ImplGPU {
-			primary = ImplGPU
-			break
-		}
-		if r.Impl == ImplGPUSM75 {
-			primary = ImplGPUSM75
+		if k := primaryRank[r.Impl]; k > rank {
+			primary, rank = r.Impl, k
 		}
 	}
 	cell := func(r Row, ok bool, impl string) Cell {

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/goflash/goflash/internal/cuda"
+	"github.com/goflash/goflash/internal/kernels"
 )
 
 // LaunchFault makes a kernel fault on d, for the recovery test: it launches
@@ -43,7 +44,14 @@ func (o faultOp) enqueue() error {
 		return err
 	}
 	d, ki := o.d, o.kern.info
-	d.params.Q = 4096
 	cfg := cuda.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{uint32(32 * ki.Warps), 1, 1}, SharedMem: uint32(ki.SmemBytes)}
+	if o.kern.v.Arch == kernels.SM90A { // the Hopper forward: Q's tensor map at address 4096
+		d.hparams.P.Q = 4096
+		if err := encodeSM90A(d.tmaps, o.kern.v, d.hparams); err != nil {
+			return err
+		}
+		return o.kern.fn.Launch(cfg, d.stream, d.hargs)
+	}
+	d.params.Q = 4096
 	return o.kern.fn.Launch(cfg, d.stream, d.args)
 }

@@ -40,13 +40,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 			}
 			b.ModsBackward = dev.RawBackwardHeadDims() // the modified backward is the three kernels' (D 256 has none)
 			b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
-			fwd := b.Forward
-			b.Forward = func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
-				if q != nil && !slices.Contains(b.HeadDims, q.Shape.D) {
-					return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
-				}
-				return fwd(q, k, v, o)
-			}
+			b.Forward = onlyHeadDims(b.HeadDims, b.Forward)
 			if det {
 				b.Name += "-deterministic"
 				b.Backward = withDeterministic(b.Backward)
@@ -54,6 +48,17 @@ func TestGPUConformanceBackward(t *testing.T) {
 			t.Logf("%s, backward head dims %v", dev.Info(), b.HeadDims)
 			attntest.Run(t, b)
 		})
+	}
+}
+
+// onlyHeadDims wraps a backend's forward so that it refuses the head dims
+// outside dims (those without backward kernels), as the suite then expects.
+func onlyHeadDims(dims []int, fwd func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error)) func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+	return func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+		if q != nil && !slices.Contains(dims, q.Shape.D) {
+			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
+		}
+		return fwd(q, k, v, o)
 	}
 }
 
@@ -110,6 +115,32 @@ func TestGPUConformanceSM75(t *testing.T) {
 		}
 	}
 	t.Logf("%s, forced Turing path, head dims %v, e.g. %+v and %+v", dev.Info(), b.HeadDims, k, ks[1])
+	attntest.Run(t, b)
+}
+
+// TestGPUConformanceSM80 runs the suite, forward and backward, on the sm_80
+// path forced (ForcePath(80)) through the Device API: on an H100/H200 the
+// mma.sync forward, which the default path replaces by the Hopper kernels at
+// their head dims; elsewhere on sm_80+ the default path again. Turing GPUs
+// have no sm_80 path.
+func TestGPUConformanceSM80(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() < 80 {
+		t.Skipf("%s has no sm_80 path", dev.Info())
+	}
+	if err := dev.ForcePath(80); err != nil {
+		t.Fatal(err)
+	}
+	b := deviceBackend(dev, "gpu-sm80")
+	b.HeadDims = dev.BackwardHeadDims() // every sm_80 head dim where its single pass fits (D 256: A100, H100/H200)
+	b.Forward = onlyHeadDims(b.HeadDims, b.Forward)
+	for _, d := range b.HeadDims {
+		k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, false)
+		if err != nil || k.Path != 80 || k.FromPTX {
+			t.Fatalf("forced sm_80, D %d: runs %+v (%v)", d, k, err)
+		}
+	}
+	t.Logf("%s, forced sm_80 path, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
 }
 

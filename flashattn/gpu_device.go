@@ -118,14 +118,22 @@ type Device struct {
 	// comes from its compute_75 PTX through the driver's JIT.
 	path   int
 	forced bool
-	mod    *cuda.Module
-	funcs  map[string]*loadedKernel
-	rung   int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
+	// sm90a: dense fp16 forwards run the Hopper kernels (kernels.LookupSM90A,
+	// from mod90, a module of its own) on a compute capability 9.0 device
+	// whose driver encodes TMA tensor maps, unless ForcePath(80) or 75.
+	sm90a bool
+	mod   *cuda.Module
+	mod90 *cuda.Module
+	funcs map[string]*loadedKernel
+	rung  int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
 
 	// One parameter block per launch contract, reused by every launch
 	// (calls are serialised by mu; the driver copies the values at launch).
 	params  *kernels.FwdParams
 	args    *cuda.Args
+	hparams *kernels.Sm90FwdArgs // the Hopper forward's (tensor maps + FwdParams)
+	hargs   *cuda.Args
+	tmaps   *cuda.TensorMapEncoder // encodes the Hopper forward's tensor maps (raw plans' too)
 	bparams *kernels.BwdParams
 	bargs   *cuda.Args
 
@@ -133,6 +141,7 @@ type Device struct {
 }
 
 type loadedKernel struct {
+	mod  *cuda.Module // the module fn is in (Device.mod or mod90)
 	fn   *cuda.Function
 	v    kernels.Variant // its row of the table
 	info KernelInfo
@@ -168,8 +177,12 @@ func OpenDevice(ordinal int) (*Device, error) {
 		return fail(err)
 	}
 	d.path = defaultPath(d.info.Arch())
+	d.sm90a = hasSM90A(d.info.Arch())
 	d.params = new(kernels.FwdParams)
 	d.args = cuda.NewArgs(unsafe.Pointer(d.params))
+	d.hparams = new(kernels.Sm90FwdArgs)
+	d.hargs = cuda.NewArgs(unsafe.Pointer(d.hparams))
+	d.tmaps = cuda.NewTensorMapEncoder()
 	d.bparams = new(kernels.BwdParams)
 	d.bargs = cuda.NewArgs(unsafe.Pointer(d.bparams))
 	return d, nil
@@ -183,6 +196,11 @@ func defaultPath(cc int) int {
 	}
 	return 75
 }
+
+// hasSM90A says whether a device of compute capability cc runs the Hopper
+// forward: sm_90a SASS runs on 9.0 alone, and its launches need a driver
+// that encodes TMA tensor maps (CUDA 12+).
+func hasSM90A(cc int) bool { return cc == kernels.SM90A && cuda.HasTensorMaps() }
 
 // Info describes the device (FreeMem as of OpenDevice).
 func (d *Device) Info() DeviceInfo {
@@ -208,7 +226,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	err := d.ctx.Close()
-	d.funcs, d.mod = nil, nil
+	d.funcs, d.mod, d.mod90 = nil, nil, nil
 	return err
 }
 
@@ -227,8 +245,11 @@ func (d *Device) lock() error {
 
 // ForcePath selects the kernel path: 75 runs the Turing (sm_75) kernels,
 // compiled from their compute_75 PTX by the driver, so that the Turing code
-// can be tested on a newer GPU; 0 returns to the device's own path. 80 is
-// accepted on sm_80+ devices (it is their default). A path is the code a
+// can be tested on a newer GPU; 80 on an H100/H200 runs the sm_80 (mma.sync)
+// forward instead of the Hopper one (wgmma and TMA, KernelInfo.Path 90),
+// which dense fp16 forwards there run by default; 0 returns to the device's
+// own path. 80 is accepted on every sm_80+ device and 90 on an sm_90 one
+// whose driver can run the Hopper kernels (as 0). A path is the code a
 // kernel is written for (KernelInfo.Path), not the compute capability of
 // the device it runs on (DeviceInfo.Arch).
 func (d *Device) ForcePath(path int) error {
@@ -236,28 +257,34 @@ func (d *Device) ForcePath(path int) error {
 		return err
 	}
 	defer d.mu.Unlock()
-	own := defaultPath(d.info.Arch())
-	var use int
-	var forced bool
+	own, hopper := defaultPath(d.info.Arch()), hasSM90A(d.info.Arch())
+	use, forced, sm90a := own, false, hopper
 	switch {
-	case path == 0 || path == own:
-		use = own
+	case path == 0 || path == kernels.SM90A && hopper:
+	case path == own:
+		sm90a = false
 	case path == 75:
-		use, forced = 75, true
+		use, forced, sm90a = 75, true, false
 	default:
+		can := fmt.Sprintf("path 75 (forced Turing PTX) or %d", own)
+		if hopper {
+			can += " or 90 (its default)"
+		}
 		return &UnsupportedError{Backend: GPU, Feature: "kernel path", Value: fmt.Sprint(path),
-			Reason: fmt.Sprintf("%s can run path 75 (forced Turing PTX) or %d", d.info, own)}
+			Reason: fmt.Sprintf("%s can run %s", d.info, can)}
 	}
-	if use == d.path && forced == d.forced {
+	if use == d.path && forced == d.forced && sm90a == d.sm90a {
 		return nil
 	}
-	if d.mod != nil {
-		if err := d.mod.Unload(); err != nil {
-			return err
+	for _, m := range []*cuda.Module{d.mod, d.mod90} {
+		if m != nil {
+			if err := m.Unload(); err != nil {
+				return err
+			}
 		}
 	}
-	d.mod, d.funcs = nil, map[string]*loadedKernel{}
-	d.path, d.forced = use, forced
+	d.mod, d.mod90, d.funcs = nil, nil, map[string]*loadedKernel{}
+	d.path, d.forced, d.sm90a = use, forced, sm90a
 	return nil
 }
 
@@ -355,6 +382,12 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 	if d.rung != 0 {
 		return d.rungKernel(dims, causal)
 	}
+	if err := dims.Validate(); err != nil {
+		return nil, err
+	}
+	if k, ok, err := d.sm90aKernel(dims.D, causal); ok || err != nil {
+		return k, err
+	}
 	return d.passKernel(kernels.Fwd, dims, causal, false)
 }
 
@@ -386,24 +419,38 @@ func (d *Device) lookup(pass kernels.Pass, bf16 bool, headDim int, causal bool) 
 	return kernels.LookupFit(pass, bf16, d.path, headDim, causal, d.smemOptin)
 }
 
+// module returns the module that holds variant v, loading it on first use:
+// the Hopper cubin for an Arch 90 row, else the fatbin (forced: the Turing
+// PTX); d.mu is held.
+func (d *Device) module(v kernels.Variant) (*cuda.Module, error) {
+	at, img, what := &d.mod, kernels.Fatbin, "fatbin"
+	switch {
+	case v.Arch == kernels.SM90A:
+		at, img, what = &d.mod90, kernels.SM90ACubin, "sm_90a cubin"
+	case d.forced:
+		img, what = kernels.SM75PTX, "compute_75 PTX"
+	}
+	if *at == nil {
+		m, err := d.ctx.LoadModule(img)
+		if err != nil {
+			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w", what, d.info, err)
+		}
+		*at = m
+	}
+	return *at, nil
+}
+
 // load returns variant v's function, loading the module and preparing the
 // function on first use; d.mu is held.
 func (d *Device) load(v kernels.Variant) (*loadedKernel, error) {
 	if k := d.funcs[v.Symbol]; k != nil {
 		return k, nil
 	}
-	if d.mod == nil {
-		img, what := kernels.Fatbin, "fatbin"
-		if d.forced {
-			img, what = kernels.SM75PTX, "compute_75 PTX"
-		}
-		m, err := d.ctx.LoadModule(img)
-		if err != nil {
-			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w", what, d.info, err)
-		}
-		d.mod = m
+	mod, err := d.module(v)
+	if err != nil {
+		return nil, err
 	}
-	fn, err := d.mod.Function(v.Symbol)
+	fn, err := mod.Function(v.Symbol)
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: kernel %s on %s: %w", v.Symbol, d.info, err)
 	}
@@ -413,8 +460,8 @@ func (d *Device) load(v kernels.Variant) (*loadedKernel, error) {
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
 		}
 	}
-	k := &loadedKernel{fn: fn, v: v, info: kernelInfo(v)}
-	k.info.FromPTX = d.forced
+	k := &loadedKernel{mod: mod, fn: fn, v: v, info: kernelInfo(v)}
+	k.info.FromPTX = d.forced && v.Arch != kernels.SM90A
 	if v.Arch == 0 { // a ladder rung: the same code on both paths, from the module of this one
 		k.info.Path = d.path
 	}

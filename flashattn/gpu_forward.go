@@ -233,7 +233,9 @@ func slopesPtr(b *cuda.Buffer) uint64 {
 // (checkProblem); d.mu is held.
 func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKernelAs(p, FP16) }
 
-// fwdKernelAs is fwdKernel for element type dt: the plain kernel, or with a
+// fwdKernelAs is fwdKernel for element type dt: the plain kernel (on an
+// H100/H200, fp16 at the Hopper forward's head dims: that one, unless
+// ForcePath), or with a
 // window, softcap or ALiBi the modified one with exactly p's softcap and
 // ALiBi compiled in (kernels.ModPass; the window, and causal as its right
 // edge 0, are parameters), for packed sequences the FwdVarlen one (with
@@ -253,6 +255,14 @@ func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 			return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
 		}
 		pass, causal = kernels.ModPass(p.Softcap > 0, p.ALiBi != nil), false
+	}
+	if pass == kernels.Fwd && p.varlen == nil && dt == FP16 {
+		if kern, ok, err := d.sm90aKernel(p.D, causal); ok || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			return kern, d.checkProblem(p)
+		}
 	}
 	kern, err := d.kernelAs(pass, p.Dims, causal, dt)
 	if err != nil {
@@ -300,7 +310,10 @@ func (op *fwdOp) freeScratch() error {
 // device's stream (the launch contract of internal/kernels).
 func (op *fwdOp) enqueue() error {
 	d, f, ki := op.d, op.f, op.kern.info
-	p := d.params
+	p, args := d.params, d.args
+	if op.kern.v.Arch == kernels.SM90A {
+		p, args = &d.hparams.P, d.hargs
+	}
 	p.Q, p.K, p.V, p.O, p.LSE = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.res.Out.buf.Ptr(), op.res.lse.Ptr()
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.kvs, &p.KBatchStride, &p.KRowStride, &p.KHeadStride)
@@ -309,11 +322,58 @@ func (op *fwdOp) enqueue() error {
 	f.setFwd(p)
 	p.ALiBi = slopesPtr(op.slopes)
 	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
-	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, d.args)
+	if op.kern.v.Arch == kernels.SM90A {
+		if err := encodeSM90A(d.tmaps, op.kern.v, d.hparams); err != nil {
+			return fmt.Errorf("flashattn: %s on %s: %w", ki.Symbol, d.info, err)
+		}
+	}
+	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, args)
 }
 
 func (op *fwdOp) relaunch() error {
-	return op.kern.fn.LaunchBound(fwdConfig(op.kern.info, op.f), op.d.stream.Handle(), op.d.args)
+	args := op.d.args
+	if op.kern.v.Arch == kernels.SM90A {
+		args = op.d.hargs
+	}
+	return op.kern.fn.LaunchBound(fwdConfig(op.kern.info, op.f), op.d.stream.Handle(), args)
+}
+
+// sm90aKernel is the Hopper forward for head dim hd (fp16, dense), loaded,
+// where the device runs it (Device.sm90a, not a ladder rung); ok is false
+// elsewhere and for head dims it lacks; d.mu is held.
+func (d *Device) sm90aKernel(hd int, causal bool) (kern *loadedKernel, ok bool, err error) {
+	if !d.sm90a || d.rung != 0 {
+		return nil, false, nil
+	}
+	v, ok := kernels.LookupSM90A(hd, causal)
+	if !ok {
+		return nil, false, nil
+	}
+	kern, err = d.load(v)
+	return kern, err == nil, err
+}
+
+// errNoTensorMap is the error of a Hopper launch whose operands TMA cannot
+// address (kernels.SM90AMaps); the callers' strides are checked before, so
+// it means a stride of 2^40 bytes or more.
+var errNoTensorMap = errors.New("an operand's strides cannot be expressed as a TMA tensor map")
+
+// encodeSM90A writes, with e, the tensor maps of a's operands (a.P filled)
+// for the Hopper kernel v: the host side of its launch contract
+// (kernels.SM90AMaps); d.mu is held (e is the device's).
+func encodeSM90A(e *cuda.TensorMapEncoder, v kernels.Variant, a *kernels.Sm90FwdArgs) error {
+	views, ok := kernels.SM90AMaps(v, &a.P)
+	if !ok {
+		return errNoTensorMap
+	}
+	maps := [3]*[cuda.TensorMapSize]byte{&a.QMap, &a.KMap, &a.VMap}
+	for i, base := range [3]uint64{a.P.Q, a.P.K, a.P.V} {
+		vw := views[i]
+		if err := e.EncodeTiledFP16(maps[i], base, vw.Dims, vw.Strides, [4]uint32{kernels.SM90ABox, vw.BoxRows, 1, 1}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fwdConfig is the forward kernel's launch (the contract of internal/kernels).

@@ -1,6 +1,7 @@
 package flashattn
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -22,6 +23,14 @@ type RawForward struct {
 	cfg    cuda.LaunchConfig
 	params *kernels.FwdParams
 	args   *cuda.Args
+	// A Hopper plan (kern the sm_90a forward): params is h.P, and h's tensor
+	// maps are encoded at each Enqueue; alt, the sm_80 kernel of the same
+	// problem, runs the calls whose strides TMA cannot address (a stride of
+	// 0: broadcast operands), with altArgs on the same params.
+	h       *kernels.Sm90FwdArgs
+	alt     *loadedKernel
+	altCfg  cuda.LaunchConfig
+	altArgs *cuda.Args
 }
 
 // NewRawForward prepares raw forward calls of problem dims in element type
@@ -44,17 +53,32 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	if err != nil {
 		return nil, err
 	}
-	r.mod = d.mod
-	return newRawForward(r, kern), nil
+	var alt *loadedKernel
+	if kern.v.Arch == kernels.SM90A {
+		if alt, err = d.passKernel(kernels.Fwd, dims, r.p.Causal, false); err != nil { // the sm_80 path's
+			return nil, err
+		}
+	}
+	r.mod = kern.mod
+	return newRawForward(r, kern, alt), nil
 }
 
 // newRawForward fills the parts of the plan no call changes.
-func newRawForward(r rawPlan, kern *loadedKernel) *RawForward {
-	f := &RawForward{rawPlan: r, kern: kern, params: new(kernels.FwdParams)}
+func newRawForward(r rawPlan, kern, alt *loadedKernel) *RawForward {
+	f := &RawForward{rawPlan: r, kern: kern, alt: alt}
 	lf := fieldsOf(r.p)
 	f.cfg = fwdConfig(kern.info, lf)
+	if alt != nil {
+		f.h = new(kernels.Sm90FwdArgs)
+		f.params = &f.h.P
+		f.args = cuda.NewArgs(unsafe.Pointer(f.h))
+		f.altCfg = fwdConfig(alt.info, lf)
+		f.altArgs = cuda.NewArgs(unsafe.Pointer(f.params))
+	} else {
+		f.params = new(kernels.FwdParams)
+		f.args = cuda.NewArgs(unsafe.Pointer(f.params))
+	}
 	lf.setFwd(f.params)
-	f.args = cuda.NewArgs(unsafe.Pointer(f.params))
 	return f
 }
 
@@ -128,8 +152,16 @@ func (f *RawForward) Enqueue(stream uintptr, a *RawForwardArgs) error {
 		return err
 	}
 	f.fill(a)
-	if err := f.kern.fn.LaunchOn(f.cfg, stream, f.args); err != nil {
-		return fmt.Errorf("flashattn: launching %s on %s: %w", f.kern.info.Symbol, d.info, err)
+	kern, cfg, args := f.kern, f.cfg, f.args
+	if f.h != nil {
+		if err := encodeSM90A(d.tmaps, kern.v, f.h); errors.Is(err, errNoTensorMap) {
+			kern, cfg, args = f.alt, f.altCfg, f.altArgs
+		} else if err != nil {
+			return fmt.Errorf("flashattn: %s on %s: %w", kern.info.Symbol, d.info, err)
+		}
+	}
+	if err := kern.fn.LaunchOn(cfg, stream, args); err != nil {
+		return fmt.Errorf("flashattn: launching %s on %s: %w", kern.info.Symbol, d.info, err)
 	}
 	return nil
 }

@@ -407,6 +407,15 @@ func TestGPURawConformanceBF16(t *testing.T) { runRawConformance(t, 0, true) }
 // (compute_75 PTX through the driver's JIT).
 func TestGPURawConformanceSM75(t *testing.T) { runRawConformance(t, 75, false) }
 
+// TestGPURawConformanceSM80 is TestGPURawConformance on the sm_80 path
+// forced: on an H100/H200 the mma.sync forward instead of the Hopper one.
+func TestGPURawConformanceSM80(t *testing.T) {
+	if dev := openGPU(t); dev.Info().Arch() < 80 {
+		t.Skipf("%s has no sm_80 path", dev.Info())
+	}
+	runRawConformance(t, 80, false)
+}
+
 // TestGPURawInterop is the proof of interop: packed QKV (B, N, 3, H, D)
 // allocated and filled by another CUDA user of the process, consumed in
 // place (the device's free memory does not move during the calls) on that

@@ -17,6 +17,21 @@ import (
 // d{D}, e.g. fa2_fwd_sm80_d64_bf16_causal.
 func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
+// HopperKernelTable lists the Hopper forward kernels (Path 90: wgmma and
+// TMA, SASS for sm_90a alone), which an H100/H200 runs for dense fp16
+// forwards at HopperHeadDims unless Device.ForcePath(80); KernelTable(90)
+// lists the sm_80 path's, which it runs for everything else.
+func HopperKernelTable() []KernelInfo {
+	var out []KernelInfo
+	for _, v := range kernels.SM90AVariants() {
+		out = append(out, kernelInfo(v))
+	}
+	return out
+}
+
+// HopperHeadDims lists, ascending, the head dims of the Hopper forward.
+func HopperHeadDims() []int { return kernels.SM90AHeadDims() }
+
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
 // "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's

@@ -4,6 +4,8 @@
 #   fa2_sm75.fatbin  compute_75 PTX of the Turing kernels only, compressed, in a fatbin
 #                  of its own (Go loads it to force the sm_75 path through the driver's
 #                  JIT on newer GPUs)
+#   fa2_sm90a.cubin  the Hopper forward (fa2_sm90a.cu), SASS for sm_90a only, built by
+#                  the private nvcc 12.4 of cuda12.sh (wgmma and TMA need CUDA 12)
 #   resources.md   registers / stack / spills per kernel per arch, the tile table, and
 #                  the resident CTAs and warps per SM that follow from them
 #   table_gen.go   the Go Variant table, from the same traits.cuh (and ladder/ladder.cuh)
@@ -50,6 +52,13 @@ nvcc -O3 -std=c++17 -ptx -arch=compute_75 -DFA2_SM75_ONLY fa2.cu -o "$tmp/fa2_sm
 # Committed as a PTX-only fatbin: compressed (8.2 -> 1.7 MB), and every loader
 # (cuModuleLoadData) takes it as it took the PTX text.
 nvcc -Xfatbin=-compress-all -fatbin -gencode arch=compute_75,code=compute_75 "$tmp/fa2_sm75.ptx" -o "$tmp/fa2_sm75.fatbin"
+# The Hopper forward: its own module (a fatbin image holds one arch's kernels
+# and nvcc 11.8's fatbinary refuses sm_90a; RESULTS.md, Hopper), so fa2.fatbin
+# stays nvcc 11.8's alone and its sm_90 image is what ForcePath(80) runs.
+# nvcc 12.4's cubin is byte-identical across runs and directories too.
+nvcc12=$("$here/cuda12.sh")
+"$nvcc12" -O3 -std=c++17 -Xptxas -v -cubin -gencode arch=compute_90a,code=sm_90a fa2_sm90a.cu -o "$tmp/fa2_sm90a.cubin" \
+  2>"$tmp/ptxas90a.log"
 nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
 "$tmp/tiles" under8 >"$tmp/under8.rows"
 
@@ -84,6 +93,14 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   "$tmp/tiles" decode | tee "$tmp/decode.rows"
   echo
+  echo "## Hopper tiles (kernels/traits.cuh, fa2_sm90a.cubin)"
+  echo
+  echo "warps: one producer warpgroup and Br/64 consumer warpgroups; stages: K/V stages of the TMA pipeline."
+  echo
+  echo "| symbol | arch | D | causal | Br | Bc | warps | stages | splits | Q in regs | dynamic smem bytes |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  "$tmp/tiles" sm90a | tee "$tmp/sm90a.rows"
+  echo
   echo "## Kernel ladder (kernels/ladder/, tutorial chapter 6)"
   echo
   echo "Rungs 1-4: the same code on both paths, static shared memory only; rung 5 is the shipped forward kernel."
@@ -106,7 +123,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
     /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); reg = substr($0, RSTART + 5, RLENGTH - 5);
                               sm_b = 0; if (match($0, /[0-9]+ bytes smem/)) sm_b = substr($0, RSTART, RLENGTH - 11) + 0;
                               printf "| %s | %s | %s | %s | %s | %s | %s |\n", fn, sm, reg, st, ss, sl, sm_b }
-  ' "$tmp/ptxas.log" | sort -t'|' -k2,2 -k3,3n | tee "$tmp/res.rows"
+  ' "$tmp/ptxas.log" "$tmp/ptxas90a.log" | sort -t'|' -k2,2 -k3,3n | tee "$tmp/res.rows"
   echo
   echo "## Resident warps per SM (from the tables above)"
   echo
@@ -151,7 +168,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
     }
     END { for (pre in used8) if (!used8[pre]) { printf "build.sh: FA2_SM75_UNDER8 names %s, which matches no sm_75 kernel\n", pre >"/dev/stderr"; bad = 1 }
           if (bad) exit 1 }
-  ' "$tmp/under8.rows" "$tmp/fwd.rows" "$tmp/bwd.rows" "$tmp/decode.rows" "$tmp/ladder.rows" "$tmp/res.rows"
+  ' "$tmp/under8.rows" "$tmp/fwd.rows" "$tmp/bwd.rows" "$tmp/decode.rows" "$tmp/sm90a.rows" "$tmp/ladder.rows" "$tmp/res.rows"
   echo
   echo "## Turing PTX entries (fa2_sm75.fatbin)"
   echo
@@ -164,5 +181,5 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
 
 "$tmp/tiles" go >"$tmp/table_gen.go"
 
-cp "$tmp/fa2.fatbin" "$tmp/fa2_sm75.fatbin" "$tmp/resources.md" "$tmp/table_gen.go" "$out/"
-echo "build.sh: wrote $out/{fa2.fatbin,fa2_sm75.fatbin,resources.md,table_gen.go}" >&2
+cp "$tmp/fa2.fatbin" "$tmp/fa2_sm75.fatbin" "$tmp/fa2_sm90a.cubin" "$tmp/resources.md" "$tmp/table_gen.go" "$out/"
+echo "build.sh: wrote $out/{fa2.fatbin,fa2_sm75.fatbin,fa2_sm90a.cubin,resources.md,table_gen.go}" >&2

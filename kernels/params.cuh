@@ -256,3 +256,20 @@ static_assert(offsetof(DecodeParams, alibi_slopes) == 224, "ALiBi");
 static_assert(offsetof(DecodeParams, softcap) == 232, "Softcap");
 static_assert(offsetof(DecodeParams, uniform_len) == 236, "UniformLen");
 static_assert(sizeof(DecodeParams) == 240, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");
+
+// Sm90FwdArgs: the argument of the sm_90a forward (fa2_fwd_sm90a_*,
+// fwd_sm90.cuh), passed as a __grid_constant__ so that TMA reads the tensor
+// maps in parameter space: q, k, v as CUtensorMaps (128 opaque bytes each,
+// 64-byte aligned; made on the host by cuTensorMapEncodeTiled, which is
+// CUDA 12 API, hence bytes here), then the FwdParams every forward takes.
+struct alignas(64) Sm90FwdArgs {
+  unsigned char q_map[128];
+  unsigned char k_map[128];
+  unsigned char v_map[128];
+  FwdParams p;
+};
+static_assert(offsetof(Sm90FwdArgs, q_map) == 0, "QMap");
+static_assert(offsetof(Sm90FwdArgs, k_map) == 128, "KMap");
+static_assert(offsetof(Sm90FwdArgs, v_map) == 256, "VMap");
+static_assert(offsetof(Sm90FwdArgs, p) == 384, "P");
+static_assert(sizeof(Sm90FwdArgs) == 640, "Sm90FwdArgs size (Go: unsafe.Sizeof(Sm90FwdArgs{}))");

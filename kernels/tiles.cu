@@ -1,6 +1,6 @@
 // tiles.cu: host program run by build.sh; prints the tile tables of traits.cuh
 // and ladder/ladder.cuh, one entry per shipped symbol: as markdown rows for
-// resources.md (argument "fwd", "bwd", "decode" or "ladder": that table) or as Go
+// resources.md (argument "fwd", "bwd", "decode", "sm90a" or "ladder": that table) or as Go
 // (argument "go") for internal/kernels/table_gen.go.
 #include <cstdio>
 #include <cstring>
@@ -141,6 +141,22 @@ void decode_row() {
   }
 }
 
+// The Hopper forward (fa2_sm90a.cu, its own cubin): Arch 90, fp16, no
+// modified, varlen or bf16 twins.
+template <int D>
+void sm90a_row() {
+  using T = typename Sm90Traits<D>::type;
+  for (int causal = 0; causal < 2; ++causal) {
+    char sym[64];
+    std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, causal ? "_causal" : "");
+    if (is("go"))
+      go_row("Fwd", 90, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes);
+    else if (is("sm90a"))
+      std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, D, causal, T::kBr, T::kBc, T::kWarps,
+                  T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+  }
+}
+
 // The kernel ladder (ladder/ladder.cuh): Arch 0, both paths run the same code;
 // shared memory is static, so no dynamic bytes.
 template <int R, class T, int D>
@@ -176,6 +192,9 @@ int main(int argc, char** argv) {
     FA2_SM75_UNDER8(UNDER8_ROW)
     return 0;
   }
+  if (is("go")) std::printf("}\n\n// sm90aVariants are the Hopper forward's (fa2_sm90a.cubin), for sm_90 devices.\nvar sm90aVariants = []Variant{\n");
+#define SM90A_ROW(D, ...) sm90a_row<D>();
+  FA2_SM90A_TILES(SM90A_ROW)
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)

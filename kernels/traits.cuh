@@ -480,6 +480,64 @@ template <int Arch, int D> struct DecodeTraits;
 FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 #undef FA2_DECODE_TRAITS
 
+// ---------------------------------------------------------------------------
+// Hopper (sm_90a) forward tiles (fwd_sm90.cuh, issue 13): built by nvcc 12.4
+// (kernels/cuda12.sh) into fa2_sm90a.cubin, SASS for sm_90a only (wgmma and TMA
+// have no PTX an older driver could JIT, and sm_90a code runs on cc 9.0 alone).
+// Flashattn runs them for fp16 dense forwards on an H100/H200 unless
+// ForcePath(80); every other call keeps the sm_80 path.
+//
+// One CTA = one producer warpgroup + Br/64 consumer warpgroups (wgmma's M is 64
+// rows per warpgroup). The producer issues every load as a TMA bulk copy into the
+// 128-byte swizzled layout the wgmma descriptors read (wgmma.cuh) and gives its
+// registers away (setmaxnreg); each consumer keeps S (Bc/2 fp32), O (D/2 fp32)
+// and P (Bc/4 f16x2) of its 64 rows in registers and overlaps the softmax of
+// S_n with the GEMM O += P_{n-1} V_{n-1} (FA3's intra-warpgroup overlap).
+// Registers: one CTA per SM, 64K registers = kThreads x 65536/kThreads at
+// launch, then the producer drops to kProducerRegs and the consumers take the
+// rest (setmaxnreg takes multiples of 8).
+template <int D_, int Br_, int Bc_, int Stages_>
+struct Tile90 {
+  static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
+  static constexpr int kSplits = 1;
+  static constexpr bool kQRegs = false;
+  static constexpr int kConsumers = kBr / 64;           // consumer warpgroups of 64 query rows
+  static constexpr int kWarps = 4 * (kConsumers + 1);   // and the producer warpgroup
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kConsumerThreads = 128 * kConsumers;  // an "empty" barrier's arrivals
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8;
+  static constexpr int kBox = 64;                       // TMA box columns: one 128-byte swizzle row
+  static constexpr int kQTile = 64 * kD * 2;            // one consumer's Q rows (bytes)
+  static constexpr int kKVTile = kBc * kD * 2;          // K_n or V_n (bytes)
+  // Q[consumers] | K[stages] | V[stages] | mbarriers: Q full; per stage K, V full
+  // and empty | a float per consumer thread (fwd_sm90.cuh's pin of the softmax).
+  static constexpr int kBarOff = kConsumers * kQTile + 2 * kStages * kKVTile;
+  static constexpr int kBars = 1 + 4 * kStages;
+  static constexpr int kPinOff = kBarOff + 8 * kBars;
+  static constexpr int kSmemBytes = kPinOff + 4 * kConsumerThreads;
+  static_assert(kBr % 64 == 0 && kConsumers >= 1, "Br is whole warpgroups of 64 rows");
+  static_assert(kD % kBox == 0 && kBc % 16 == 0 && kBc <= 256, "D in 64-column boxes; Bc a wgmma N");
+  static_assert(kConsumerRegs <= 240 && kConsumerRegs >= kD / 2 + kBc / 2 + kBc / 4 + 24,
+                "O, S and P of a consumer's rows must fit its registers");
+  static_assert(kSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
+};
+
+// FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
+// X(d, Br, Bc, stages) per head dim: fa2_fwd_sm90a_d{D}[_causal] (fp16; no
+// window, softcap, ALiBi, varlen or bf16 twins: those calls run the sm_80 path).
+// H200 numbers: kernels/dev/RESULTS.md (Hopper).
+#define FA2_SM90A_TILES(X) \
+  X(64, 192, 128, 2)  /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem */          \
+  X(128, 128, 128, 2) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
+
+// Sm90Traits<D>::type ships.
+template <int D> struct Sm90Traits;
+#define FA2_SM90A_TRAITS(D, BR, BC, S) \
+  template <> struct Sm90Traits<D> { using type = Tile90<D, BR, BC, S>; };
+FA2_SM90A_TILES(FA2_SM90A_TRAITS)
+#undef FA2_SM90A_TRAITS
+
 // FA2_SM75_UNDER8(X): THE list of Turing kernels that run fewer than 8
 // resident warps per SM (two per scheduler, the floor the sm_75 tiles aim at),
 // X(symbol prefix, why); build.sh prints the reason on each such kernel's row

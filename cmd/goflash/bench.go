@@ -39,10 +39,18 @@ Examples:
   goflash bench --seqlens 1024,4096 --headdims 128 --causal true --direction both
   goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
   goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
+  goflash bench --compare-torch --with-sm80   # on an H100/H200: the Hopper forward, the sm_80 kernels, SDPA flash and cuDNN in one table
   goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
   goflash bench --seqlens 8192 --window 1024,0 --softcap 30 --alibi   # the modified forward beside the plain one
   goflash bench --seqlens 8192 --direction bwd --deterministic --softcap 30   # the modified backward beside the plain one
   goflash bench --varlen 512,8192,1000,3000 --headdims 128   # packed sequences beside the same batch padded
+
+The --with-sm80 example times, on an sm_90 GPU, the ` + implGPU + ` line's default
+Hopper forward (wgmma and TMA, dense fp16 at flashattn.HopperHeadDims) beside
+a ` + implGPUSM80 + ` line of the same cases on the sm_80 (mma.sync) kernels that
+--force-arch 80 runs, and PyTorch's SDPA backends; elsewhere (no Hopper path)
+and with --decode (the same decode kernels on both paths) the flag is ignored
+with a note.
 
 --window, --softcap and --alibi add a GPU line, ` + implGPUMod + `: the same cases with
 that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
@@ -79,6 +87,7 @@ type benchOpts struct {
 	backend       string
 	forceArch     int
 	withSM75      bool
+	withSM80      bool // time the forced sm_80 path beside the Hopper forward (sm_90 GPUs)
 	device        int
 	workers       int
 	out           string
@@ -152,8 +161,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.reps, "reps", 0, "timed calls per shape, median reported (0: 20 on a GPU, 3 on the CPU)")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed calls before timing (-1: 5 on a GPU, 1 on the CPU)")
 	fs.StringVar(&o.backend, "backend", "auto", "auto, gpu, cpu (flash and naive), cpu-flash or cpu-naive")
-	fs.IntVar(&o.forceArch, "force-arch", 0, "GPU: run the kernels built for this architecture, e.g. 75 for the Turing path (0: the device's own)")
+	fs.IntVar(&o.forceArch, "force-arch", 0, "GPU: run the kernels built for this architecture, e.g. 75 for the Turing path, 80 for the sm_80 kernels instead of an H100/H200's Hopper forward (0: the device's own)")
 	fs.BoolVar(&o.withSM75, "with-sm75", false, "GPU: also time the forced sm_75 (Turing) variant beside the default one")
+	fs.BoolVar(&o.withSM80, "with-sm80", false, "GPU: also time the forced sm_80 (mma.sync) kernels beside the default Hopper forward (sm_90 GPUs)")
 	fs.IntVar(&o.device, "device", 0, "GPU ordinal")
 	fs.IntVar(&o.workers, "workers", 0, "CPU goroutines (0: GOMAXPROCS)")
 	fs.StringVar(&o.out, "out", "", "directory for bench.json, bench.csv, bench.md and bench.html (default .out/bench-DATE)")
@@ -305,8 +315,8 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if o.decode && gpu == nil {
 		return nil, usagef("--decode times the GPU decode kernels and needs a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
 	}
-	if (o.forceArch != 0 || o.withSM75) && gpu == nil {
-		return nil, usagef("--force-arch and --with-sm75 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
+	if (o.forceArch != 0 || o.withSM75 || o.withSM80) && gpu == nil {
+		return nil, usagef("--force-arch, --with-sm75 and --with-sm80 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
 	}
 	onGPU := gpu != nil
 	reps, warmup := o.reps, o.warmup
@@ -468,7 +478,8 @@ func sweepShapes(o benchOpts, onGPU bool, gpuWhy string) (shapeFlags, string) {
 }
 
 // sweepImpls are the implementations to time: the GPU's kernels (and the
-// forced sm_75 path) or the CPU backends. It fills res.Device and adds notes.
+// forced sm_75 and sm_80 paths) or the CPU backends. It fills res.Device and
+// adds notes.
 func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps, warmup int) ([]benchImpl, error) {
 	var impls []benchImpl
 	onGPU := gpu != nil
@@ -487,13 +498,16 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 				return nil, fmt.Errorf("--force-arch %d: %w", o.forceArch, err)
 			}
 		}
-		name := implGPU
-		if o.forceArch == 75 {
-			name = implGPUSM75
-		}
+		name := gpuImplName(o.forceArch, res.Device.Arch)
 		if o.withSM75 && res.Device.Arch < 80 {
 			o.withSM75 = false
 			res.Notes = append(res.Notes, fmt.Sprintf("--with-sm75 ignored: sm_%d runs the Turing kernels as its own", res.Device.Arch))
+		}
+		if o.withSM80 {
+			if note := withSM80Ignored(o, res.Device.Arch); note != "" {
+				o.withSM80 = false
+				res.Notes = append(res.Notes, "--with-sm80 ignored: "+note)
+			}
 		}
 		arch := o.forceArch
 		// A GPU case is short and not cancellable once queued: run checks
@@ -522,6 +536,11 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 				return gpu.Bench(c, dir, 75, o.deterministic, scoreMods{}, warmup, reps)
 			}})
 		}
+		if o.withSM80 && o.forceArch != 80 && o.forceArch != 75 {
+			impls = append(impls, benchImpl{implGPUSM80, func(_ context.Context, c Case, dir string) Row {
+				return gpu.Bench(c, dir, 80, o.deterministic, scoreMods{}, warmup, reps)
+			}})
+		}
 		if o.direction != "fwd" {
 			if ok, why := gpu.HasBackward(); !ok {
 				res.Notes = append(res.Notes, "no GPU backward pass yet ("+why+"): the bwd and fwdbwd rows of "+implGPU+" say unsupported")
@@ -543,6 +562,24 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 	}
 
 	return impls, nil
+}
+
+// withSM80Ignored says why --with-sm80 adds no line on a device of compute
+// capability arch, or "" where it does: only an sm_90 GPU has a Hopper
+// forward to set the sm_80 path beside, and the decode kernels are the same
+// on both paths.
+func withSM80Ignored(o benchOpts, arch int) string {
+	switch {
+	case arch < 80:
+		return fmt.Sprintf("sm_%d has no sm_80 path", arch)
+	case arch != 90:
+		return fmt.Sprintf("sm_%d has no Hopper path; its default is the sm_80 path", arch)
+	case o.forceArch == 75:
+		return "--force-arch 75 times the Turing kernels as the GPU line"
+	case o.decode:
+		return "--decode runs the same decode kernels on both paths (the Hopper path is the dense forward's)"
+	}
+	return ""
 }
 
 func orDefault(s, def string) string {

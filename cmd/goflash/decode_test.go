@@ -54,6 +54,23 @@ func TestBenchDecode(t *testing.T) {
 	if code != 0 || strings.Count(stdout, "gpu-mod") < 2 { // its TFLOP/s column and its bandwidth line
 		t.Errorf("decode with modifiers: exit %d, stderr %s, output:\n%s", code, stderr, stdout)
 	}
+	// --with-sm80 adds no decode line (the decode kernels are the same on
+	// both paths) and says so; --force-arch 80 on the sm_90 fake names the
+	// GPU line after the sm_80 path, and the bandwidth table still has it as
+	// ours (the fake's 2.8 TB/s, 56% of 5).
+	code, stdout, stderr = runCLI(t, "bench", "--decode", "--seqlens", "32768", "--with-sm80", "--peak-tbps", "5",
+		"--reps", "1", "--warmup", "0", "--out", t.TempDir())
+	if code != 0 || strings.Contains(stdout, "gpu-sm80") || !strings.Contains(stdout, "--with-sm80 ignored: --decode") || !strings.Contains(stdout, "80%") {
+		t.Errorf("decode --with-sm80: exit %d, stderr %s, output:\n%s", code, stderr, stdout)
+	}
+	for _, extra := range [][]string{{"--force-arch", "80"}, {"--force-arch", "80", "--with-sm75"}} {
+		code, stdout, stderr = runCLI(t, append([]string{"bench", "--decode", "--seqlens", "32768", "--peak-tbps", "5",
+			"--reps", "1", "--warmup", "0", "--out", t.TempDir()}, extra...)...)
+		_, bw, _ := strings.Cut(stdout, "decode bandwidth")
+		if code != 0 || !strings.Contains(bw, "2.80") || !strings.Contains(bw, "56%") {
+			t.Errorf("decode %v: exit %d, stderr %s, output:\n%s", extra, code, stderr, stdout)
+		}
+	}
 	for _, bad := range [][]string{
 		{"--decode", "--direction", "bwd"},
 		{"--decode", "--page", "24"},

@@ -7,11 +7,14 @@ import "github.com/goflash/goflash/flashattn"
 type gpuDevice interface {
 	Meta() DeviceMeta
 	// Bench times one case in one direction with the kernels of path (0:
-	// the device's own, 75: the Turing path forced); failures are reported
-	// in the row, not returned.
+	// the device's own, 75: the Turing path forced, 80: the sm_80 path,
+	// forced on an sm_90 GPU); failures are reported in the row, not
+	// returned. The row's Impl is gpuImplName's.
 	Bench(c Case, dir string, path int, deterministic bool, mods scoreMods, warmup, reps int) Row
 	// Use selects the kernel path: 0 the device's own, 75 the Turing path
-	// (forced through its PTX on a newer GPU).
+	// (forced through its PTX on a newer GPU), 80 the sm_80 (mma.sync)
+	// kernels (on an sm_90 GPU instead of its Hopper forward; elsewhere
+	// sm_80+ devices' own).
 	Use(path int) error
 	// HasBackward says whether the GPU backward pass exists, and if not why.
 	HasBackward() (bool, string)
@@ -30,4 +33,18 @@ type gpuDevice interface {
 type KernelRow struct {
 	flashattn.KernelInfo
 	Error string `json:"error,omitempty"`
+}
+
+// gpuImplName is the implementation name of the rows that kernel path path
+// times on a device of compute capability arch: the forced sm_75 path's
+// own, the sm_80 path's own on an sm_90 GPU (where the default runs the
+// Hopper forward; elsewhere path 80 is the default), else implGPU.
+func gpuImplName(path, arch int) string {
+	switch {
+	case path == 75:
+		return implGPUSM75
+	case path == 80 && arch == 90:
+		return implGPUSM80
+	}
+	return implGPU
 }

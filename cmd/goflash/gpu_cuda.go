@@ -103,10 +103,7 @@ func (g *cudaGPU) HasBackward() (bool, string) {
 
 func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods scoreMods, warmup, reps int) Row {
 	d := c.Dims
-	impl := implGPU
-	if path == 75 {
-		impl = implGPUSM75
-	}
+	impl := gpuImplName(path, g.dev.Info().Arch())
 	row := Row{Impl: impl, Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
 	if err := g.Use(path); err != nil {
 		return failed(row, err)

@@ -15,11 +15,14 @@ import (
 
 // fakeGPU stands in for a CUDA device so that the GPU code paths of bench
 // and check run on any machine: its "kernels" are the CPU flash backend, its
-// timings fixed rates (forward 100 TFLOP/s on its own path, 40 on the forced
-// sm_75 path; backward half that). broken[path] corrupts the outputs of that
-// path; noBackward plays a device without backward kernels; noGate a driver
-// without stream memory operations (its times include the first launch).
+// timings fixed rates (forward 100 TFLOP/s on its own path, 70 on the forced
+// sm_80 path of an sm_90 device, 40 on the forced sm_75 path; backward half
+// that). arch is its compute capability (0: 90, an H100/H200); broken[path]
+// corrupts the outputs of that path; noBackward plays a device without
+// backward kernels; noGate a driver without stream memory operations (its
+// times include the first launch).
 type fakeGPU struct {
+	arch       int
 	path       int
 	uses       []int
 	broken     map[int]bool
@@ -28,12 +31,21 @@ type fakeGPU struct {
 	noGate     bool
 }
 
-func (f *fakeGPU) Meta() DeviceMeta {
-	return DeviceMeta{Kind: "gpu", Name: "Fake GPU", Arch: 90, Capability: "9.0", Memory: 80 << 30, Driver: "000.00 (CUDA 13.0)"}
+func (f *fakeGPU) cc() int {
+	if f.arch == 0 {
+		return 90
+	}
+	return f.arch
 }
 
+func (f *fakeGPU) Meta() DeviceMeta {
+	a := f.cc()
+	return DeviceMeta{Kind: "gpu", Name: "Fake GPU", Arch: a, Capability: fmt.Sprintf("%d.%d", a/10, a%10), Memory: 80 << 30, Driver: "000.00 (CUDA 13.0)"}
+}
+
+// Use accepts the paths a device of f's arch does: 0, 75, and 80 on sm_80+.
 func (f *fakeGPU) Use(path int) error {
-	if path != 0 && path != 75 && path != 80 {
+	if path != 0 && path != 75 && (path != 80 || f.cc() < 80) {
 		return &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "kernel path", Value: fmt.Sprint(path), Reason: "fake"}
 	}
 	if path != f.path {
@@ -52,12 +64,12 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 
 func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, _ scoreMods, warmup, reps int) Row {
 	d := c.Dims
-	row := Row{Impl: implGPU, Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
-	if path == 75 {
-		row.Impl = implGPUSM75
+	row := Row{Impl: gpuImplName(path, f.cc()), Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
+	rate := map[int]float64{0: 100, 75: 40, 80: 100}[path]
+	if path == 80 && f.cc() == 90 {
+		rate = 70 // the sm_80 kernels beside the Hopper forward
 	}
-	rate := map[int]float64{0: 100, 75: 40}[path]
-	if dir == dirDecode { // 4 TB/s (1.6 on the sm_75 path)
+	if dir == dirDecode { // 4 TB/s (2.8 on the forced sm_80 path, 1.6 on the sm_75 path)
 		row.Status, row.MS = statusOK, float64(row.KVBytes())/(rate/25*1e12)*1e3
 		row.TFLOPs, row.TBps = row.FLOPs/(row.MS*1e-3)/1e12, bench.DecodeTBps(row.Shape, row.MS)
 		return row
@@ -243,6 +255,101 @@ func benchOneShape(t *testing.T, f *fakeGPU, extra ...string) BenchResult {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// TestBenchWithSM80OnHopper: on an sm_90 GPU --with-sm80 adds the forced
+// sm_80 path's line beside the default (Hopper) one, after the sm_75 path's,
+// beside SDPA's backends, in the table, the terminal and the report.
+func TestBenchWithSM80OnHopper(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sdpa.py")
+	os.WriteFile(script, []byte("# fake\n"), 0o644)
+	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	code, stdout, stderr := runCLI(t, "bench", "--compare-torch", "--with-sm80", "--with-sm75", "--seqlens", "1024,2048", "--headdims", "128",
+		"--causal", "false", "--reps", "1", "--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	// Grouped by path: the default, then 75, then 80.
+	if !slices.Equal(f.uses, []int{75, 80}) {
+		t.Errorf("kernel paths switched %v, want [75 80]", f.uses)
+	}
+	var res BenchResult
+	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Table) != 2 || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "--with-sm80") }) {
+		t.Fatalf("%d table lines, notes %q", len(res.Table), res.Notes)
+	}
+	for _, l := range res.Table {
+		if l.Ours.Impl != implGPU || !near(l.Ours.TFLOPs, 100) || len(l.Others) != 2 || l.Others[0].Impl != implGPUSM75 || !near(l.Others[0].TFLOPs, 40) ||
+			l.Others[1].Impl != implGPUSM80 || !near(l.Others[1].TFLOPs, 70) || len(l.Torch) != len(bench.TorchBackends) || l.VsFlash <= 0 || l.VsCuDNN <= 0 {
+			t.Errorf("line %+v", l)
+		}
+	}
+	for _, want := range []string{"gpu-sm75", "gpu-sm80", "sdpa flash", "sdpa cudnn", "vs flash"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "bench.html"))
+	for _, want := range []string{"gpu-flash (sm_80 path)", "gpu-flash (sm_75 path)"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// TestBenchWithSM80Ignored: --with-sm80 adds no line, and says why, where
+// there is no Hopper forward to set the sm_80 path beside (an A100, a T4),
+// under --force-arch 75, and with --decode; --force-arch 80 names the GPU
+// line after the sm_80 path on an sm_90 GPU only.
+func TestBenchWithSM80Ignored(t *testing.T) {
+	for _, tc := range []struct {
+		arch  int
+		extra []string
+		note  string // the --with-sm80 note; "" none
+		impls []string
+		tf    []float64 // the rows' TFLOP/s
+	}{
+		{80, []string{"--with-sm80"}, "--with-sm80 ignored: sm_80 has no Hopper path; its default is the sm_80 path", []string{implGPU}, []float64{100}},
+		{86, []string{"--with-sm80"}, "--with-sm80 ignored: sm_86 has no Hopper path; its default is the sm_80 path", []string{implGPU}, []float64{100}},
+		{75, []string{"--with-sm80"}, "--with-sm80 ignored: sm_75 has no sm_80 path", []string{implGPU}, []float64{100}},
+		{90, []string{"--with-sm80", "--force-arch", "75"}, "--with-sm80 ignored: --force-arch 75", []string{implGPUSM75}, []float64{40}},
+		{90, []string{"--with-sm80"}, "", []string{implGPU, implGPUSM80}, []float64{100, 70}},
+		{90, []string{"--with-sm80", "--force-arch", "80"}, "", []string{implGPUSM80}, []float64{70}},
+		{90, []string{"--force-arch", "80", "--with-sm75"}, "", []string{implGPUSM80, implGPUSM75}, []float64{70, 40}},
+		{80, []string{"--force-arch", "80"}, "", []string{implGPU}, []float64{100}},
+	} {
+		res := benchOneShape(t, &fakeGPU{arch: tc.arch}, tc.extra...)
+		var impls []string
+		var tf []float64
+		for _, r := range res.Rows {
+			impls, tf = append(impls, r.Impl), append(tf, r.TFLOPs)
+		}
+		var note string
+		for _, n := range res.Notes {
+			if strings.Contains(n, "--with-sm80") {
+				note = n
+			}
+		}
+		if tc.note == "" && note != "" || !strings.HasPrefix(note, tc.note) || !slices.Equal(impls, tc.impls) || !slices.Equal(tf, tc.tf) {
+			t.Errorf("sm_%d %v: rows %v at %v TFLOP/s, note %q; want %v at %v, note %q", tc.arch, tc.extra, impls, tf, note, tc.impls, tc.tf, tc.note)
+		}
+		// The table's primary line is the GPU line (the first row): the
+		// forced path's under --force-arch.
+		if len(res.Table) != 1 || res.Table[0].Ours.Impl != tc.impls[0] || len(res.Table[0].Others) != len(tc.impls)-1 {
+			t.Errorf("sm_%d %v: table %+v, want %s as ours", tc.arch, tc.extra, res.Table, tc.impls[0])
+		}
+	}
+	// Without a GPU the flag is a usage error, as --with-sm75 is.
+	code, _, stderr := runCLI(t, "bench", "--backend", "cpu", "--with-sm80", "--seqlens", "64", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "--with-sm80") {
+		t.Errorf("--with-sm80 on the CPU: exit %d, %q", code, stderr)
+	}
 }
 
 // TestBenchLaunchTimedNote: where the GPU rows' times include the launch (no

@@ -168,7 +168,8 @@ func TestHelp(t *testing.T) {
 	}
 	_, stdout, _ := runCLI(t, "bench", "--help")
 	for _, flag := range []string{"-batch", "-heads", "-kv-heads", "-seqlens", "-headdims", "-causal", "-direction", "-deterministic",
-		"-reps", "-warmup", "-backend", "-force-arch", "-compare-torch", "-json", "-out"} {
+		"-reps", "-warmup", "-backend", "-force-arch", "-with-sm75", "-with-sm80", "-compare-torch", "-json", "-out",
+		"goflash bench --compare-torch --with-sm80   # on an H100/H200"} {
 		if !strings.Contains(stdout, flag) {
 			t.Errorf("bench --help does not mention %s", flag)
 		}

@@ -27,6 +27,7 @@ type (
 const (
 	implGPU       = bench.ImplGPU
 	implGPUSM75   = bench.ImplGPUSM75
+	implGPUSM80   = bench.ImplGPUSM80
 	implGPUDet    = bench.ImplGPUDet
 	implGPUMod    = bench.ImplGPUMod
 	implCPUFlash  = bench.ImplCPUFlash

@@ -37,6 +37,11 @@ type driver struct {
 	cuIpcCloseMemHandle uintptr
 	ipcErr              error
 
+	// TMA tensor maps (tensormap.go), bound on first use as IPC.
+	tmapOnce               sync.Once
+	cuTensorMapEncodeTiled uintptr
+	tmapErr                error
+
 	// Stream gates (gate.go), bound on first use as IPC.
 	gateOnce                                  sync.Once
 	cuMemHostAlloc, cuMemHostGetDevicePointer uintptr

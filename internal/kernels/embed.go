@@ -25,6 +25,14 @@ var Fatbin []byte
 //go:embed fa2_sm75.fatbin
 var SM75PTX []byte
 
+// SM90ACubin is the Hopper forward (sm90aVariants, kernels/fa2_sm90a.cu):
+// a cubin of SASS for sm_90a alone, built by nvcc 12.4 (wgmma and TMA), so it
+// loads on compute capability 9.0 devices only (H100, H200), as a module of
+// its own beside Fatbin. Its kernels take Sm90FwdArgs.
+//
+//go:embed fa2_sm90a.cubin
+var SM90ACubin []byte
+
 // FatbinMagic is the first 4 bytes of a CUDA fatbin (0xBA55ED50, little endian).
 var FatbinMagic = []byte{0x50, 0xed, 0x55, 0xba}
 

@@ -30,6 +30,15 @@
 // same contract when CuSeqlensQ is not 0 (the window and ALiBi's distance
 // then on each sequence's own lengths), and the dense one when it is 0.
 //
+// The Hopper forward (LookupSM90A: Arch 90, fp16, dense; SM90ACubin, a
+// module of its own that loads on compute capability 9.0 alone) takes the
+// forward contract with one Sm90FwdArgs argument instead of FwdParams: the
+// FwdParams, and before them the TMA tensor maps of q, k and v that
+// SM90AMaps describes (encoded by cuTensorMapEncodeTiled, CUDA 12+ drivers);
+// block Warps*32 threads (a producer warpgroup and Br/64 consumer ones), one
+// CTA per SM. The maps need every byte stride a non-zero multiple of 16 (a
+// broadcast operand, stride 0, runs the sm_80 kernel instead).
+//
 // The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
 // the same code on both paths) takes the forward contract, with SmemBytes 0
 // (static shared memory only).
@@ -134,6 +143,17 @@ type FwdParams struct {
 	// int32 (B+1) cumulative sequence lengths of the packed q (and O) and k
 	// (and v); Nq is the packed total.
 	CuSeqlensQ, CuSeqlensK uint64
+}
+
+// Sm90FwdArgs mirrors `struct Sm90FwdArgs` in kernels/params.cuh, the one
+// argument of the Hopper forward (LookupSM90A): the TMA tensor maps of q, k
+// and v (cuTensorMapEncodeTiled's CUtensorMap, see SM90AMaps), then the
+// FwdParams every forward takes. The C struct is 64-byte aligned, so its
+// size is rounded up to 640: the padding makes the Go value as long.
+type Sm90FwdArgs struct {
+	QMap, KMap, VMap [128]byte
+	P                FwdParams
+	_                [640 - 384 - 208]byte
 }
 
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of
@@ -361,6 +381,90 @@ func RungHeadDims(rung int) []int {
 	}
 	sort.Ints(ds)
 	return ds
+}
+
+// SM90A is the compute capability (as major*10 + minor) whose devices run
+// the Hopper forward: sm_90a SASS runs on 9.0 alone.
+const SM90A = 90
+
+// LookupSM90A returns the Hopper forward (fa2_sm90a.cubin, SM90ACubin) for a
+// head dim and causality: fp16, dense (no window, softcap, ALiBi or packed
+// sequences). Launch contract: the forward's, with an Sm90FwdArgs argument
+// instead of FwdParams (SM90AMaps says how its tensor maps are made), block
+// Warps*32 threads, one CTA per SM (SmemBytes of dynamic shared memory,
+// above 48 KiB: opt in).
+func LookupSM90A(headDim int, causal bool) (v Variant, ok bool) {
+	for _, v := range sm90aVariants {
+		if v.HeadDim == headDim && v.Causal == causal {
+			return v, true
+		}
+	}
+	return Variant{}, false
+}
+
+// SM90AHeadDims lists, ascending, the head dims of the Hopper forward.
+func SM90AHeadDims() []int {
+	var ds []int
+	for _, v := range sm90aVariants {
+		if !v.Causal {
+			ds = append(ds, v.HeadDim)
+		}
+	}
+	sort.Ints(ds)
+	return ds
+}
+
+// SM90AVariants returns a copy of the Hopper forward's kernels.
+func SM90AVariants() []Variant { return append([]Variant(nil), sm90aVariants...) }
+
+// SM90ABox is the TMA box of one Hopper copy: 64 columns (a 128-byte
+// swizzle row of fp16) by 64 rows of Q (one consumer warpgroup's) or Bc
+// rows of K and V. SM90AMaps builds the three maps of a call from it.
+const SM90ABox = 64
+
+// TensorMapView is one operand as the Hopper kernels' tensor maps see it:
+// dims (d, rows, heads, batch) innermost first, byte strides of rows, heads
+// and batches, and the rows one box copies.
+type TensorMapView struct {
+	Dims    [4]uint64
+	Strides [3]uint64 // bytes
+	BoxRows uint32
+}
+
+// SM90AMaps gives the three views (q, k, v) of a dense fp16 forward with
+// the element strides of FwdParams p for Hopper kernel v: (d, row, head,
+// batch) with p's strides, so BSHD and BHSD alike; Q in boxes of 64 rows, K
+// and V of Bc. ok is false where TMA cannot express them (a stride not a
+// multiple of 16 bytes, or 2^40 bytes and more): then the sm_80 kernel runs.
+func SM90AMaps(v Variant, p *FwdParams) (views [3]TensorMapView, ok bool) {
+	type op struct {
+		rows, heads int32
+		rs, hs, bs  int64
+		box         int
+	}
+	ops := [3]op{
+		{p.Nq, p.Hq, p.QRowStride, p.QHeadStride, p.QBatchStride, 64},
+		{p.Nk, p.Hkv, p.KRowStride, p.KHeadStride, p.KBatchStride, v.Bc},
+		{p.Nk, p.Hkv, p.VRowStride, p.VHeadStride, p.VBatchStride, v.Bc},
+	}
+	for i, o := range ops {
+		views[i] = TensorMapView{
+			Dims:    [4]uint64{uint64(p.D), uint64(o.rows), uint64(o.heads), uint64(p.B)},
+			BoxRows: uint32(o.box),
+		}
+		for j, s := range []int64{o.rs, o.hs, o.bs} {
+			b := 2 * s
+			if b <= 0 || b%16 != 0 || b >= 1<<40 {
+				if j == 2 && p.B == 1 && b == 0 { // one batch: its stride is never used
+					b = 16
+				} else {
+					return views, false
+				}
+			}
+			views[i].Strides[j] = uint64(b)
+		}
+	}
+	return views, true
 }
 
 // LadderVariants returns a copy of the ladder's kernels (rungs 1-4).

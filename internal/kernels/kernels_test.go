@@ -128,11 +128,18 @@ func TestParamsLayout(t *testing.T) {
 		{"FwdParams", reflect.TypeFor[FwdParams](), unsafe.Sizeof(FwdParams{})},
 		{"BwdParams", reflect.TypeFor[BwdParams](), unsafe.Sizeof(BwdParams{})},
 		{"DecodeParams", reflect.TypeFor[DecodeParams](), unsafe.Sizeof(DecodeParams{})},
+		{"Sm90FwdArgs", reflect.TypeFor[Sm90FwdArgs](), unsafe.Sizeof(Sm90FwdArgs{})},
 	} {
 		re := regexp.MustCompile(`static_assert\(offsetof\(` + c.name + `, \w+\) == (\d+), "(\w+)"\)`)
 		ms := re.FindAllStringSubmatch(src, -1)
-		if len(ms) != c.typ.NumField() {
-			t.Fatalf("params.cuh asserts %d field offsets of %s, the Go struct has %d fields", len(ms), c.name, c.typ.NumField())
+		fields := 0
+		for i := range c.typ.NumField() {
+			if c.typ.Field(i).Name != "_" { // padding to the C struct's aligned size
+				fields++
+			}
+		}
+		if len(ms) != fields {
+			t.Fatalf("params.cuh asserts %d field offsets of %s, the Go struct has %d fields", len(ms), c.name, fields)
 		}
 		for _, m := range ms {
 			f, ok := c.typ.FieldByName(m[2])
@@ -422,6 +429,85 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 	}
 }
 
+// Every X(d, Br, Bc, stages) row of FA2_SM90A_TILES ships the Hopper forward,
+// causal and not (one producer warpgroup and Br/64 consumers), its tile row in
+// resources.md agrees, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
+func TestSM90ATable(t *testing.T) {
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
+	if len(rows) == 0 || 2*len(rows) != len(sm90aVariants) {
+		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 2 per row)", len(rows), len(sm90aVariants))
+	}
+	md := readFile(t, "resources.md")
+	var ds []int
+	for _, r := range rows {
+		n := make([]int, 4)
+		for i := range n {
+			n[i], _ = strconv.Atoi(r[i+1])
+		}
+		ds = append(ds, n[0])
+		for _, causal := range []bool{false, true} {
+			v, ok := LookupSM90A(n[0], causal)
+			sym := "fa2_fwd_sm90a_d" + r[1] + map[bool]string{false: "", true: "_causal"}[causal]
+			if !ok || v.Symbol != sym || v.Pass != Fwd || v.Arch != SM90A || v.Br != n[1] || v.Bc != n[2] || v.Warps != 4*(n[1]/64+1) || v.BF16 || v.SmemBytes <= 0 {
+				t.Errorf("%s causal=%v: table has %+v (found %v)", r[0], causal, v, ok)
+				continue
+			}
+			row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", sym, n[0], map[bool]int{false: 0, true: 1}[causal], n[1], n[2], v.Warps, n[3], v.SmemBytes)
+			if !strings.Contains(md, row) {
+				t.Errorf("resources.md has no tile row %q", row)
+			}
+		}
+		if _, ok := Lookup(SM90A, n[0], false); !ok {
+			t.Errorf("D %d: a Hopper forward without an sm_80 one (ForcePath(80) and the fallbacks need it)", n[0])
+		}
+	}
+	if !slices.Equal(SM90AHeadDims(), ds) {
+		t.Errorf("SM90AHeadDims %v, rows %v", SM90AHeadDims(), ds)
+	}
+	b := SM90ACubin
+	if len(b) < 64 || !bytes.HasPrefix(b, []byte("\x7fELF")) || binary.LittleEndian.Uint16(b[18:]) != 190 || b[48] != SM90A {
+		t.Errorf("fa2_sm90a.cubin: %d bytes, not a CUDA ELF (machine 190) for sm_90", len(b))
+	}
+}
+
+// SM90AMaps: a contiguous BSHD problem maps; a broadcast (stride 0) or
+// unaligned operand does not, and the host then runs the sm_80 kernel.
+func TestSM90AMaps(t *testing.T) {
+	v, ok := LookupSM90A(128, false)
+	if !ok {
+		t.Fatal("no D128 Hopper forward")
+	}
+	p := FwdParams{B: 2, Nq: 300, Nk: 77, Hq: 8, Hkv: 2, D: 128}
+	p.QBatchStride, p.QRowStride, p.QHeadStride = 300*8*128, 8*128, 128
+	p.KBatchStride, p.KRowStride, p.KHeadStride = 77*2*128, 2*128, 128
+	p.VBatchStride, p.VRowStride, p.VHeadStride = p.KBatchStride, p.KRowStride, p.KHeadStride
+	views, ok := SM90AMaps(v, &p)
+	want := [3]TensorMapView{
+		{Dims: [4]uint64{128, 300, 8, 2}, Strides: [3]uint64{2048, 256, 614400}, BoxRows: 64},
+		{Dims: [4]uint64{128, 77, 2, 2}, Strides: [3]uint64{512, 256, 39424}, BoxRows: uint32(v.Bc)},
+		{Dims: [4]uint64{128, 77, 2, 2}, Strides: [3]uint64{512, 256, 39424}, BoxRows: uint32(v.Bc)},
+	}
+	if !ok || views != want {
+		t.Errorf("SM90AMaps = %+v, %v; want %+v", views, ok, want)
+	}
+	for _, bad := range []func(*FwdParams){
+		func(p *FwdParams) { p.KBatchStride = 0 },       // k broadcast over the batch
+		func(p *FwdParams) { p.VRowStride = 2*128 + 4 }, // rows 8 bytes apart from 16
+		func(p *FwdParams) { p.QBatchStride = 1 << 39 }, // 2^40 bytes
+	} {
+		c := p
+		bad(&c)
+		if _, ok := SM90AMaps(v, &c); ok {
+			t.Errorf("SM90AMaps accepted %+v", c)
+		}
+	}
+	one := p
+	one.B, one.QBatchStride = 1, 0
+	if _, ok := SM90AMaps(v, &one); !ok {
+		t.Error("SM90AMaps refused B 1 with batch stride 0 (never used)")
+	}
+}
+
 type resource struct{ regs, stack, spillSt, spillLd, smem int }
 
 // resources parses the "Resources per SASS arch" table: symbol -> sm -> numbers.
@@ -457,12 +543,16 @@ func resources(t *testing.T) map[string]map[int]resource {
 
 func TestResources(t *testing.T) {
 	res := resources(t)
-	all := append(Variants(), ladderVariants...)
+	all := append(append(Variants(), ladderVariants...), sm90aVariants...)
 	if len(res) != len(all) {
 		t.Errorf("resources.md lists %d kernels, the tables %d", len(res), len(all))
 	}
 	for _, v := range all {
-		for _, sm := range sassArchs {
+		archs := sassArchs
+		if v.Arch == SM90A {
+			archs = []int{SM90A} // fa2_sm90a.cubin: sm_90a alone
+		}
+		for _, sm := range archs {
 			r, ok := res[v.Symbol][sm]
 			if !ok {
 				t.Errorf("%s: no sm_%d row in resources.md", v.Symbol, sm)
@@ -481,7 +571,10 @@ func TestResources(t *testing.T) {
 			if v.Large {
 				limit = 227 << 10 // H100/H200: a Large row runs only where it fits (TestLargeRows)
 			}
-			if v.Arch != 80 {
+			switch v.Arch {
+			case SM90A:
+				limit = 227 << 10 // H100/H200 alone
+			case 75, 0:
 				limit = 64 << 10 // Turing's per-block maximum (Arch 0: a ladder rung, on both paths)
 			}
 			if r.smem+v.SmemBytes > limit {

@@ -312,6 +312,14 @@ var variants = []Variant{
 	{Pass: Decode, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_decode_sm80_d256_bf16", Br: 16, Bc: 32, Warps: 2, SmemBytes: 98304, BF16: true},
 }
 
+// sm90aVariants are the Hopper forward's (fa2_sm90a.cubin), for sm_90 devices.
+var sm90aVariants = []Variant{
+	{Pass: Fwd, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91720},
+	{Pass: Fwd, Arch: 90, HeadDim: 64, Causal: true, Symbol: "fa2_fwd_sm90a_d64_causal", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91720},
+	{Pass: Fwd, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164936},
+	{Pass: Fwd, Arch: 90, HeadDim: 128, Causal: true, Symbol: "fa2_fwd_sm90a_d128_causal", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164936},
+}
+
 // ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.
 var ladderVariants = []Variant{
 	{Pass: Fwd, Arch: 0, HeadDim: 64, Causal: false, Symbol: "fa2_ladder1_d64", Br: 64, Bc: 1, Warps: 2, SmemBytes: 0, Rung: 1},

@@ -5,11 +5,14 @@
 // Build and run on a GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/fwd_check -ldl
 //   .build/fwd_check all internal/kernels     # check | tune | bench | all | ladder | ladder-check
-// The candidate sm_90a forwards (fwd_sm90.cuh, fwd_sm90_ws.cuh; issue 13): build with
-// nvcc 12+ for sm_90a and -DFA2_SM90A, then mode sm90a (the check of fwd_sm90_ws.cuh,
-// then both timed beside the fatbin's D128 kernels on the paper shapes):
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DFA2_SM90A kernels/dev/fwd_check.cu -o .build/fwd_check90a -ldl
-//   .build/fwd_check90a sm90a internal/kernels
+// The Hopper forward (fa2_sm90a.cu; issue 13): build with nvcc 12+ (kernels/cuda12.sh)
+// for sm_90a and -DFA2_SM90A, then mode sm90a (check of its kernels as compiled
+// here and from the committed fa2_sm90a.cubin, then timed beside the fatbin's
+// sm_80 kernels of the same head dims on the paper shapes; sm90a-check: no timing):
+//   $(kernels/cuda12.sh) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DFA2_SM90A kernels/dev/fwd_check.cu -o .build/fwd_check90a -ldl
+//   .build/fwd_check90a sm90a internal/kernels [NAME=cand.cubin,D:Br:Bc:stages,...]...
+// (candidate cubins of other tiles or code, built with the same nvcc -cubin line
+// as build.sh's, checked and timed beside them)
 // Kernel sources compared in one process: "tpl" = compiled into this binary by
 // the local nvcc; "fatbin" = the committed internal/kernels/fa2.fatbin (nvcc 11.8
 // SASS), loaded with cuModuleLoadData; "ptx75" = internal/kernels/fa2_sm75.fatbin,
@@ -41,8 +44,48 @@
 #include "../fa2.cu"
 #include "dev.h"
 #ifdef FA2_SM90A
-#include "fwd_sm90.cuh"
-#include "fwd_sm90_ws.cuh"
+#include "../fa2_sm90a.cu"
+#endif
+
+// A persistent candidate's CTAs: the device's SMs when timed, fewer (5) when
+// checked, so that the small check shapes still give each CTA several tiles.
+static unsigned g_sms = 1;
+
+#ifdef FA2_SM90A
+// The Hopper forward's argument for FwdParams p (what flashattn's sm90Args does
+// in Go): q, k, v as 4-d tensor maps (d, row, head, batch; the strides p gives,
+// so BSHD and BHSD K/V alike), boxes of 64 columns x 64 (Q) or bc (K, V) rows,
+// 128-byte swizzle, rows out of bounds read as zero. cuTensorMapEncodeTiled is
+// taken from libcuda by dlsym, as dev.h does the rest of the driver API.
+static CUresult sm90_args(const FwdParams& p, int bc, Sm90FwdArgs* out) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+    return lib ? reinterpret_cast<Encode>(dlsym(lib, "cuTensorMapEncodeTiled")) : nullptr;
+  }();
+  if (!encode) return CUDA_ERROR_NOT_FOUND;
+  auto map = [&](unsigned char* m, const void* base, int rows, int heads, int64_t rs, int64_t hs, int64_t bs,
+                 int box_rows) {
+    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(rows),
+                                static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(p.b)};
+    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(rs * 2), static_cast<cuuint64_t>(hs * 2),
+                                   static_cast<cuuint64_t>(bs * 2)};
+    const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
+    CUtensorMap tm;
+    const CUresult r = encode(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(base), dims, strides, box,
+                              unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    std::memcpy(m, &tm, sizeof tm);
+    return r;
+  };
+  out->p = p;
+  CUresult r = map(out->q_map, p.q, p.nq, p.hq, p.q_row_stride, p.q_head_stride, p.q_batch_stride, 64);
+  if (r == CUDA_SUCCESS) r = map(out->k_map, p.k, p.nk, p.hkv, p.k_row_stride, p.k_head_stride, p.k_batch_stride, bc);
+  if (r == CUDA_SUCCESS) r = map(out->v_map, p.v, p.nk, p.hkv, p.v_row_stride, p.v_head_stride, p.v_batch_stride, bc);
+  return r;
+}
 #endif
 
 // ---- kernels ----
@@ -52,7 +95,8 @@ struct Kernel {
   bool causal, qregs;
   const void* fn = nullptr;  // runtime API
   CUfunction cf = nullptr;   // driver API
-  bool tma = false;          // fwd_sm90_ws.cuh: the parameter is sm90::WsArgs (tensor maps + FwdParams)
+  bool tma = false;          // fa2_sm90a.cu: the parameter is Sm90FwdArgs (tensor maps + FwdParams)
+  bool persist = false;      // a persistent candidate: one CTA per SM walks the tiles
   void prepare() {
     if (fn) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     else drv.check(drv.FuncSetAttribute(cf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), name.c_str());
@@ -60,13 +104,15 @@ struct Kernel {
   void launch(const FwdParams& p) const {
     FwdParams pp = p;
     void* args[] = {&pp};
-    const unsigned gx = (p.nq + br - 1) / br, gy = p.b * p.hq;
+    unsigned gx = (p.nq + br - 1) / br, gy = p.b * p.hq;
+    if (persist) gx = std::min<unsigned>(gx * gy, g_sms), gy = 1;
 #ifdef FA2_SM90A
     if (tma) {
-      sm90::WsArgs wa;
-      drv.check(sm90::ws_args(p, &wa), name.c_str());
+      Sm90FwdArgs wa;
+      drv.check(sm90_args(p, bc, &wa), name.c_str());
       void* wargs[] = {&wa};
-      CK(cudaLaunchKernel(fn, dim3(gx, gy), dim3(warps * 32), wargs, smem, 0));
+      if (fn) CK(cudaLaunchKernel(fn, dim3(gx, gy), dim3(warps * 32), wargs, smem, 0));
+      else drv.check(drv.LaunchKernel(cf, gx, gy, 1, warps * 32, 1, 1, smem, 0, wargs, nullptr), name.c_str());
       return;
     }
 #endif
@@ -151,21 +197,60 @@ static std::vector<Kernel> shipped_module(const std::string& path, const std::st
 }
 
 #ifdef FA2_SM90A
-static std::vector<Kernel> sm90a_candidates() {
-  return {make_kernel<sm90::FwdD128, false>("sm90a_fwd_d128", "tpl", (const void*)sm90::fwd_d128<false>),
-          make_kernel<sm90::FwdD128, true>("sm90a_fwd_d128_causal", "tpl", (const void*)sm90::fwd_d128<true>)};
-}
-// The warp-specialised ones (TMA producer, two consumer warpgroups), without
-// and with the consumers' ping-pong.
-static std::vector<Kernel> sm90a_ws() {
-  using T = sm90::FwdWsD128;
-  std::vector<Kernel> v = {
-      make_kernel<T, false>("sm90a_ws_d128", "tpl", (const void*)sm90::fwd_ws_d128<false, false>),
-      make_kernel<T, true>("sm90a_ws_d128_causal", "tpl", (const void*)sm90::fwd_ws_d128<true, false>),
-      make_kernel<T, false>("sm90a_ws_pp_d128", "tpl", (const void*)sm90::fwd_ws_d128<false, true>),
-      make_kernel<T, true>("sm90a_ws_pp_d128_causal", "tpl", (const void*)sm90::fwd_ws_d128<true, true>)};
+// The Hopper forward (fa2_sm90a.cu): as compiled here, or (cubin) the
+// committed fa2_sm90a.cubin's functions, loaded by the driver.
+static std::vector<Kernel> sm90a_tpl() {
+  std::vector<Kernel> v;
+#define ADD90(D, ...)                                                                                           \
+  v.push_back(make_kernel<Sm90Traits<D>::type, false>("fa2_fwd_sm90a_d" #D, "tpl", (const void*)fa2_fwd_sm90a_d##D)); \
+  v.push_back(make_kernel<Sm90Traits<D>::type, true>("fa2_fwd_sm90a_d" #D "_causal", "tpl",                     \
+                                                       (const void*)fa2_fwd_sm90a_d##D##_causal));
+  FA2_SM90A_TILES(ADD90)
+#undef ADD90
   for (Kernel& k : v) k.tma = true;
   return v;
+}
+static std::vector<Kernel> sm90a_cubin(const std::string& path, const std::string& src = "cubin",
+                                       std::vector<Kernel> ks = sm90a_tpl()) {
+  std::vector<Kernel> out;
+  const std::string img = read_file(path);
+  if (img.empty()) {
+    std::printf("skip %s: cannot read %s\n", src.c_str(), path.c_str());
+    return out;
+  }
+  CUmodule mod;
+  drv.check(drv.ModuleLoadData(&mod, img.data()), path.c_str());
+  for (Kernel k : ks) {
+    k.src = src;
+    k.fn = nullptr;
+    drv.check(drv.ModuleGetFunction(&k.cf, mod, k.name.c_str()), k.name.c_str());
+    out.push_back(k);
+  }
+  return out;
+}
+// A candidate cubin of other tiles: "NAME=PATH,D:Br:Bc:stages[:p][,D:Br:Bc:stages[:p]...]"
+// (one group per head dim it holds; sizes as traits.cuh's Tile90 derives them,
+// with one more mbarrier under :p, which launches one CTA per SM: persistent).
+static std::vector<Kernel> sm90a_candidate(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  std::stringstream ss(arg.substr(eq + 1));
+  std::string path, tile;
+  std::getline(ss, path, ',');
+  std::vector<Kernel> ks;
+  while (std::getline(ss, tile, ',')) {
+    int d, br, bc, st;
+    char flag = 0;
+    if (std::sscanf(tile.c_str(), "%d:%d:%d:%d:%c", &d, &br, &bc, &st, &flag) < 4) continue;
+    for (int causal = 0; causal < 2; ++causal) {
+      Kernel k{};
+      k.name = "fa2_fwd_sm90a_d" + std::to_string(d) + (causal ? "_causal" : "");
+      k.arch = 90; k.d = d; k.br = br; k.bc = bc; k.warps = 4 * (br / 64 + 1); k.stages = st; k.splits = 1;
+      k.smem = (br / 64) * 64 * d * 2 + 2 * st * bc * d * 2 + 8 * (1 + 4 * st) + 4 * 128 * (br / 64) + (flag == 'p' ? 8 : 0);
+      k.causal = causal; k.tma = true; k.persist = flag == 'p';
+      ks.push_back(k);
+    }
+  }
+  return sm90a_cubin(path, arg.substr(0, eq), ks);
 }
 #endif
 
@@ -479,6 +564,25 @@ struct Bench {
 
 static const int kBenchN[] = {512, 1024, 2048, 4096, 8192, 16384};
 
+// bench_set shape-major: per (D, causal, N) every kernel of that head dim and
+// mask in turn, `rounds` times, reporting each one's best median: a GPU's
+// clocks drift over a long run, and kernel-major order would hand the drift
+// to whichever candidate runs last.
+static void bench_interleaved(Bench& bn, const std::vector<Kernel>& ks, const std::vector<int>& ns, int rounds = 2,
+                              int reps = 20) {
+  std::vector<std::vector<double>> best(ks.size(), std::vector<double>(ns.size(), 1e30));
+  for (int r = 0; r < rounds; ++r)
+    for (size_t j = 0; j < ns.size(); ++j)
+      for (size_t i = 0; i < ks.size(); ++i) best[i][j] = std::min(best[i][j], bn.time(ks[i], ns[j], reps));
+  for (size_t i = 0; i < ks.size(); ++i)
+    for (size_t j = 0; j < ns.size(); ++j) {
+      const Kernel& kern = ks[i];
+      std::printf("bench %-6s %-40s %-20s D%-3d causal=%d N=%-5d %8.3f ms %7.1f TFLOP/s\n", kern.src.c_str(),
+                  kern.name.c_str(), kern.tile().c_str(), kern.d, kern.causal, ns[j], best[i][j],
+                  Bench::tflops(kern.d, ns[j], kern.causal, best[i][j]));
+    }
+}
+
 static void bench_set(Bench& bn, const std::vector<Kernel>& ks, const std::vector<int>& ns, FILE* csv, int reps = 20) {
   for (const Kernel& kern : ks) {
     for (int n : ns) {
@@ -504,6 +608,7 @@ int main(int argc, char** argv) {
   std::printf("device %s sm_%d%d, %d SMs, CUDA runtime %d\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount, CUDART_VERSION);
   const bool have_drv = drv.load();
+  g_sms = prop.multiProcessorCount;
 
   std::vector<Kernel> tpl = shipped_tpl(), fat, ptx;
   if (have_drv && mode != "ladder-check") {  // ladder-check: the rungs alone (compute-sanitizer runs)
@@ -520,23 +625,31 @@ int main(int argc, char** argv) {
   int failed = 0;
 #ifdef FA2_SM90A
   if (mode == "sm90a" || mode == "sm90a-check") {  // sm90a-check: no timing (compute-sanitizer runs)
-    // Checked (and under compute-sanitizer): the warp-specialised kernels;
-    // timed: they, the first candidate (checked in session 5) and the fatbin's.
-    std::vector<Kernel> h = sm90a_ws(), first = sm90a_candidates();
+    // Checked (and under compute-sanitizer): the Hopper kernels as compiled
+    // here and from the committed cubin; timed: those and the fatbin's sm_80
+    // kernels of the same head dims (what ForcePath(80) runs).
+    std::vector<Kernel> h = sm90a_tpl(), hc = sm90a_cubin(dir + "/fa2_sm90a.cubin");
+    h.insert(h.end(), hc.begin(), hc.end());
+    for (int i = 3; i < argc; ++i) {  // candidates: NAME=PATH,D:Br:Bc:stages,...
+      std::vector<Kernel> c = sm90a_candidate(argv[i]);
+      h.insert(h.end(), c.begin(), c.end());
+    }
     for (Kernel& k : h) k.prepare();
-    for (Kernel& k : first) k.prepare();
+    const unsigned sms = g_sms;
+    g_sms = 5;
     const CheckStats st = run_checks(h, true);
+    g_sms = sms;
     std::printf("check sm90a : %d/%d cases pass\n", st.cases - st.failed, st.cases);
     std::fflush(stdout);
     if (mode == "sm90a" && st.failed == 0) {
-      std::vector<Kernel> ref;  // the shipped D128 kernels this GPU runs today
+      std::vector<Kernel> ref;
       for (const Kernel& k : fat)
-        if (k.arch == 80 && k.d == 128) ref.push_back(k);
+        if (k.arch == 80 && (k.d == 64 || k.d == 128)) ref.push_back(k);
       Bench bn;
       bn.init();
-      bench_set(bn, h, {2048, 4096, 8192, 16384}, nullptr);
-      bench_set(bn, first, {2048, 4096, 8192, 16384}, nullptr);
-      bench_set(bn, ref, {2048, 4096, 8192, 16384}, nullptr);
+      std::vector<Kernel> all = h;
+      all.insert(all.end(), ref.begin(), ref.end());
+      bench_interleaved(bn, all, {2048, 4096, 8192, 16384});
     }
     std::printf("%s\n", st.failed ? "CHECK FAILED" : "all checks passed");
     return st.failed ? 1 : 0;

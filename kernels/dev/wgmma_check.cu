@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "dev.h"
-#include "wgmma.cuh"
+#include "../wgmma.cuh"
 
 constexpr int kRows = 64;  // Br = Bc
 constexpr int kD = 128;

@@ -1,0 +1,295 @@
+// fwd_sm90.cuh: the Hopper forward (sm_90a; issue 13): FA3's structure, warp
+// specialisation with TMA loads and wgmma, on the tile of traits.cuh's Tile90.
+//
+// One CTA = one producer warpgroup and T::kConsumers consumer warpgroups; the
+// CTA owns Br = 64 x kConsumers query rows of one (batch, head) and walks the
+// Tc = ceil(Nk/Bc) key blocks (causal: up to the last its rows see).
+//   producer: gives its registers away (setmaxnreg), then one thread issues
+//     every load as a TMA bulk tensor copy (tensor maps in the kernel's
+//     parameter, Sm90FwdArgs, made by the host) into the 128-byte swizzled
+//     layout the wgmma descriptors read: Q once, then K_n and V_n into kStages
+//     stages. Per stage and tensor a "full" mbarrier (the producer's expect_tx,
+//     completed by the copy's bytes) and an "empty" one (every consumer thread
+//     arrives once it no longer reads the tile), so K_n is refilled as soon
+//     as S_n is done and V_n after its P V. Rows past Nq / Nk come zero-filled.
+//   consumers: 64 query rows each (wgmma's M). Per step n, FA3's
+//     intra-warpgroup overlap: issue S_n = Q K_n^T, issue O += P_{n-1} V_{n-1},
+//     wait for S_n only, mask and online softmax on S_n (m, l) while the P V
+//     GEMM runs, then wait for it, rescale O by exp2((m_old - m_new) *
+//     scale_log2) and pack P_n (fp16) as the next P V's A operand in registers
+//     (the accumulator layout per warp is mma.sync's C layout, so FA2's S -> P
+//     register reuse carries over).
+// Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
+// see no key get O = 0, L = -inf. Causal CTAs start with the heaviest query
+// blocks (the last ones) so that the light ones fill the tail.
+//
+// Not here (the host runs those calls on the sm_80 path): varlen, a window,
+// softcap, ALiBi, bf16. Measured on the H200: kernels/dev/RESULTS.md (Hopper).
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "params.cuh"
+#include "tma.cuh"
+#include "traits.cuh"
+#include "wgmma.cuh"
+
+namespace sm90 {
+
+template <class T, bool kCausal>
+__device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
+  constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
+  constexpr int kKVBlock = T::kBc * 128;  // bytes of one 64-column block of K_n or V_n
+  const FwdParams& p = a.p;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  unsigned char* sQ = smem;                                // consumer c's rows at sQ + c * kQTile
+  unsigned char* sK = smem + T::kConsumers * T::kQTile;   // stage st at sK + st * kKVTile
+  unsigned char* sV = sK + T::kStages * T::kKVTile;
+  uint64_t* fullQ = reinterpret_cast<uint64_t*>(smem + T::kBarOff);
+  uint64_t* fullK = fullQ + 1;
+  uint64_t* fullV = fullK + T::kStages;
+  uint64_t* emptyK = fullV + T::kStages;
+  uint64_t* emptyV = emptyK + T::kStages;
+  float* pin = reinterpret_cast<float*>(smem + T::kPinOff);  // written, never read
+  uint64_t* emptyQ = emptyV + T::kStages;
+  const int t = threadIdx.x, wg = t / 128;
+  // The swizzle is on address bits 4-9: every tile must start 1024-aligned.
+  if (smem_u32(smem) % 1024 != 0) __trap();
+  // Persistent: CTA k takes tiles k, k + stride, ... of the Tr x B x Hq work
+  // tiles, (b, h) slowest, causal query blocks from the last (heaviest) one.
+  // Launched with one CTA per tile it takes one; with one per SM, each SM's
+  // producer loads the next tile's Q and first K/V while its consumers
+  // finish the last tile's P V and write its O.
+  const int tr = (p.nq + T::kBr - 1) / T::kBr, tiles = tr * p.b * p.hq;
+  const int first = blockIdx.x + blockIdx.y * gridDim.x, stride = gridDim.x * gridDim.y;
+  const int shift = p.nk - p.nq;  // causal: row i sees keys <= i + shift
+  struct Work {
+    int m0, b, h, n_end;
+  };
+  auto work = [&](int tt) {
+    Work x;
+    const int bh = tt / tr, mb = kCausal ? tr - 1 - tt % tr : tt % tr;
+    x.m0 = mb * T::kBr, x.b = bh / p.hq, x.h = bh % p.hq;
+    x.n_end = (p.nk + T::kBc - 1) / T::kBc;
+    if (kCausal) {
+      const int last = x.m0 + T::kBr - 1 + shift;  // the last key this tile's rows see
+      x.n_end = last < 0 ? 0 : min(x.n_end, last / T::kBc + 1);
+    }
+    return x;
+  };
+  if (t == 0) {
+    mbar_init(fullQ, 1);
+    mbar_init(emptyQ, T::kConsumerThreads);
+    for (int st = 0; st < T::kStages; ++st) {
+      mbar_init(fullK + st, 1);
+      mbar_init(fullV + st, 1);
+      mbar_init(emptyK + st, T::kConsumerThreads);
+      mbar_init(emptyV + st, T::kConsumerThreads);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    regs_dec<T::kProducerRegs>();
+    if (t != 0) return;
+    int g = 0, qi = 0;  // K/V blocks and Q tiles loaded so far (their stages and phases)
+    for (int tt = first; tt < tiles; tt += stride) {
+      const Work x = work(tt);
+      if (x.n_end == 0) continue;
+      const int hk = x.h / (p.hq / p.hkv);
+      if (qi > 0) mbar_wait(emptyQ, (qi - 1) & 1);  // the last tile's Q no longer read
+      ++qi;
+      mbar_expect_tx(fullQ, T::kConsumers * T::kQTile);
+      for (int c = 0; c < T::kConsumers; ++c)
+        for (int xb = 0; xb < T::kD / T::kBox; ++xb)
+          tma_load(sQ + c * T::kQTile + xb * kQBlock, a.q_map, fullQ, xb * T::kBox, x.m0 + 64 * c, x.h, x.b);
+      for (int n = 0; n < x.n_end; ++n, ++g) {
+        const int st = g % T::kStages;
+        const uint32_t ph = (g / T::kStages) & 1;  // the stage's use g / kStages; its release was the use before
+        if (g >= T::kStages) mbar_wait(emptyK + st, ph ^ 1);
+        mbar_expect_tx(fullK + st, T::kKVTile);
+        for (int xb = 0; xb < T::kD / T::kBox; ++xb)
+          tma_load(sK + st * T::kKVTile + xb * kKVBlock, a.k_map, fullK + st, xb * T::kBox, n * T::kBc, hk, x.b);
+        if (g >= T::kStages) mbar_wait(emptyV + st, ph ^ 1);
+        mbar_expect_tx(fullV + st, T::kKVTile);
+        for (int xb = 0; xb < T::kD / T::kBox; ++xb)
+          tma_load(sV + st * T::kKVTile + xb * kKVBlock, a.v_map, fullV + st, xb * T::kBox, n * T::kBc, hk, x.b);
+      }
+    }
+    return;
+  }
+
+  regs_inc<T::kConsumerRegs>();
+  const int c = wg - 1, tc = t - 128 * wg, w = tc / 32, g8 = (tc % 32) / 4, c2 = 2 * (tc % 4);
+  const unsigned char* q = sQ + c * T::kQTile;
+  int g = 0, qi = 0;   // K/V blocks and Q tiles consumed so far (their stages and phases)
+  int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
+  // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
+  // row0 + 8 hh, column 8 i + c2 + e.
+  float o[T::kD / 2], s[T::kBc / 2], m[2], l[2], alpha[2];
+  uint32_t pf[T::kBc / 4];  // P (fp16 pairs) of the step whose P V is next: wgmma's A fragments
+
+  auto s_gemm = [&](int n) {  // issue S = Q K_n^T; not waited for
+    const unsigned char* k = sK + ((g + n) % T::kStages) * T::kKVTile;
+    fence_regs(s);
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < T::kD / 16; ++j)  // column block j / 4, k16 step j % 4 (32 bytes each)
+      wgmma_ss(s, desc(q + (j / 4) * kQBlock + (j % 4) * 32, 16, 1024), desc(k + (j / 4) * kKVBlock + (j % 4) * 32, 16, 1024),
+               j > 0);
+    wgmma_commit();
+    fence_regs(s);
+  };
+  auto pv_gemm = [&](int n) {  // issue O += P V_n; not waited for
+    const unsigned char* v = sV + ((g + n) % T::kStages) * T::kKVTile;
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < T::kBc / 16; ++j) {  // keys 16 j .. 16 j + 15 (16 rows of 128 bytes)
+      const uint32_t af[4] = {pf[4 * j], pf[4 * j + 1], pf[4 * j + 2], pf[4 * j + 3]};
+      wgmma_rs(o, af, desc(v + j * 16 * 128, kKVBlock, 1024));
+    }
+    wgmma_commit();
+    fence_regs(o);
+  };
+  // Mask (kMasked: the blocks that reach past Nk or, causal, past a row's
+  // diagonal) and online softmax on S_n in place: s becomes unnormalised P_n;
+  // m, l updated, alpha the factor O still owes.
+  auto softmax = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const int col0 = n * T::kBc;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 8 * hh;
+      float mx = m[hh];
+#pragma unroll
+      for (int i = 0; i < T::kBc / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * i + 2 * hh + e];
+          const int col = col0 + 8 * i + c2 + e;
+          if (kMasked && (col >= p.nk || (kCausal && col > row + shift))) x = -INFINITY;
+          mx = fmaxf(mx, x);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      // A row with no key seen yet keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
+      const float ms = mx == -INFINITY ? 0.f : mx * p.scale_log2;
+      alpha[hh] = exp2f(m[hh] * p.scale_log2 - ms);
+      m[hh] = mx;
+      float rs = 0.f;
+#pragma unroll
+      for (int i = 0; i < T::kBc / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * i + 2 * hh + e];
+          x = exp2f(x * p.scale_log2 - ms);
+          rs += x;
+        }
+      l[hh] = l[hh] * alpha[hh] + rs;  // this thread's columns; the quad's sum at the end
+    }
+  };
+  auto rescale = [&]() {  // O owes alpha of the last softmax, before its P V accumulates
+#pragma unroll
+    for (int i = 0; i < T::kD / 8; ++i) {
+      o[4 * i] *= alpha[0];
+      o[4 * i + 1] *= alpha[0];
+      o[4 * i + 2] *= alpha[1];
+      o[4 * i + 3] *= alpha[1];
+    }
+  };
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int i = 0; i < T::kBc / 4; ++i) pf[i] = pack(s[2 * i], s[2 * i + 1]);
+  };
+  // Step n >= 1, FA3's order: S_n issued first, so the tensor cores start it
+  // while O is rescaled for P_{n-1}, whose P V is issued next and runs under
+  // the softmax of S_n.
+  auto step = [&](int n, int n_end, auto masked) {
+    const int gn = g + n, st = gn % T::kStages, sp = (gn - 1) % T::kStages;
+    mbar_wait(fullK + st, (gn / T::kStages) & 1);
+    s_gemm(n);
+    rescale();
+    mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
+    pv_gemm(n - 1);
+    wgmma_wait<1>();  // S_n is in; P_{n-1} V_{n-1} may still run
+    fence_regs(s);
+    mbar_arrive(emptyK + st);
+    if (n == n_end - 1) mbar_arrive(emptyQ);  // the tile's last S: Q is free for the next
+    softmax(n, masked);
+    // ptxas would hoist the wait above the exp2s (the empty asm fences order
+    // the PTX, not its schedule): l needs every one of them, and its store
+    // stays ahead of the wait, so the softmax runs under the P V GEMM.
+    pin_before_wait(pin + tc + 128 * c, l[0] + l[1]);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pf);  // P_{n-1} stays live up to here: the softmax must not take its registers
+    mbar_arrive(emptyV + sp);
+    pack_p();
+  };
+
+  for (int tt = first; tt < tiles; tt += stride) {
+    const Work x = work(tt);
+    const int n_end = x.n_end;
+    rowc = x.m0 + 64 * c;
+    row0 = rowc + 16 * w + g8;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+#pragma unroll
+    for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
+    if (n_end > 0) {
+      // Blocks before n_mask need no mask for any of this consumer's rows: whole
+      // blocks of keys, all at or left of its first row's diagonal.
+      int n_mask = p.nk / T::kBc;
+      if (kCausal) n_mask = min(n_mask, max(rowc + shift + 1, 0) / T::kBc);
+      using Masked = std::true_type;
+      using Unmasked = std::false_type;
+      mbar_wait(fullQ, qi & 1);
+      ++qi;
+      mbar_wait(fullK + g % T::kStages, (g / T::kStages) & 1);
+      s_gemm(0);
+      wgmma_wait<0>();
+      fence_regs(s);
+      mbar_arrive(emptyK + g % T::kStages);
+      if (n_end == 1) mbar_arrive(emptyQ);
+      if (0 < n_mask) softmax(0, Unmasked{});
+      else softmax(0, Masked{});
+      pack_p();
+      int n = 1;
+      for (; n < min(n_mask, n_end); ++n) step(n, n_end, Unmasked{});
+      for (; n < n_end; ++n) step(n, n_end, Masked{});
+      const int nl = n_end - 1, gl = g + nl;
+      rescale();
+      mbar_wait(fullV + gl % T::kStages, (gl / T::kStages) & 1);
+      pv_gemm(nl);
+      wgmma_wait<0>();
+      fence_regs(o);
+      mbar_arrive(emptyV + gl % T::kStages);
+      g += n_end;
+    }
+
+    __half* gO = static_cast<__half*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
+    float* gL = p.lse + (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 8 * hh;
+      float sum = l[hh];
+      sum += __shfl_xor_sync(0xffffffff, sum, 1);
+      sum += __shfl_xor_sync(0xffffffff, sum, 2);
+      if (row >= p.nq) continue;
+      const bool seen = m[hh] != -INFINITY;
+      const float inv = seen ? 1.f / sum : 0.f;
+#pragma unroll
+      for (int i = 0; i < T::kD / 8; ++i)
+        *reinterpret_cast<__half2*>(gO + row * p.o_row_stride + 8 * i + c2) =
+            __floats2half2_rn(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
+      if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], p.scale, logf(sum)) : -INFINITY;
+    }
+  }
+}
+
+}  // namespace sm90

@@ -1,0 +1,145 @@
+package flashattn_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/goflash/goflash/flashattn"
+	"github.com/goflash/goflash/flashattn/attntest"
+)
+
+func TestHopperKernelTable(t *testing.T) {
+	tab, dims := flashattn.HopperKernelTable(), flashattn.HopperHeadDims()
+	if len(dims) == 0 || len(tab) != 2*len(dims) {
+		t.Fatalf("%d Hopper kernels for head dims %v, want a causal and a non-causal one each", len(tab), dims)
+	}
+	for _, k := range tab {
+		if k.Path != 90 || k.Pass != "fwd" || k.DType != flashattn.FP16 || k.Br%64 != 0 || k.Warps != 4*(k.Br/64+1) || !slices.Contains(dims, k.HeadDim) {
+			t.Errorf("bad Hopper row %+v", k)
+		}
+		if !slices.ContainsFunc(flashattn.KernelTable(90), func(s flashattn.KernelInfo) bool { return s.HeadDim == k.HeadDim && s.Causal == k.Causal }) {
+			t.Errorf("%s has no sm_80 kernel beside it (ForcePath(80), bf16 and raw fallbacks run that)", k.Symbol)
+		}
+	}
+}
+
+// TestGPUHopperForward: on an sm_90 GPU, dense fp16 forwards at the Hopper
+// head dims run the sm_90a kernels (path 90, SASS, no local memory) and
+// everything else the sm_80 path; ForcePath(80) and back switch them. bf16
+// and a sliding window at those head dims run the sm_80 kernels. A raw call
+// whose K and V are broadcast over the batch (stride 0, which a TMA tensor
+// map cannot address) runs the sm_80 kernel: bit for bit the dense call's
+// output on the forced sm_80 path. The Hopper kernels' accuracy is the
+// conformance suites' (TestGPUConformance and the raw ones run them here),
+// and here that of a larger problem.
+func TestGPUHopperForward(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() != 90 {
+		if err := dev.ForcePath(90); err == nil {
+			t.Fatalf("%s: ForcePath(90) succeeded", dev.Info())
+		}
+		t.Skipf("%s is not an sm_90 GPU: the Hopper forward does not run here", dev.Info())
+	}
+	hd := flashattn.HopperHeadDims()
+	for _, path := range []int{0, 80, 90} {
+		if err := dev.ForcePath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dev.HeadDims() {
+			for _, causal := range []bool{false, true} {
+				k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, causal)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := 80
+				if path != 80 && slices.Contains(hd, d) {
+					want = 90
+				}
+				if k.Path != want || k.BinaryArch != 90 || k.FromPTX || k.LocalBytes != 0 {
+					t.Errorf("ForcePath(%d), D %d causal %v: runs %+v, want path %d SASS", path, d, causal, k, want)
+				}
+			}
+		}
+	}
+	if err := dev.ForcePath(0); err != nil {
+		t.Fatal(err)
+	}
+	x := flashattn.Random(flashattn.Shape{B: 1, N: 64, H: 2, D: hd[len(hd)-1]}, 1)
+	run := func(name string, up func(*flashattn.Tensor) (*flashattn.DeviceTensor, error), o *flashattn.Options, want int) {
+		d, err := up(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Free()
+		r, err := dev.Forward(d, d, d, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Free()
+		if r.Kernel.Path != want {
+			t.Errorf("%s: ran %+v, want path %d", name, r.Kernel, want)
+		}
+	}
+	// Beyond the suite's sizes: odd lengths, Nq != Nk, GQA 4, each head dim
+	// and mask, 4-6 query blocks per head.
+	b := deviceBackend(dev, "gpu-sm90a")
+	b.Backward = nil
+	for _, d := range hd {
+		for _, causal := range []bool{false, true} {
+			c := attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 2, Nq: 700, Nk: 333, Hq: 8, Hkv: 2, D: d, Causal: causal, Seed: 7}
+			t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+		}
+	}
+	run("fp16", dev.Upload, nil, 90)
+	run("fp16 causal", dev.Upload, &flashattn.Options{Causal: true}, 90)
+	run("bf16", dev.UploadBF16, nil, 80)
+	run("fp16 window", dev.Upload, &flashattn.Options{Window: &flashattn.Window{Left: 8, Right: 0}}, 80)
+
+	// K and V broadcast over a batch of 2: the raw plan's sm_80 kernel.
+	u := newRawUser(t)
+	dims := flashattn.Dims{B: 2, Nq: 100, Nk: 70, Hq: 4, Hkv: 2, D: hd[len(hd)-1]}
+	q := flashattn.Random(dims.QShape(), 2)
+	kv1 := flashattn.Shape{B: 1, N: dims.Nk, H: dims.Hkv, D: dims.D}
+	k1, v1 := flashattn.Random(kv1, 3), flashattn.Random(kv1, 4)
+	plan, err := dev.NewRawForward(dims, flashattn.FP16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Kernel().Path != 90 {
+		t.Fatalf("raw plan runs %+v, want the Hopper kernel", plan.Kernel())
+	}
+	qb, kb, vb := u.upload16(u.bits(q.Data)), u.upload16(u.bits(k1.Data)), u.upload16(u.bits(v1.Data))
+	out, lse := u.output(dims.QShape()), u.lseBuffer(dims)
+	defer u.free(qb, kb, vb, out.buf, lse)
+	bcast := flashattn.Strides{0, dims.Hkv * dims.D, dims.D, 1}
+	err = plan.Enqueue(u.s.Handle(), &flashattn.RawForwardArgs{
+		Q:   flashattn.RawTensor{Ptr: qb.b.Ptr(), Strides: dims.QShape().ContiguousStrides(), Bytes: 2 * dims.QShape().Numel()},
+		K:   flashattn.RawTensor{Ptr: kb.b.Ptr(), Strides: bcast, Bytes: 2 * kv1.Numel()},
+		V:   flashattn.RawTensor{Ptr: vb.b.Ptr(), Strides: bcast, Bytes: 2 * kv1.Numel()},
+		Out: out.raw(0), LSE: flashattn.RawBuffer{Ptr: lse.b.Ptr(), Bytes: dims.LSEBytes()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	got := u.download(out, dims.QShape())
+	// The same problem with K and V copied per batch, on the forced sm_80 path.
+	k2, v2 := flashattn.Random(dims.KVShape(), 0), flashattn.Random(dims.KVShape(), 0)
+	for b := range 2 {
+		copy(k2.Data[b*len(k1.Data):], k1.Data)
+		copy(v2.Data[b*len(v1.Data):], v1.Data)
+	}
+	if err := dev.ForcePath(80); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := dev.ForwardHost(q, k2, v2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Data, ref.Out.Data) {
+		t.Errorf("broadcast raw call differs from the dense sm_80 call (%s)", ref.Reason)
+	}
+}
