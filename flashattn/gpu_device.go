@@ -247,7 +247,9 @@ func (d *Device) lock() error {
 // compiled from their compute_75 PTX by the driver, so that the Turing code
 // can be tested on a newer GPU; 80 on an H100/H200 runs the sm_80 (mma.sync)
 // forward instead of the Hopper one (wgmma and TMA, KernelInfo.Path 90),
-// which dense fp16 forwards there run by default; 0 returns to the device's
+// which dense fp16 forwards there run by default (at its head dims, but for
+// short causal calls where the sm_80 kernel is faster: HopperKernelTable's
+// SM80CausalMaxNk); 0 returns to the device's
 // own path. 80 is accepted on every sm_80+ device and 90 on an sm_90 one
 // whose driver can run the Hopper kernels (as 0). A path is the code a
 // kernel is written for (KernelInfo.Path), not the compute capability of
@@ -385,7 +387,7 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	if k, ok, err := d.sm90aKernel(dims.D, causal); ok || err != nil {
+	if k, ok, err := d.sm90aKernel(dims, causal); ok || err != nil {
 		return k, err
 	}
 	return d.passKernel(kernels.Fwd, dims, causal, false)

@@ -25,8 +25,9 @@ func TestHopperKernelTable(t *testing.T) {
 }
 
 // TestGPUHopperForward: on an sm_90 GPU, dense fp16 forwards at the Hopper
-// head dims run the sm_90a kernels (path 90, SASS, no local memory) and
-// everything else the sm_80 path; ForcePath(80) and back switch them. bf16
+// head dims run the sm_90a kernels (path 90, SASS, no local memory), but
+// causal ones of at most SM80CausalMaxNk keys, and everything else the
+// sm_80 path; ForcePath(80) and back switch them. bf16
 // and a sliding window at those head dims run the sm_80 kernels. A raw call
 // whose K and V are broadcast over the batch (stride 0, which a TMA tensor
 // map cannot address) runs the sm_80 kernel: bit for bit the dense call's
@@ -42,22 +43,30 @@ func TestGPUHopperForward(t *testing.T) {
 		t.Skipf("%s is not an sm_90 GPU: the Hopper forward does not run here", dev.Info())
 	}
 	hd := flashattn.HopperHeadDims()
+	maxNk := map[int]int{} // causal calls of at most this many keys run the sm_80 kernel
+	for _, k := range flashattn.HopperKernelTable() {
+		if k.Causal {
+			maxNk[k.HeadDim] = k.SM80CausalMaxNk
+		}
+	}
 	for _, path := range []int{0, 80, 90} {
 		if err := dev.ForcePath(path); err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range dev.HeadDims() {
 			for _, causal := range []bool{false, true} {
-				k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, causal)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := 80
-				if path != 80 && slices.Contains(hd, d) {
-					want = 90
-				}
-				if k.Path != want || k.BinaryArch != 90 || k.FromPTX || k.LocalBytes != 0 {
-					t.Errorf("ForcePath(%d), D %d causal %v: runs %+v, want path %d SASS", path, d, causal, k, want)
+				for _, nk := range []int{1, max(maxNk[d], 1), maxNk[d] + 1, 4096} {
+					k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: nk, Hq: 1, Hkv: 1, D: d}, causal)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := 80
+					if path != 80 && slices.Contains(hd, d) && (!causal || nk > maxNk[d]) {
+						want = 90
+					}
+					if k.Path != want || k.BinaryArch != 90 || k.FromPTX || k.LocalBytes != 0 {
+						t.Errorf("ForcePath(%d), D %d causal %v Nk %d: runs %+v, want path %d SASS", path, d, causal, nk, k, want)
+					}
 				}
 			}
 		}
@@ -65,7 +74,7 @@ func TestGPUHopperForward(t *testing.T) {
 	if err := dev.ForcePath(0); err != nil {
 		t.Fatal(err)
 	}
-	x := flashattn.Random(flashattn.Shape{B: 1, N: 64, H: 2, D: hd[len(hd)-1]}, 1)
+	x := flashattn.Random(flashattn.Shape{B: 1, N: 2048, H: 2, D: hd[0]}, 1) // above every SM80CausalMaxNk
 	run := func(name string, up func(*flashattn.Tensor) (*flashattn.DeviceTensor, error), o *flashattn.Options, want int) {
 		d, err := up(x)
 		if err != nil {
@@ -81,13 +90,14 @@ func TestGPUHopperForward(t *testing.T) {
 			t.Errorf("%s: ran %+v, want path %d", name, r.Kernel, want)
 		}
 	}
-	// Beyond the suite's sizes: odd lengths, Nq != Nk, GQA 4, each head dim
-	// and mask, 4-6 query blocks per head.
+	// Beyond the suite's sizes (whose causal D64 calls are short enough for
+	// the sm_80 kernel): odd lengths, Nq < Nk above every SM80CausalMaxNk,
+	// GQA 4, each head dim and mask.
 	b := deviceBackend(dev, "gpu-sm90a")
 	b.Backward = nil
 	for _, d := range hd {
 		for _, causal := range []bool{false, true} {
-			c := attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 2, Nq: 700, Nk: 333, Hq: 8, Hkv: 2, D: d, Causal: causal, Seed: 7}
+			c := attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 1, D: d, Causal: causal, Seed: 7}
 			t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
 		}
 	}

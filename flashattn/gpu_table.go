@@ -19,8 +19,9 @@ func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
 // HopperKernelTable lists the Hopper forward kernels (Path 90: wgmma and
 // TMA, SASS for sm_90a alone), which an H100/H200 runs for dense fp16
-// forwards at HopperHeadDims unless Device.ForcePath(80); KernelTable(90)
-// lists the sm_80 path's, which it runs for everything else.
+// forwards at HopperHeadDims (causal ones above SM80CausalMaxNk keys)
+// unless Device.ForcePath(80); KernelTable(90) lists the sm_80 path's,
+// which it runs for everything else.
 func HopperKernelTable() []KernelInfo {
 	var out []KernelInfo
 	for _, v := range kernels.SM90AVariants() {
@@ -94,13 +95,16 @@ type KernelInfo struct {
 	// path's kernel of a head dim is not Packed, fp16 calls run the Turing
 	// path's one (compiled for every arch) and bf16 calls are refused.
 	Packed bool `json:"packed,omitempty"`
+	// SM80CausalMaxNk (a causal Hopper kernel, Path 90): calls of at most
+	// this many keys run the sm_80 kernel instead, which is faster there.
+	SM80CausalMaxNk int `json:"sm80_causal_max_nk,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
 		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large,
-		Packed: v.Packed}
+		Packed: v.Packed, SM80CausalMaxNk: v.SM80CausalMaxNk}
 }
 
 func dtypeOf(v kernels.Variant) DType {

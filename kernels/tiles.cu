@@ -12,12 +12,13 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
-                   int rung = 0, bool bf16 = false, bool large = false, bool packed = false) {
+                   int rung = 0, bool bf16 = false, bool large = false, bool packed = false, int sm80_max_nk = 0) {
   std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
               pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
   if (packed) std::printf(", Packed: true");
+  if (sm80_max_nk) std::printf(", SM80CausalMaxNk: %d", sm80_max_nk);
   std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
 }
 
@@ -149,8 +150,10 @@ void sm90a_row() {
   for (int causal = 0; causal < 2; ++causal) {
     char sym[64];
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, causal ? "_causal" : "");
-    if (is("go"))
-      go_row("Fwd", 90, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes);
+    if (is("go")) {
+      go_row("Fwd", 90, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, false,
+             causal ? T::kSM80CausalMaxNk : 0);
+    }
     else if (is("sm90a"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, D, causal, T::kBr, T::kBc, T::kWarps,
                   T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);

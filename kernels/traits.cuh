@@ -496,9 +496,13 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 // Registers: one CTA per SM, 64K registers = kThreads x 65536/kThreads at
 // launch, then the producer drops to kProducerRegs and the consumers take the
 // rest (setmaxnreg takes multiples of 8).
-template <int D_, int Br_, int Bc_, int Stages_>
+template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_>
 struct Tile90 {
   static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
+  // Causal calls of at most this many keys run the sm_80 kernel instead (the
+  // host's choice): over few key blocks the Hopper CTA's fixed cost (Q and
+  // the first K/V behind TMA, the first S without overlap) loses to it.
+  static constexpr int kSM80CausalMaxNk = SM80CausalMaxNk_;
   static constexpr int kSplits = 1;
   static constexpr bool kQRegs = false;
   static constexpr int kConsumers = kBr / 64;           // consumer warpgroups of 64 query rows
@@ -524,17 +528,20 @@ struct Tile90 {
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
-// X(d, Br, Bc, stages) per head dim: fa2_fwd_sm90a_d{D}[_causal] (fp16; no
-// window, softcap, ALiBi, varlen or bf16 twins: those calls run the sm_80 path).
-// H200 numbers: kernels/dev/RESULTS.md (Hopper).
+// X(d, Br, Bc, stages, sm80_causal_max_nk) per head dim: fa2_fwd_sm90a_d{D}[_causal]
+// (fp16; no window, softcap, ALiBi, varlen or bf16 twins: those calls run the
+// sm_80 path, as do causal calls of at most sm80_causal_max_nk keys).
+// H200 numbers: kernels/dev/RESULTS.md (Hopper); the D64 threshold from the
+// session-12 sweep: causal N 512 / 1024 149 / 207 TFLOP/s against the sm_80
+// kernel's 175 / 227, N 2048 297 against 265.
 #define FA2_SM90A_TILES(X) \
-  X(64, 192, 128, 2)  /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem */          \
-  X(128, 128, 128, 2) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
+  X(64, 192, 128, 2, 1024) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem */     \
+  X(128, 128, 128, 2, 0)   /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
 
 // Sm90Traits<D>::type ships.
 template <int D> struct Sm90Traits;
-#define FA2_SM90A_TRAITS(D, BR, BC, S) \
-  template <> struct Sm90Traits<D> { using type = Tile90<D, BR, BC, S>; };
+#define FA2_SM90A_TRAITS(D, BR, BC, S, NK) \
+  template <> struct Sm90Traits<D> { using type = Tile90<D, BR, BC, S, NK>; };
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS
 

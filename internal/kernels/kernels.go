@@ -350,6 +350,10 @@ type Variant struct {
 	// sequences at run time (the FwdVarlen contract when CuSeqlensQ is not
 	// 0; traits.cuh's kModPacked); the others read CuSeqlensQ never.
 	Packed bool
+	// SM80CausalMaxNk (a causal Hopper forward, Arch 90): calls of at most
+	// this many keys run the sm_80 kernel instead, faster there (traits.cuh's
+	// FA2_SM90A_TILES); 0: none.
+	SM80CausalMaxNk int
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
 	// paths, so Arch 0; rung 5 is the shipped forward kernel).

@@ -429,18 +429,19 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 	}
 }
 
-// Every X(d, Br, Bc, stages) row of FA2_SM90A_TILES ships the Hopper forward,
-// causal and not (one producer warpgroup and Br/64 consumers), its tile row in
+// Every X(d, Br, Bc, stages, sm80_causal_max_nk) row of FA2_SM90A_TILES ships
+// the Hopper forward, causal (with the threshold) and not (one producer
+// warpgroup and Br/64 consumers), its tile row in
 // resources.md agrees, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
 func TestSM90ATable(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
 	if len(rows) == 0 || 2*len(rows) != len(sm90aVariants) {
 		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 2 per row)", len(rows), len(sm90aVariants))
 	}
 	md := readFile(t, "resources.md")
 	var ds []int
 	for _, r := range rows {
-		n := make([]int, 4)
+		n := make([]int, 5)
 		for i := range n {
 			n[i], _ = strconv.Atoi(r[i+1])
 		}
@@ -448,7 +449,11 @@ func TestSM90ATable(t *testing.T) {
 		for _, causal := range []bool{false, true} {
 			v, ok := LookupSM90A(n[0], causal)
 			sym := "fa2_fwd_sm90a_d" + r[1] + map[bool]string{false: "", true: "_causal"}[causal]
-			if !ok || v.Symbol != sym || v.Pass != Fwd || v.Arch != SM90A || v.Br != n[1] || v.Bc != n[2] || v.Warps != 4*(n[1]/64+1) || v.BF16 || v.SmemBytes <= 0 {
+			maxNk := 0
+			if causal {
+				maxNk = n[4]
+			}
+			if !ok || v.Symbol != sym || v.Pass != Fwd || v.Arch != SM90A || v.Br != n[1] || v.Bc != n[2] || v.Warps != 4*(n[1]/64+1) || v.BF16 || v.SmemBytes <= 0 || v.SM80CausalMaxNk != maxNk {
 				t.Errorf("%s causal=%v: table has %+v (found %v)", r[0], causal, v, ok)
 				continue
 			}
