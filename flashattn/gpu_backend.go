@@ -143,6 +143,9 @@ func (d *Device) reason(ks ...KernelInfo) string {
 		}
 		s += " " + k.Symbol
 	}
+	if d.sm90aErr != nil {
+		s += " (the Hopper kernels did not load: " + d.sm90aErr.Error() + ")"
+	}
 	return s
 }
 

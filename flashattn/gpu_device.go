@@ -121,11 +121,12 @@ type Device struct {
 	// sm90a: dense fp16 forwards run the Hopper kernels (kernels.LookupSM90A,
 	// from mod90, a module of its own) on a compute capability 9.0 device
 	// whose driver encodes TMA tensor maps, unless ForcePath(80) or 75.
-	sm90a bool
-	mod   *cuda.Module
-	mod90 *cuda.Module
-	funcs map[string]*loadedKernel
-	rung  int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
+	sm90a    bool
+	sm90aErr error // why a 9.0 device runs the sm_80 path after all (the cubin did not load), or nil
+	mod      *cuda.Module
+	mod90    *cuda.Module
+	funcs    map[string]*loadedKernel
+	rung     int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
 
 	// One parameter block per launch contract, reused by every launch
 	// (calls are serialised by mu; the driver copies the values at launch).
@@ -286,7 +287,7 @@ func (d *Device) ForcePath(path int) error {
 		}
 	}
 	d.mod, d.mod90, d.funcs = nil, nil, map[string]*loadedKernel{}
-	d.path, d.forced, d.sm90a = use, forced, sm90a
+	d.path, d.forced, d.sm90a, d.sm90aErr = use, forced, sm90a, nil
 	return nil
 }
 

@@ -350,6 +350,14 @@ func (d *Device) sm90aKernel(dims Dims, causal bool) (kern *loadedKernel, ok boo
 	if !ok || dims.Nk <= v.SM80CausalMaxNk {
 		return nil, false, nil
 	}
+	if d.mod90 == nil {
+		if _, err := d.module(v); err != nil {
+			// A driver that cannot load sm_90a code: the sm_80 path runs
+			// every call from now on, and results say why (reason).
+			d.sm90a, d.sm90aErr = false, err
+			return nil, false, nil
+		}
+	}
 	kern, err = d.load(v)
 	return kern, err == nil, err
 }
