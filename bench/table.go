@@ -35,6 +35,11 @@ var OtherImpls = []string{ImplGPUDet, ImplGPUMod, ImplGPUSM75, ImplGPUSM80, Impl
 // first, CPU flash (rank 0) where none ran.
 var primaryRank = map[string]int{ImplGPU: 3, ImplGPUSM80: 2, ImplGPUSM75: 1}
 
+// PrimaryRank is impl's rank as a run's primary GoFlash line (BuildTable's
+// choice): the default GPU path's 3, the forced sm_80 path's 2, the forced
+// sm_75 path's 1, any other 0.
+func PrimaryRank(impl string) int { return primaryRank[impl] }
+
 // BuildTable joins the rows of one run: one line per (problem, direction),
 // with GoFlash's primary implementation (GPU if it ran, else the forced
 // sm_80 path, else the forced sm_75 path, else CPU flash) and every torch

@@ -13,12 +13,14 @@
 //     arrives once it no longer reads the tile), so K_n is refilled as soon
 //     as S_n is done and V_n after its P V. Rows past Nq / Nk come zero-filled.
 //   consumers: 64 query rows each (wgmma's M). Per step n, FA3's
-//     intra-warpgroup overlap: issue S_n = Q K_n^T, issue O += P_{n-1} V_{n-1},
-//     wait for S_n only, mask and online softmax on S_n (m, l) while the P V
-//     GEMM runs, then wait for it, rescale O by exp2((m_old - m_new) *
-//     scale_log2) and pack P_n (fp16) as the next P V's A operand in registers
-//     (the accumulator layout per warp is mma.sync's C layout, so FA2's S -> P
-//     register reuse carries over).
+//     intra-warpgroup overlap: issue S_n = Q K_n^T, rescale O by P_{n-1}'s
+//     exp2((m_old - m_new) * scale_log2), issue O += P_{n-1} V_{n-1}, wait for
+//     S_n only, mask and online softmax on S_n (m, l) while the P V GEMM runs
+//     (pinned there: pin_before_wait), then wait for it and pack P_n (fp16) as
+//     the next P V's A operand in registers (the accumulator layout per warp is
+//     mma.sync's C layout, so FA2's S -> P register reuse carries over). Steps
+//     whose block needs no mask for any of the consumer's rows run without
+//     the mask code.
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
 // see no key get O = 0, L = -inf. Causal CTAs start with the heaviest query
 // blocks (the last ones) so that the light ones fill the tail.

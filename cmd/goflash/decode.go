@@ -80,11 +80,6 @@ func (g *cudaGPU) benchDecode(c Case, row Row, mods scoreMods, warmup, reps int)
 	return row
 }
 
-// decodePrimary ranks the GPU lines that can be a decode run's "ours": the
-// default path's, else (under --force-arch) the sm_80 path's, else the
-// sm_75 path's.
-var decodePrimary = map[string]int{implGPU: 3, implGPUSM80: 2, implGPUSM75: 1}
-
 // printDecodeBandwidth prints, for a --decode run, each shape's bandwidth:
 // ours and the best PyTorch backend's, and our fraction of --peak-tbps.
 func printDecodeBandwidth(w io.Writer, res *BenchResult) {
@@ -103,8 +98,8 @@ func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 			lines[k] = &line{torch: map[string]Row{}}
 			order = append(order, k)
 		}
-		if rank := decodePrimary[r.Impl]; rank > 0 {
-			if rank > decodePrimary[lines[k].ours.Impl] {
+		if rank := bench.PrimaryRank(r.Impl); rank > 0 { // "ours": the table's primary line
+			if rank > bench.PrimaryRank(lines[k].ours.Impl) {
 				lines[k].ours = r
 			}
 		} else if r.Impl == implGPUMod {
