@@ -16,10 +16,7 @@ import (
 func TestBenchDecode(t *testing.T) {
 	f := &fakeGPU{}
 	withFakeGPU(t, f)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "sdpa.py")
-	os.WriteFile(script, []byte("# fake\n"), 0o644)
-	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	dir, script := fakeSDPA(t, "ok")
 	code, stdout, stderr := runCLI(t, "bench", "--decode", "--seqlens", "1024,32768", "--nq", "2", "--page", "256", "--peak-tbps", "5",
 		"--compare-torch", "--reps", "1", "--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
 	if code != 0 {

@@ -156,10 +156,7 @@ func withFakeGPU(t *testing.T, f *fakeGPU) {
 func TestBenchOnGPUPaperSweepWithTorchAndSM75(t *testing.T) {
 	f := &fakeGPU{}
 	withFakeGPU(t, f)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "sdpa.py")
-	os.WriteFile(script, []byte("# fake\n"), 0o644)
-	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	dir, script := fakeSDPA(t, "ok")
 	code, stdout, stderr := runCLI(t, "bench", "--compare-torch", "--with-sm75", "--direction", "both", "--reps", "1", "--warmup", "0",
 		"--out", dir, "--python", os.Args[0], "--sdpa", script)
 	if code != 0 {
@@ -263,10 +260,7 @@ func benchOneShape(t *testing.T, f *fakeGPU, extra ...string) BenchResult {
 func TestBenchWithSM80OnHopper(t *testing.T) {
 	f := &fakeGPU{}
 	withFakeGPU(t, f)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "sdpa.py")
-	os.WriteFile(script, []byte("# fake\n"), 0o644)
-	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	dir, script := fakeSDPA(t, "ok")
 	code, stdout, stderr := runCLI(t, "bench", "--compare-torch", "--with-sm80", "--with-sm75", "--seqlens", "1024,2048", "--headdims", "128",
 		"--causal", "false", "--reps", "1", "--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
 	if code != 0 {

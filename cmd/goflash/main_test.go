@@ -33,6 +33,20 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// fakeSDPA makes this test binary answer as bench/sdpa.py with benchtest's
+// kind (TestMain): an out directory and a script path to pass as --sdpa
+// (any existing file; the fake ignores it), with --python os.Args[0].
+func fakeSDPA(t *testing.T, kind string) (dir, script string) {
+	t.Helper()
+	dir = t.TempDir()
+	script = filepath.Join(dir, "sdpa.py")
+	if err := os.WriteFile(script, []byte("# fake\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOFLASH_FAKE_SDPA", kind)
+	return dir, script
+}
+
 // runCLI runs the program in-process.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -275,10 +289,7 @@ func TestBenchCPUWritesJSONAndCSV(t *testing.T) {
 }
 
 func TestBenchCompareTorchMergesSDPA(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "sdpa.py") // any existing file; the fake ignores it
-	os.WriteFile(script, []byte("# fake\n"), 0o644)
-	t.Setenv("GOFLASH_FAKE_SDPA", "ok")
+	dir, script := fakeSDPA(t, "ok")
 	code, stdout, stderr := runCLI(t, "bench", "--backend", "cpu-flash", "--seqlens", "16,32", "--headdims", "8", "--heads", "2",
 		"--causal", "true", "--reps", "1", "--warmup", "0", "--out", dir, "--compare-torch", "--python", os.Args[0], "--sdpa", script)
 	if code != 0 {
@@ -326,10 +337,7 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 }
 
 func TestBenchCompareTorchWithoutTorchIsSkippedClearly(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "sdpa.py")
-	os.WriteFile(script, []byte("# fake\n"), 0o644)
-	t.Setenv("GOFLASH_FAKE_SDPA", "notorch")
+	dir, script := fakeSDPA(t, "notorch")
 	code, stdout, stderr := runCLI(t, "bench", "--backend", "cpu-flash", "--seqlens", "16", "--headdims", "8", "--heads", "1",
 		"--causal", "false", "--reps", "1", "--warmup", "0", "--out", dir, "--compare-torch", "--python", os.Args[0], "--sdpa", script)
 	if code != 0 {
@@ -466,10 +474,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 // table says unsupported, every output names the memory-efficient baseline
 // and labels the run a rehearsal.
 func TestBenchCompareTorchT4Answer(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "sdpa.py")
-	os.WriteFile(script, []byte("# fake\n"), 0o644)
-	t.Setenv("GOFLASH_FAKE_SDPA", benchtest.T4)
+	dir, script := fakeSDPA(t, benchtest.T4)
 	code, stdout, stderr := runCLI(t, "bench", "--backend", "cpu-flash", "--seqlens", "16,32", "--headdims", "8", "--heads", "2",
 		"--causal", "true", "--reps", "1", "--warmup", "0", "--out", dir, "--compare-torch", "--torch-emulate", "sm75",
 		"--python", os.Args[0], "--sdpa", script)
