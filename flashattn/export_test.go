@@ -55,3 +55,19 @@ func (o faultOp) enqueue() error {
 	d.params.Q = 4096
 	return o.kern.fn.Launch(cfg, d.stream, d.args)
 }
+
+// SetPersistentCTAs launches d's persistent kernels (KernelInfo.Persistent)
+// with n CTAs instead of one per SM, so that small problems give each CTA
+// several tiles and several rounds of the kernel's tile order; it returns
+// the undo. Test builds only.
+func SetPersistentCTAs(d *Device, n int) (undo func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := d.ctas
+	d.ctas = n
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.ctas = old
+	}
+}

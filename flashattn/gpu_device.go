@@ -127,6 +127,10 @@ type Device struct {
 	mod90    *cuda.Module
 	funcs    map[string]*loadedKernel
 	rung     int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
+	// ctas is the grid of the persistent kernels (KernelInfo.Persistent):
+	// one CTA per SM; internal tests set fewer, so that small problems
+	// still give each CTA several tiles.
+	ctas int
 
 	// One parameter block per launch contract, reused by every launch
 	// (calls are serialised by mu; the driver copies the values at launch).
@@ -179,6 +183,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 	}
 	d.path = defaultPath(d.info.Arch())
 	d.sm90a = hasSM90A(d.info.Arch())
+	d.ctas = d.info.SMs
 	d.params = new(kernels.FwdParams)
 	d.args = cuda.NewArgs(unsafe.Pointer(d.params))
 	d.hparams = new(kernels.Sm90FwdArgs)

@@ -327,7 +327,7 @@ func (op *fwdOp) enqueue() error {
 			return fmt.Errorf("flashattn: %s on %s: %w", ki.Symbol, d.info, err)
 		}
 	}
-	return op.kern.fn.Launch(fwdConfig(ki, f), d.stream, args)
+	return op.kern.fn.Launch(fwdConfig(ki, f, d.ctas), d.stream, args)
 }
 
 func (op *fwdOp) relaunch() error {
@@ -335,7 +335,7 @@ func (op *fwdOp) relaunch() error {
 	if op.kern.v.Arch == kernels.SM90A {
 		args = op.d.hargs
 	}
-	return op.kern.fn.LaunchBound(fwdConfig(op.kern.info, op.f), op.d.stream.Handle(), args)
+	return op.kern.fn.LaunchBound(fwdConfig(op.kern.info, op.f, op.d.ctas), op.d.stream.Handle(), args)
 }
 
 // sm90aKernel is the Hopper forward for dims (fp16, dense), loaded, where
@@ -385,13 +385,15 @@ func encodeSM90A(e *cuda.TensorMapEncoder, v kernels.Variant, a *kernels.Sm90Fwd
 	return nil
 }
 
-// fwdConfig is the forward kernel's launch (the contract of internal/kernels).
-func fwdConfig(ki KernelInfo, f launchFields) cuda.LaunchConfig {
-	return cuda.LaunchConfig{
-		Grid:      [3]uint32{cdiv(f.nq, ki.Br), uint32(f.bh), 1},
-		Block:     [3]uint32{uint32(32 * ki.Warps), 1, 1},
-		SharedMem: uint32(ki.SmemBytes),
+// fwdConfig is the forward kernel's launch (the contract of internal/kernels):
+// a CTA per query block and (batch, head), or for a persistent kernel
+// at most ctas CTAs (Device.ctas), each walking its share of those tiles.
+func fwdConfig(ki KernelInfo, f launchFields, ctas int) cuda.LaunchConfig {
+	grid := [3]uint32{cdiv(f.nq, ki.Br), uint32(f.bh), 1}
+	if ki.Persistent {
+		grid = [3]uint32{min(grid[0]*grid[1], uint32(max(ctas, 1))), 1, 1}
 	}
+	return cuda.LaunchConfig{Grid: grid, Block: [3]uint32{uint32(32 * ki.Warps), 1, 1}, SharedMem: uint32(ki.SmemBytes)}
 }
 
 // bwdConfigs are the launches of pre, dK/dV and dQ (the contract of

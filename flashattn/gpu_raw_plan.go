@@ -67,12 +67,12 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 func newRawForward(r rawPlan, kern, alt *loadedKernel) *RawForward {
 	f := &RawForward{rawPlan: r, kern: kern, alt: alt}
 	lf := fieldsOf(r.p)
-	f.cfg = fwdConfig(kern.info, lf)
+	f.cfg = fwdConfig(kern.info, lf, r.d.ctas)
 	if alt != nil {
 		f.h = new(kernels.Sm90FwdArgs)
 		f.params = &f.h.P
 		f.args = cuda.NewArgs(unsafe.Pointer(f.h))
-		f.altCfg = fwdConfig(alt.info, lf)
+		f.altCfg = fwdConfig(alt.info, lf, r.d.ctas)
 		f.altArgs = cuda.NewArgs(unsafe.Pointer(f.params))
 	} else {
 		f.params = new(kernels.FwdParams)

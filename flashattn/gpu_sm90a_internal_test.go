@@ -36,3 +36,30 @@ func TestGPUHopperCubinFallback(t *testing.T) {
 		t.Fatalf("ran %+v (%v), reason %q; want the sm_80 kernel and why", k, err, r.Reason)
 	}
 }
+
+// The forward's launch: a CTA per (query block, batch * head), or for a
+// persistent kernel as many CTAs as there are tiles, at most ctas.
+func TestFwdConfigPersistent(t *testing.T) {
+	f := fieldsOf(problem{Dims: Dims{B: 2, Nq: 1000, Nk: 1000, Hq: 3, Hkv: 3, D: 64}})
+	for _, c := range []struct {
+		persistent bool
+		ctas       int
+		want       [3]uint32
+	}{
+		{false, 132, [3]uint32{8, 6, 1}}, // ceil(1000/128) x 6
+		{true, 132, [3]uint32{48, 1, 1}}, // 48 tiles, fewer than the SMs
+		{true, 5, [3]uint32{5, 1, 1}},
+		{true, 0, [3]uint32{1, 1, 1}},
+	} {
+		ki := KernelInfo{Br: 128, Warps: 12, SmemBytes: 1 << 10, Persistent: c.persistent}
+		cfg := fwdConfig(ki, f, c.ctas)
+		if cfg.Grid != c.want || cfg.Block != [3]uint32{384, 1, 1} || cfg.SharedMem != 1<<10 {
+			t.Errorf("persistent %v, %d CTAs: %+v, want grid %v", c.persistent, c.ctas, cfg, c.want)
+		}
+	}
+	for _, v := range kernels.SM90AVariants() {
+		if !kernelInfo(v).Persistent {
+			t.Errorf("%s: the Hopper kernels are persistent (traits.cuh's kPersistent)", v.Symbol)
+		}
+	}
+}

@@ -153,3 +153,37 @@ func TestGPUHopperForward(t *testing.T) {
 		t.Errorf("broadcast raw call differs from the dense sm_80 call (%s)", ref.Reason)
 	}
 }
+
+// TestGPUHopperFewCTAs runs the conformance suite and TestGPUHopperForward's
+// larger cases on the Hopper kernels launched with 1, 3 and 5 CTAs, where
+// every CTA walks many tiles (the suite's problems have fewer tiles than an
+// H200 has SMs, so at one CTA per SM each CTA takes one): the persistent
+// loop's stage and phase bookkeeping across tiles, causal rounds taken from
+// both ends, tiles that see no key.
+func TestGPUHopperFewCTAs(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() != 90 {
+		t.Skipf("%s is not an sm_90 GPU: the Hopper forward does not run here", dev.Info())
+	}
+	for _, k := range flashattn.HopperKernelTable() {
+		if !k.Persistent {
+			t.Fatalf("%s is not persistent", k.Symbol)
+		}
+	}
+	hd := flashattn.HopperHeadDims()
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("ctas%d", n), func(t *testing.T) {
+			defer flashattn.SetPersistentCTAs(dev, n)()
+			b := deviceBackend(dev, fmt.Sprintf("gpu-sm90a-%dctas", n))
+			b.Backward = nil
+			b.HeadDims = hd
+			attntest.Run(t, b)
+			for _, d := range hd {
+				for _, causal := range []bool{false, true} {
+					c := attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 2, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, Causal: causal, Seed: 11}
+					t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+				}
+			}
+		})
+	}
+}

@@ -98,13 +98,16 @@ type KernelInfo struct {
 	// SM80CausalMaxNk (a causal Hopper kernel, Path 90): calls of at most
 	// this many keys run the sm_80 kernel instead, which is faster there.
 	SM80CausalMaxNk int `json:"sm80_causal_max_nk,omitempty"`
+	// Persistent (the Hopper kernels): one CTA per SM walks the (query
+	// block, batch, head) tiles, instead of one CTA per tile.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
 		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large,
-		Packed: v.Packed, SM80CausalMaxNk: v.SM80CausalMaxNk}
+		Packed: v.Packed, SM80CausalMaxNk: v.SM80CausalMaxNk, Persistent: v.Persistent}
 }
 
 func dtypeOf(v kernels.Variant) DType {

@@ -1,17 +1,22 @@
 // fwd_sm90.cuh: the Hopper forward (sm_90a; issue 13): FA3's structure, warp
 // specialisation with TMA loads and wgmma, on the tile of traits.cuh's Tile90.
 //
-// One CTA = one producer warpgroup and T::kConsumers consumer warpgroups; the
-// CTA owns Br = 64 x kConsumers query rows of one (batch, head) and walks the
-// Tc = ceil(Nk/Bc) key blocks (causal: up to the last its rows see).
+// One CTA = one producer warpgroup and T::kConsumers consumer warpgroups. A
+// work tile is Br = 64 x kConsumers query rows of one (batch, head), which
+// walk the Tc = ceil(Nk/Bc) key blocks (causal: up to the last its rows see).
+// Persistent: the host launches one CTA per SM (fewer if there are fewer
+// tiles) and each walks its share of the Tr x B x Hq tiles (tile_order), so
+// the next tile's Q and first K/V load while the last one's P V and O store
+// run, and the fixed cost of a CTA is paid once per SM, not once per tile.
 //   producer: gives its registers away (setmaxnreg), then one thread issues
 //     every load as a TMA bulk tensor copy (tensor maps in the kernel's
 //     parameter, Sm90FwdArgs, made by the host) into the 128-byte swizzled
-//     layout the wgmma descriptors read: Q once, then K_n and V_n into kStages
-//     stages. Per stage and tensor a "full" mbarrier (the producer's expect_tx,
-//     completed by the copy's bytes) and an "empty" one (every consumer thread
-//     arrives once it no longer reads the tile), so K_n is refilled as soon
-//     as S_n is done and V_n after its P V. Rows past Nq / Nk come zero-filled.
+//     layout the wgmma descriptors read: a tile's Q, then its K_n and V_n into
+//     kStages stages (a ring over the CTA's tiles). Per stage and tensor a
+//     "full" mbarrier (the producer's expect_tx, completed by the copy's bytes)
+//     and an "empty" one (every consumer thread arrives once it no longer
+//     reads the tile), so K_n is refilled as soon as S_n is done, V_n after its
+//     P V, and Q after the tile's last S. Rows past Nq / Nk come zero-filled.
 //   consumers: 64 query rows each (wgmma's M). Per step n, FA3's
 //     intra-warpgroup overlap: issue S_n = Q K_n^T, rescale O by P_{n-1}'s
 //     exp2((m_old - m_new) * scale_log2), issue O += P_{n-1} V_{n-1}, wait for
@@ -22,8 +27,7 @@
 //     whose block needs no mask for any of the consumer's rows run without
 //     the mask code.
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
-// see no key get O = 0, L = -inf. Causal CTAs start with the heaviest query
-// blocks (the last ones) so that the light ones fill the tail.
+// see no key get O = 0, L = -inf.
 //
 // Not here (the host runs those calls on the sm_80 path): varlen, a window,
 // softcap, ALiBi, bf16. Measured on the H200: kernels/dev/RESULTS.md (Hopper).
@@ -41,6 +45,60 @@
 
 namespace sm90 {
 
+// The work tiles in the order the CTAs take them: CTA k of G takes
+// positions k, k + G, ... (round r: position r G + k). Without a mask every
+// tile has the same work, (b, h) slowest, so the CTAs running together share
+// K and V. Causal tiles have unequal work (the last query blocks see the
+// most keys): they come in groups of `group` (b, h) pairs whose K and V fit
+// in kL2Bytes of L2, each group heaviest query block first, (b, h) fastest,
+// its rounds in snake order (odd rounds from the other end: k, 2G - 1 - k,
+// 2G + k, ...), so every CTA's tiles of a group add up to about the same
+// work; the CTAs that take a group's last, partial round rotate from group to
+// group. (A plain stride aliased with Tr: at N 16k the first CTAs took only
+// the heaviest tiles, 27% slower, RESULTS.md; kernels/dev/tile_order_check.cu
+// checks that every tile is taken once and prints each shape's balance.)
+template <class T, bool kCausal>
+struct TileOrder {
+  static constexpr int64_t kL2Bytes = int64_t{16} << 20;  // of the H100/H200's 50 MiB
+  struct Tile {
+    int m0, b, h, n_end;  // first query row, batch, head; key blocks its rows see
+  };
+  const FwdParams& p;
+  int tr, bhs, tiles, stride;
+  int group, per_group, rounds;  // (b, h) pairs per group, rounds of a whole group, rounds
+  __host__ __device__ TileOrder(const FwdParams& p_, int stride_) : p(p_), stride(stride_) {
+    tr = (p.nq + T::kBr - 1) / T::kBr, bhs = p.b * p.hq, tiles = tr * bhs;
+    const int64_t kv = int64_t{4} * T::kD * max(p.nk, 1);  // K and V bytes of one (b, h)
+    group = kCausal ? static_cast<int>(max(int64_t{1}, min(int64_t{bhs}, kL2Bytes / kv))) : bhs;
+    per_group = (group * tr + stride - 1) / stride;
+    const int groups = (bhs + group - 1) / group, last = bhs - (groups - 1) * group;
+    rounds = (groups - 1) * per_group + (last * tr + stride - 1) / stride;
+  }
+  // The position CTA k takes in round r, or -1: none.
+  __host__ __device__ int position(int k, int r) const {
+    if (!kCausal) return r * stride + k < tiles ? r * stride + k : -1;
+    const int gi = r / per_group, rl = r - gi * per_group, size = min(group, bhs - gi * group);
+    const int kr = (k + gi * (group * tr % stride)) % stride;  // the partial rounds rotate
+    const int in = rl * stride + ((rl & 1) ? stride - 1 - kr : kr);
+    return in < size * tr ? gi * group * tr + in : -1;
+  }
+  __host__ __device__ Tile at(int pos) const {
+    int bh, mb;
+    if (kCausal) {
+      const int gi = pos / (group * tr), in = pos - gi * group * tr, size = min(group, bhs - gi * group);
+      mb = tr - 1 - in / size, bh = gi * group + in % size;
+    } else {
+      bh = pos / tr, mb = pos % tr;
+    }
+    Tile x{mb * T::kBr, bh / p.hq, bh % p.hq, (p.nk + T::kBc - 1) / T::kBc};
+    if (kCausal) {
+      const int last = x.m0 + T::kBr - 1 + p.nk - p.nq;  // the last key this tile's rows see
+      x.n_end = last < 0 ? 0 : min(x.n_end, last / T::kBc + 1);
+    }
+    return x;
+  }
+};
+
 template <class T, bool kCausal>
 __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
@@ -56,19 +114,16 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   uint64_t* emptyK = fullV + T::kStages;
   uint64_t* emptyV = emptyK + T::kStages;
   float* pin = reinterpret_cast<float*>(smem + T::kPinOff);  // written, never read
+  uint64_t* emptyQ = emptyV + T::kStages;
   const int t = threadIdx.x, wg = t / 128;
   // The swizzle is on address bits 4-9: every tile must start 1024-aligned.
   if (smem_u32(smem) % 1024 != 0) __trap();
-  const int mb = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int m0 = mb * T::kBr, b = blockIdx.y / p.hq, h = blockIdx.y % p.hq, hk = h / (p.hq / p.hkv);
+  const TileOrder<T, kCausal> order(p, gridDim.x);
+  const int first = blockIdx.x;
   const int shift = p.nk - p.nq;  // causal: row i sees keys <= i + shift
-  int n_end = (p.nk + T::kBc - 1) / T::kBc;
-  if (kCausal) {
-    const int last = m0 + T::kBr - 1 + shift;  // the last key this CTA's rows see
-    n_end = last < 0 ? 0 : min(n_end, last / T::kBc + 1);
-  }
   if (t == 0) {
     mbar_init(fullQ, 1);
+    mbar_init(emptyQ, T::kConsumerThreads);
     for (int st = 0; st < T::kStages; ++st) {
       mbar_init(fullK + st, 1);
       mbar_init(fullV + st, 1);
@@ -81,40 +136,50 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 
   if (wg == 0) {  // producer
     regs_dec<T::kProducerRegs>();
-    if (t != 0 || n_end == 0) return;
-    mbar_expect_tx(fullQ, T::kConsumers * T::kQTile);
-    for (int c = 0; c < T::kConsumers; ++c)
-      for (int x = 0; x < T::kD / T::kBox; ++x)
-        tma_load(sQ + c * T::kQTile + x * kQBlock, a.q_map, fullQ, x * T::kBox, m0 + 64 * c, h, b);
-    for (int n = 0; n < n_end; ++n) {
-      const int st = n % T::kStages;
-      const uint32_t ph = (n / T::kStages) & 1;  // the stage's use n / kStages; its release was the use before
-      if (n >= T::kStages) mbar_wait(emptyK + st, ph ^ 1);
-      mbar_expect_tx(fullK + st, T::kKVTile);
-      for (int x = 0; x < T::kD / T::kBox; ++x)
-        tma_load(sK + st * T::kKVTile + x * kKVBlock, a.k_map, fullK + st, x * T::kBox, n * T::kBc, hk, b);
-      if (n >= T::kStages) mbar_wait(emptyV + st, ph ^ 1);
-      mbar_expect_tx(fullV + st, T::kKVTile);
-      for (int x = 0; x < T::kD / T::kBox; ++x)
-        tma_load(sV + st * T::kKVTile + x * kKVBlock, a.v_map, fullV + st, x * T::kBox, n * T::kBc, hk, b);
+    if (t != 0) return;
+    int g = 0, qi = 0;  // K/V blocks and Q tiles loaded so far (their stages and phases)
+    for (int r = 0; r < order.rounds; ++r) {
+      const int pos = order.position(first, r);
+      if (pos < 0) continue;
+      const auto x = order.at(pos);
+      if (x.n_end == 0) continue;
+      const int hk = x.h / (p.hq / p.hkv);
+      if (qi > 0) mbar_wait(emptyQ, (qi - 1) & 1);  // the last tile's Q no longer read
+      ++qi;
+      mbar_expect_tx(fullQ, T::kConsumers * T::kQTile);
+      for (int c = 0; c < T::kConsumers; ++c)
+        for (int xb = 0; xb < T::kD / T::kBox; ++xb)
+          tma_load(sQ + c * T::kQTile + xb * kQBlock, a.q_map, fullQ, xb * T::kBox, x.m0 + 64 * c, x.h, x.b);
+      for (int n = 0; n < x.n_end; ++n, ++g) {
+        const int st = g % T::kStages;
+        const uint32_t ph = (g / T::kStages) & 1;  // the stage's use g / kStages; its release was the use before
+        if (g >= T::kStages) mbar_wait(emptyK + st, ph ^ 1);
+        mbar_expect_tx(fullK + st, T::kKVTile);
+        for (int xb = 0; xb < T::kD / T::kBox; ++xb)
+          tma_load(sK + st * T::kKVTile + xb * kKVBlock, a.k_map, fullK + st, xb * T::kBox, n * T::kBc, hk, x.b);
+        if (g >= T::kStages) mbar_wait(emptyV + st, ph ^ 1);
+        mbar_expect_tx(fullV + st, T::kKVTile);
+        for (int xb = 0; xb < T::kD / T::kBox; ++xb)
+          tma_load(sV + st * T::kKVTile + xb * kKVBlock, a.v_map, fullV + st, xb * T::kBox, n * T::kBc, hk, x.b);
+      }
     }
     return;
   }
 
   regs_inc<T::kConsumerRegs>();
-  const int c = wg - 1, tc = t - 128 * wg, w = tc / 32, g = (tc % 32) / 4, c2 = 2 * (tc % 4);
+  // (Shifts and masks, not signed division: cheap enough for ptxas to
+  // recompute rather than spill across the tile loop.)
+  const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
   const unsigned char* q = sQ + c * T::kQTile;
-  const int rowc = m0 + 64 * c;          // this consumer's first row
-  const int row0 = rowc + 16 * w + g;    // this thread's rows: row0 and row0 + 8
+  int g = 0, qi = 0;   // K/V blocks and Q tiles consumed so far (their stages and phases)
+  int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
   // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
   // row0 + 8 hh, column 8 i + c2 + e.
-  float o[T::kD / 2], s[T::kBc / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+  float o[T::kD / 2], s[T::kBc / 2], m[2], l[2], alpha[2];
   uint32_t pf[T::kBc / 4];  // P (fp16 pairs) of the step whose P V is next: wgmma's A fragments
-#pragma unroll
-  for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
 
   auto s_gemm = [&](int n) {  // issue S = Q K_n^T; not waited for
-    const unsigned char* k = sK + (n % T::kStages) * T::kKVTile;
+    const unsigned char* k = sK + ((g + n) % T::kStages) * T::kKVTile;
     fence_regs(s);
     wgmma_fence();
 #pragma unroll
@@ -125,7 +190,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     fence_regs(s);
   };
   auto pv_gemm = [&](int n) {  // issue O += P V_n; not waited for
-    const unsigned char* v = sV + (n % T::kStages) * T::kKVTile;
+    const unsigned char* v = sV + ((g + n) % T::kStages) * T::kKVTile;
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
@@ -145,14 +210,17 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int row = row0 + 8 * hh;
+      // The last key the row sees, relative to this thread's first column:
+      // one compare with a constant per score. (Causal rows past Nq see keys
+      // past Nk, which TMA filled with zeros; their outputs are not stored.)
+      const int lim = (kCausal ? row + shift : p.nk - 1) - col0 - c2;
       float mx = m[hh];
 #pragma unroll
       for (int i = 0; i < T::kBc / 8; ++i)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * i + 2 * hh + e];
-          const int col = col0 + 8 * i + c2 + e;
-          if (kMasked && (col >= p.nk || (kCausal && col > row + shift))) x = -INFINITY;
+          if (kMasked && 8 * i + e > lim) x = -INFINITY;
           mx = fmaxf(mx, x);
         }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
@@ -189,16 +257,17 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // Step n >= 1, FA3's order: S_n issued first, so the tensor cores start it
   // while O is rescaled for P_{n-1}, whose P V is issued next and runs under
   // the softmax of S_n.
-  auto step = [&](int n, auto masked) {
-    const int st = n % T::kStages, sp = (n - 1) % T::kStages;
-    mbar_wait(fullK + st, (n / T::kStages) & 1);
+  auto step = [&](int n, int n_end, auto masked) {
+    const int gn = g + n, st = gn % T::kStages, sp = (gn - 1) % T::kStages;
+    mbar_wait(fullK + st, (gn / T::kStages) & 1);
     s_gemm(n);
     rescale();
-    mbar_wait(fullV + sp, ((n - 1) / T::kStages) & 1);
+    mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
     pv_gemm(n - 1);
     wgmma_wait<1>();  // S_n is in; P_{n-1} V_{n-1} may still run
     fence_regs(s);
     mbar_arrive(emptyK + st);
+    if (n == n_end - 1) mbar_arrive(emptyQ);  // the tile's last S: Q is free for the next
     softmax(n, masked);
     // ptxas would hoist the wait above the exp2s (the empty asm fences order
     // the PTX, not its schedule): l needs every one of them, and its store
@@ -211,49 +280,65 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     pack_p();
   };
 
-  if (n_end > 0) {
-    // Blocks before n_mask need no mask for any of this consumer's rows: whole
-    // blocks of keys, all at or left of its first row's diagonal.
-    int n_mask = p.nk / T::kBc;
-    if (kCausal) n_mask = min(n_mask, max(rowc + shift + 1, 0) / T::kBc);
-    using Masked = std::true_type;
-    using Unmasked = std::false_type;
-    mbar_wait(fullQ, 0);
-    mbar_wait(fullK, 0);
-    s_gemm(0);
-    wgmma_wait<0>();
-    fence_regs(s);
-    mbar_arrive(emptyK);
-    if (0 < n_mask) softmax(0, Unmasked{});
-    else softmax(0, Masked{});
-    pack_p();
-    int n = 1;
-    for (; n < min(n_mask, n_end); ++n) step(n, Unmasked{});
-    for (; n < n_end; ++n) step(n, Masked{});
-    const int nl = n_end - 1;
-    rescale();
-    mbar_wait(fullV + nl % T::kStages, (nl / T::kStages) & 1);
-    pv_gemm(nl);
-    wgmma_wait<0>();
-    fence_regs(o);
-  }
+  for (int r = 0; r < order.rounds; ++r) {
+    const int pos = order.position(first, r);
+    if (pos < 0) continue;
+    const auto x = order.at(pos);
+    const int n_end = x.n_end;
+    rowc = x.m0 + 64 * c;
+    row0 = rowc + 16 * w + g8;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+#pragma unroll
+    for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
+    if (n_end > 0) {
+      // Blocks before n_mask need no mask for any of this consumer's rows: whole
+      // blocks of keys, all at or left of its first row's diagonal.
+      int n_mask = p.nk / T::kBc;
+      if (kCausal) n_mask = min(n_mask, max(rowc + shift + 1, 0) / T::kBc);
+      using Masked = std::true_type;
+      using Unmasked = std::false_type;
+      mbar_wait(fullQ, qi & 1);
+      ++qi;
+      mbar_wait(fullK + g % T::kStages, (g / T::kStages) & 1);
+      s_gemm(0);
+      wgmma_wait<0>();
+      fence_regs(s);
+      mbar_arrive(emptyK + g % T::kStages);
+      if (n_end == 1) mbar_arrive(emptyQ);
+      if (0 < n_mask) softmax(0, Unmasked{});
+      else softmax(0, Masked{});
+      pack_p();
+      int n = 1;
+      for (; n < min(n_mask, n_end); ++n) step(n, n_end, Unmasked{});
+      for (; n < n_end; ++n) step(n, n_end, Masked{});
+      const int nl = n_end - 1, gl = g + nl;
+      rescale();
+      mbar_wait(fullV + gl % T::kStages, (gl / T::kStages) & 1);
+      pv_gemm(nl);
+      wgmma_wait<0>();
+      fence_regs(o);
+      mbar_arrive(emptyV + gl % T::kStages);
+      g += n_end;
+    }
 
-  __half* gO = static_cast<__half*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
-  float* gL = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.nq;
+    __half* gO = static_cast<__half*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
+    float* gL = p.lse + (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq;
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int row = row0 + 8 * hh;
-    float sum = l[hh];
-    sum += __shfl_xor_sync(0xffffffff, sum, 1);
-    sum += __shfl_xor_sync(0xffffffff, sum, 2);
-    if (row >= p.nq) continue;
-    const bool seen = m[hh] != -INFINITY;
-    const float inv = seen ? 1.f / sum : 0.f;
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 8 * hh;
+      float sum = l[hh];
+      sum += __shfl_xor_sync(0xffffffff, sum, 1);
+      sum += __shfl_xor_sync(0xffffffff, sum, 2);
+      if (row >= p.nq) continue;
+      const bool seen = m[hh] != -INFINITY;
+      const float inv = seen ? 1.f / sum : 0.f;
 #pragma unroll
-    for (int i = 0; i < T::kD / 8; ++i)
-      *reinterpret_cast<__half2*>(gO + row * p.o_row_stride + 8 * i + c2) =
-          __floats2half2_rn(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
-    if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], p.scale, logf(sum)) : -INFINITY;
+      for (int i = 0; i < T::kD / 8; ++i)
+        *reinterpret_cast<__half2*>(gO + row * p.o_row_stride + 8 * i + c2) =
+            __floats2half2_rn(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
+      if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], p.scale, logf(sum)) : -INFINITY;
+    }
   }
 }
 

@@ -12,13 +12,15 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
-                   int rung = 0, bool bf16 = false, bool large = false, bool packed = false, int sm80_max_nk = 0) {
+                   int rung = 0, bool bf16 = false, bool large = false, bool packed = false, int sm80_max_nk = 0,
+                   bool persistent = false) {
   std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
               pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
   if (packed) std::printf(", Packed: true");
   if (sm80_max_nk) std::printf(", SM80CausalMaxNk: %d", sm80_max_nk);
+  if (persistent) std::printf(", Persistent: true");
   std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
 }
 
@@ -152,7 +154,7 @@ void sm90a_row() {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, causal ? "_causal" : "");
     if (is("go")) {
       go_row("Fwd", 90, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, false,
-             causal ? T::kSM80CausalMaxNk : 0);
+             causal ? T::kSM80CausalMaxNk : 0, T::kPersistent);
     }
     else if (is("sm90a"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, D, causal, T::kBr, T::kBc, T::kWarps,

@@ -493,6 +493,9 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 // registers away (setmaxnreg); each consumer keeps S (Bc/2 fp32), O (D/2 fp32)
 // and P (Bc/4 f16x2) of its 64 rows in registers and overlaps the softmax of
 // S_n with the GEMM O += P_{n-1} V_{n-1} (FA3's intra-warpgroup overlap).
+// Persistent (kPersistent, the launch contract's grid): one CTA per SM walks
+// Br-row work tiles (fwd_sm90.cuh's TileOrder), its producer loading the next
+// tile's Q and K/V under the last tile's P V and O store.
 // Registers: one CTA per SM, 64K registers = kThreads x 65536/kThreads at
 // launch, then the producer drops to kProducerRegs and the consumers take the
 // rest (setmaxnreg takes multiples of 8).
@@ -505,6 +508,7 @@ struct Tile90 {
   static constexpr int kSM80CausalMaxNk = SM80CausalMaxNk_;
   static constexpr int kSplits = 1;
   static constexpr bool kQRegs = false;
+  static constexpr bool kPersistent = true;  // grid (min(tiles, SMs), 1, 1), not one CTA per tile
   static constexpr int kConsumers = kBr / 64;           // consumer warpgroups of 64 query rows
   static constexpr int kWarps = 4 * (kConsumers + 1);   // and the producer warpgroup
   static constexpr int kThreads = 32 * kWarps;
@@ -515,9 +519,10 @@ struct Tile90 {
   static constexpr int kQTile = 64 * kD * 2;            // one consumer's Q rows (bytes)
   static constexpr int kKVTile = kBc * kD * 2;          // K_n or V_n (bytes)
   // Q[consumers] | K[stages] | V[stages] | mbarriers: Q full; per stage K, V full
-  // and empty | a float per consumer thread (fwd_sm90.cuh's pin of the softmax).
+  // and empty; Q empty | a float per consumer thread (fwd_sm90.cuh's pin of the
+  // softmax).
   static constexpr int kBarOff = kConsumers * kQTile + 2 * kStages * kKVTile;
-  static constexpr int kBars = 1 + 4 * kStages;
+  static constexpr int kBars = 2 + 4 * kStages;
   static constexpr int kPinOff = kBarOff + 8 * kBars;
   static constexpr int kSmemBytes = kPinOff + 4 * kConsumerThreads;
   static_assert(kBr % 64 == 0 && kConsumers >= 1, "Br is whole warpgroups of 64 rows");

@@ -35,8 +35,9 @@
 // forward contract with one Sm90FwdArgs argument instead of FwdParams: the
 // FwdParams, and before them the TMA tensor maps of q, k and v that
 // SM90AMaps describes (encoded by cuTensorMapEncodeTiled, CUDA 12+ drivers);
-// block Warps*32 threads (a producer warpgroup and Br/64 consumer ones), one
-// CTA per SM. The maps need every byte stride a non-zero multiple of 16 (a
+// block Warps*32 threads (a producer warpgroup and Br/64 consumer ones), and
+// a persistent grid (Variant.Persistent): (min(ceil(Nq/Br)*B*Hq, SMs), 1, 1),
+// one CTA per SM at most, any fewer also correct. The maps need every byte stride a non-zero multiple of 16 (a
 // broadcast operand, stride 0, runs the sm_80 kernel instead).
 //
 // The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
@@ -354,6 +355,10 @@ type Variant struct {
 	// this many keys run the sm_80 kernel instead, faster there (traits.cuh's
 	// FA2_SM90A_TILES); 0: none.
 	SM80CausalMaxNk int
+	// Persistent (the Hopper forward, traits.cuh's kPersistent): the grid is
+	// (min(ceil(Nq/Br)*B*Hq, SMs), 1, 1), each CTA walking its share of the
+	// (query block, batch, head) tiles, instead of one CTA per tile.
+	Persistent bool
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
 	// paths, so Arch 0; rung 5 is the shipped forward kernel).
@@ -395,7 +400,7 @@ const SM90A = 90
 // head dim and causality: fp16, dense (no window, softcap, ALiBi or packed
 // sequences). Launch contract: the forward's, with an Sm90FwdArgs argument
 // instead of FwdParams (SM90AMaps says how its tensor maps are made), block
-// Warps*32 threads, one CTA per SM (SmemBytes of dynamic shared memory,
+// Warps*32 threads, the persistent grid (SmemBytes of dynamic shared memory,
 // above 48 KiB: opt in).
 func LookupSM90A(headDim int, causal bool) (v Variant, ok bool) {
 	for _, v := range sm90aVariants {

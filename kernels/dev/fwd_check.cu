@@ -47,7 +47,7 @@
 #include "../fa2_sm90a.cu"
 #endif
 
-// A persistent candidate's CTAs: the device's SMs when timed, fewer (5) when
+// A persistent kernel's CTAs: the device's SMs when timed, fewer (5) when
 // checked, so that the small check shapes still give each CTA several tiles.
 static unsigned g_sms = 1;
 
@@ -96,7 +96,7 @@ struct Kernel {
   const void* fn = nullptr;  // runtime API
   CUfunction cf = nullptr;   // driver API
   bool tma = false;          // fa2_sm90a.cu: the parameter is Sm90FwdArgs (tensor maps + FwdParams)
-  bool persist = false;      // a persistent candidate: one CTA per SM walks the tiles
+  bool persist = false;      // a persistent kernel: one CTA per SM walks the tiles
   void prepare() {
     if (fn) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     else drv.check(drv.FuncSetAttribute(cf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), name.c_str());
@@ -207,7 +207,7 @@ static std::vector<Kernel> sm90a_tpl() {
                                                        (const void*)fa2_fwd_sm90a_d##D##_causal));
   FA2_SM90A_TILES(ADD90)
 #undef ADD90
-  for (Kernel& k : v) k.tma = true;
+  for (Kernel& k : v) k.tma = true, k.persist = Sm90Traits<64>::type::kPersistent;
   return v;
 }
 static std::vector<Kernel> sm90a_cubin(const std::string& path, const std::string& src = "cubin",
@@ -228,9 +228,10 @@ static std::vector<Kernel> sm90a_cubin(const std::string& path, const std::strin
   }
   return out;
 }
-// A candidate cubin of other tiles: "NAME=PATH,D:Br:Bc:stages[:p][,D:Br:Bc:stages[:p]...]"
-// (one group per head dim it holds; sizes as traits.cuh's Tile90 derives them,
-// with one more mbarrier under :p, which launches one CTA per SM: persistent).
+// A candidate cubin of other tiles: "NAME=PATH,D:Br:Bc:stages[:n][,D:Br:Bc:stages[:n]...]"
+// (one group per head dim it holds; sizes as traits.cuh's Tile90 derives them;
+// persistent as the shipped kernels, or under :n one CTA per tile: a cubin of
+// the kernels before they were persistent, such as the last commit's).
 static std::vector<Kernel> sm90a_candidate(const std::string& arg) {
   const size_t eq = arg.find('=');
   std::stringstream ss(arg.substr(eq + 1));
@@ -245,8 +246,8 @@ static std::vector<Kernel> sm90a_candidate(const std::string& arg) {
       Kernel k{};
       k.name = "fa2_fwd_sm90a_d" + std::to_string(d) + (causal ? "_causal" : "");
       k.arch = 90; k.d = d; k.br = br; k.bc = bc; k.warps = 4 * (br / 64 + 1); k.stages = st; k.splits = 1;
-      k.smem = (br / 64) * 64 * d * 2 + 2 * st * bc * d * 2 + 8 * (1 + 4 * st) + 4 * 128 * (br / 64) + (flag == 'p' ? 8 : 0);
-      k.causal = causal; k.tma = true; k.persist = flag == 'p';
+      k.smem = (br / 64) * 64 * d * 2 + 2 * st * bc * d * 2 + 8 * (2 + 4 * st) + 4 * 128 * (br / 64);
+      k.causal = causal; k.tma = true; k.persist = flag != 'n';
       ks.push_back(k);
     }
   }
@@ -649,7 +650,15 @@ int main(int argc, char** argv) {
       bn.init();
       std::vector<Kernel> all = h;
       all.insert(all.end(), ref.begin(), ref.end());
-      bench_interleaved(bn, all, {2048, 4096, 8192, 16384});
+      // ROUNDS (default 2) and NS (sequence lengths, comma-separated) override the sweep.
+      std::vector<int> ns = {2048, 4096, 8192, 16384};
+      if (const char* e = std::getenv("NS")) {
+        ns.clear();
+        std::stringstream ss(e);
+        for (std::string x; std::getline(ss, x, ',');) ns.push_back(std::atoi(x.c_str()));
+      }
+      const char* rounds = std::getenv("ROUNDS");
+      bench_interleaved(bn, all, ns, rounds ? std::max(1, std::atoi(rounds)) : 2);
     }
     std::printf("%s\n", st.failed ? "CHECK FAILED" : "all checks passed");
     return st.failed ? 1 : 0;
