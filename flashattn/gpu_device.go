@@ -118,8 +118,9 @@ type Device struct {
 	// comes from its compute_75 PTX through the driver's JIT.
 	path   int
 	forced bool
-	// sm90a: dense fp16 forwards run the Hopper kernels (kernels.LookupSM90A,
-	// from mod90, a module of its own) on a compute capability 9.0 device
+	// sm90a: dense fp16 forwards, plain or with a window, softcap or ALiBi,
+	// run the Hopper kernels (kernels.LookupSM90A, from mod90, a module of
+	// its own) on a compute capability 9.0 device
 	// whose driver encodes TMA tensor maps, unless ForcePath(80) or 75.
 	sm90a    bool
 	sm90aErr error // why a 9.0 device runs the sm_80 path after all (the cubin did not load), or nil
@@ -393,7 +394,7 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	if k, ok, err := d.sm90aKernel(dims, causal); ok || err != nil {
+	if k, ok, err := d.sm90aKernel(kernels.Fwd, dims, causal); ok || err != nil {
 		return k, err
 	}
 	return d.passKernel(kernels.Fwd, dims, causal, false)

@@ -256,8 +256,8 @@ func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 		}
 		pass, causal = kernels.ModPass(p.Softcap > 0, p.ALiBi != nil), false
 	}
-	if pass == kernels.Fwd && p.varlen == nil && dt == FP16 {
-		if kern, ok, err := d.sm90aKernel(p.Dims, causal); ok || err != nil {
+	if p.varlen == nil && dt == FP16 {
+		if kern, ok, err := d.sm90aKernel(pass, p.Dims, causal); ok || err != nil {
 			if err != nil {
 				return nil, err
 			}
@@ -338,15 +338,16 @@ func (op *fwdOp) relaunch() error {
 	return op.kern.fn.LaunchBound(fwdConfig(op.kern.info, op.f, op.d.ctas), op.d.stream.Handle(), args)
 }
 
-// sm90aKernel is the Hopper forward for dims (fp16, dense), loaded, where
-// the device runs it (Device.sm90a, not a ladder rung); ok is false
-// elsewhere, for head dims it lacks, and for causal calls short enough that
-// the sm_80 kernel is faster (Variant.SM80CausalMaxNk); d.mu is held.
-func (d *Device) sm90aKernel(dims Dims, causal bool) (kern *loadedKernel, ok bool, err error) {
+// sm90aKernel is the Hopper forward of pass (Fwd or a modified one) for
+// dims (fp16, dense), loaded, where the device runs it (Device.sm90a, not a
+// ladder rung); ok is false elsewhere, for passes and head dims it lacks,
+// and for causal calls short enough that the sm_80 kernel is faster
+// (Variant.SM80CausalMaxNk); d.mu is held.
+func (d *Device) sm90aKernel(pass kernels.Pass, dims Dims, causal bool) (kern *loadedKernel, ok bool, err error) {
 	if !d.sm90a || d.rung != 0 {
 		return nil, false, nil
 	}
-	v, ok := kernels.LookupSM90A(dims.D, causal)
+	v, ok := kernels.LookupSM90A(pass, dims.D, causal)
 	if !ok || dims.Nk <= v.SM80CausalMaxNk {
 		return nil, false, nil
 	}

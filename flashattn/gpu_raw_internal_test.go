@@ -26,7 +26,7 @@ func cpuPlans(t testing.TB, dims Dims, path int, causal bool) (*RawForward, *Raw
 		ks[i] = &loadedKernel{info: kernelInfo(v)}
 	}
 	r := rawPlan{p: p, dt: FP16}
-	return newRawForward(r, ks[0], nil), newRawBackward(r, [3]*loadedKernel{ks[1], ks[2], ks[3]})
+	return newRawForward(r, ks[0], nil, 132), newRawBackward(r, [3]*loadedKernel{ks[1], ks[2], ks[3]})
 }
 
 // packedQKV lays q, k, v out as one (B, N, Hq+2*Hkv, D) buffer at base, as a

@@ -60,19 +60,20 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 		}
 	}
 	r.mod = kern.mod
-	return newRawForward(r, kern, alt), nil
+	return newRawForward(r, kern, alt, d.ctas), nil
 }
 
-// newRawForward fills the parts of the plan no call changes.
-func newRawForward(r rawPlan, kern, alt *loadedKernel) *RawForward {
+// newRawForward fills the parts of the plan no call changes (ctas: the
+// persistent kernels' grid, Device.ctas).
+func newRawForward(r rawPlan, kern, alt *loadedKernel, ctas int) *RawForward {
 	f := &RawForward{rawPlan: r, kern: kern, alt: alt}
 	lf := fieldsOf(r.p)
-	f.cfg = fwdConfig(kern.info, lf, r.d.ctas)
+	f.cfg = fwdConfig(kern.info, lf, ctas)
 	if alt != nil {
 		f.h = new(kernels.Sm90FwdArgs)
 		f.params = &f.h.P
 		f.args = cuda.NewArgs(unsafe.Pointer(f.h))
-		f.altCfg = fwdConfig(alt.info, lf, r.d.ctas)
+		f.altCfg = fwdConfig(alt.info, lf, ctas)
 		f.altArgs = cuda.NewArgs(unsafe.Pointer(f.params))
 	} else {
 		f.params = new(kernels.FwdParams)

@@ -18,8 +18,9 @@ import (
 func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
 // HopperKernelTable lists the Hopper forward kernels (Path 90: wgmma and
-// TMA, SASS for sm_90a alone), which an H100/H200 runs for dense fp16
-// forwards at HopperHeadDims (causal ones above SM80CausalMaxNk keys)
+// TMA, SASS for sm_90a alone, persistent), which an H100/H200 runs for dense
+// fp16 forwards at HopperHeadDims, plain ("fwd"; causal ones above
+// SM80CausalMaxNk keys) and with a window, softcap or ALiBi ("fwd_mod*"),
 // unless Device.ForcePath(80); KernelTable(90) lists the sm_80 path's,
 // which it runs for everything else.
 func HopperKernelTable() []KernelInfo {

@@ -28,9 +28,16 @@
 //     the mask code.
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
 // see no key get O = 0, L = -inf.
+// kMod (fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], on Sm90Traits<D>::mod's tile):
+// a sliding window, softcap and ALiBi from FwdParams, as the sm_80 path's
+// modified forward defines them (mask.cuh's ScoreMods, applied to S_n before
+// the softmax, which then runs in its units): a tile walks the key blocks of
+// its rows' windows (mask.cuh's window_blocks; causal is the window's right
+// edge 0), the blocks inside every row's window of a consumer without the
+// element mask.
 //
-// Not here (the host runs those calls on the sm_80 path): varlen, a window,
-// softcap, ALiBi, bf16. Measured on the H200: kernels/dev/RESULTS.md (Hopper).
+// Not here (the host runs those calls on the sm_80 path): varlen, bf16.
+// Measured on the H200: kernels/dev/RESULTS.md (Hopper).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -38,6 +45,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "mask.cuh"
 #include "params.cuh"
 #include "tma.cuh"
 #include "traits.cuh"
@@ -57,11 +65,12 @@ namespace sm90 {
 // group. (A plain stride aliased with Tr: at N 16k the first CTAs took only
 // the heaviest tiles, 27% slower, RESULTS.md; kernels/dev/tile_order_check.cu
 // checks that every tile is taken once and prints each shape's balance.)
-template <class T, bool kCausal>
+template <class T, bool kCausal, int kMod>
 struct TileOrder {
+  static constexpr bool kUnequal = kCausal || kMod;  // tiles of unequal work (a mask)
   static constexpr int64_t kL2Bytes = int64_t{16} << 20;  // of the H100/H200's 50 MiB
   struct Tile {
-    int m0, b, h, n_end;  // first query row, batch, head; key blocks its rows see
+    int m0, b, h, n_begin, n_end;  // first query row, batch, head; the key blocks its rows see
   };
   const FwdParams& p;
   int tr, bhs, tiles, stride;
@@ -69,14 +78,14 @@ struct TileOrder {
   __host__ __device__ TileOrder(const FwdParams& p_, int stride_) : p(p_), stride(stride_) {
     tr = (p.nq + T::kBr - 1) / T::kBr, bhs = p.b * p.hq, tiles = tr * bhs;
     const int64_t kv = int64_t{4} * T::kD * max(p.nk, 1);  // K and V bytes of one (b, h)
-    group = kCausal ? static_cast<int>(max(int64_t{1}, min(int64_t{bhs}, kL2Bytes / kv))) : bhs;
+    group = kUnequal ? static_cast<int>(max(int64_t{1}, min(int64_t{bhs}, kL2Bytes / kv))) : bhs;
     per_group = (group * tr + stride - 1) / stride;
     const int groups = (bhs + group - 1) / group, last = bhs - (groups - 1) * group;
     rounds = (groups - 1) * per_group + (last * tr + stride - 1) / stride;
   }
   // The position CTA k takes in round r, or -1: none.
   __host__ __device__ int position(int k, int r) const {
-    if (!kCausal) return r * stride + k < tiles ? r * stride + k : -1;
+    if (!kUnequal) return r * stride + k < tiles ? r * stride + k : -1;
     const int gi = r / per_group, rl = r - gi * per_group, size = min(group, bhs - gi * group);
     const int kr = (k + gi * (group * tr % stride)) % stride;  // the partial rounds rotate
     const int in = rl * stride + ((rl & 1) ? stride - 1 - kr : kr);
@@ -84,14 +93,17 @@ struct TileOrder {
   }
   __host__ __device__ Tile at(int pos) const {
     int bh, mb;
-    if (kCausal) {
+    if (kUnequal) {
       const int gi = pos / (group * tr), in = pos - gi * group * tr, size = min(group, bhs - gi * group);
       mb = tr - 1 - in / size, bh = gi * group + in % size;
     } else {
       bh = pos / tr, mb = pos % tr;
     }
-    Tile x{mb * T::kBr, bh / p.hq, bh % p.hq, (p.nk + T::kBc - 1) / T::kBc};
-    if (kCausal) {
+    Tile x{mb * T::kBr, bh / p.hq, bh % p.hq, 0, (p.nk + T::kBc - 1) / T::kBc};
+    if (kMod) {  // the window (causal is its right edge 0): mask.cuh's blocks of the tile's rows
+      const fa2::WindowBlocks wb = fa2::window_blocks<T::kBr, T::kBc>(x.m0, p.nq, p.nk, p.window_left, p.window_right);
+      x.n_begin = wb.n_begin, x.n_end = wb.n_end;
+    } else if (kCausal) {
       const int last = x.m0 + T::kBr - 1 + p.nk - p.nq;  // the last key this tile's rows see
       x.n_end = last < 0 ? 0 : min(x.n_end, last / T::kBc + 1);
     }
@@ -99,8 +111,10 @@ struct TileOrder {
   }
 };
 
-template <class T, bool kCausal>
+template <class T, bool kCausal, int kMod = 0>
 __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
+  static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
+  constexpr bool kCap = kMod & fa2::kModCap, kALiBi = kMod & fa2::kModALiBi;
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
   constexpr int kKVBlock = T::kBc * 128;  // bytes of one 64-column block of K_n or V_n
   const FwdParams& p = a.p;
@@ -118,7 +132,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   const int t = threadIdx.x, wg = t / 128;
   // The swizzle is on address bits 4-9: every tile must start 1024-aligned.
   if (smem_u32(smem) % 1024 != 0) __trap();
-  const TileOrder<T, kCausal> order(p, gridDim.x);
+  const TileOrder<T, kCausal, kMod> order(p, gridDim.x);
   const int first = blockIdx.x;
   const int shift = p.nk - p.nq;  // causal: row i sees keys <= i + shift
   if (t == 0) {
@@ -142,7 +156,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       const int pos = order.position(first, r);
       if (pos < 0) continue;
       const auto x = order.at(pos);
-      if (x.n_end == 0) continue;
+      if (x.n_end <= x.n_begin) continue;
       const int hk = x.h / (p.hq / p.hkv);
       if (qi > 0) mbar_wait(emptyQ, (qi - 1) & 1);  // the last tile's Q no longer read
       ++qi;
@@ -150,7 +164,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       for (int c = 0; c < T::kConsumers; ++c)
         for (int xb = 0; xb < T::kD / T::kBox; ++xb)
           tma_load(sQ + c * T::kQTile + xb * kQBlock, a.q_map, fullQ, xb * T::kBox, x.m0 + 64 * c, x.h, x.b);
-      for (int n = 0; n < x.n_end; ++n, ++g) {
+      for (int n = x.n_begin; n < x.n_end; ++n, ++g) {
         const int st = g % T::kStages;
         const uint32_t ph = (g / T::kStages) & 1;  // the stage's use g / kStages; its release was the use before
         if (g >= T::kStages) mbar_wait(emptyK + st, ph ^ 1);
@@ -173,6 +187,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   const unsigned char* q = sQ + c * T::kQTile;
   int g = 0, qi = 0;   // K/V blocks and Q tiles consumed so far (their stages and phases)
   int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
+  int nb = 0;              // the tile's first key block: step n of the tile is key block nb + n
+  fa2::ScoreMods mods{};   // kMod: the head's window, softcap and ALiBi (scores in mods.unit)
   // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
   // row0 + 8 hh, column 8 i + c2 + e.
   float o[T::kD / 2], s[T::kBc / 2], m[2], l[2], alpha[2];
@@ -202,11 +218,19 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     fence_regs(o);
   };
   // Mask (kMasked: the blocks that reach past Nk or, causal, past a row's
-  // diagonal) and online softmax on S_n in place: s becomes unnormalised P_n;
-  // m, l updated, alpha the factor O still owes.
+  // diagonal; kMod: outside a row's window) and online softmax on S_n in
+  // place: s becomes unnormalised P_n; m, l updated, alpha the factor O still
+  // owes. kMod: the scores become mask.cuh's ScoreMods' first (the
+  // accumulator's per-warp layout is the [1][Bc/8][4] of its mma tiles).
   auto softmax = [&](int n, auto masked) {
     constexpr bool kMasked = decltype(masked)::value;
-    const int col0 = n * T::kBc;
+    const int col0 = (nb + n) * T::kBc;
+    if constexpr (kMod) {
+      auto& s3 = reinterpret_cast<float(&)[1][T::kBc / 8][4]>(s);
+      if (kMasked || kCap || kALiBi)
+        mods.template apply<1, T::kBc / 8, kMasked, kCap, kALiBi>(s3, rowc + 16 * w, col0, tc & 31);
+    }
+    const float scale_log2 = kMod ? mods.unit_log2 : p.scale_log2;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int row = row0 + 8 * hh;
@@ -220,14 +244,14 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * i + 2 * hh + e];
-          if (kMasked && 8 * i + e > lim) x = -INFINITY;
+          if (!kMod && kMasked && 8 * i + e > lim) x = -INFINITY;
           mx = fmaxf(mx, x);
         }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       // A row with no key seen yet keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
-      const float ms = mx == -INFINITY ? 0.f : mx * p.scale_log2;
-      alpha[hh] = exp2f(m[hh] * p.scale_log2 - ms);
+      const float ms = mx == -INFINITY ? 0.f : mx * scale_log2;
+      alpha[hh] = exp2f(m[hh] * scale_log2 - ms);
       m[hh] = mx;
       float rs = 0.f;
 #pragma unroll
@@ -235,7 +259,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * i + 2 * hh + e];
-          x = exp2f(x * p.scale_log2 - ms);
+          x = exp2f(x * scale_log2 - ms);
           rs += x;
         }
       l[hh] = l[hh] * alpha[hh] + rs;  // this thread's columns; the quad's sum at the end
@@ -284,18 +308,27 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     const int pos = order.position(first, r);
     if (pos < 0) continue;
     const auto x = order.at(pos);
-    const int n_end = x.n_end;
+    const int n_end = x.n_end - x.n_begin;  // the tile's steps
+    nb = x.n_begin;
     rowc = x.m0 + 64 * c;
     row0 = rowc + 16 * w + g8;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
 #pragma unroll
     for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
+    if (kMod) mods = fa2::ScoreMods::of(p, x.h, p.nq, p.nk);
     if (n_end > 0) {
-      // Blocks before n_mask need no mask for any of this consumer's rows: whole
-      // blocks of keys, all at or left of its first row's diagonal.
-      int n_mask = p.nk / T::kBc;
+      // Steps [n_full, n_mask) need no mask for any of this consumer's rows:
+      // whole blocks of keys, all at or left of its first row's diagonal (and
+      // kMod: within every row's window).
+      int n_full = 0, n_mask = p.nk / T::kBc;
       if (kCausal) n_mask = min(n_mask, max(rowc + shift + 1, 0) / T::kBc);
+      if (kMod) {
+        const fa2::WindowBlocks wc =
+            fa2::window_blocks_rows<T::kBc>(rowc, min(rowc + 63, p.nq - 1), p.nq, p.nk, p.window_left, p.window_right);
+        n_full = rowc < p.nq ? wc.n_full : n_end + nb, n_mask = rowc < p.nq ? wc.n_mask : 0;
+      }
+      n_full -= nb, n_mask -= nb;
       using Masked = std::true_type;
       using Unmasked = std::false_type;
       mbar_wait(fullQ, qi & 1);
@@ -306,10 +339,11 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       fence_regs(s);
       mbar_arrive(emptyK + g % T::kStages);
       if (n_end == 1) mbar_arrive(emptyQ);
-      if (0 < n_mask) softmax(0, Unmasked{});
+      if (n_full <= 0 && 0 < n_mask) softmax(0, Unmasked{});
       else softmax(0, Masked{});
       pack_p();
       int n = 1;
+      for (; n < min(n_full, n_end); ++n) step(n, n_end, Masked{});
       for (; n < min(n_mask, n_end); ++n) step(n, n_end, Unmasked{});
       for (; n < n_end; ++n) step(n, n_end, Masked{});
       const int nl = n_end - 1, gl = g + nl;
@@ -337,7 +371,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       for (int i = 0; i < T::kD / 8; ++i)
         *reinterpret_cast<__half2*>(gO + row * p.o_row_stride + 8 * i + c2) =
             __floats2half2_rn(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
-      if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], p.scale, logf(sum)) : -INFINITY;
+      if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], kMod ? mods.unit : p.scale, logf(sum)) : -INFINITY;
     }
   }
 }

@@ -30,11 +30,12 @@ static void go_row(const char* pass, int a, int d, bool causal, const char* sym,
 // _mod_cap_alibi, no causal twin; Packed where the tile's kModPacked) and a
 // varlen pair (FA2_FWD_VARLEN: pass FwdVarlen, the plain symbol plus
 // _varlen), fp16 and on sm_80 bf16.
+static const char* const mod_pass[] = {"FwdMod", "FwdModCap", "FwdModALiBi", "FwdModCapALiBi"};
+static const char* const mod_sfx[] = {"_mod", "_mod_cap", "_mod_alibi", "_mod_cap_alibi"};
+
 template <int A, int D>
 void fwd_row() {
   using T = typename FwdTraits<A, D>::type;
-  static const char* const mod_pass[] = {"FwdMod", "FwdModCap", "FwdModALiBi", "FwdModCapALiBi"};
-  static const char* const mod_sfx[] = {"_mod", "_mod_cap", "_mod_alibi", "_mod_cap_alibi"};
   constexpr int kPerType = 2 + 4 + 2;  // plain, causal, the modified ones, the varlen pair
   for (int k = 0; k < (A == 80 ? 2 : 1) * kPerType; ++k) {
     const int kk = k % kPerType, mod = kk >= 2 && kk < 6 ? kk - 2 : -1;
@@ -144,21 +145,30 @@ void decode_row() {
   }
 }
 
-// The Hopper forward (fa2_sm90a.cu, its own cubin): Arch 90, fp16, no
-// modified, varlen or bf16 twins.
+// The Hopper forward (fa2_sm90a.cu, its own cubin): Arch 90, fp16; the
+// plain pair on Sm90Traits<D>::type, the modified forwards (no causal twin)
+// on Sm90Traits<D>::mod; no varlen or bf16 twins.
+template <class T>
+void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk) {
+  if (is("go"))
+    go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, false, sm80_max_nk,
+           T::kPersistent);
+  else if (is("sm90a"))
+    std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, T::kD, causal, T::kBr, T::kBc,
+                T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+}
 template <int D>
 void sm90a_row() {
   using T = typename Sm90Traits<D>::type;
+  using M = typename Sm90Traits<D>::mod;
+  char sym[64];
   for (int causal = 0; causal < 2; ++causal) {
-    char sym[64];
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, causal ? "_causal" : "");
-    if (is("go")) {
-      go_row("Fwd", 90, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, false,
-             causal ? T::kSM80CausalMaxNk : 0, T::kPersistent);
-    }
-    else if (is("sm90a"))
-      std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, D, causal, T::kBr, T::kBc, T::kWarps,
-                  T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+    sm90a_one<T>("Fwd", sym, causal, causal ? T::kSM80CausalMaxNk : 0);
+  }
+  for (int i = 0; i < 4; ++i) {
+    std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, mod_sfx[i]);
+    sm90a_one<M>(mod_pass[i], sym, false, 0);
   }
 }
 

@@ -30,7 +30,7 @@
 // same contract when CuSeqlensQ is not 0 (the window and ALiBi's distance
 // then on each sequence's own lengths), and the dense one when it is 0.
 //
-// The Hopper forward (LookupSM90A: Arch 90, fp16, dense; SM90ACubin, a
+// The Hopper forward (LookupSM90A: Arch 90, fp16, dense, plain or modified; SM90ACubin, a
 // module of its own that loads on compute capability 9.0 alone) takes the
 // forward contract with one Sm90FwdArgs argument instead of FwdParams: the
 // FwdParams, and before them the TMA tensor maps of q, k and v that
@@ -396,15 +396,16 @@ func RungHeadDims(rung int) []int {
 // the Hopper forward: sm_90a SASS runs on 9.0 alone.
 const SM90A = 90
 
-// LookupSM90A returns the Hopper forward (fa2_sm90a.cubin, SM90ACubin) for a
-// head dim and causality: fp16, dense (no window, softcap, ALiBi or packed
-// sequences). Launch contract: the forward's, with an Sm90FwdArgs argument
-// instead of FwdParams (SM90AMaps says how its tensor maps are made), block
-// Warps*32 threads, the persistent grid (SmemBytes of dynamic shared memory,
-// above 48 KiB: opt in).
-func LookupSM90A(headDim int, causal bool) (v Variant, ok bool) {
+// LookupSM90A returns the Hopper forward (fa2_sm90a.cubin, SM90ACubin) of a
+// pass, head dim and causality: Fwd, or a modified pass (Pass.IsMod: the
+// window, softcap and ALiBi of FwdParams, no causal twin); fp16, dense (no
+// packed sequences). Launch contract: the forward's, with an Sm90FwdArgs
+// argument instead of FwdParams (SM90AMaps says how its tensor maps are
+// made), block Warps*32 threads, the persistent grid (SmemBytes of dynamic
+// shared memory, above 48 KiB: opt in).
+func LookupSM90A(pass Pass, headDim int, causal bool) (v Variant, ok bool) {
 	for _, v := range sm90aVariants {
-		if v.HeadDim == headDim && v.Causal == causal {
+		if v.Pass == pass && v.HeadDim == headDim && v.Causal == causal {
 			return v, true
 		}
 	}
@@ -415,7 +416,7 @@ func LookupSM90A(headDim int, causal bool) (v Variant, ok bool) {
 func SM90AHeadDims() []int {
 	var ds []int
 	for _, v := range sm90aVariants {
-		if !v.Causal {
+		if v.Pass == Fwd && !v.Causal {
 			ds = append(ds, v.HeadDim)
 		}
 	}

@@ -429,35 +429,42 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 	}
 }
 
-// Every X(d, Br, Bc, stages, sm80_causal_max_nk) row of FA2_SM90A_TILES ships
-// the Hopper forward, causal (with the threshold) and not (one producer
-// warpgroup and Br/64 consumers), its tile row in
-// resources.md agrees, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
+// Every X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br) row of
+// FA2_SM90A_TILES ships the Hopper forward, causal (with the threshold) and
+// not, and the four modified forwards on the mod_br tile (one producer
+// warpgroup and Br/64 consumers each), persistent; its tile rows in
+// resources.md agree, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
 func TestSM90ATable(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
-	if len(rows) == 0 || 2*len(rows) != len(sm90aVariants) {
-		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 2 per row)", len(rows), len(sm90aVariants))
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
+	if len(rows) == 0 || 6*len(rows) != len(sm90aVariants) {
+		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 6 per row)", len(rows), len(sm90aVariants))
 	}
 	md := readFile(t, "resources.md")
 	var ds []int
 	for _, r := range rows {
-		n := make([]int, 5)
+		n := make([]int, 6)
 		for i := range n {
 			n[i], _ = strconv.Atoi(r[i+1])
 		}
 		ds = append(ds, n[0])
-		for _, causal := range []bool{false, true} {
-			v, ok := LookupSM90A(n[0], causal)
-			sym := "fa2_fwd_sm90a_d" + r[1] + map[bool]string{false: "", true: "_causal"}[causal]
-			maxNk := 0
-			if causal {
-				maxNk = n[4]
-			}
-			if !ok || v.Symbol != sym || v.Pass != Fwd || v.Arch != SM90A || v.Br != n[1] || v.Bc != n[2] || v.Warps != 4*(n[1]/64+1) || v.BF16 || v.SmemBytes <= 0 || v.SM80CausalMaxNk != maxNk {
-				t.Errorf("%s causal=%v: table has %+v (found %v)", r[0], causal, v, ok)
+		type want struct {
+			pass          Pass
+			suffix        string
+			causal        bool
+			br, sm80MaxNk int
+		}
+		for _, w := range []want{
+			{Fwd, "", false, n[1], 0}, {Fwd, "_causal", true, n[1], n[4]},
+			{FwdMod, "_mod", false, n[5], 0}, {FwdModCap, "_mod_cap", false, n[5], 0},
+			{FwdModALiBi, "_mod_alibi", false, n[5], 0}, {FwdModCapALiBi, "_mod_cap_alibi", false, n[5], 0},
+		} {
+			v, ok := LookupSM90A(w.pass, n[0], w.causal)
+			sym := "fa2_fwd_sm90a_d" + r[1] + w.suffix
+			if !ok || v.Symbol != sym || v.Arch != SM90A || v.Br != w.br || v.Bc != n[2] || v.Warps != 4*(w.br/64+1) || v.BF16 || v.SmemBytes <= 0 || v.SM80CausalMaxNk != w.sm80MaxNk || !v.Persistent {
+				t.Errorf("%s %s: table has %+v (found %v)", r[0], sym, v, ok)
 				continue
 			}
-			row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", sym, n[0], map[bool]int{false: 0, true: 1}[causal], n[1], n[2], v.Warps, n[3], v.SmemBytes)
+			row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", sym, n[0], map[bool]int{false: 0, true: 1}[w.causal], w.br, n[2], v.Warps, n[3], v.SmemBytes)
 			if !strings.Contains(md, row) {
 				t.Errorf("resources.md has no tile row %q", row)
 			}
@@ -478,7 +485,7 @@ func TestSM90ATable(t *testing.T) {
 // SM90AMaps: a contiguous BSHD problem maps; a broadcast (stride 0) or
 // unaligned operand does not, and the host then runs the sm_80 kernel.
 func TestSM90AMaps(t *testing.T) {
-	v, ok := LookupSM90A(128, false)
+	v, ok := LookupSM90A(Fwd, 128, false)
 	if !ok {
 		t.Fatal("no D128 Hopper forward")
 	}
