@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One H200 call for the Hopper forward, run through the device tool from the
-# repository root, carrying $B (default .build/sm90a) built here:
+# repository root, carrying $B.tar.xz (B default .build/sm90a) built here:
 #   $(kernels/cuda12.sh) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DFA2_SM90A \
 #     kernels/dev/fwd_check.cu -o $B/fwd_check90a -ldl
-#   CGO_ENABLED=0 go test -c -o $B/flashattn.test ./flashattn
-#   CGO_ENABLED=0 go build -o $B/goflash ./cmd/goflash
+#   CGO_ENABLED=0 go test -c -ldflags="-s -w" -o $B/flashattn.test ./flashattn
+#   CGO_ENABLED=0 go build -ldflags="-s -w" -o $B/goflash ./cmd/goflash
 #   candidate cubins in $B (NAME=PATH,D:Br:Bc:stages[:n] in CANDS; fwd_check.cu says the syntax)
-#   then pack them (the carry limit): tar -C $B -cf - . | xz -T2 -9 > $B.tar.xz, carry $B.tar.xz
+#   tar -C $B -cf - . | xz -T2 -9 --lzma2=dict=128MiB > $B.tar.xz
+# The tree (~52 MB) and the carry share 64 MiB: the harness and cubins (check, san: ~2.6 MB)
+# and the Go binaries (go, bench, mods: ~12 MB) may need a call each, with B set per call.
 # Steps (STEPS, default all):
 #   check  fwd_check90a sm90a: every Hopper kernel as compiled here (tpl), from the
 #          committed cubin and from CANDS, checked against the CPU reference (5 CTAs
