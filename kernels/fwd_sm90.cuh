@@ -115,6 +115,12 @@ template <class T, bool kCausal, int kMod = 0>
 __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
   constexpr bool kCap = kMod & fa2::kModCap, kALiBi = kMod & fa2::kModALiBi;
+  // ALiBi without the softcap: on a clean block wholly on one side of the
+  // consumer's diagonal, one FADD per score (mask.cuh's apply_side, the
+  // row term carried in m), as the sm_80 kernels do. D64 only: at D128 the
+  // GEMMs are twice as long to hide the |distance| form's two ops under,
+  // and its third score body spilled 4 B (nvcc 12.4).
+  constexpr bool kSide = kALiBi && !kCap && T::kD <= 64;
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
   constexpr int kKVBlock = T::kBc * 128;  // bytes of one 64-column block of K_n or V_n
   const FwdParams& p = a.p;
@@ -189,6 +195,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
   int nb = 0;              // the tile's first key block: step n of the tile is key block nb + n
   fa2::ScoreMods mods{};   // kMod: the head's window, softcap and ALiBi (scores in mods.unit)
+  int side = 0;            // kSide: the form m is in (ScoreMods::apply_side)
   // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
   // row0 + 8 hh, column 8 i + c2 + e.
   float o[T::kD / 2], s[T::kBc / 2], m[2], l[2], alpha[2];
@@ -217,6 +224,10 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     wgmma_commit();
     fence_regs(o);
   };
+  auto to_side = [&](int to) {  // kSide: m from side's form to to's (l and O stay)
+    if (to != side) mods.template shift_side<1>(reinterpret_cast<float(&)[1][2]>(m), side, to, 16 * w, tc & 31);
+    side = to;
+  };
   // Mask (kMasked: the blocks that reach past Nk or, causal, past a row's
   // diagonal; kMod: outside a row's window) and online softmax on S_n in
   // place: s becomes unnormalised P_n; m, l updated, alpha the factor O still
@@ -227,8 +238,14 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     const int col0 = (nb + n) * T::kBc;
     if constexpr (kMod) {
       auto& s3 = reinterpret_cast<float(&)[1][T::kBc / 8][4]>(s);
-      if (kMasked || kCap || kALiBi)
+      if (kSide && !kMasked) {  // a column bias unless the block crosses the diagonal
+        to_side(mods.template alibi_side<T::kBc>(rowc, min(rowc + 63, p.nq - 1), col0));
+        if (side != 0) mods.template apply_side<1, T::kBc / 8, false>(s3, side, rowc, col0, tc & 31);
+        else mods.template apply<1, T::kBc / 8, false, false, true>(s3, rowc + 16 * w, col0, tc & 31);
+      } else if (kMasked || kCap || kALiBi) {
+        if (kSide) to_side(0);
         mods.template apply<1, T::kBc / 8, kMasked, kCap, kALiBi>(s3, rowc + 16 * w, col0, tc & 31);
+      }
     }
     const float scale_log2 = kMod ? mods.unit_log2 : p.scale_log2;
 #pragma unroll
@@ -314,6 +331,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     row0 = rowc + 16 * w + g8;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
+    side = 0;
 #pragma unroll
     for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
     if (kMod) mods = fa2::ScoreMods::of(p, x.h, p.nq, p.nk);
@@ -356,6 +374,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       g += n_end;
     }
 
+    if (kSide) to_side(0);  // L of the |distance| form
     __half* gO = static_cast<__half*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
     float* gL = p.lse + (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq;
 #pragma unroll
