@@ -40,7 +40,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 			}
 			b.ModsBackward = dev.RawBackwardHeadDims() // the modified backward is the three kernels' (D 256 has none)
 			b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
-			b.Forward = onlyHeadDims(b.HeadDims, b.Forward)
+			b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
 			if det {
 				b.Name += "-deterministic"
 				b.Backward = withDeterministic(b.Backward)
@@ -52,11 +52,11 @@ func TestGPUConformanceBackward(t *testing.T) {
 }
 
 // onlyHeadDims wraps a backend's forward so that it refuses the head dims
-// outside dims (those without backward kernels), as the suite then expects.
-func onlyHeadDims(dims []int, fwd func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error)) func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
+// outside dims (for the reason why), as the suite then expects.
+func onlyHeadDims(dims []int, why string, fwd func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error)) func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 	return func(q, k, v *flashattn.Tensor, o *flashattn.Options) (*flashattn.Result, error) {
 		if q != nil && !slices.Contains(dims, q.Shape.D) {
-			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: "no backward kernels (test wrapper)"}
+			return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "head dim", Value: itoa(q.Shape.D), Reason: why + " (test wrapper)"}
 		}
 		return fwd(q, k, v, o)
 	}
@@ -133,7 +133,7 @@ func TestGPUConformanceSM80(t *testing.T) {
 	}
 	b := deviceBackend(dev, "gpu-sm80")
 	b.HeadDims = dev.BackwardHeadDims() // every sm_80 head dim where its single pass fits (D 256: A100, H100/H200)
-	b.Forward = onlyHeadDims(b.HeadDims, b.Forward)
+	b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
 	for _, d := range b.HeadDims {
 		k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, false)
 		if err != nil || k.Path != 80 || k.FromPTX {

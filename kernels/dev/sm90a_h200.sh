@@ -18,6 +18,8 @@
 #   go     the Go GPU tests of GO_RUN (default: the Hopper, conformance and raw ones)
 #   bench  goflash bench --compare-torch --with-sm80 (the FA2 paper sweep beside SDPA's
 #          flash, cuDNN and efficient backends, one process) into $OUT/paper
+#   ncu    ncu --set full on the first launch of NCU_KERNEL (a regex; default the D64
+#          causal Hopper kernel) under goflash bench NCU_ARGS, into $OUT/ncu.{ncu-rep,txt}
 #   mods   goflash bench at N 8192 with each score modifier (the modified forward's line
 #          beside the plain one in each run: issue 14's 10% bar), into $OUT/mods.txt
 # Logs in $OUT.
@@ -48,7 +50,7 @@ if has san; then
   done
 fi
 if has go; then
-  (cd flashattn && timeout "${GO_TIMEOUT:-300}" $X/flashattn.test -test.run "${GO_RUN:-Hopper|TestGPUConformance|TestGPURaw}" \
+  (cd flashattn && timeout "${GO_TIMEOUT:-450}" $X/flashattn.test -test.run "${GO_RUN:-Hopper|TestGPUConformance|TestGPURaw}" \
     -test.v -test.count=1 >"$OUT/gotest.log" 2>&1; echo "go test rc=$?")
   grep -cE "^--- PASS" "$OUT/gotest.log"; grep -E "^(--- FAIL|FAIL|ok|PASS|panic)|^    --- FAIL" "$OUT/gotest.log" | head -30
 fi
@@ -60,6 +62,13 @@ if has mods; then
   for m in "--softcap 30" "--alibi" "--softcap 30 --alibi" "--window 2048,-1" "--window 1024,0"; do
     echo "== $m"
     # shellcheck disable=SC2086 # $m is several flags
-    timeout 60 $X/goflash bench --seqlens 8192 --headdims 64,128 --causal false,true $m 2>&1 | grep -vi warn
+    timeout 60 $X/goflash bench --seqlens 8192 --headdims 64,128 $m 2>&1 | grep -vi warn
   done >"$OUT/mods.txt"; echo "mods rc=$?"; cat "$OUT/mods.txt"
+fi
+if has ncu; then
+  # shellcheck disable=SC2086 # NCU_ARGS is several flags
+  timeout 200 ncu --set full -k "regex:${NCU_KERNEL:-fa2_fwd_sm90a_d64_causal}" -c 1 -f -o "$OUT/ncu" \
+    $X/goflash bench ${NCU_ARGS:---seqlens 2048 --headdims 64 --causal true} >"$OUT/ncu.log" 2>&1; echo "ncu rc=$?"
+  ncu --import "$OUT/ncu.ncu-rep" --page details >"$OUT/ncu.txt" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|Stall|No Eligible|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -30
 fi
