@@ -191,7 +191,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // recompute rather than spill across the tile loop.)
   const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
   const unsigned char* q = sQ + c * T::kQTile;
-  int g = 0, qi = 0;   // K/V blocks and Q tiles consumed so far (their stages and phases)
+  int g = 0;           // K/V blocks consumed so far (their stages and phases)
+  bool qphase = false;  // the phase of the next Q tile (a predicate, not a register to spill)
   int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
   int nb = 0;              // the tile's first key block: step n of the tile is key block nb + n
   fa2::ScoreMods mods{};   // kMod: the head's window, softcap and ALiBi (scores in mods.unit)
@@ -335,7 +336,22 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
     for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
     if (kMod) mods = fa2::ScoreMods::of(p, x.h, p.nq, p.nk);
+    // Causal: the steps up to this consumer's last row's diagonal (its rows
+    // see no key past it; at D64's Br 192 over Bc 128 one or two of the three
+    // consumers end a block before the tile does). The blocks after are
+    // released unread, each once its copy has landed: an "empty" arrival
+    // before that could count toward the stage's previous use.
+    int n_own = n_end;
+    if (kCausal) {
+      const int last = rowc < p.nq ? min(rowc + 63, p.nq - 1) + shift : -1;  // the last key its rows see
+      n_own = last < 0 ? 0 : min(n_end, last / T::kBc + 1 - nb);
+    }
     if (n_end > 0) {
+      mbar_wait(fullQ, qphase);
+      qphase = !qphase;
+      if (n_own == 0) mbar_arrive(emptyQ);
+    }
+    if (n_own > 0) {
       // Steps [n_full, n_mask) need no mask for any of this consumer's rows:
       // whole blocks of keys, all at or left of its first row's diagonal (and
       // kMod: within every row's window).
@@ -349,28 +365,45 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       n_full -= nb, n_mask -= nb;
       using Masked = std::true_type;
       using Unmasked = std::false_type;
-      mbar_wait(fullQ, qi & 1);
-      ++qi;
       mbar_wait(fullK + g % T::kStages, (g / T::kStages) & 1);
       s_gemm(0);
       wgmma_wait<0>();
       fence_regs(s);
       mbar_arrive(emptyK + g % T::kStages);
-      if (n_end == 1) mbar_arrive(emptyQ);
+      if (n_own == 1) mbar_arrive(emptyQ);
       if (n_full <= 0 && 0 < n_mask) softmax(0, Unmasked{});
       else softmax(0, Masked{});
       pack_p();
       int n = 1;
-      for (; n < min(n_full, n_end); ++n) step(n, n_end, Masked{});
-      for (; n < min(n_mask, n_end); ++n) step(n, n_end, Unmasked{});
-      for (; n < n_end; ++n) step(n, n_end, Masked{});
-      const int nl = n_end - 1, gl = g + nl;
+      for (; n < min(n_full, n_own); ++n) step(n, n_own, Masked{});
+      for (; n < min(n_mask, n_own); ++n) step(n, n_own, Unmasked{});
+      for (; n < n_own; ++n) step(n, n_own, Masked{});
+      const int nl = n_own - 1, gl = g + nl;
       rescale();
       mbar_wait(fullV + gl % T::kStages, (gl / T::kStages) & 1);
       pv_gemm(nl);
       wgmma_wait<0>();
       fence_regs(o);
       mbar_arrive(emptyV + gl % T::kStages);
+    }
+    if (kCausal) {
+      // The tile's end again from this consumer's first row, behind an
+      // opaque copy so that ptxas cannot keep it live across the steps (D64
+      // spilled 8 B with n_end kept).
+      int m0 = rowc - 64 * c;
+      asm volatile("" : "+r"(m0));
+      const int last = m0 + T::kBr - 1 + shift;
+      const int e = last < 0 ? 0 : min((p.nk + T::kBc - 1) / T::kBc, last / T::kBc + 1);
+      for (int n = n_own; n < e; ++n) {
+        const int gn = g + n, st = gn % T::kStages;
+        const uint32_t ph = (gn / T::kStages) & 1;
+        mbar_wait(fullK + st, ph);
+        mbar_arrive(emptyK + st);
+        mbar_wait(fullV + st, ph);
+        mbar_arrive(emptyV + st);
+      }
+      g += e;
+    } else {
       g += n_end;
     }
 
