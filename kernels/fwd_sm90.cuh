@@ -191,8 +191,13 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // recompute rather than spill across the tile loop.)
   const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
   const unsigned char* q = sQ + c * T::kQTile;
-  int g = 0;           // K/V blocks consumed so far (their stages and phases)
-  bool qphase = false;  // the phase of the next Q tile (a predicate, not a register to spill)
+  // K/V blocks consumed so far (their stages and phases) in the low bits; the
+  // phase of the next Q tile in bit kQPhase, which no stage index or phase
+  // reads as long as kStages is a power of two (one register fewer: D64
+  // causal spilled the Q tile count).
+  constexpr int kQPhase = 30;
+  static_assert((T::kStages & (T::kStages - 1)) == 0, "the Q phase bit needs kStages a power of two");
+  int g = 0;
   int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
   int nb = 0;              // the tile's first key block: step n of the tile is key block nb + n
   fa2::ScoreMods mods{};   // kMod: the head's window, softcap and ALiBi (scores in mods.unit)
@@ -347,8 +352,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       n_own = last < 0 ? 0 : min(n_end, last / T::kBc + 1 - nb);
     }
     if (n_end > 0) {
-      mbar_wait(fullQ, qphase);
-      qphase = !qphase;
+      mbar_wait(fullQ, (g >> kQPhase) & 1);
+      g ^= 1 << kQPhase;
       if (n_own == 0) mbar_arrive(emptyQ);
     }
     if (n_own > 0) {

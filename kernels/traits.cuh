@@ -538,13 +538,15 @@ struct Tile90 {
 // (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], no causal
 // twin) on (mod_br, Bc). fp16 and dense only: varlen and bf16 calls run the
 // sm_80 path, as do causal calls of at most sm80_causal_max_nk keys.
-// H200 numbers: kernels/dev/RESULTS.md (Hopper); the D64 threshold from the
-// session-12 sweep: causal N 512 / 1024 149 / 207 TFLOP/s against the sm_80
-// kernel's 175 / 227, N 2048 297 against 265. The modified D64 kernels take
+// H200 numbers: kernels/dev/RESULTS.md (Hopper). No threshold now: session
+// 12's D64 kernel (one CTA per tile) lost to the sm_80 one at causal N 512 /
+// 1024 (149 / 207 TFLOP/s against 175 / 227); persistent, with each consumer
+// stopping at its own rows' last key block, it measured 194 / 254 against
+// 174 / 222 (session 14, call 6). The modified D64 kernels take
 // two consumers of 240 registers: under three of 160 the window bounds, the
 // ALiBi distances and the softcap spilled 240-344 bytes (nvcc 12.4).
 #define FA2_SM90A_TILES(X)                                                                          \
-  X(64, 192, 128, 2, 1024, 128) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem */     \
+  X(64, 192, 128, 2, 0, 128)    /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem */     \
   X(128, 128, 128, 2, 0, 128)   /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.

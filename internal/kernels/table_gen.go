@@ -315,7 +315,7 @@ var variants = []Variant{
 // sm90aVariants are the Hopper forward's (fa2_sm90a.cubin), for sm_90 devices.
 var sm90aVariants = []Variant{
 	{Pass: Fwd, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91728, Persistent: true},
-	{Pass: Fwd, Arch: 90, HeadDim: 64, Causal: true, Symbol: "fa2_fwd_sm90a_d64_causal", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91728, SM80CausalMaxNk: 1024, Persistent: true},
+	{Pass: Fwd, Arch: 90, HeadDim: 64, Causal: true, Symbol: "fa2_fwd_sm90a_d64_causal", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91728, Persistent: true},
 	{Pass: FwdMod, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod", Br: 128, Bc: 128, Warps: 12, SmemBytes: 83024, Persistent: true},
 	{Pass: FwdModCap, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod_cap", Br: 128, Bc: 128, Warps: 12, SmemBytes: 83024, Persistent: true},
 	{Pass: FwdModALiBi, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod_alibi", Br: 128, Bc: 128, Warps: 12, SmemBytes: 83024, Persistent: true},
