@@ -93,9 +93,8 @@ func TestGPUHopperForward(t *testing.T) {
 			t.Errorf("%s: ran %+v, want path %d", name, r.Kernel, want)
 		}
 	}
-	// Beyond the suite's sizes (whose causal D64 calls are short enough for
-	// the sm_80 kernel): odd lengths, Nq < Nk above every SM80CausalMaxNk,
-	// GQA 4, each head dim and mask.
+	// Beyond the suite's sizes: odd lengths, Nq < Nk above every
+	// SM80CausalMaxNk, GQA 4, each head dim and mask.
 	b := deviceBackend(dev, "gpu-sm90a")
 	b.Backward = nil
 	for _, d := range hd {
