@@ -392,9 +392,9 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       mbar_arrive(emptyV + gl % T::kStages);
     }
     if (kCausal) {
-      // The tile's end again from this consumer's first row, behind an
-      // opaque copy so that ptxas cannot keep it live across the steps (D64
-      // spilled 8 B with n_end kept).
+      // The tile's end again (TileOrder::at's causal n_end) from this
+      // consumer's first row, behind an opaque copy so that ptxas cannot
+      // keep it live across the steps (D64 spilled 8 B with n_end kept).
       int m0 = rowc - 64 * c;
       asm volatile("" : "+r"(m0));
       const int last = m0 + T::kBr - 1 + shift;
