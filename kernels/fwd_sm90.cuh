@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "mask.cuh"
+#include "mma.cuh"
 #include "params.cuh"
 #include "tma.cuh"
 #include "traits.cuh"
@@ -121,6 +122,13 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // GEMMs are twice as long to hide the |distance| form's two ops under,
   // and its third score body spilled 4 B (nvcc 12.4).
   constexpr bool kSide = kALiBi && !kCap && T::kD <= 64;
+  // exp2 as one MUFU op (ex2.approx.ftz, mma.cuh's exp2_approx; P's values
+  // under 2^-126 flush to 0, far below fp16's smallest), not exp2f, whose
+  // denormal fix-up (FSETP, two FMULs) was 3 of the ~8 instructions per
+  // score. Except in the D128 softcap + ALiBi kernel: there the shorter code
+  // spilled 40 B (nvcc 12.4).
+  constexpr bool kEx2Ftz = !(kCap && kALiBi && T::kD >= 128);
+  auto ex2 = [](float x) { return kEx2Ftz ? fa2::exp2_approx(x) : exp2f(x); };
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
   constexpr int kKVBlock = T::kBc * 128;  // bytes of one 64-column block of K_n or V_n
   const FwdParams& p = a.p;
@@ -274,7 +282,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       // A row with no key seen yet keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
       const float ms = mx == -INFINITY ? 0.f : mx * scale_log2;
-      alpha[hh] = exp2f(m[hh] * scale_log2 - ms);
+      alpha[hh] = ex2(m[hh] * scale_log2 - ms);
       m[hh] = mx;
       float rs = 0.f;
 #pragma unroll
@@ -282,7 +290,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * i + 2 * hh + e];
-          x = exp2f(x * scale_log2 - ms);
+          x = ex2(x * scale_log2 - ms);
           rs += x;
         }
       l[hh] = l[hh] * alpha[hh] + rs;  // this thread's columns; the quad's sum at the end
