@@ -106,6 +106,10 @@ func TestGPUHopperForward(t *testing.T) {
 		c := attntest.Case{Name: fmt.Sprintf("mods-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d,
 			Window: &flashattn.Window{Left: 300, Right: 40}, Softcap: 20, ALiBi: true, Seed: 8}
 		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+		// ALiBi alone: its column-bias form on the clean blocks either side
+		// of each consumer's diagonal.
+		c = attntest.Case{Name: fmt.Sprintf("alibi-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Seed: 9}
+		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
 	}
 	run("fp16", dev.Upload, nil, 90)
 	run("fp16 causal", dev.Upload, &flashattn.Options{Causal: true}, 90)
