@@ -316,9 +316,9 @@ func (d *Device) HeadDims() []int {
 }
 
 // PackedModHeadDims lists the head dims at which varlen calls of element
-// type dt with a window, softcap or ALiBi run here: where the path's
-// modified forward takes packed sequences (KernelInfo.Packed) or, fp16, the
-// Turing path's does (their backward: RawBackwardHeadDims).
+// type dt with a window, softcap or ALiBi run here: those of the path's
+// modified forwards, which all take packed sequences (their backward:
+// RawBackwardHeadDims).
 func (d *Device) PackedModHeadDims(dt DType) []int {
 	if d == nil {
 		return nil
@@ -330,9 +330,7 @@ func (d *Device) PackedModHeadDims(dt DType) []int {
 		return nil
 	}
 	for _, hd := range kernels.HeadDims(d.path) {
-		v, ok := d.lookup(kernels.FwdMod, dt == BF16, hd, false)
-		t, tok := kernels.LookupFit(kernels.FwdMod, false, 75, hd, false, d.smemOptin)
-		if ok && v.Packed || dt == FP16 && tok && t.Packed {
+		if _, ok := d.lookup(kernels.FwdMod, dt == BF16, hd, false); ok {
 			dims = append(dims, hd)
 		}
 	}

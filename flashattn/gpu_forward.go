@@ -239,7 +239,8 @@ func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKerne
 // window, softcap or ALiBi the modified one with exactly p's softcap and
 // ALiBi compiled in (kernels.ModPass; the window, and causal as its right
 // edge 0, are parameters), for packed sequences the FwdVarlen one (with
-// modifiers the modified one, which takes them at run time); d.mu is held.
+// modifiers the modified one, which takes the cumulative lengths at run
+// time); d.mu is held.
 func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 	pass, causal := kernels.Fwd, p.Causal
 	if p.varlen != nil {
@@ -268,27 +269,7 @@ func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.varlen != nil && pass.IsMod() && !kern.v.Packed {
-		if kern, err = d.packedModKernel(pass, p, dt); err != nil {
-			return nil, err
-		}
-	}
 	return kern, d.checkProblem(p)
-}
-
-// packedModKernel is the modified forward for packed sequences where the
-// path's own kernel has no registers for their lengths (kernels.Variant
-// Packed; sm_80 rows above D 64): the Turing-path kernel of the head dim,
-// whose smaller tile has them, compiled for every arch of the fatbin (fp16
-// only: Turing has no bf16 tensor cores); d.mu is held.
-func (d *Device) packedModKernel(pass kernels.Pass, p problem, dt DType) (*loadedKernel, error) {
-	f, val := p.modFeature()
-	v, ok := kernels.LookupFit(pass, false, 75, p.D, false, d.smemOptin)
-	if dt == BF16 || !ok || !v.Packed {
-		return nil, &UnsupportedError{Backend: GPU, Feature: varlenEntry, Value: fmt.Sprintf("%s %s, %s, D %d", f, val, dt, p.D),
-			Reason: "no modified kernel of this head dim and dtype takes packed sequences (fp16 runs the Turing-path kernel)"}
-	}
-	return d.load(v)
 }
 
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }

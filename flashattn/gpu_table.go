@@ -91,11 +91,6 @@ type KernelInfo struct {
 	// Large: the kernel needs more than 99 KiB of shared memory per CTA and
 	// runs only on devices whose opt-in limit fits it (BackwardKernelTable).
 	Large bool `json:"large,omitempty"`
-	// Packed: a modified forward ("fwd_mod*") that also runs packed
-	// sequences (ForwardVarlen with a window, softcap or ALiBi). Where the
-	// path's kernel of a head dim is not Packed, fp16 calls run the Turing
-	// path's one (compiled for every arch) and bf16 calls are refused.
-	Packed bool `json:"packed,omitempty"`
 	// SM80CausalMaxNk (a causal Hopper kernel, Path 90): calls of at most
 	// this many keys run the sm_80 kernel instead, which is faster there.
 	SM80CausalMaxNk int `json:"sm80_causal_max_nk,omitempty"`
@@ -108,7 +103,7 @@ type KernelInfo struct {
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
 		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large,
-		Packed: v.Packed, SM80CausalMaxNk: v.SM80CausalMaxNk, Persistent: v.Persistent}
+		SM80CausalMaxNk: v.SM80CausalMaxNk, Persistent: v.Persistent}
 }
 
 func dtypeOf(v kernels.Variant) DType {

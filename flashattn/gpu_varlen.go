@@ -218,8 +218,9 @@ type VarlenBenchResult struct {
 // BenchVarlen times the varlen forward on sequences of lengths lens (each
 // its own Nq = Nk) with hq, hkv heads of head dim dh, and the padded forward
 // of the same batch, on random fp16 data: warmup untimed calls, then reps
-// calls each timed with CUDA events, as BenchForward. Only o.Causal and
-// o.Scale are used. All device memory is freed on return.
+// calls each timed with CUDA events, as BenchForward. o (its mask, scale
+// and score modifiers) applies to both calls. All device memory is freed
+// on return.
 func (d *Device) BenchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, reps int) (VarlenBenchResult, error) {
 	return d.benchVarlen(lens, hq, hkv, dh, o, warmup, reps, false)
 }

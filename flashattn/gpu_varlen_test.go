@@ -17,9 +17,9 @@ import (
 // keys without queries, Nq != Nk, causal, GQA, odd lengths). Outputs and
 // gradients are NaN-poisoned before the launches, so attntest reports any
 // element left unwritten. The cases with score modifiers run the modified
-// kernels on the packed sequences (forward: the path's kernel where it is
-// Packed, else the Turing path's; backward: the varlen pre, then the
-// modified pair), and are refused at head dims with neither.
+// kernels on the packed sequences (forward: the path's own kernel at every
+// head dim, sm_80+ at D 96-256 too; backward: the varlen pre, then the
+// modified pair, refused at D 256, which has no three-kernel backward).
 func TestGPUVarlenConformance(t *testing.T) {
 	dev := openGPU(t)
 	for _, path := range []int{0, 75} {
@@ -27,12 +27,19 @@ func TestGPUVarlenConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run("path"+itoa(path), func(t *testing.T) {
+			if got, want := dev.PackedModHeadDims(flashattn.FP16), dev.HeadDims(); !slices.Equal(got, want) {
+				t.Errorf("PackedModHeadDims(FP16) = %v, want every head dim of the path, %v", got, want)
+			}
+			sm := "_sm80_"
+			if path == 75 || dev.Info().Arch() < 80 {
+				sm = "_sm75_"
+			}
 			b := attntest.Backend{Name: "gpu-varlen-path" + itoa(path), Precision: attntest.FP16, Plain: true, HeadDims: dev.HeadDims(),
 				ModsVarlen: dev.PackedModHeadDims(flashattn.FP16), ModsBackward: dev.RawBackwardHeadDims(),
 				ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
 					res, err := dev.ForwardVarlenHost(q, k, v, vl, o)
-					if want := varlenForwardSuffix(o); err == nil && !strings.Contains(res.Reason, want) {
-						t.Errorf("ran %s, want one %s kernel", res.Reason, want)
+					if want := varlenForwardSuffix(o); err == nil && (!strings.Contains(res.Reason, want) || !strings.Contains(res.Reason, sm)) {
+						t.Errorf("ran %s, want one %s%s kernel", res.Reason, sm, want)
 					}
 					return res, err
 				},
@@ -113,6 +120,9 @@ func TestGPUVarlenBF16(t *testing.T) {
 	dev := openGPU(t)
 	if dev.Info().Arch() < 80 {
 		t.Skip("bf16 needs sm_80")
+	}
+	if got, want := dev.PackedModHeadDims(flashattn.BF16), dev.HeadDims(); !slices.Equal(got, want) {
+		t.Errorf("PackedModHeadDims(BF16) = %v, want every head dim of the path, %v", got, want)
 	}
 	b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
 		ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), ModsBackward: dev.RawBackwardHeadDims(),
@@ -244,9 +254,18 @@ func TestGPUVarlenErrors(t *testing.T) {
 		if _, err := dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, nil); !errors.As(err, &ue) || ue.Feature != "head dim" {
 			t.Errorf("D256 varlen backward: %v, want *UnsupportedError for the head dim", err)
 		}
-		// Neither D256 modified forward takes packed sequences (and Turing has no D256 row).
-		if _, err := dev.ForwardVarlenHost(q, k, v, vl, &flashattn.Options{Softcap: 3}); !errors.As(err, &ue) || ue.Feature != "varlen" {
-			t.Errorf("D256 varlen forward with a softcap: %v, want *UnsupportedError for varlen", err)
+		// The D256 modified forward takes packed sequences too (the suite
+		// checks its values); the modified backward has no D256 row.
+		o := &flashattn.Options{Softcap: 3}
+		mres, err := dev.ForwardVarlenHost(q, k, v, vl, o)
+		if err != nil {
+			t.Fatalf("D256 varlen forward with a softcap: %v", err)
+		}
+		if !strings.Contains(mres.Reason, "_d256_mod_cap") {
+			t.Errorf("D256 varlen forward with a softcap ran %s, want the d256 _mod_cap kernel", mres.Reason)
+		}
+		if _, err := dev.BackwardVarlenHost(q, k, v, mres.Out, dO, mres.LSE, vl, o); !errors.As(err, &ue) {
+			t.Errorf("D256 varlen backward with a softcap: %v, want *UnsupportedError", err)
 		}
 	}
 }

@@ -28,8 +28,7 @@
 // cumulative lengths, and the CTAs past its last row block (the grid covers
 // the longest sequence) exit at once. Offsets only, folded the same way. The
 // kMod kernels do the same at run time when the parameters carry the
-// cumulative lengths (varlen.cuh's varlen_call), on the tiles with registers
-// for it (traits.cuh's kModPacked).
+// cumulative lengths (varlen.cuh's varlen_call), every tile.
 //
 // E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 on the
 // sm_80 path (bf16 mma). Only the mma and the fp32 -> 16-bit packing (P, O)
@@ -76,7 +75,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   const int wrow = warp * 16 * MT;    // the warp's first row in the CTA
   // The sequence's lengths are read where the plain kernel reads p.nq, p.nk,
   // so that its code stays the same.
-  const bool vl = varlen_call<kVarlen, kMod != 0 && T::kModPacked>(p);
+  const bool vl = varlen_call<kVarlen, kMod != 0>(p);
   const Seq sq = vl ? seq_of(p, b) : Seq{};
   auto nq = [&] { return vl ? sq.nq : p.nq; };
   auto nk = [&] { return vl ? sq.nk : p.nk; };
@@ -121,19 +120,31 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   sm.init();
   uint32_t qf[T::kQRegs ? MT : 1][T::kQRegs ? KD : 1][4];
 
-  // Packed sequences in a kMod kernel on the sm_80 path: inside the loop the
-  // sequence's lengths are read from shared memory where they are used,
-  // rather than kept live in registers (kept there, the D64 kernels spilled
-  // 4-16 B on sm_86 and sm_90); the dense call's are constants. Not on
-  // Turing, whose D128 tile takes all 64 KiB (and whose registers have room).
-  constexpr bool kLenSmem = kMod && A == 80;
-  __shared__ int s_len[2];
-  if (kLenSmem && vl) {
-    if (tid == 0) s_len[0] = nq(), s_len[1] = nk();
+  // The modified kernels on the sm_80 path keep the call's K, V, O and L
+  // row pointers and Nq, Nk (a packed sequence's: varlen_call) in shared
+  // memory and read them where they are used (each block's copies, the
+  // epilogue): held in registers across the loop, a packed sequence's spilled
+  // 4-28 B at 255 registers (nvcc 11.8, D64-256), where the dense call's are
+  // the parameters'. Not on Turing, whose D128 tile takes all 64 KiB (and
+  // whose registers have room).
+  constexpr bool kSeqSmem = kMod && A == 80;
+  __shared__ uint64_t s_ptr[4];  // K, V, O, L
+  __shared__ int s_len[2];       // Nq, Nk
+  if (kSeqSmem) {
+    if (tid == 0) {
+      s_ptr[0] = reinterpret_cast<uint64_t>(gK), s_ptr[1] = reinterpret_cast<uint64_t>(gV);
+      s_ptr[2] = reinterpret_cast<uint64_t>(gO), s_ptr[3] = reinterpret_cast<uint64_t>(gL);
+      s_len[0] = nq(), s_len[1] = nk();
+    }
     __syncthreads();
   }
-  auto loop_nq = [&] { return kLenSmem && vl ? static_cast<volatile int*>(s_len)[0] : nq(); };
-  auto loop_nk = [&] { return kLenSmem && vl ? static_cast<volatile int*>(s_len)[1] : nk(); };
+  auto ptr = [&](int i) { return static_cast<volatile uint64_t*>(s_ptr)[i]; };
+  auto loop_nq = [&] { return kSeqSmem ? static_cast<volatile int*>(s_len)[0] : nq(); };
+  auto loop_nk = [&] { return kSeqSmem ? static_cast<volatile int*>(s_len)[1] : nk(); };
+  auto loop_rows_q = [&] { return kSeqSmem ? min(Br, loop_nq() - m0) : rows_q; };
+  // K_n's and V_n's first rows.
+  auto k_blk = [&](int n) { return (kSeqSmem ? reinterpret_cast<const __half*>(ptr(0)) : gK) + n * Bc * p.k_row_stride; };
+  auto v_blk = [&](int n) { return (kSeqSmem ? reinterpret_cast<const __half*>(ptr(1)) : gV) + n * Bc * p.v_row_stride; };
   auto kv_rows = [&](int n) { return loop_nk() - n * Bc; };
   const ScoreMods mods0 = kMod ? ScoreMods::of(p, h, p.nq, p.nk) : ScoreMods{};  // packed: apply_mods sets the lengths
   constexpr bool kCap = kMod & kModCap, kALiBi = kMod & kModALiBi;
@@ -152,7 +163,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       if (kSide) to_side(0);
       mods.template apply<MT, NS, true, kCap, kALiBi>(s, m0 + wrow, col0, lane);
     } else if (kSide) {  // inside the window: a column bias unless the block crosses the diagonal
-      to_side(mods.template alibi_side<Bs>(m0, m0 + rows_q - 1, col0));
+      to_side(mods.template alibi_side<Bs>(m0, m0 + loop_rows_q() - 1, col0));
       if (side != 0) mods.template apply_side<MT, NS, kCap>(s, side, m0, col0, lane);
       else mods.template apply<MT, NS, false, kCap, true>(s, m0 + wrow, col0, lane);
     } else if (kCap || kALiBi) {  // inside the window: the plain kernel's code with them
@@ -168,9 +179,9 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 
   if constexpr (A == 80) {
     cp_tile<Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);
-    cp_tile<Bc, D, NT>(sK, kMod ? gK + n_begin * Bc * p.k_row_stride : gK, p.k_row_stride, kv_rows(n_begin), tid);
+    cp_tile<Bc, D, NT>(sK, kMod ? k_blk(n_begin) : gK, p.k_row_stride, kv_rows(n_begin), tid);
     if constexpr (T::kStages == 2)
-      cp_tile<Bc, D, NT>(sV, kMod ? gV + n_begin * Bc * p.v_row_stride : gV, p.v_row_stride, kv_rows(n_begin), tid);
+      cp_tile<Bc, D, NT>(sV, kMod ? v_blk(n_begin) : gV, p.v_row_stride, kv_rows(n_begin), tid);
     cp_async_commit();
     if constexpr (T::kQRegs) {
       cp_async_wait<0>();
@@ -184,12 +195,12 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       __syncthreads();  // K_n (and V_n) landed; every warp is done with step n-1's buffers
       if constexpr (T::kStages == 2) {
         if (n + 1 < kb.n_end) {  // the next block's copy overlaps this whole step
-          cp_tile<Bc, D, NT>(sK + (buf ^ 1) * Bc * D, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
-          cp_tile<Bc, D, NT>(sV + (buf ^ 1) * Bc * D, gV + (n + 1) * Bc * p.v_row_stride, p.v_row_stride, kv_rows(n + 1), tid);
+          cp_tile<Bc, D, NT>(sK + (buf ^ 1) * Bc * D, k_blk(n + 1), p.k_row_stride, kv_rows(n + 1), tid);
+          cp_tile<Bc, D, NT>(sV + (buf ^ 1) * Bc * D, v_blk(n + 1), p.v_row_stride, kv_rows(n + 1), tid);
         }
         cp_async_commit();
       } else {
-        cp_tile<Bc, D, NT>(sV, gV + n * Bc * p.v_row_stride, p.v_row_stride, kv_rows(n), tid);
+        cp_tile<Bc, D, NT>(sV, v_blk(n), p.v_row_stride, kv_rows(n), tid);
         cp_async_commit();
       }
 #pragma unroll
@@ -202,7 +213,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
           cp_async_wait<0>();
           __syncthreads();  // V_n landed; every warp is done reading K_n
           if (n + 1 < kb.n_end)
-            cp_tile<Bc, D, NT>(sK, gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, kv_rows(n + 1), tid);
+            cp_tile<Bc, D, NT>(sK, k_blk(n + 1), p.k_row_stride, kv_rows(n + 1), tid);
           cp_async_commit();
         }
         sm.step(s, o, kMod ? mods0.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
@@ -267,10 +278,10 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int n = 0; n < NO; ++n)
         *reinterpret_cast<uint32_t*>(sQ + Swizzle<D>::offset(row, n) + 2 * t) =
             pack2<E>(o[i][n][2 * hh], o[i][n][2 * hh + 1]);
-      if (t == 0 && row < rows_q) gL[row] = lse[i][hh];
+      if (t == 0 && row < loop_rows_q()) (kSeqSmem ? reinterpret_cast<float*>(ptr(3)) : gL)[row] = lse[i][hh];
     }
   __syncthreads();
-  store_rows<Br, D, NT>(sQ, gO, p.o_row_stride, rows_q, tid);
+  store_rows<Br, D, NT>(sQ, kSeqSmem ? reinterpret_cast<__half*>(ptr(2)) : gO, p.o_row_stride, loop_rows_q(), tid);
 }
 
 // Template entry for the dev harness (tuning candidates); the shipped kernels are

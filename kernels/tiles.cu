@@ -12,13 +12,12 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
-                   int rung = 0, bool bf16 = false, bool large = false, bool packed = false, int sm80_max_nk = 0,
+                   int rung = 0, bool bf16 = false, bool large = false, int sm80_max_nk = 0,
                    bool persistent = false) {
   std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
               pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
-  if (packed) std::printf(", Packed: true");
   if (sm80_max_nk) std::printf(", SM80CausalMaxNk: %d", sm80_max_nk);
   if (persistent) std::printf(", Persistent: true");
   std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
@@ -27,7 +26,7 @@ static void go_row(const char* pass, int a, int d, bool causal, const char* sym,
 // Every sm_80 row also ships a bf16 kernel (fa2.cu's FA2_FWD_BF16), the same tile;
 // every row four modified forwards (FA2_FWD_MOD: passes FwdMod, FwdModCap,
 // FwdModALiBi, FwdModCapALiBi, suffixes _mod, _mod_cap, _mod_alibi,
-// _mod_cap_alibi, no causal twin; Packed where the tile's kModPacked) and a
+// _mod_cap_alibi, no causal twin; packed sequences at run time) and a
 // varlen pair (FA2_FWD_VARLEN: pass FwdVarlen, the plain symbol plus
 // _varlen), fp16 and on sm_80 bf16.
 static const char* const mod_pass[] = {"FwdMod", "FwdModCap", "FwdModALiBi", "FwdModCapALiBi"};
@@ -44,8 +43,7 @@ void fwd_row() {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s%s%s", A, D, bf16 ? "_bf16" : "", causal ? "_causal" : mod >= 0 ? mod_sfx[mod] : "",
                   varlen ? "_varlen" : "");
     if (is("go"))
-      go_row(mod >= 0 ? mod_pass[mod] : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16,
-             false, mod >= 0 && T::kModPacked);
+      go_row(mod >= 0 ? mod_pass[mod] : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
     else if (is("fwd"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, int(causal), T::kBr, T::kBc,
                   T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
@@ -151,7 +149,7 @@ void decode_row() {
 template <class T>
 void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk) {
   if (is("go"))
-    go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, false, sm80_max_nk,
+    go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, sm80_max_nk,
            T::kPersistent);
   else if (is("sm90a"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, T::kD, causal, T::kBr, T::kBc,

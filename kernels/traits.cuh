@@ -53,12 +53,6 @@ struct Tile {
   static_assert(Splits_ == 1 || Arch_ == 75 || Stages_ == 2, "sm_80 splits need the double buffer");
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
   static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
-  // The modified kernels take packed sequences (fwd.cuh, varlen_call) where
-  // the O accumulators leave registers for the sequence's lengths: at most 64
-  // per thread (every Turing row, D <= 64 on sm_80). At D96-128 on sm_80 the
-  // lengths, live across the loop, spilled 4-56 B at 255 registers (sm_90,
-  // nvcc 11.8); flashattn runs those calls on the row's Turing-path kernel.
-  static constexpr bool kModPacked = kMTiles * kD / 8 * 4 <= 64;
 
   static constexpr int kTileQ = kBr * kD;      // elements
   static constexpr int kTileKV = kBc * kD;

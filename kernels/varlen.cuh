@@ -15,8 +15,7 @@ struct Seq {
 };
 
 // Whether a call is varlen: the _varlen kernels (kVarlen) always; the
-// modified kernels (kMod: the forward's where its tile has kModPacked) when
-// the parameters carry cumulative lengths. The
+// modified kernels (kMod) when the parameters carry cumulative lengths. The
 // modifier kernels take packed sequences at run time (a few instructions at
 // entry, none per block) so that the fatbin needs no _varlen twin of each
 // modifier combination (the _mod family is already a quarter of it). For the

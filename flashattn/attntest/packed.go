@@ -47,14 +47,18 @@ func VarlenCases() []VarlenCase {
 	}
 	// The modifiers at the tiles' sizes, one per kernel form: runs of clean
 	// key blocks between the masked ones (the peeled D64 kernels), ALiBi's
-	// column-bias form (D128, ALiBi alone), all three unpeeled (D128).
+	// column-bias form (D96, D128, ALiBi alone), all three unpeeled (D128),
+	// Gemma 2's sliding window and softcap on D256's single-buffered tile.
 	lq, lk = []int{300, 0, 129, 513, 7}, []int{260, 9, 200, 513, 0}
 	cs = append(cs,
 		VarlenCase{Case{Name: "varlen-d64-window-l100-r20-softcap15", Window: &flashattn.Window{Left: 100, Right: 20}, Softcap: 15,
 			Hq: 4, Hkv: 2, D: 64, Seed: 62000}, lq, lk},
 		VarlenCase{Case{Name: "varlen-d128-alibi-causal-gqa3", Causal: true, ALiBi: true, Hq: 6, Hkv: 2, D: 128, Seed: 63000}, lq, lk},
 		VarlenCase{Case{Name: "varlen-d128-window-l200-softcap20-alibi", Window: &flashattn.Window{Left: 200, Right: -1}, Softcap: 20,
-			ALiBi: true, Hq: 2, Hkv: 2, D: 128, Seed: 64000}, lq, lk})
+			ALiBi: true, Hq: 2, Hkv: 2, D: 128, Seed: 64000}, lq, lk},
+		VarlenCase{Case{Name: "varlen-d96-alibi-gqa3", ALiBi: true, Hq: 3, Hkv: 1, D: 96, Seed: 65000}, lq, lk},
+		VarlenCase{Case{Name: "varlen-d256-causal-window-l90-softcap30", Causal: true, Window: &flashattn.Window{Left: 90, Right: -1}, Softcap: 30,
+			Hq: 4, Hkv: 2, D: 256, Seed: 66000}, lq, lk})
 	return cs
 }
 

@@ -26,7 +26,7 @@
 // unused); grid (ceil(max sequence Nq / Br), B*Hq). Sequence b is its own
 // problem on rows [CuSeqlensQ[b], CuSeqlensQ[b+1]) and keys
 // [CuSeqlensK[b], CuSeqlensK[b+1]) (causal bottom-right on its own lengths);
-// lse is (Hq, total_q). The modified kernels with Variant.Packed take the
+// lse is (Hq, total_q). The modified forwards (Pass.IsMod) take the
 // same contract when CuSeqlensQ is not 0 (the window and ALiBi's distance
 // then on each sequence's own lengths), and the dense one when it is 0.
 //
@@ -140,7 +140,7 @@ type FwdParams struct {
 	WindowLeft, WindowRight int32
 	Softcap                 float32
 
-	// Read by the FwdVarlen kernels, and by the Packed modified ones where not 0:
+	// Read by the FwdVarlen kernels, and by the modified forwards where not 0:
 	// int32 (B+1) cumulative sequence lengths of the packed q (and O) and k
 	// (and v); Nq is the packed total.
 	CuSeqlensQ, CuSeqlensK uint64
@@ -347,10 +347,6 @@ type Variant struct {
 	// whose opt-in limit fits the set (LookupFit), e.g. A100 and H100/H200,
 	// not sm_86/89.
 	Large bool
-	// Packed marks a modified forward (Pass.IsMod) that takes packed
-	// sequences at run time (the FwdVarlen contract when CuSeqlensQ is not
-	// 0; traits.cuh's kModPacked); the others read CuSeqlensQ never.
-	Packed bool
 	// SM80CausalMaxNk (a causal Hopper forward, Arch 90): calls of at most
 	// this many keys run the sm_80 kernel instead, faster there (traits.cuh's
 	// FA2_SM90A_TILES); 0: none.

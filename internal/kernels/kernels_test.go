@@ -877,37 +877,3 @@ func TestModPass(t *testing.T) {
 		t.Error("a plain pass reports IsMod")
 	}
 }
-
-// TestPacked: only modified forwards take packed sequences, the four of a
-// (path, head dim, dtype) alike (Packed is their tile's kModPacked), and
-// every Turing-path one does: flashattn runs an fp16 call whose sm_80
-// kernel does not on the Turing kernel of the head dim.
-func TestPacked(t *testing.T) {
-	type row struct {
-		arch, d int
-		bf16    bool
-	}
-	packed := map[row]int{}
-	for _, v := range variants {
-		if v.Packed && !v.Pass.IsMod() {
-			t.Errorf("%s: Packed on pass %v", v.Symbol, v.Pass)
-		}
-		if !v.Pass.IsMod() {
-			continue
-		}
-		if v.Arch == 75 && !v.Packed {
-			t.Errorf("%s: a Turing modified forward that does not take packed sequences", v.Symbol)
-		}
-		r := row{v.Arch, v.HeadDim, v.BF16}
-		if v.Packed {
-			packed[r]++
-		} else if _, ok := packed[r]; !ok {
-			packed[r] = 0
-		}
-	}
-	for r, n := range packed {
-		if n != 0 && n != 4 {
-			t.Errorf("%+v: %d of the 4 modified forwards Packed, want all or none", r, n)
-		}
-	}
-}
