@@ -527,28 +527,33 @@ struct Tile90 {
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
-// X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br) per head dim:
-// fa2_fwd_sm90a_d{D}[_causal] on the tile (Br, Bc), and the modified forward
-// (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], no causal
-// twin) on (mod_br, Bc). fp16 and dense only: varlen and bf16 calls run the
+// X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages) per
+// head dim: fa2_fwd_sm90a_d{D}[_causal] on the tile (Br, Bc), and the
+// modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}_mod[_cap][_alibi],
+// no causal twin) on (mod_br, mod_bc). fp16 and dense only: varlen and bf16 calls run the
 // sm_80 path, as do causal calls of at most sm80_causal_max_nk keys.
 // H200 numbers: kernels/dev/RESULTS.md (Hopper). No threshold now: session
 // 12's D64 kernel (one CTA per tile) lost to the sm_80 one at causal N 512 /
 // 1024 (149 / 207 TFLOP/s against 175 / 227); persistent, with each consumer
 // stopping at its own rows' last key block, it measured 194 / 254 against
-// 174 / 222 (session 14, call 6). The modified D64 kernels take
-// two consumers of 240 registers: under three of 160 the window bounds, the
-// ALiBi distances and the softcap spilled 240-344 bytes (nvcc 12.4).
-#define FA2_SM90A_TILES(X)                                                                          \
-  X(64, 192, 128, 2, 0, 128)    /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem */     \
-  X(128, 128, 128, 2, 0, 128)   /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
+// 174 / 222 (session 14, call 6). The modified D64 kernels keep the plain
+// tile's three consumers of 160 registers (latency-bound: two warps per
+// scheduler left issue slots idle, ncu) by halving Bc, which halves S and P:
+// at Bc 128 the window bounds, the ALiBi distances and the softcap spilled
+// 240-344 bytes (nvcc 12.4). Against Br 128 / Bc 128 (two consumers of 240):
+// softcap 1.12-1.21x as fast, ALiBi 1.06x (causal 0.98x), both 1.02x (causal
+// 0.98x), a 2048-key window 1.06-1.10x (H200, N 8192-16384, session 16).
+#define FA2_SM90A_TILES(X)                                                                                  \
+  X(64, 192, 128, 2, 0, 192, 64, 4)    /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem;      \
+                                          mod: O 32 + S 32 + P 16; 4 stages of 8 KiB K, V: 88 KiB */     \
+  X(128, 128, 128, 2, 0, 128, 128, 2)  /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.
 template <int D> struct Sm90Traits;
-#define FA2_SM90A_TRAITS(D, BR, BC, S, NK, MBR)   \
-  template <> struct Sm90Traits<D> {              \
-    using type = Tile90<D, BR, BC, S, NK>;        \
-    using mod = Tile90<D, MBR, BC, S, 0>;         \
+#define FA2_SM90A_TRAITS(D, BR, BC, S, NK, MBR, MBC, MS) \
+  template <> struct Sm90Traits<D> {                     \
+    using type = Tile90<D, BR, BC, S, NK>;               \
+    using mod = Tile90<D, MBR, MBC, MS, 0>;              \
   };
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS
