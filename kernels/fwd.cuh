@@ -120,31 +120,37 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
   sm.init();
   uint32_t qf[T::kQRegs ? MT : 1][T::kQRegs ? KD : 1][4];
 
-  // The modified kernels on the sm_80 path keep the call's K, V, O and L
-  // row pointers and Nq, Nk (a packed sequence's: varlen_call) in shared
-  // memory and read them where they are used (each block's copies, the
-  // epilogue): held in registers across the loop, a packed sequence's spilled
-  // 4-28 B at 255 registers (nvcc 11.8, D64-256), where the dense call's are
-  // the parameters'. Not on Turing, whose D128 tile takes all 64 KiB (and
-  // whose registers have room).
-  constexpr bool kSeqSmem = kMod && A == 80;
+  // Packed sequences in a kMod kernel on the sm_80 path: inside the loop the
+  // sequence's lengths are read from shared memory where they are used
+  // (kLenSmem; kept in registers, the D64 kernels spilled 4-16 B on sm_86 and
+  // sm_90), the dense call's are the parameters'. Where O takes more than 64
+  // registers per thread (D96-256, kPtrSmem) the K, V, O and L row pointers
+  // wait there too, for dense calls as well: held in registers across the
+  // loop, a packed sequence's spilled 4-28 B at 255 (nvcc 11.8). (At D64 that
+  // form cost the dense softcap + ALiBi kernel 11%, H200 sm_80 path.) Not on
+  // Turing, whose D128 tile takes all 64 KiB (and whose registers have room).
+  constexpr bool kLenSmem = kMod && A == 80;
+  constexpr bool kPtrSmem = kLenSmem && MT * NO * 4 > 64;
   __shared__ uint64_t s_ptr[4];  // K, V, O, L
   __shared__ int s_len[2];       // Nq, Nk
-  if (kSeqSmem) {
+  const bool len_smem = kPtrSmem || (kLenSmem && vl);
+  if (len_smem) {
     if (tid == 0) {
-      s_ptr[0] = reinterpret_cast<uint64_t>(gK), s_ptr[1] = reinterpret_cast<uint64_t>(gV);
-      s_ptr[2] = reinterpret_cast<uint64_t>(gO), s_ptr[3] = reinterpret_cast<uint64_t>(gL);
+      if (kPtrSmem) {
+        s_ptr[0] = reinterpret_cast<uint64_t>(gK), s_ptr[1] = reinterpret_cast<uint64_t>(gV);
+        s_ptr[2] = reinterpret_cast<uint64_t>(gO), s_ptr[3] = reinterpret_cast<uint64_t>(gL);
+      }
       s_len[0] = nq(), s_len[1] = nk();
     }
     __syncthreads();
   }
   auto ptr = [&](int i) { return static_cast<volatile uint64_t*>(s_ptr)[i]; };
-  auto loop_nq = [&] { return kSeqSmem ? static_cast<volatile int*>(s_len)[0] : nq(); };
-  auto loop_nk = [&] { return kSeqSmem ? static_cast<volatile int*>(s_len)[1] : nk(); };
-  auto loop_rows_q = [&] { return kSeqSmem ? min(Br, loop_nq() - m0) : rows_q; };
+  auto loop_nq = [&] { return len_smem ? static_cast<volatile int*>(s_len)[0] : nq(); };
+  auto loop_nk = [&] { return len_smem ? static_cast<volatile int*>(s_len)[1] : nk(); };
+  auto loop_rows_q = [&] { return kPtrSmem ? min(Br, loop_nq() - m0) : rows_q; };
   // K_n's and V_n's first rows.
-  auto k_blk = [&](int n) { return (kSeqSmem ? reinterpret_cast<const __half*>(ptr(0)) : gK) + n * Bc * p.k_row_stride; };
-  auto v_blk = [&](int n) { return (kSeqSmem ? reinterpret_cast<const __half*>(ptr(1)) : gV) + n * Bc * p.v_row_stride; };
+  auto k_blk = [&](int n) { return (kPtrSmem ? reinterpret_cast<const __half*>(ptr(0)) : gK) + n * Bc * p.k_row_stride; };
+  auto v_blk = [&](int n) { return (kPtrSmem ? reinterpret_cast<const __half*>(ptr(1)) : gV) + n * Bc * p.v_row_stride; };
   auto kv_rows = [&](int n) { return loop_nk() - n * Bc; };
   const ScoreMods mods0 = kMod ? ScoreMods::of(p, h, p.nq, p.nk) : ScoreMods{};  // packed: apply_mods sets the lengths
   constexpr bool kCap = kMod & kModCap, kALiBi = kMod & kModALiBi;
@@ -278,10 +284,10 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
       for (int n = 0; n < NO; ++n)
         *reinterpret_cast<uint32_t*>(sQ + Swizzle<D>::offset(row, n) + 2 * t) =
             pack2<E>(o[i][n][2 * hh], o[i][n][2 * hh + 1]);
-      if (t == 0 && row < loop_rows_q()) (kSeqSmem ? reinterpret_cast<float*>(ptr(3)) : gL)[row] = lse[i][hh];
+      if (t == 0 && row < loop_rows_q()) (kPtrSmem ? reinterpret_cast<float*>(ptr(3)) : gL)[row] = lse[i][hh];
     }
   __syncthreads();
-  store_rows<Br, D, NT>(sQ, kSeqSmem ? reinterpret_cast<__half*>(ptr(2)) : gO, p.o_row_stride, loop_rows_q(), tid);
+  store_rows<Br, D, NT>(sQ, kPtrSmem ? reinterpret_cast<__half*>(ptr(2)) : gO, p.o_row_stride, loop_rows_q(), tid);
 }
 
 // Template entry for the dev harness (tuning candidates); the shipped kernels are
