@@ -198,11 +198,9 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   const int tr = (nq() + Br - 1) / Br;
   int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr), i1 = tr;
   if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
-    const int off = nk() - nq();
-    const int lo = p.window_right < 0 ? 0 : max(0, n0 - off - p.window_right);
-    const int hi = p.window_left < 0 ? nq() - 1 : min(nq() - 1, n0 + Bc - 1 - off + p.window_left);
-    i0 = lo / Br;
-    i1 = hi < lo ? i0 : hi / Br + 1;
+    const BlockRange qr = window_query_blocks<Br, Bc>(n0, nq(), nk(), p.window_left, p.window_right);
+    i0 = qr.begin;
+    i1 = qr.end;
   }
   const int per_head = i1 - i0;
   const int steps = groups * per_head;

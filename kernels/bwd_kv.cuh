@@ -140,9 +140,18 @@ __device__ __forceinline__ void st_release(int* a, int v) {
 // - The adds come after dK (the default kernel's go between dV and dK): there
 //   the wait for the predecessor overlaps all three products; between dV and
 //   dK it measured 2-4% slower (session 8).
-template <class T, bool kCausal, bool kDQ, class E = __half, bool kDet = false>
+//
+// kMod (the fa2_bwd_dkdvq[det]_*_mod kernels, head dims whose only backward is
+// this pass: FA2_BWD_KVQ_ALONE): the window, softcap and ALiBi of bwd.cuh's
+// kMod, run-time flags read from BwdParams (causal is the window's right = 0),
+// P and dS per score by the same mod_p_ds; a key block walks the query blocks
+// whose windows show one of its keys (window_query_blocks), and with kDet the
+// additions to query block i start at the first key block i sees
+// (window_blocks), not at 0.
+template <class T, bool kCausal, bool kDQ, class E = __half, bool kDet = false, bool kMod = false>
 __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   static_assert(!kDet || kDQ, "the order concerns the dQ additions");
+  static_assert(!kMod || (kDQ && !kCausal), "the modified single pass takes causal as its window");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
   // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LookupFit),
   // and some spill there (nvcc 11.8: the ordered twins, D128's non-causal
@@ -177,8 +186,13 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   __half* gdV = static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
 
   const int tr = (p.nq + Br - 1) / Br;
-  const int i0 = min(query_begin<Br, kCausal>(n0, p.nq, p.nk), tr);
-  const int per_head = tr - i0;
+  int i0 = min(query_begin<Br, kCausal>(n0, p.nq, p.nk), tr), i1 = tr;
+  if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
+    const BlockRange qr = window_query_blocks<Br, Bc>(n0, p.nq, p.nk, p.window_left, p.window_right);
+    i0 = qr.begin;
+    i1 = qr.end;
+  }
+  const int per_head = i1 - i0;
   const int steps = groups * per_head;
   if (steps == 0) {  // no query sees these keys
     store_zero_rows<Bc, D, NT>(gdK, p.dk_row_stride, rows_k, tid);
@@ -219,20 +233,32 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     di = 0.f;
     if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
   };
-  // kDet: query block i's counter, and the value key block kb leaves in it.
+  // kDet: query block i's counter, the key blocks [first, end) that add to
+  // it (kb waits for kb - first, then leaves kb - first + 1, or 0 as the last).
   auto counter = [&](int s) { return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s); };
+  auto adders = [&](int s) {  // kMod: the window's (else [0, the last key block some row of i sees])
+    const WindowBlocks wb = window_blocks<Br, Bc>(qblock(s) * Br, p.nq, p.nk, p.window_left, p.window_right);
+    return BlockRange{wb.n_begin, wb.n_end};
+  };
   auto release = [&](int s) {
-    const int i = qblock(s);
-    const bool last = (kb + 1) * Bc >= p.nk || query_begin<Br, kCausal>((kb + 1) * Bc, p.nq, p.nk) > i;
-    st_release(counter(s), last ? 0 : kb + 1);
+    if constexpr (kMod) {
+      const BlockRange a = adders(s);
+      st_release(counter(s), kb + 1 >= a.end ? 0 : kb - a.begin + 1);
+    } else {
+      const int i = qblock(s);
+      const bool last = (kb + 1) * Bc >= p.nk || query_begin<Br, kCausal>((kb + 1) * Bc, p.nq, p.nk) > i;
+      st_release(counter(s), last ? 0 : kb + 1);
+    }
   };
   // Where thread 0 releases step s-1's adds (see above): after step s's
   // P^T/dS^T barrier; on sm_80 after its dV product, since there the former
   // spills 4-8 B at D128 (nvcc 11.8; after dV none; neither timed on an A100).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kReleaseAfterDV = true;
+  constexpr bool kReleaseAfterDV = !kMod;  // kMod: its window_blocks there spilled 20 B (D256, nvcc 11.8)
+  constexpr bool kReleaseAtTop = kMod;
 #else
   constexpr bool kReleaseAfterDV = false;
+  constexpr bool kReleaseAtTop = false;
 #endif
   auto put_stats = [&](int buf, float l, float di) {
     if (tid < Br) {
@@ -276,6 +302,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     const bool more = s + 1 < steps;
     cp_async_wait<0>();
     __syncthreads();  // step s's tiles landed; every warp is done with step s-1 (buffer buf^1, P^T, dS^T)
+    if constexpr (kDet && kReleaseAtTop)
+      if (s > 0 && tid == 0) release(s - 1);
     float l_next = INFINITY, di_next = 0.f;
     if (more) {  // the next block's copies overlap this whole step
       issue(s + 1, buf ^ 1);
@@ -290,7 +318,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       gemm_abt<A, D, T::kSMT, T::kSCols, T::kKVRegs, E>(dp, vf, la, aV, s_row, lk, db, s_col);  // dP^T = V dO^T
       if (kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk))
         apply_mask_t<T::kSMT, T::kSCols / 8>(st, n0 + s_row, m0 + s_col, lane, p.nq, p.nk);
-      if constexpr (kDQ) {
+      if constexpr (kDQ && !kMod) {  // (kMod: window_shows hides them)
         // Keys past Nk: their zero-filled K gives dQ nothing, but exp2(0 - L) may be inf.
         if (n0 + Bc > p.nk) {
 #pragma unroll
@@ -304,28 +332,48 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       }
       const float* sL = sStat + buf * 2 * Br;
       const float* sDi = sL + Br;
+      if constexpr (kMod) {
+        const ScoreMods m = ScoreMods::of(p, head_of(s), p.nq, p.nk);
+        const bool cap = p.softcap > 0.f;
 #pragma unroll
-      for (int j = 0; j < T::kSCols / 8; ++j) {
-        // Lane (g, t) holds query columns s_col+8j+2t, +1 of its key rows.
-        const float2 l2 = *reinterpret_cast<const float2*>(sL + s_col + 8 * j + 2 * t);
-        const float2 di2 = *reinterpret_cast<const float2*>(sDi + s_col + 8 * j + 2 * t);
+        for (int j = 0; j < T::kSCols / 8; ++j)
 #pragma unroll
-        for (int i = 0; i < T::kSMT; ++i)
+          for (int e = 0; e < 2; ++e) {
+            const int c = s_col + 8 * j + 2 * t + e, q = m0 + c;  // lane (g, t) holds queries s_col+8j+2t, +1
+            const float l = sL[c], di = sDi[c];
 #pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
-            const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
-            st[i][j][2 * hr] = p0;
-            st[i][j][2 * hr + 1] = p1;
-            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
-            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
+            for (int i = 0; i < T::kSMT; ++i)
+#pragma unroll
+              for (int hr = 0; hr < 2; ++hr) {
+                const int k = n0 + s_row + 16 * i + g + 8 * hr;
+                mod_p_ds(m, cap, st[i][j][2 * hr + e], float(q + m.off - k), window_shows(m, q, k), l, di, st[i][j][2 * hr + e],
+                         dp[i][j][2 * hr + e]);  // P^T, dS^T
+              }
           }
+      } else {
+#pragma unroll
+        for (int j = 0; j < T::kSCols / 8; ++j) {
+          // Lane (g, t) holds query columns s_col+8j+2t, +1 of its key rows.
+          const float2 l2 = *reinterpret_cast<const float2*>(sL + s_col + 8 * j + 2 * t);
+          const float2 di2 = *reinterpret_cast<const float2*>(sDi + s_col + 8 * j + 2 * t);
+#pragma unroll
+          for (int i = 0; i < T::kSMT; ++i)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+              const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
+              const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
+              st[i][j][2 * hr] = p0;
+              st[i][j][2 * hr + 1] = p1;
+              dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
+              dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
+            }
+        }
       }
       store_frags<Br, T::kSMT, T::kSCols / 8, E>(st, sP, s_row, s_col, lane);
       store_frags<Br, T::kSMT, T::kSCols / 8, E>(dp, sdS, s_row, s_col, lane);
     }
     __syncthreads();  // P^T and dS^T complete
-    if constexpr (kDet && !kReleaseAfterDV)
+    if constexpr (kDet && !kReleaseAfterDV && !kReleaseAtTop)
       if (s > 0 && tid == 0) release(s - 1);  // every warp's step s-1 adds were issued before this step's barriers
     // dQ_i = dS K and its atomic adds: between dV and dK (FA2's order), so the
     // adds drain under dK's mmas instead of queueing at the next barrier (H200,
@@ -366,7 +414,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       float* acc = p.dq_accum + dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0) + warp * T::kQRows * T::kQCols + lane;
       if constexpr (kDet) {  // as late as possible: the wait overlaps the mmas above
         if (lane == 0)
-          while (ld_acquire(counter(s)) != kb) {
+          while (ld_acquire(counter(s)) != (kMod ? kb - adders(s).begin : kb)) {
           }
         __syncwarp();
       }

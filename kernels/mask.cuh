@@ -263,6 +263,26 @@ __device__ __forceinline__ int query_begin(int n0, int nq, int nk) {
   return first <= 0 ? 0 : first / Br;
 }
 
+// Backward under a window (the kMod kernels): the query blocks [begin, end)
+// whose rows' windows show a key of [n0, n0+Bc): row i sees key j iff
+// i+off-left <= j <= i+off+right (WindowBlocks above), so rows
+// [n0-off-right, n0+Bc-1-off+left] ∩ [0, Nq). It is the transpose of
+// window_blocks: key block n visits query block i here iff n is in i's
+// [n_begin, n_end) there (the ordered twin's counters rely on it).
+struct BlockRange {  // blocks [begin, end)
+  int begin, end;
+};
+template <int Br, int Bc>
+__device__ __forceinline__ BlockRange window_query_blocks(int n0, int nq, int nk, int left, int right) {
+  const int off = nk - nq;
+  const int lo = right < 0 ? 0 : max(0, n0 - off - right);
+  const int hi = left < 0 ? nq - 1 : min(nq - 1, n0 + Bc - 1 - off + left);
+  BlockRange r;
+  r.begin = lo / Br;
+  r.end = hi < lo ? r.begin : hi / Br + 1;
+  return r;
+}
+
 // Whether query block [m0, m0+Br) needs the element mask against keys
 // [n0, n0+Bc): its first row has the lowest limit m0 + Nk - Nq. Queries past Nq
 // need none (their L is +inf, so P = 0), nor keys past Nk (never stored).

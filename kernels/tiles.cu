@@ -126,6 +126,28 @@ void kvq_row() {
   }
 }
 
+// A head dim whose only backward is the single pass (FA2_BWD_KVQ_ALONE): its
+// pre kernel, and on that row's non-causal tile the modified single pass and
+// its ordered twin (passes BwdDKDVQMod, BwdDKDVQDetMod; no causal twin), fp16
+// then bf16 as kvq_row.
+template <int A, int D, bool L>
+void kvq_alone_row() {
+  using T = typename BwdKVQTraits<A, D, L>::nc;
+  const char* sfx = L ? "_large" : "";
+  char sym[64];
+  for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
+    pre_row(A, D, bf16);
+    for (int det = 0; det < 2; ++det) {
+      std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s_mod", det ? "det" : "", A, D, sfx, bf16 ? "_bf16" : "");
+      if (is("go"))
+        go_row(det ? "BwdDKDVQDetMod" : "BwdDKDVQMod", A, D, false, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
+      else if (is("bwd"))
+        std::printf("| %s | %d | %d | 0 | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, T::kBr, T::kBc, T::kWarps, T::kBr,
+                    T::kKVRegs ? "yes" : "no", T::kSmemBytes);
+    }
+  }
+}
+
 // Decode (decode.cuh): Br is the packed query rows per CTA, Bc the keys per
 // block. Ships fp16 on each path and bf16 on sm_80, as the forward.
 template <int A, int D>
@@ -196,8 +218,8 @@ int main(int argc, char** argv) {
   FA2_BWD_TILES(BWD_ROW)
 #define KVQ_ROW(A, D, SIZE, ...) kvq_row<A, D, FA2_KVQ_LARGE_##SIZE, FA2_KVQ_DET_NC_##SIZE, FA2_KVQ_DET_C_##SIZE>();
   FA2_BWD_KVQ_TILES(KVQ_ROW)
-#define PRE_ALONE_ROW(A, D) for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) pre_row(A, D, bf16);
-  FA2_BWD_PRE_ALONE(PRE_ALONE_ROW)
+#define KVQ_ALONE_ROW(A, D, SIZE) kvq_alone_row<A, D, FA2_KVQ_LARGE_##SIZE>();
+  FA2_BWD_KVQ_ALONE(KVQ_ALONE_ROW)
 #define DECODE_ROW(A, D, ...) decode_row<A, D>();
   FA2_DECODE_TILES(DECODE_ROW)
   if (is("under8")) {

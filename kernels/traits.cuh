@@ -326,7 +326,7 @@ struct BwdKVQTile {
 //        (their fragments would be 128 more registers). 136.5 KiB (two Q|dO
 //        stages), 238-244 registers, no spills (nvcc 11.8, sm_80-90; resources.md),
 //        1 CTA/SM. The only D256 backward (it ships its own pre kernel,
-//        FA2_BWD_PRE_ALONE); not yet timed on a GPU.
+//        FA2_BWD_KVQ_ALONE); not yet timed on a GPU.
 //   D256 base: no row, so sm_86/89 (99 KiB) run D256's backward on the CPU.
 //        Two Q|dO stages fit nothing sane in 99 KiB: 8 warps need Bc x Br >=
 //        64 x 32 (136 KiB; 104 KiB with K, V fragments in registers, which with
@@ -343,10 +343,13 @@ struct BwdKVQTile {
   X(80, 64, large_causaldet, 128, 128, 8, 2, 4, 4, false, 1) /* 162 KiB (A100, H100/H200) */ \
   X(80, 256, large, 64, 32, 8, 4, 2, 1, false, 1)  /* 136.5 KiB (A100, H100/H200); no base row: see above */
 
-// FA2_BWD_PRE_ALONE(X): X(arch, d) for the head dims whose only backward is
-// the single pass (no FA2_BWD_TILES row, which ships pre otherwise): they ship
-// fa2_bwd_pre_sm{A}_d{D} (and _bf16) with it.
-#define FA2_BWD_PRE_ALONE(X) X(80, 256)
+// FA2_BWD_KVQ_ALONE(X): X(arch, d, size) for the head dims whose only backward
+// is the single pass (no FA2_BWD_TILES row, which ships pre and the modified
+// pair otherwise): they ship fa2_bwd_pre_sm{A}_d{D} (and _bf16) with it, and on
+// that row (size) the modified single pass and its ordered twin,
+// fa2_bwd_dkdvq[det]_sm{A}_d{D}{sfx}[_bf16]_mod (bwd_kv.cuh's kMod: window,
+// softcap and ALiBi at run time, as bwd.cuh's modified pair).
+#define FA2_BWD_KVQ_ALONE(X) X(80, 256, large)
 
 // size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB
 // and a large row must need more (else it is the base row).
