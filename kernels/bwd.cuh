@@ -105,6 +105,10 @@ __device__ __forceinline__ bool window_shows(const ScoreMods& m, int i, int j) {
 // A group of L lanes (D/8 rounded up to a power of two) reads one row in
 // 16-byte pieces and sums by xor-shuffles inside the group.
 constexpr int kPreRows = 64, kPreThreads = 128;
+// The single pass's dQ accumulator on packed sequences rounds each
+// sequence's rows up to kAccumPad (bwd_kv.cuh's dq_accum_row): a multiple of
+// every tile's Br, so pre can zero a sequence's blocks without knowing the tile.
+constexpr int kAccumPad = 128;
 
 // A pair of E as two floats (exact for both types). bf16 is the top half of a
 // float32 (and cuda_bf16.h of CUDA 11.8 has no conversion below sm_80, which
@@ -142,6 +146,15 @@ __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {
   if (!kVarlen && p.dq_accum != nullptr) {
     const int rows = (blockIdx.x + 1 == gridDim.x ? p.dq_accum_rows : min(p.dq_accum_rows, m0 + kPreRows)) - m0;
     float4* acc = reinterpret_cast<float4*>(p.dq_accum + (static_cast<int64_t>(blockIdx.y) * p.dq_accum_rows + m0) * D);
+    for (int i = tid; i < rows * (D / 4); i += kPreThreads) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // Packed sequences (before the modified single pass): sequence b's slab of
+  // head h (bwd_kv.cuh's dq_accum_row), its rows up to Nq rounded to kAccumPad,
+  // the sequence's last CTA zeroing through that end.
+  if (kVarlen && p.dq_accum != nullptr) {
+    const int pad = (nq() + kAccumPad - 1) / kAccumPad * kAccumPad;
+    const int rows = (m0 + kPreRows >= nq() ? pad : min(pad, m0 + kPreRows)) - m0;
+    float4* acc = reinterpret_cast<float4*>(p.dq_accum + (h * static_cast<int64_t>(p.dq_accum_rows) + sq.q0 + static_cast<int64_t>(b) * kAccumPad + m0) * D);
     for (int i = tid; i < rows * (D / 4); i += kPreThreads) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 #pragma unroll

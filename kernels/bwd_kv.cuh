@@ -98,6 +98,19 @@ __device__ __forceinline__ int64_t dq_accum_index(int b, int h, int hq, int nq, 
   const int tr = (nq + T::kBr - 1) / T::kBr;
   return ((static_cast<int64_t>(b) * hq + h) * tr * T::kBr + m0) * T::kD;
 }
+// The accumulator row of query block m0 of (b, h) for the kernels that take
+// packed sequences (the modified single pass, the convert kernel), rows per
+// slab from p.dq_accum_rows: dense (B, Hq, rows, D), rows = Tr*Br as above;
+// packed (vl: b a sequence, sq its place) (Hq, rows, D), rows = total_q +
+// seqs*kAccumPad, sequence b's blocks from row q0 + b*kAccumPad, so each
+// sequence's padded rows fit before the next's (no prefix sum needed) and the
+// memory follows the real tokens, not seqs x the longest.
+template <class T>
+__device__ __forceinline__ int64_t dq_accum_row(const BwdParams& p, bool vl, const Seq& sq, int b, int h, int m0) {
+  static_assert(kAccumPad % T::kBr == 0, "a sequence's padded query blocks fit its kAccumPad-rounded slab");
+  return vl ? static_cast<int64_t>(h) * p.dq_accum_rows + sq.q0 + static_cast<int64_t>(b) * kAccumPad + m0
+            : (static_cast<int64_t>(b) * p.hq + h) * p.dq_accum_rows + m0;
+}
 
 // The deterministic single pass's counters: one int per (b, h, query block),
 // after the accumulator's floats (in the same buffer, so zeroed and counted
@@ -105,6 +118,14 @@ __device__ __forceinline__ int64_t dq_accum_index(int b, int h, int hq, int nq, 
 template <class T>
 __device__ __forceinline__ int* dq_count_base(const BwdParams& p) {
   return reinterpret_cast<int*>(p.dq_accum + dq_accum_index<T>(p.b, 0, p.hq, p.nq, 0));
+}
+// The counter of the block at accumulator row r (dq_accum_row): after the
+// floats, one per Br rows (blocks start at least Br rows apart; for packed
+// sequences not on multiples of Br, r / Br still differs between blocks).
+template <class T>
+__device__ __forceinline__ int* dq_counter_at(const BwdParams& p, bool vl, int64_t r) {
+  const int64_t slabs = vl ? p.hq : static_cast<int64_t>(p.b) * p.hq;
+  return reinterpret_cast<int*>(p.dq_accum + slabs * p.dq_accum_rows * T::kD) + r / T::kBr;
 }
 __device__ __forceinline__ int ld_acquire(const int* a) {
   int v;
@@ -176,27 +197,53 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   const int groups = p.hq / p.hkv;
   const int kb = gx;
   const int n0 = gx * Bc;
-  const int rows_k = min(Bc, p.nk - n0);
+  // kMod: packed sequences at run time (varlen.cuh's varlen_call; gy's b is
+  // then a sequence), not with kDet (its counters then spilled 24-40 B: the
+  // host refuses that call). The sequence's rows and lengths live in shared
+  // memory, read where used: held in registers across the loop they spilled
+  // 20-24 B (nvcc 11.8, D256, sm_80 and sm_90).
+  const bool vl = varlen_call<false, kMod && !kDet>(p);
+  __shared__ int s_seq[4];  // q0, k0, Nq, Nk
+  if (vl) {
+    if (tid == 0) {
+      const Seq sq = seq_of(p, b);
+      s_seq[0] = static_cast<int>(sq.q0), s_seq[1] = static_cast<int>(sq.k0), s_seq[2] = sq.nq, s_seq[3] = sq.nk;
+    }
+    __syncthreads();
+  }
+  auto seqv = [&](int i) { return static_cast<volatile int*>(s_seq)[i]; };
+  auto seq = [&] { return vl ? Seq{seqv(0), seqv(1), seqv(2), seqv(3)} : Seq{}; };
+  auto nq = [&] { return vl ? seqv(2) : p.nq; };
+  auto nk = [&] { return vl ? seqv(3) : p.nk; };
+  if (vl && n0 >= nk()) return;  // past this sequence's keys
+  const int rows_k = min(Bc, nk() - n0);
   // The warp's tiles in the three grids (row = key, or query for dQ; col = query or head-dim column).
   const int s_row = (warp % T::kSK) * T::kSRows, s_col = (warp / T::kSK) * T::kSCols;
   const int v_row = (warp % T::kVK) * T::kVRows, v_col = (warp / T::kVK) * T::kVCols;
   const int q_row = (warp % T::kQM) * T::kQRows, q_col = (warp / T::kQM) * T::kQCols;
 
-  __half* gdK = static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
-  __half* gdV = static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+  // dK's and dV's rows (kMod: computed where stored, not held across the loop).
+  __half* const gdK0 = kMod ? nullptr : static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
+  __half* const gdV0 = kMod ? nullptr : static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+  auto gdK = [&] {
+    return kMod ? static_cast<__half*>(p.dk) + (vl ? seq().k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride : gdK0;
+  };
+  auto gdV = [&] {
+    return kMod ? static_cast<__half*>(p.dv) + (vl ? seq().k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride : gdV0;
+  };
 
-  const int tr = (p.nq + Br - 1) / Br;
-  int i0 = min(query_begin<Br, kCausal>(n0, p.nq, p.nk), tr), i1 = tr;
+  const int tr = (nq() + Br - 1) / Br;
+  int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr), i1 = tr;
   if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
-    const BlockRange qr = window_query_blocks<Br, Bc>(n0, p.nq, p.nk, p.window_left, p.window_right);
+    const BlockRange qr = window_query_blocks<Br, Bc>(n0, nq(), nk(), p.window_left, p.window_right);
     i0 = qr.begin;
     i1 = qr.end;
   }
   const int per_head = i1 - i0;
   const int steps = groups * per_head;
   if (steps == 0) {  // no query sees these keys
-    store_zero_rows<Bc, D, NT>(gdK, p.dk_row_stride, rows_k, tid);
-    store_zero_rows<Bc, D, NT>(gdV, p.dv_row_stride, rows_k, tid);
+    store_zero_rows<Bc, D, NT>(gdK(), p.dk_row_stride, rows_k, tid);
+    store_zero_rows<Bc, D, NT>(gdV(), p.dv_row_stride, rows_k, tid);
     return;
   }
 
@@ -222,22 +269,36 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   auto row0_of = [&](int s) { return qblock(s) * Br; };
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
-    const __half* gQ = static_cast<const __half*>(p.q) + b * p.q_batch_stride + m0 * p.q_row_stride + h * p.q_head_stride;
-    const __half* gdO = static_cast<const __half*>(p.dout) + b * p.do_batch_stride + m0 * p.do_row_stride + h * p.do_head_stride;
+    const __half* gQ = static_cast<const __half*>(p.q) + (vl ? seq().q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? seq().q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
     __half* dst = sStream + buf * T::kStreamElems;
-    cp_tile<Br, D, NT>(dst, gQ, p.q_row_stride, p.nq - m0, tid);
-    cp_tile<Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, p.nq - m0, tid);
+    cp_tile<Br, D, NT>(dst, gQ, p.q_row_stride, nq() - m0, tid);
+    cp_tile<Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, nq() - m0, tid);
   };
   auto stats = [&](int s, float& l, float& di) {
     l = INFINITY;
     di = 0.f;
-    if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+    if constexpr (kMod) {
+      if (tid < Br) {
+        if (vl)
+          row_stats(p, seq(), head_of(s), row0_of(s) + tid, l, di);
+        else
+          row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+      }
+    } else {
+      if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
+    }
   };
   // kDet: query block i's counter, the key blocks [first, end) that add to
   // it (kb waits for kb - first, then leaves kb - first + 1, or 0 as the last).
-  auto counter = [&](int s) { return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s); };
+  auto counter = [&](int s) {
+    if constexpr (kMod)
+      return dq_counter_at<T>(p, vl, dq_accum_row<T>(p, vl, seq(), b, head_of(s), row0_of(s)));
+    else
+      return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s);
+  };
   auto adders = [&](int s) {  // kMod: the window's (else [0, the last key block some row of i sees])
-    const WindowBlocks wb = window_blocks<Br, Bc>(qblock(s) * Br, p.nq, p.nk, p.window_left, p.window_right);
+    const WindowBlocks wb = window_blocks<Br, Bc>(qblock(s) * Br, nq(), nk(), p.window_left, p.window_right);
     return BlockRange{wb.n_begin, wb.n_end};
   };
   auto release = [&](int s) {
@@ -277,8 +338,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   constexpr int KF = T::kKVRegs ? T::kSMT : 1, KK = T::kKVRegs ? D / 16 : 1;
   uint32_t kf[KF][KK][4], vf[KF][KK][4];
 
-  const __half* gK = static_cast<const __half*>(p.k) + b * p.k_batch_stride + n0 * p.k_row_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + b * p.v_batch_stride + n0 * p.v_row_stride + hk * p.v_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (vl ? seq().k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (vl ? seq().k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
   cp_tile<Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
   cp_tile<Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
   issue(0, 0);
@@ -333,7 +394,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       const float* sL = sStat + buf * 2 * Br;
       const float* sDi = sL + Br;
       if constexpr (kMod) {
-        const ScoreMods m = ScoreMods::of(p, head_of(s), p.nq, p.nk);
+        const ScoreMods m = ScoreMods::of(p, head_of(s), nq(), nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int j = 0; j < T::kSCols / 8; ++j)
@@ -411,7 +472,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       // (dq_accum_index): each atomic instruction of a warp adds 32 consecutive
       // floats, 4 whole 32-byte sectors, where the C layout (row g, columns 2t)
       // would touch 8 half-used ones.
-      float* acc = p.dq_accum + dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0) + warp * T::kQRows * T::kQCols + lane;
+      const int64_t blk = kMod ? dq_accum_row<T>(p, vl, seq(), b, head_of(s), m0) * D : dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0);
+      float* acc = p.dq_accum + blk + warp * T::kQRows * T::kQCols + lane;
       if constexpr (kDet) {  // as late as possible: the wait overlaps the mmas above
         if (lane == 0)
           while (ld_acquire(counter(s)) != (kMod ? kb - adders(s).begin : kb)) {
@@ -448,8 +510,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   store_frags<D, T::kVMT, T::kVCols / 8, E>(dk, sK, v_row, v_col, lane);
   store_frags<D, T::kVMT, T::kVCols / 8, E>(dv, sdV, v_row, v_col, lane);
   __syncthreads();
-  store_rows<Bc, D, NT>(sK, gdK, p.dk_row_stride, rows_k, tid);
-  store_rows<Bc, D, NT>(sdV, gdV, p.dv_row_stride, rows_k, tid);
+  store_rows<Bc, D, NT>(sK, gdK(), p.dk_row_stride, rows_k, tid);
+  store_rows<Bc, D, NT>(sdV, gdV(), p.dv_row_stride, rows_k, tid);
 }
 
 // dQ = E(dq_accum * scale) for tile T's accumulator order, kPreRows rows per
@@ -468,11 +530,16 @@ __device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
   static_assert(kPreRows * C % kPreThreads == 0, "whole passes of the CTA's threads");
   const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
   const int m0 = blockIdx.x * kPreRows;
-  const float* base = p.dq_accum + dq_accum_index<T>(b, h, p.hq, p.nq, 0);
-  __half* gdQ = static_cast<__half*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride;
+  // After the modified single pass on packed sequences (cumulative lengths
+  // set): b is a sequence, its rows start at its first query row.
+  const bool vl = p.cu_seqlens_q != nullptr;
+  const Seq sq = vl ? seq_of(p, b) : Seq{};
+  const int nq = vl ? sq.nq : p.nq;
+  const float* base = p.dq_accum + dq_accum_row<T>(p, vl, sq, b, h, 0) * D;
+  __half* gdQ = static_cast<__half*>(p.dq) + (vl ? sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + h * p.dq_head_stride;
   // Whole groups of 8 rows (the lane order's), so up to 7 padding rows (within
   // the padded block) are read; only rows < Nq are written.
-  const int items = min(kPreRows, (p.nq - m0 + 7) / 8 * 8) * C;
+  const int items = min(kPreRows, (nq - m0 + 7) / 8 * 8) * C;
   float4 lo[kIt], hi[kIt];
 #pragma unroll
   for (int it = 0; it < kIt; ++it) {
@@ -493,7 +560,7 @@ __device__ __forceinline__ void bwd_dq_convert_kernel(const BwdParams& p) {
     const int j = idx >> 3, row = m0 + ((j / C) << 3) + (idx & 7), col = (j % C) * 8;
     const uint4 o = make_uint4(pack2<E>(lo[it].x * p.scale, hi[it].x * p.scale), pack2<E>(lo[it].y * p.scale, hi[it].y * p.scale),
                                pack2<E>(lo[it].z * p.scale, hi[it].z * p.scale), pack2<E>(lo[it].w * p.scale, hi[it].w * p.scale));
-    if (row < p.nq) *reinterpret_cast<uint4*>(gdQ + row * p.dq_row_stride + col) = o;
+    if (row < nq) *reinterpret_cast<uint4*>(gdQ + row * p.dq_row_stride + col) = o;
   }
 }
 
