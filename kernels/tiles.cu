@@ -127,7 +127,7 @@ void kvq_row() {
 }
 
 // A head dim whose only backward is the single pass (FA2_BWD_KVQ_ALONE): its
-// pre kernel, and on that row's non-causal tile the modified single pass and
+// pre kernels (plain and varlen), and on that row's non-causal tile the modified single pass and
 // its ordered twin (passes BwdDKDVQMod, BwdDKDVQDetMod; no causal twin), fp16
 // then bf16 as kvq_row.
 template <int A, int D, bool L>
@@ -137,6 +137,7 @@ void kvq_alone_row() {
   char sym[64];
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
     pre_row(A, D, bf16);
+    pre_row(A, D, bf16, true);
     for (int det = 0; det < 2; ++det) {
       std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s_mod", det ? "det" : "", A, D, sfx, bf16 ? "_bf16" : "");
       if (is("go"))
@@ -233,6 +234,8 @@ int main(int argc, char** argv) {
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)
-  if (is("go")) std::printf("}\n");
+  if (is("go"))
+    std::printf("}\n\n// AccumPad is kernels/bwd.cuh's kAccumPad: on packed sequences the single\n"
+                "// pass's dQ accumulator rounds each sequence's rows up to it.\nconst AccumPad = %d\n", fa2::kAccumPad);
   return 0;
 }

@@ -345,10 +345,11 @@ struct BwdKVQTile {
 
 // FA2_BWD_KVQ_ALONE(X): X(arch, d, size) for the head dims whose only backward
 // is the single pass (no FA2_BWD_TILES row, which ships pre and the modified
-// pair otherwise): they ship fa2_bwd_pre_sm{A}_d{D} (and _bf16) with it, and on
-// that row (size) the modified single pass and its ordered twin,
+// pair otherwise): they ship fa2_bwd_pre_sm{A}_d{D}[_bf16][_varlen] with it, and
+// on that row (size) the modified single pass and its ordered twin,
 // fa2_bwd_dkdvq[det]_sm{A}_d{D}{sfx}[_bf16]_mod (bwd_kv.cuh's kMod: window,
-// softcap and ALiBi at run time, as bwd.cuh's modified pair).
+// softcap and ALiBi at run time, as bwd.cuh's modified pair; the former also
+// takes packed sequences, so it is these head dims' varlen backward).
 #define FA2_BWD_KVQ_ALONE(X) X(80, 256, large)
 
 // size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB

@@ -295,7 +295,13 @@ var variants = []Variant{
 	{Pass: BwdDKDVQDet, Arch: 80, HeadDim: 256, Causal: true, Symbol: "fa2_bwd_dkdvqdet_sm80_d256_large_bf16_causal", Br: 32, Bc: 64, Warps: 8, SmemBytes: 139776, BF16: true, Large: true},
 	{Pass: BwdDQConv, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_dqconv_sm80_d256_large_bf16", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0, BF16: true, Large: true},
 	{Pass: BwdPre, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_pre_sm80_d256", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
+	{Pass: BwdPreVarlen, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_pre_sm80_d256_varlen", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0},
+	{Pass: BwdDKDVQMod, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_dkdvq_sm80_d256_large_mod", Br: 32, Bc: 64, Warps: 8, SmemBytes: 139776, Large: true},
+	{Pass: BwdDKDVQDetMod, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_dkdvqdet_sm80_d256_large_mod", Br: 32, Bc: 64, Warps: 8, SmemBytes: 139776, Large: true},
 	{Pass: BwdPre, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_pre_sm80_d256_bf16", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0, BF16: true},
+	{Pass: BwdPreVarlen, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_pre_sm80_d256_bf16_varlen", Br: 64, Bc: 0, Warps: 4, SmemBytes: 0, BF16: true},
+	{Pass: BwdDKDVQMod, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_dkdvq_sm80_d256_large_bf16_mod", Br: 32, Bc: 64, Warps: 8, SmemBytes: 139776, BF16: true, Large: true},
+	{Pass: BwdDKDVQDetMod, Arch: 80, HeadDim: 256, Causal: false, Symbol: "fa2_bwd_dkdvqdet_sm80_d256_large_bf16_mod", Br: 32, Bc: 64, Warps: 8, SmemBytes: 139776, BF16: true, Large: true},
 	{Pass: Decode, Arch: 75, HeadDim: 32, Causal: false, Symbol: "fa2_decode_sm75_d32", Br: 16, Bc: 128, Warps: 4, SmemBytes: 16384},
 	{Pass: Decode, Arch: 75, HeadDim: 64, Causal: false, Symbol: "fa2_decode_sm75_d64", Br: 16, Bc: 128, Warps: 4, SmemBytes: 32768},
 	{Pass: Decode, Arch: 75, HeadDim: 96, Causal: false, Symbol: "fa2_decode_sm75_d96", Br: 16, Bc: 64, Warps: 4, SmemBytes: 24576},
@@ -339,3 +345,7 @@ var ladderVariants = []Variant{
 	{Pass: Fwd, Arch: 0, HeadDim: 64, Causal: false, Symbol: "fa2_ladder4_d64", Br: 64, Bc: 64, Warps: 4, SmemBytes: 0, Rung: 4},
 	{Pass: Fwd, Arch: 0, HeadDim: 64, Causal: true, Symbol: "fa2_ladder4_d64_causal", Br: 64, Bc: 64, Warps: 4, SmemBytes: 0, Rung: 4},
 }
+
+// AccumPad is kernels/bwd.cuh's kAccumPad: on packed sequences the single
+// pass's dQ accumulator rounds each sequence's rows up to it.
+const AccumPad = 128
