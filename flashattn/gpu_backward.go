@@ -115,6 +115,13 @@ var (
 	// Packed sequences with modifiers: the varlen pre, then the modified
 	// pair, which takes the cumulative lengths at run time (kernels/varlen.cuh).
 	varlenModPasses = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVMod, kernels.BwdDQMod}
+	// A head dim whose only backward is the single pass (D 256): its modified
+	// twin (atomic dQ), or with Options.Deterministic the ordered one.
+	singlePassMod    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQMod, kernels.BwdDQConv}
+	singlePassDetMod = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
+	// There, packed sequences (modifiers or not) run the modified single pass
+	// after the varlen pre.
+	singlePassModVarlen = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQMod, kernels.BwdDQConv}
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
@@ -152,16 +159,37 @@ func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt D
 // runs the single pass: it has no modifiers, and one kernel pair with
 // run-time flags is all the fatbin carries for them; causal is the window's
 // right edge, so the variant is the non-causal one), packed: after the
-// varlen pre; d.mu is held.
+// varlen pre. A head dim without that pair and the varlen three (D 256: the
+// single pass alone) runs the modified single pass instead (atomic dQ) for
+// both, packed sequences after the varlen pre; with Options.Deterministic
+// its ordered twin, which takes no packed sequences (an *UnsupportedError);
+// d.mu is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	var err error
+	_, pair := d.lookup(kernels.BwdDKDVMod, dt == BF16, p.D, false)
+	_, fusedMod := d.lookup(kernels.BwdDKDVQMod, dt == BF16, p.D, false)
 	switch {
-	case p.mods():
-		if d.rung != 0 {
-			f, v := p.modFeature()
-			return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
+	case p.mods() && d.rung != 0:
+		f, v := p.modFeature()
+		return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
+	case (p.mods() || p.varlen != nil) && !pair && fusedMod:
+		passes := singlePassMod
+		switch {
+		case p.varlen != nil && p.Deterministic:
+			return ks, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
+				Reason: fmt.Sprintf("packed sequences at head dim %d run the single pass with atomic dQ; its ordered twin takes no packed sequences", p.D)}
+		case p.varlen != nil:
+			passes = singlePassModVarlen
+		case p.Deterministic:
+			passes = singlePassDetMod
+			if v, _ := d.lookup(passes[1], dt == BF16, p.D, false); (p.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+				return ks, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
+					Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, p.Nk)}
+			}
 		}
+		ks, err = d.loadPasses(passes, p.Dims, false, dt)
+	case p.mods():
 		passes := modPasses
 		if p.varlen != nil {
 			passes = varlenModPasses
@@ -319,21 +347,28 @@ type bwdOp struct {
 	g           *DeviceGrads
 }
 
-// dqAccumLen is the 4-byte length of the dQ accumulator (and the ordered
-// twin's counters) the kernels ks need: 0 unless they are the single pass
-// (its fused kernel's tile, Large or not, sets the accumulator's query blocks).
-func dqAccumLen(ks [3]*loadedKernel, dims Dims) int {
-	if v := ks[1].v; v.Pass == kernels.BwdDKDVQ || v.Pass == kernels.BwdDKDVQDet {
-		return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq)
+// dqAccum is the 4-byte length of the dQ accumulator (and the ordered
+// twin's counters) the call's kernels need, and its rows per slab
+// (BwdParams.DQAccumRows): 0, 0 unless they are the single pass (its fused
+// kernel's tile, Large or not, sets the accumulator's query blocks; on packed
+// sequences Nq is their total).
+func (op *bwdOp) dqAccum() (length, rows int) {
+	v, dims := op.ks[1].v, op.g.Dims
+	switch {
+	case !v.Pass.Fused():
+		return 0, 0
+	case op.cu != nil:
+		return kernels.DQAccumLenPacked(v, op.seqs, dims.Nq, dims.Hq), kernels.DQAccumRowsPacked(op.seqs, dims.Nq)
 	}
-	return 0
+	return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq), kernels.DQAccumRows(v, dims.Nq)
 }
 
 // extraBytes is the device memory the call allocates beyond its operands:
 // Di, and the dQ accumulator (and counters) on the single pass, or the
 // cumulative lengths for packed sequences, and ALiBi's slopes.
 func (op *bwdOp) extraBytes() int64 {
-	n := int64(op.di.Size()) + 4*int64(dqAccumLen(op.ks, op.g.Dims))
+	acc, _ := op.dqAccum()
+	n := int64(op.di.Size()) + 4*int64(acc)
 	for _, b := range []*cuda.Buffer{op.cu, op.slopes} {
 		if b != nil {
 			n += int64(b.Size())
@@ -379,7 +414,7 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 	if op.slopes, err = d.uploadSlopes(p); err != nil {
 		return nil, errors.Join(err, op.free())
 	}
-	if n := dqAccumLen(ks, p.Dims); n > 0 {
+	if n, _ := op.dqAccum(); n > 0 {
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
 		}
@@ -422,7 +457,8 @@ func (op *bwdOp) enqueue() error {
 	p.LSE, p.Di = op.fwd.lse.Ptr(), op.di.Ptr()
 	p.DQAccum, p.DQAccumRows = 0, 0
 	if op.acc != nil {
-		p.DQAccum, p.DQAccumRows = op.acc.Ptr(), int32(kernels.DQAccumRows(op.ks[1].v, op.g.Dims.Nq))
+		_, rows := op.dqAccum()
+		p.DQAccum, p.DQAccumRows = op.acc.Ptr(), int32(rows)
 	}
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
 	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)

@@ -141,7 +141,7 @@ func TestGPUConformanceBF16Backward(t *testing.T) {
 	for _, det := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
 			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
-				ModsForward: true, HeadDims: dev.BackwardHeadDims(), ModsBackward: dev.RawBackwardHeadDims()}
+				ModsForward: true, HeadDims: dev.BackwardHeadDims(), ModsBackward: dev.ModBackwardHeadDims(flashattn.BF16)}
 			if det {
 				b.HeadDims = dev.DeterministicBackwardHeadDims()
 				b.Name += "-deterministic"

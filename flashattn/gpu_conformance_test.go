@@ -25,7 +25,8 @@ func TestGPUConformance(t *testing.T) {
 // the public API on the head dims with backward kernels, on both backward
 // paths: the default (the single pass where the device has one; D 256 only
 // where its large tile fits) and Options.Deterministic (the three-kernel
-// backward, which D 256 has none of). For the other head dims
+// backward, which D 256 has none of; with a window, softcap or ALiBi, D 256
+// runs its modified single pass or its ordered twin). For the other head dims
 // the forward is refused here (it is covered above), so the suite checks
 // that Backward refuses them with an *UnsupportedError.
 func TestGPUConformanceBackward(t *testing.T) {
@@ -38,7 +39,8 @@ func TestGPUConformanceBackward(t *testing.T) {
 			if det {
 				b.HeadDims = dev.DeterministicBackwardHeadDims()
 			}
-			b.ModsBackward = dev.RawBackwardHeadDims() // the modified backward is the three kernels' (D 256 has none)
+			b.ModsBackward = dev.ModBackwardHeadDims(flashattn.FP16) // the modified pair's, and D 256's modified single pass where it fits
+			b.VarlenBackward = dev.ModBackwardHeadDims(flashattn.FP16)
 			b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
 			b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
 			if det {
@@ -153,9 +155,10 @@ func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 		Precision: attntest.FP16,
 		Forward:   dev.ForwardHost,
 		Backward:  dev.BackwardHost,
-		// Windows, softcap and ALiBi run both ways (the backward on the three kernels' head dims), not in varlen calls.
+		// Windows, softcap and ALiBi run both ways (the backward on the modified
+		// pair's head dims, and D 256's single pass where it fits), not in varlen calls.
 		Plain:        true,
 		ModsForward:  true,
-		ModsBackward: dev.RawBackwardHeadDims(),
+		ModsBackward: dev.ModBackwardHeadDims(flashattn.FP16),
 	}
 }

@@ -337,6 +337,32 @@ func (d *Device) PackedModHeadDims(dt DType) []int {
 	return dims
 }
 
+// ModBackwardHeadDims lists the head dims at which Backward of element type
+// dt with a window, softcap or ALiBi runs here, and BackwardVarlen with or
+// without them: those of the modified three-kernel pair (RawBackwardHeadDims)
+// and, where the single pass is a head dim's only backward and fits the
+// device, its modified twin (D 256 on A100, H100/H200; on packed sequences
+// not with Options.Deterministic).
+func (d *Device) ModBackwardHeadDims(dt DType) []int {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rung != 0 {
+		return nil
+	}
+	var dims []int
+	for _, hd := range kernels.HeadDims(d.path) {
+		_, pair := d.lookup(kernels.BwdDKDVMod, dt == BF16, hd, false)
+		_, fused := d.lookup(kernels.BwdDKDVQMod, dt == BF16, hd, false)
+		if pair || fused {
+			dims = append(dims, hd)
+		}
+	}
+	return dims
+}
+
 // BackwardHeadDims lists the head dims the kernel path in use has backward
 // kernels for on this device (a subset of HeadDims): D 256 only where its
 // single pass fits the device's shared memory (A100, H100/H200; not sm_86/89

@@ -64,12 +64,19 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 // the three-kernel backward's pre (Di), dK/dV and dQ kernels with the
 // varlen flag (KernelInfo.Pass "bwd_pre_varlen", "bwd_dkdv_varlen",
 // "bwd_dq_varlen"), on both paths, so the result is bit-reproducible
-// whatever Options.Deterministic says; head dims without those kernels
-// (256) are an *UnsupportedError. The options used are Causal (bottom-right
+// whatever Options.Deterministic says. A head dim without those kernels
+// (256: the single pass alone) runs the varlen pre, the modified single pass
+// ("bwd_dkdvq_mod", which takes the packed sequences, modifiers or not; dQ
+// summed with atomics, so its last bits may differ between calls) and its
+// convert kernel, where that fits the device (Device.ModBackwardHeadDims);
+// Options.Deterministic is then an *UnsupportedError, as is the head dim
+// where it does not fit. The options used are Causal (bottom-right
 // per sequence), Scale, Window, Softcap and ALiBi (then pre's varlen kernel
 // and the modified dK/dV and dQ kernels, "bwd_dkdv_mod", "bwd_dq_mod", which
 // take the packed sequences). Beyond dQ, dK and dV the call allocates Di (Hq*total_q
-// float32) and the cumulative lengths (int32), freed on return.
+// float32) and the cumulative lengths (int32), and on the single pass its dQ
+// accumulator (Hq*(total_q + 128*Seqs)*D float32: kernels.DQAccumLenPacked),
+// freed on return.
 func (d *Device) BackwardVarlen(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, vl Varlen, o *Options) (*DeviceGrads, error) {
 	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)
 	if err != nil {

@@ -2,6 +2,8 @@ package flashattn_test
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +37,7 @@ func TestGPUVarlenConformance(t *testing.T) {
 				sm = "_sm75_"
 			}
 			b := attntest.Backend{Name: "gpu-varlen-path" + itoa(path), Precision: attntest.FP16, Plain: true, HeadDims: dev.HeadDims(),
-				ModsVarlen: dev.PackedModHeadDims(flashattn.FP16), ModsBackward: dev.RawBackwardHeadDims(),
+				ModsVarlen: dev.PackedModHeadDims(flashattn.FP16), VarlenBackward: dev.ModBackwardHeadDims(flashattn.FP16),
 				ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
 					res, err := dev.ForwardVarlenHost(q, k, v, vl, o)
 					if want := varlenForwardSuffix(o); err == nil && (!strings.Contains(res.Reason, want) || !strings.Contains(res.Reason, sm)) {
@@ -45,9 +47,8 @@ func TestGPUVarlenConformance(t *testing.T) {
 				},
 				BackwardVarlen: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
 					g, err := dev.BackwardVarlenHost(q, k, v, out, dOut, lse, vl, o)
-					if err == nil && (strings.Count(g.Reason, "_varlen") != 3-strings.Count(g.Reason, "_mod") || !strings.Contains(g.Reason, "pre") ||
-						strings.Contains(g.Reason, "_mod") != hasMods(o)) {
-						t.Errorf("ran %s, want the varlen pre and two _varlen (with modifiers: _mod) backward kernels", g.Reason)
+					if err == nil && !varlenBackwardKernels(symbolRe.FindAllString(g.Reason, -1), hasMods(o)) {
+						t.Errorf("ran %s, want the varlen pre and two _varlen (with modifiers: _mod) backward kernels, or the modified single pass", g.Reason)
 					}
 					return g, err
 				}}
@@ -125,7 +126,7 @@ func TestGPUVarlenBF16(t *testing.T) {
 		t.Errorf("PackedModHeadDims(BF16) = %v, want every head dim of the path, %v", got, want)
 	}
 	b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
-		ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), ModsBackward: dev.RawBackwardHeadDims(),
+		ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), VarlenBackward: dev.ModBackwardHeadDims(flashattn.BF16),
 		ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (res *flashattn.Result, err error) {
 			var in []*flashattn.DeviceTensor
 			defer func() {
@@ -181,10 +182,14 @@ func TestGPUVarlenBF16(t *testing.T) {
 				return nil, err
 			}
 			defer func() { err = errors.Join(err, dg.Free()) }()
-			for i, k := range dg.Kernels {
-				if want := map[bool]string{false: "_varlen", true: "_mod"}[i > 0 && hasMods(o)]; !strings.HasSuffix(k.Pass, want) || !strings.Contains(k.Symbol, "_bf16") {
+			var syms []string
+			for _, k := range dg.Kernels {
+				if syms = append(syms, k.Symbol); !strings.Contains(k.Symbol, "_bf16") {
 					return nil, errors.New("bf16 varlen backward ran " + k.Symbol)
 				}
+			}
+			if !varlenBackwardKernels(syms, hasMods(o)) {
+				return nil, fmt.Errorf("bf16 varlen backward ran %v", syms)
 			}
 			g = &flashattn.Grads{Backend: flashattn.GPU}
 			for _, x := range []struct {
@@ -200,9 +205,30 @@ func TestGPUVarlenBF16(t *testing.T) {
 	attntest.RunVarlen(t, b)
 }
 
+// symbolRe finds the kernel symbols in a Result's or Grads' Reason.
+var symbolRe = regexp.MustCompile(`fa2_\w+`)
+
+// varlenBackwardKernels says whether syms are the varlen backward's kernels:
+// the varlen pre, then dK/dV and dQ ending _varlen (with modifiers: the
+// modified pair, _mod), or at a head dim whose only backward is the single
+// pass its modified kernel (modifiers or not) and the convert kernel.
+func varlenBackwardKernels(syms []string, mods bool) bool {
+	if len(syms) != 3 || !strings.HasPrefix(syms[0], "fa2_bwd_pre_") || !strings.HasSuffix(syms[0], "_varlen") {
+		return false
+	}
+	if strings.HasPrefix(syms[1], "fa2_bwd_dkdvq_") {
+		return strings.HasSuffix(syms[1], "_mod") && strings.HasPrefix(syms[2], "fa2_bwd_dqconv_")
+	}
+	want := map[bool]string{false: "_varlen", true: "_mod"}[mods]
+	return strings.HasPrefix(syms[1], "fa2_bwd_dkdv_") && strings.HasSuffix(syms[1], want) &&
+		strings.HasPrefix(syms[2], "fa2_bwd_dq_") && strings.HasSuffix(syms[2], want)
+}
+
 // TestGPUVarlenErrors: a Varlen that does not describe the device tensors is
-// a *DataError before any launch, as on the host; score modifiers where no
-// kernel takes packed sequences (D 256) are an *UnsupportedError.
+// a *DataError before any launch, as on the host. At D 256 the varlen
+// backward is the modified single pass (atomic dQ) where it fits the device:
+// Options.Deterministic is an *UnsupportedError there (its ordered twin takes
+// no packed sequences), as is every D 256 varlen backward where it does not fit.
 func TestGPUVarlenErrors(t *testing.T) {
 	dev := openGPU(t)
 	c := attntest.VarlenCases()[0]
@@ -244,28 +270,32 @@ func TestGPUVarlenErrors(t *testing.T) {
 	if err := g.Free(); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(dev.HeadDims(), 256) { // no three-kernel row at D256: no varlen backward there
+	if slices.Contains(dev.HeadDims(), 256) { // no three-kernel row at D256: the modified single pass, where it fits
+		runs := slices.Contains(dev.ModBackwardHeadDims(flashattn.FP16), 256)
 		c.D = 256
 		q, k, v, dO := c.Inputs()
-		res, err := dev.ForwardVarlenHost(q, k, v, vl, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, nil); !errors.As(err, &ue) || ue.Feature != "head dim" {
-			t.Errorf("D256 varlen backward: %v, want *UnsupportedError for the head dim", err)
-		}
 		// The D256 modified forward takes packed sequences too (the suite
-		// checks its values); the modified backward has no D256 row.
-		o := &flashattn.Options{Softcap: 3}
-		mres, err := dev.ForwardVarlenHost(q, k, v, vl, o)
-		if err != nil {
-			t.Fatalf("D256 varlen forward with a softcap: %v", err)
-		}
-		if !strings.Contains(mres.Reason, "_d256_mod_cap") {
-			t.Errorf("D256 varlen forward with a softcap ran %s, want the d256 _mod_cap kernel", mres.Reason)
-		}
-		if _, err := dev.BackwardVarlenHost(q, k, v, mres.Out, dO, mres.LSE, vl, o); !errors.As(err, &ue) {
-			t.Errorf("D256 varlen backward with a softcap: %v, want *UnsupportedError", err)
+		// checks its values, and the backward's).
+		for _, o := range []*flashattn.Options{{Causal: true}, {Softcap: 3}} {
+			res, err := dev.ForwardVarlenHost(q, k, v, vl, o)
+			if err != nil {
+				t.Fatalf("D256 varlen forward %+v: %v", o, err)
+			}
+			if want := varlenForwardSuffix(o); !strings.Contains(res.Reason, "_d256") || !strings.Contains(res.Reason, want) {
+				t.Errorf("D256 varlen forward %+v ran %s, want the d256 %s kernel", o, res.Reason, want)
+			}
+			g, err := dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, o)
+			switch {
+			case runs && (err != nil || !varlenBackwardKernels(symbolRe.FindAllString(g.Reason, -1), hasMods(o))):
+				t.Errorf("D256 varlen backward %+v: %v, ran %q; want the varlen pre, the modified single pass and its convert kernel", o, err, reasonOf(g))
+			case !runs && !errors.As(err, &ue):
+				t.Errorf("D256 varlen backward %+v: %v, want *UnsupportedError (no single pass here)", o, err)
+			}
+			det := *o
+			det.Deterministic = true
+			if _, err := dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, &det); !errors.As(err, &ue) {
+				t.Errorf("D256 deterministic varlen backward %+v: %v, want *UnsupportedError", o, err)
+			}
 		}
 	}
 }

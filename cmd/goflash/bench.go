@@ -57,7 +57,8 @@ that sliding window (left,right; -1 unbounded), softcap and ALiBi slopes
 (Press et al.'s, one per head), which run the modified forward kernel
 (fa2_fwd_*_mod[_cap][_alibi]) and backward kernels (pre, fa2_bwd_{dkdv,dq}_*_mod: the
 three kernels, also where the plain backward runs the single pass, so compare them
-with --deterministic), or with --decode the decode kernel with them (its TB/s
+with --deterministic; at D 256, whose only backward is the single pass, its
+modified twin fa2_bwd_dkdvq[det]_*_mod), or with --decode the decode kernel with them (its TB/s
 counts the bytes a window reads); the ` + implGPU + ` line stays the plain kernels'. A
 causal case keeps its causal mask (a window's right must then be 0 or -1).
 

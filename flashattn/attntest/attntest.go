@@ -132,11 +132,15 @@ type Backend struct {
 	// ModsKVCache: a Plain backend whose KV-cache calls run the score modifiers.
 	ModsKVCache bool
 	// ModsVarlen lists the head dims at which a Plain backend's varlen calls
-	// run the score modifiers (forward; backward where ModsBackward has it too).
+	// run the score modifiers (forward; backward where VarlenBackward has it too).
 	ModsVarlen []int
 	// ModsBackward lists the head dims (of HeadDims) at which a ModsForward
 	// backend's Backward runs the score modifiers too.
 	ModsBackward []int
+	// VarlenBackward lists the head dims at which BackwardVarlen runs the
+	// varlen cases whose forward runs (nil: every one); at the others it must
+	// refuse them.
+	VarlenBackward []int
 }
 
 func (b Backend) supports(d int) bool { return b.HeadDims == nil || slices.Contains(b.HeadDims, d) }
@@ -167,13 +171,13 @@ func (b Backend) runsVarlen(c Case) bool {
 // varlenForwardOnly reports whether b's varlen calls run case c forward but
 // must refuse its backward.
 func (b Backend) varlenForwardOnly(c Case) bool {
-	return !b.supportsCase(c) && b.runsVarlen(c) && !slices.Contains(b.ModsBackward, c.D)
+	return b.runsVarlen(c) && b.VarlenBackward != nil && !slices.Contains(b.VarlenBackward, c.D)
 }
 
 // ForBackend runs a library backend through the public API
 // (flashattn.Forward and Backward with Options.Backend = be), and fails a
 // call whose Result says another backend ran. GPU is held to FP16, the CPU
-// backends to FP32; set HeadDims, ModsBackward, ModsVarlen and MaxN on the result as needed.
+// backends to FP32; set HeadDims, ModsBackward, ModsVarlen, VarlenBackward and MaxN on the result as needed.
 func ForBackend(be flashattn.Backend) Backend {
 	with := func(o *flashattn.Options) *flashattn.Options {
 		var c flashattn.Options

@@ -108,6 +108,11 @@ func Cases() []Case {
 		{Name: "alibi-window-l70-causal-Nq150-Nk200-D96", B: 1, Nq: 150, Nk: 200, Hq: 2, Hkv: 2, D: 96, Causal: true,
 			Window: &flashattn.Window{Left: 70, Right: -1}, ALiBi: true},
 		{Name: "alibi-softcap10-N130-D256", B: 1, Nq: 130, Nk: 130, Hq: 2, Hkv: 1, D: 256, Softcap: 10, ALiBi: true},
+		// Gemma 2's sliding window and softcap at D 256, Nq != Nk, GQA: query
+		// blocks whose first visible key block is not the first (the GPU's
+		// ordered modified single pass starts their dQ additions there).
+		{Name: "window-l100-causal-softcap30-Nq200-Nk333-gqa2-D256", B: 1, Nq: 200, Nk: 333, Hq: 4, Hkv: 2, D: 256, Causal: true,
+			Window: &flashattn.Window{Left: 100, Right: -1}, Softcap: 30},
 		// Several key blocks on each side of the diagonal per row block (the GPU's
 		// ALiBi column-bias form, its running max moved between the sides).
 		{Name: "alibi-Nq300-Nk520-gqa2", B: 1, Nq: 300, Nk: 520, Hq: 4, Hkv: 2, D: 64, ALiBi: true},

@@ -58,7 +58,9 @@ func VarlenCases() []VarlenCase {
 			ALiBi: true, Hq: 2, Hkv: 2, D: 128, Seed: 64000}, lq, lk},
 		VarlenCase{Case{Name: "varlen-d96-alibi-gqa3", ALiBi: true, Hq: 3, Hkv: 1, D: 96, Seed: 65000}, lq, lk},
 		VarlenCase{Case{Name: "varlen-d256-causal-window-l90-softcap30", Causal: true, Window: &flashattn.Window{Left: 90, Right: -1}, Softcap: 30,
-			Hq: 4, Hkv: 2, D: 256, Seed: 66000}, lq, lk})
+			Hq: 4, Hkv: 2, D: 256, Seed: 66000}, lq, lk},
+		// D 256 without modifiers: the GPU runs its backward on the modified single pass too.
+		VarlenCase{Case{Name: "varlen-causal-d256-gqa2", Causal: true, Hq: 4, Hkv: 2, D: 256, Seed: 67000}, []int{77, 0, 150, 33}, []int{90, 5, 130, 0}})
 	return cs
 }
 
@@ -202,7 +204,7 @@ func Rows(t *flashattn.Tensor, b, r0, n int) *flashattn.Tensor {
 // RunVarlen runs every VarlenCase against b's ForwardVarlen and
 // BackwardVarlen (skipped when b has none; a Plain backend runs both
 // without score modifiers, and must refuse the others unless ModsVarlen:
-// then it runs them forward, and backward at ModsBackward's head dims).
+// then it runs them forward; each runs backward at VarlenBackward's head dims).
 func RunVarlen(t *testing.T, b Backend) {
 	for _, c := range VarlenCases() {
 		t.Run(c.Name, func(t *testing.T) {

@@ -88,6 +88,14 @@
 // from BwdParams' fields as FwdParams' (causal is WindowRight 0; no causal
 // variant); lse must be the modified forward's. On packed sequences
 // (CuSeqlensQ not 0: the varlen contract below) they run after BwdPreVarlen.
+// A head dim whose only backward is the single pass (D 256) has
+// BwdDKDVQMod and BwdDKDVQDetMod instead: BwdDKDVQ and BwdDKDVQDet with the
+// same modifiers (the single-pass contract above: BwdPre zeroes DQAccum,
+// BwdDQConv converts it; no causal variant). BwdDKDVQMod also takes packed
+// sequences (CuSeqlensQ set, modifiers or not: their backward at those head
+// dims), after BwdPreVarlen (which then zeroes DQAccum) and before BwdDQConv
+// (which reads CuSeqlensQ too): grids as the varlen three's, DQAccum
+// DQAccumLenPacked(v, ...) elements, DQAccumRows DQAccumRowsPacked(...).
 //
 // BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
 // on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
@@ -195,7 +203,13 @@ type BwdParams struct {
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
 // BwdDKDVQDet kernels (kDet in kernels/bwd_kv.cuh: key block n of a head
 // starts about a wave after n-1, so it seldom waits for n-1's adds).
-func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet }
+func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet || v.Pass == BwdDKDVQDetMod }
+
+// Fused reports whether p is one of the single pass's dK/dV/dQ kernels, which
+// add dQ into the DQAccum buffer that BwdDQConv converts.
+func (p Pass) Fused() bool {
+	return p == BwdDKDVQ || p == BwdDKDVQDet || p == BwdDKDVQMod || p == BwdDKDVQDetMod
+}
 
 // DQAccumLen is the 4-byte length of the dQ accumulator of BwdDKDVQ variant
 // v: (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row query block stored
@@ -203,7 +217,7 @@ func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet }
 func DQAccumLen(v Variant, b, nq, hq int) int {
 	blocks := b * hq * ((nq + v.Br - 1) / v.Br)
 	n := b * hq * DQAccumRows(v, nq) * v.HeadDim
-	if v.Pass == BwdDKDVQDet {
+	if HeadsFastest(v) { // the ordered twins
 		n += blocks
 	}
 	return n
@@ -212,6 +226,18 @@ func DQAccumLen(v Variant, b, nq, hq int) int {
 // DQAccumRows is the dQ accumulator's rows per (b, h) for BwdDKDVQ variant v:
 // Nq rounded up to v's query block (BwdParams.DQAccumRows).
 func DQAccumRows(v Variant, nq int) int { return (nq + v.Br - 1) / v.Br * v.Br }
+
+// DQAccumRowsPacked is the accumulator's rows per head for BwdDKDVQMod on
+// seqs packed sequences of totalQ query rows in all (BwdParams.DQAccumRows):
+// each sequence's rows rounded up to AccumPad (kernels/bwd_kv.cuh's
+// dq_accum_row), bounded by totalQ + seqs*AccumPad.
+func DQAccumRowsPacked(seqs, totalQ int) int { return totalQ + seqs*AccumPad }
+
+// DQAccumLenPacked is DQAccumLen on packed sequences: (Hq, DQAccumRowsPacked,
+// D) float32 (no counters: the ordered twin takes no packed sequences).
+func DQAccumLenPacked(v Variant, seqs, totalQ, hq int) int {
+	return hq * DQAccumRowsPacked(seqs, totalQ) * v.HeadDim
+}
 
 // DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
 // argument of the decode kernel.
@@ -261,6 +287,8 @@ const (
 	BwdDQVarlen                // BwdDQ on packed sequences
 	BwdDKDVMod                 // BwdDKDV with the window, softcap and ALiBi of BwdParams (run-time flags; causal is right 0)
 	BwdDQMod                   // BwdDQ with them
+	BwdDKDVQMod                // BwdDKDVQ with them (head dims whose only backward is the single pass)
+	BwdDKDVQDetMod             // BwdDKDVQDet with them
 )
 
 // ModPass is the modified forward's pass for a problem with a window (or
@@ -320,6 +348,10 @@ func (p Pass) String() string {
 		return "bwd_dkdv_mod"
 	case BwdDQMod:
 		return "bwd_dq_mod"
+	case BwdDKDVQMod:
+		return "bwd_dkdvq_mod"
+	case BwdDKDVQDetMod:
+		return "bwd_dkdvqdet_mod"
 	}
 	return "pass?"
 }

@@ -333,10 +333,7 @@ func TestTableMatchesTraits(t *testing.T) {
 		}
 	}
 	for vpass, pass := range bwdVarlenTwin {
-		want := count[pass]
-		if pass == BwdPre { // D 256's pre ships with its single pass alone
-			want = count[BwdDKDV] / 2
-		}
+		want := count[pass] // D 256's pre ships with its single pass alone, and so does its varlen pre
 		if count[vpass] != want {
 			t.Errorf("backward: %d %v, %d %v variants; want one varlen per three-kernel one", count[pass], pass, count[vpass], vpass)
 		}
@@ -369,9 +366,39 @@ func TestTableMatchesTraits(t *testing.T) {
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
 	}
-	alone := regexp.MustCompile(`X\((\d+), (\d+)\)`).FindAllString(macro(t, src, "FA2_BWD_PRE_ALONE"), -1) // pre ships with the single pass
+	// A head dim with the single pass alone ships pre, the varlen pre and, on
+	// that row's tile, the modified single pass and its ordered twin (no
+	// causal twin), each dtype.
+	alone := regexp.MustCompile(`X\((\d+), (\d+), (base|large)\)`).FindAllStringSubmatch(macro(t, src, "FA2_BWD_KVQ_ALONE"), -1)
 	if len(alone) == 0 || count[BwdPre] != count[BwdDKDV]/2+2*len(alone) || count[BwdDQ] != count[BwdDKDV] {
 		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[BwdPre], count[BwdDKDV], count[BwdDQ])
+	}
+	if count[BwdDKDVQMod] != 2*len(alone) || count[BwdDKDVQDetMod] != 2*len(alone) {
+		t.Errorf("modified single pass: %d dkdvq_mod, %d dkdvqdet_mod variants; want one of each per dtype of %d rows", count[BwdDKDVQMod], count[BwdDKDVQDetMod], len(alone))
+	}
+	for _, r := range alone {
+		a, _ := strconv.Atoi(r[1])
+		d, _ := strconv.Atoi(r[2])
+		if slices.Contains(BwdHeadDims(a), d) {
+			t.Errorf("%s: head dim %d also has the three-kernel backward", r[0], d)
+		}
+		for _, bf16 := range []bool{false, true} {
+			p, _ := LookupFit(BwdDKDVQ, bf16, a, d, false, 227<<10)
+			if pre, ok := LookupFit(BwdPreVarlen, bf16, a, d, false, 227<<10); !ok || pre.BF16 != bf16 || !strings.HasSuffix(pre.Symbol, "_varlen") {
+				t.Errorf("%s (bf16 %v): varlen pre %+v (found %v); the packed sequences' backward runs it before the modified single pass", r[0], bf16, pre, ok)
+			}
+			for mpass, pass := range map[Pass]Pass{BwdDKDVQMod: BwdDKDVQ, BwdDKDVQDetMod: BwdDKDVQDet} {
+				w, _ := LookupFit(pass, bf16, a, d, false, 227<<10)
+				m, ok := LookupFit(mpass, bf16, a, d, false, 227<<10)
+				if !ok || m.Large != (r[3] == "large") || m.Br != p.Br || m.Bc != p.Bc || m.Warps != p.Warps || m.SmemBytes != p.SmemBytes ||
+					m.Symbol != w.Symbol+"_mod" || HeadsFastest(m) != HeadsFastest(w) || !m.Pass.Fused() {
+					t.Errorf("%s (bf16 %v): %v kernel %+v (found %v), want %v's tile and name plus _mod", r[0], bf16, mpass, m, ok, w)
+				}
+				if _, ok := LookupFit(mpass, bf16, a, d, true, 227<<10); ok {
+					t.Errorf("%s: a causal %v kernel; causal is the window's right edge", r[0], mpass)
+				}
+			}
+		}
 	}
 	res := readFile(t, "resources.md")
 	for _, v := range variants {
@@ -697,7 +724,7 @@ func TestLookup(t *testing.T) {
 				t.Errorf("%s: pass %v, want a symbol ending _varlen", v.Symbol, v.Pass)
 			}
 		}
-		if twin, ok := map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ}[pass]; ok { // its plain twin's name plus _mod, the same tile
+		if twin, ok := map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ, BwdDKDVQMod: BwdDKDVQ, BwdDKDVQDetMod: BwdDKDVQDet}[pass]; ok { // its plain twin's name plus _mod, the same tile
 			pass = twin
 			if !strings.HasSuffix(v.Symbol, "_mod") {
 				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
@@ -719,10 +746,10 @@ func TestLookup(t *testing.T) {
 		// The rows a CTA owns are split over its warps in 16-row mma tiles;
 		// the streamed rows go in k16 steps (none for the pre pass).
 		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
-		if pass == BwdDKDV || pass == BwdDKDVQ || pass == BwdDKDVQDet {
+		if pass == BwdDKDV || pass.Fused() {
 			owned, streamed = v.Bc, v.Br
 		}
-		if pass == BwdDKDVQ || pass == BwdDKDVQDet { // a 2-D warp grid: owned rows split over some of the warps only
+		if pass.Fused() { // a 2-D warp grid: owned rows split over some of the warps only
 			split = 16
 		}
 		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (pass == BwdPre || pass == BwdDQConv) {
