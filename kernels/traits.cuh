@@ -325,8 +325,11 @@ struct BwdKVQTile {
 //        columns: each dS fragment feeds two mmas); K and V in shared memory
 //        (their fragments would be 128 more registers). 136.5 KiB (two Q|dO
 //        stages), 238-244 registers, no spills (nvcc 11.8, sm_80-90; resources.md),
-//        1 CTA/SM. The only D256 backward (it ships its own pre kernel,
-//        FA2_BWD_KVQ_ALONE); not yet timed on a GPU.
+//        1 CTA/SM. The only D256 backward (it ships its own pre kernels and
+//        the modified twins, FA2_BWD_KVQ_ALONE). H200, N 8192 (session 17,
+//        bench/results/2026-12-02-h200-session17-d256-modbwd): 204-205
+//        TFLOP/s, 0.79-0.84x SDPA flash; the modified twin costs 1.03-1.04x
+//        with a softcap or ALiBi (its ordered twin 1.04-1.10x).
 //   D256 base: no row, so sm_86/89 (99 KiB) run D256's backward on the CPU.
 //        Two Q|dO stages fit nothing sane in 99 KiB: 8 warps need Bc x Br >=
 //        64 x 32 (136 KiB; 104 KiB with K, V fragments in registers, which with
