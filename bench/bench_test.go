@@ -136,7 +136,8 @@ func TestOutcomes(t *testing.T) {
 	if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "exit status 1") {
 		t.Errorf("silent failure: %+v", meta)
 	}
-	for _, bad := range []bench.Spec{{}, spec("sm70"), {Shapes: spec("").Shapes, Backends: []string{"xformers"}}, {Shapes: spec("").Shapes, Reps: -1}} {
+	for _, bad := range []bench.Spec{{}, spec("sm70"), {Shapes: spec("").Shapes, Backends: []string{"xformers"}}, {Shapes: spec("").Shapes, Reps: -1},
+		{Shapes: spec("").Shapes, DType: "fp32"}} {
 		meta, _ := bench.SDPA{Python: "false"}.Run(t.Context(), bad)
 		if meta.Status != bench.StatusError || !strings.Contains(meta.Reason, "bad SDPA spec") {
 			t.Errorf("spec %+v accepted: %+v", bad, meta)

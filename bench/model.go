@@ -134,7 +134,8 @@ type TorchMeta struct {
 	Device     string `json:"device"`
 	Capability string `json:"capability"`
 	Driver     string `json:"driver"`
-	Status     string `json:"status"` // StatusOK, StatusSkipped or StatusError
+	DType      string `json:"dtype,omitempty"` // the inputs' element type it timed (fp16, bf16)
+	Status     string `json:"status"`          // StatusOK, StatusSkipped or StatusError
 	Reason     string `json:"reason,omitempty"`
 	// Emulate is set when sdpa.py answered as PyTorch does on another GPU
 	// ("sm75": flash and cudnn reported unsupported, as on a T4); the timings of the
@@ -159,7 +160,10 @@ type Settings struct {
 	Deterministic bool   `json:"deterministic"`
 	Backend       string `json:"backend"`
 	Direction     string `json:"direction"`
-	Workers       int    `json:"cpu_workers,omitempty"`
+	// DType is the element type of the GPU lines' inputs and of PyTorch's:
+	// "fp16", or "bf16" (--dtype).
+	DType   string `json:"dtype"`
+	Workers int    `json:"cpu_workers,omitempty"`
 	// PageSize (decode): the paged cache's block size, 0 for contiguous;
 	// PeakTBps the HBM bandwidth the decode rows are compared with (0: none given).
 	PageSize int     `json:"page_size,omitempty"`

@@ -34,12 +34,16 @@ const EmulateSM75 = "sm75"
 // Emulations are the values Spec.Emulate accepts ("" is none).
 var Emulations = []string{EmulateSM75}
 
+// DTypes are the values Spec.DType accepts ("" is fp16), as sdpa.py's DTYPES.
+var DTypes = []string{"fp16", "bf16"}
+
 // Spec is the input of bench/sdpa.py.
 type Spec struct {
 	Reps       int      `json:"reps"`
 	Warmup     int      `json:"warmup"`
 	Device     int      `json:"device"`
 	Emulate    string   `json:"emulate,omitempty"`
+	DType      string   `json:"dtype,omitempty"` // the inputs' element type: "fp16" ("" too) or "bf16"
 	Backends   []string `json:"backends"`
 	Directions []string `json:"directions"`
 	Shapes     []Shape  `json:"shapes"`
@@ -78,6 +82,7 @@ type Output struct {
 	CUDA       string      `json:"cuda"`
 	Device     string      `json:"device"`
 	Capability string      `json:"capability"`
+	DType      string      `json:"dtype"` // the inputs' element type it timed ("" from a script before it said)
 	Driver     string      `json:"driver"`
 	Date       string      `json:"date"`
 	Results    []OutputRow `json:"results"`
@@ -122,7 +127,7 @@ func (o *Output) Meta() TorchMeta {
 		return TorchMeta{Status: st, Reason: o.Error, Emulate: o.Emulate}
 	}
 	return TorchMeta{Version: o.Torch, CUDA: o.CUDA, Device: o.Device, Capability: o.Capability, Driver: o.Driver,
-		Status: StatusOK, Emulate: o.Emulate}
+		DType: o.DType, Status: StatusOK, Emulate: o.Emulate}
 }
 
 // ParseOutput reads sdpa.py's output and checks its schema.
@@ -151,6 +156,8 @@ func (s Spec) Check() error {
 		return &SpecError{fmt.Sprintf("emulate %q: want one of %q", s.Emulate, Emulations)}
 	case s.Reps < 0 || s.Warmup < 0 || s.Device < 0:
 		return &SpecError{"reps, warmup and device must not be negative"}
+	case !slices.Contains(DTypes, s.DType) && s.DType != "":
+		return &SpecError{fmt.Sprintf("dtype %q: want one of %q", s.DType, DTypes)}
 	}
 	for _, b := range s.Backends {
 		if !slices.Contains(TorchBackends, b) {

@@ -11,15 +11,16 @@ also be run by hand:
     python3 bench/sdpa.py --emulate-sm75 spec.json   # answer as on a T4 (below)
 
 Spec (every field optional except shapes):
-    {"reps": 20, "warmup": 5, "device": 0, "seed": 0, "emulate": "",
+    {"reps": 20, "warmup": 5, "device": 0, "seed": 0, "emulate": "", "dtype": "fp16",  # or "bf16"
      "backends": ["flash", "cudnn", "efficient", "math"],
      "directions": ["fwd"],                 # any of fwd, bwd, fwdbwd, decode
      "shapes": [{"b": 8, "hq": 16, "hkv": 16, "nq": 2048, "nk": 2048,
                  "d": 128, "causal": false}]}
 
 Method, chosen to match GoFlash's own benchmark:
-  * fp16 tensors allocated in BSHD layout (GoFlash's layout) and handed to
-    SDPA as (B, H, N, D) views, so both sides read the same memory layout;
+  * fp16 tensors ("dtype": "bf16": bf16) allocated in BSHD layout (GoFlash's
+    layout) and handed to SDPA as (B, H, N, D) views, so both sides read the
+    same memory layout;
   * each backend forced with torch.nn.attention.sdpa_kernel (cudnn is
     SDPBackend.CUDNN_ATTENTION, cuDNN's fused attention; a PyTorch without
     that member reports it "unsupported");
@@ -83,6 +84,8 @@ DIRECTIONS = ("fwd", "bwd", "fwdbwd", "decode")
 # N=8192: about 8.7 bytes per score in the forward pass) with a margin.
 MATH_BYTES_PER_SCORE = {"fwd": 10, "bwd": 20, "fwdbwd": 20, "decode": 10}
 EMULATIONS = ("sm75",)
+# The spec's "dtype" values (bench.DTypes), the name of each one's torch dtype.
+DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 # GPU sleep before each timed call (ms at the GPU's rated clock): several times
 # the host's longest enqueue (autograd's backward, about 0.3 ms on the H200).
 HOST_HIDE_MS = 2.0
@@ -146,6 +149,8 @@ def check_spec(spec):
         raise ValueError("spec must be an object with a list 'shapes'")
     if spec.get("emulate", "") not in ("",) + EMULATIONS:
         raise ValueError("emulate %r: want one of %s" % (spec["emulate"], ", ".join(EMULATIONS)))
+    if spec.get("dtype", "fp16") not in DTYPES:
+        raise ValueError("dtype %r: want one of %s" % (spec["dtype"], ", ".join(DTYPES)))
     for b in spec.get("backends", BACKENDS):
         if b not in BACKENDS:
             raise ValueError("unknown backend %r (want one of %s)" % (b, ", ".join(BACKENDS)))
@@ -229,6 +234,7 @@ def main(argv):
     directions = list(spec.get("directions", ["fwd"]))
     torch.manual_seed(int(spec.get("seed", 0)))
     kernel_of = sdpa_backends()
+    dtype = getattr(torch, DTYPES[spec.get("dtype", "fp16")])
     props = torch.cuda.get_device_properties(dev)
 
     # Clock cycles of the GPU sleep that covers the host's enqueue (clock_rate:
@@ -264,9 +270,9 @@ def main(argv):
         b, hq, hkv, nq, nk, d = s["b"], s["hq"], s["hkv"], s["nq"], s["nk"], s["d"]
         grad = direction in ("bwd", "fwdbwd")
         # BSHD storage, (B, H, N, D) views: the layout GoFlash reads.
-        q = torch.randn(b, nq, hq, d, device=dev, dtype=torch.float16).transpose(1, 2)
-        k = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
-        v = torch.randn(b, nk, hkv, d, device=dev, dtype=torch.float16).transpose(1, 2)
+        q = torch.randn(b, nq, hq, d, device=dev, dtype=dtype).transpose(1, 2)
+        k = torch.randn(b, nk, hkv, d, device=dev, dtype=dtype).transpose(1, 2)
+        v = torch.randn(b, nk, hkv, d, device=dev, dtype=dtype).transpose(1, 2)
         if backend not in kernel_of:
             res.update(status="unsupported", reason="torch %s has no SDPBackend.%s" % (torch.__version__, SDPA_ENUM[backend]))
             return res
@@ -377,6 +383,7 @@ def main(argv):
         "cuda": torch.version.cuda or "",
         "device": torch.cuda.get_device_name(dev),
         "capability": "%d.%d" % torch.cuda.get_device_capability(dev),
+        "dtype": spec.get("dtype", "fp16"),
         "total_memory": props.total_memory,
         "driver": driver_version(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -127,6 +127,12 @@ func (d *Device) BenchBackwardBF16(dims Dims, o *Options, warmup, reps int) (Ben
 	return d.bench(dims, BF16, o, warmup, reps, passBwd)
 }
 
+// BenchForwardBackwardBF16 is BenchForwardBackward for the bf16 kernels
+// (random bf16 data; the sm_80 path only).
+func (d *Device) BenchForwardBackwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
+	return d.bench(dims, BF16, o, warmup, reps, passFwdBwd)
+}
+
 // benchPass is what one timed benchmark call runs.
 type benchPass int
 

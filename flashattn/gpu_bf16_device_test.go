@@ -243,6 +243,10 @@ func TestBF16Refusals(t *testing.T) {
 	if err != nil || br.Kernel.DType != flashattn.BF16 || len(br.Kernels) != 3 || br.MedianMs <= 0 {
 		t.Errorf("BenchBackwardBF16: %+v, %v", br, err)
 	}
+	br, err = dev.BenchForwardBackwardBF16(flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, nil, 1, 3)
+	if err != nil || len(br.Kernels) != 4 || br.MedianMs <= 0 || slices.ContainsFunc(br.Kernels, func(k flashattn.KernelInfo) bool { return k.DType != flashattn.BF16 }) {
+		t.Errorf("BenchForwardBackwardBF16: %+v, %v; want the bf16 forward and its three backward kernels", br, err)
+	}
 }
 
 // TestBF16RefusedOnSM75: the Turing path has no bf16 tensor cores, so bf16
@@ -287,4 +291,6 @@ func TestBF16RefusedOnSM75(t *testing.T) {
 	check("BenchForwardBF16", err)
 	_, err = dev.BenchBackwardBF16(d, nil, 0, 1)
 	check("BenchBackwardBF16", err)
+	_, err = dev.BenchForwardBackwardBF16(d, nil, 0, 1)
+	check("BenchForwardBackwardBF16", err)
 }

@@ -23,6 +23,9 @@ const (
 	OK = "ok"
 	// NoTorch answers as sdpa.py does when torch cannot be imported.
 	NoTorch = "notorch"
+	// FP16Only answers as OK, but as a sdpa.py older than the spec's dtype
+	// did: fp16 inputs whatever the spec asks, and no dtype in its output.
+	FP16Only = "fp16only"
 )
 
 // Device and Torch name the fake PyTorch side.
@@ -49,11 +52,17 @@ func Answer(kind string, spec bench.Spec) (bench.Output, error) {
 	case NoTorch:
 		out.Error, out.Outcome = "PyTorch is not importable (ModuleNotFoundError: No module named 'torch')", bench.StatusSkipped
 		return out, nil
-	case T4, OK:
+	case T4, OK, FP16Only:
 	default:
 		return out, fmt.Errorf("benchtest: unknown kind %q", kind)
 	}
-	out.Torch, out.CUDA, out.Device, out.Driver = Torch, "0.0", Device, "000.00"
+	out.Torch, out.CUDA, out.Device, out.Driver, out.DType = Torch, "0.0", Device, "000.00", spec.DType
+	if out.DType == "" {
+		out.DType = "fp16" // as sdpa.py answers a spec without one
+	}
+	if kind == FP16Only {
+		kind, out.DType = OK, ""
+	}
 	out.Capability = map[string]string{T4: "7.5", OK: "9.0"}[kind]
 	for _, s := range spec.Shapes {
 		for _, d := range spec.Directions {

@@ -104,7 +104,16 @@ type benchOpts struct {
 	peakTBps      float64 // --decode: the device's HBM bandwidth, for the fraction reached
 	window        string  // --window "left,right"
 	varlen        string  // --varlen: comma-separated sequence lengths
+	dtype         string  // --dtype: the GPU lines' (and PyTorch's) element type, fp16 or bf16
 	mods          scoreMods
+}
+
+// benchDType is --dtype's flashattn.DType (planBench checked it).
+func benchDType(s string) flashattn.DType {
+	if s == flashattn.BF16.String() {
+		return flashattn.BF16
+	}
+	return flashattn.FP16
 }
 
 // scoreMods are the score modifiers of --window, --softcap and --alibi.
@@ -158,6 +167,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&o.shapes.headDims, "headdims", "head dims D, comma-separated (default 64,128 on a GPU; 64 on the CPU)")
 	fs.Var(&o.shapes.causal, "causal", "causal mask: true, false or both (default both)")
 	fs.StringVar(&o.direction, "direction", "fwd", "what to time: fwd, bwd or both")
+	fs.StringVar(&o.dtype, "dtype", "fp16", "GPU: the inputs' element type, fp16 or bf16 (the sm_80+ kernels; PyTorch's too with --compare-torch; not with --decode or --varlen)")
 	fs.BoolVar(&o.deterministic, "deterministic", false, "time the deterministic backward (bit-reproducible; Options.Deterministic) as the GPU line; without it, bwd and both add it as "+implGPUDet)
 	fs.IntVar(&o.reps, "reps", 0, "timed calls per shape, median reported (0: 20 on a GPU, 3 on the CPU)")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed calls before timing (-1: 5 on a GPU, 1 on the CPU)")
@@ -181,6 +191,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if o.varlen != "" {
 		if err := o.parseWindow(); err != nil {
 			return err
+		}
+		if o.dtype != "fp16" {
+			return usagef("--dtype %s: --varlen times fp16 batches only", o.dtype)
 		}
 		return runVarlenBench(o, stdout)
 	}
@@ -282,6 +295,12 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
 		return nil, usagef("--force-arch %d: want 75 (the Turing kernels) or 80 (the sm_80+ kernels)", o.forceArch)
 	}
+	if !slices.Contains(bench.DTypes, o.dtype) {
+		return nil, usagef("--dtype %q: want one of %q", o.dtype, bench.DTypes)
+	}
+	if o.dtype != "fp16" && o.decode {
+		return nil, usagef("--dtype %s: --decode times fp16 caches only", o.dtype)
+	}
 	if o.torchEmulate != "" && (!o.compareTorch || !slices.Contains(bench.Emulations, o.torchEmulate)) {
 		return nil, usagef("--torch-emulate %q: want one of %q, with --compare-torch", o.torchEmulate, bench.Emulations)
 	}
@@ -319,6 +338,9 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if (o.forceArch != 0 || o.withSM75 || o.withSM80) && gpu == nil {
 		return nil, usagef("--force-arch, --with-sm75 and --with-sm80 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
 	}
+	if o.dtype != "fp16" && gpu == nil {
+		return nil, usagef("--dtype %s times the GPU kernels and needs a GPU (%s); the CPU backends compute in float32", o.dtype, orDefault(gpuWhy, "the CPU backend was chosen"))
+	}
 	onGPU := gpu != nil
 	reps, warmup := o.reps, o.warmup
 	if reps == 0 {
@@ -340,8 +362,8 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 			cases[i].Dims.Nq, cases[i].Page = o.nq, o.page
 		}
 	}
-	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, Workers: o.workers,
-		PageSize: o.page, PeakTBps: o.peakTBps}
+	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, DType: o.dtype,
+		Workers: o.workers, PageSize: o.page, PeakTBps: o.peakTBps}
 
 	impls, err := sweepImpls(o, res, gpu, cases, reps, warmup)
 	if err != nil {
@@ -417,7 +439,11 @@ func compareTorch(ctx context.Context, o benchOpts, p *benchPlan, stderr io.Writ
 		res.Torch = &TorchMeta{Status: statusSkipped, Reason: err.Error()}
 	} else {
 		fmt.Fprintf(stderr, "running %s %s on %d shapes (PyTorch SDPA %s)...\n", o.python, shortPath(script), len(p.cases), strings.Join(bench.TorchBackends, ", "))
-		tm, rows := runTorch(ctx, o.python, script, p.cases, torchDirections(res.Settings.Direction), p.reps, p.warmup, o.device, o.torchEmulate, stderr)
+		tm, rows := runTorch(ctx, o.python, script, p.cases, torchDirections(res.Settings.Direction), p.reps, p.warmup, o.device, o.torchEmulate, o.dtype, stderr)
+		if got := orDefault(tm.DType, "fp16"); tm.Status == statusOK && got != o.dtype {
+			// A script that ignored the spec's dtype timed other inputs: its rows would compare unlike with unlike.
+			tm, rows = TorchMeta{Status: statusError, Reason: fmt.Sprintf("%s timed %s inputs, not %s", shortPath(script), got, o.dtype)}, nil
+		}
 		res.Torch = &tm
 		res.Rows = append(res.Rows, rows...)
 	}
@@ -510,15 +536,15 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 				res.Notes = append(res.Notes, "--with-sm80 ignored: "+note)
 			}
 		}
-		arch := o.forceArch
+		arch, dt := o.forceArch, benchDType(o.dtype)
 		// A GPU case is short and not cancellable once queued: run checks
 		// ctx between cases.
 		impls = append(impls, benchImpl{name, func(_ context.Context, c Case, dir string) Row {
-			return gpu.Bench(c, dir, arch, o.deterministic, scoreMods{}, warmup, reps)
+			return gpu.Bench(c, dir, arch, o.deterministic, dt, scoreMods{}, warmup, reps)
 		}})
 		if o.mods.any() {
 			impls = append(impls, benchImpl{implGPUMod, func(_ context.Context, c Case, dir string) Row {
-				r := gpu.Bench(c, dir, arch, o.deterministic, o.mods, warmup, reps)
+				r := gpu.Bench(c, dir, arch, o.deterministic, dt, o.mods, warmup, reps)
 				r.Impl = implGPUMod
 				return r
 			}})
@@ -527,19 +553,19 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 		// the deterministic one is its own line.
 		if (o.direction == "bwd" || o.direction == "both") && !o.deterministic && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUDet, func(_ context.Context, c Case, dir string) Row {
-				r := gpu.Bench(c, dir, arch, true, scoreMods{}, warmup, reps)
+				r := gpu.Bench(c, dir, arch, true, dt, scoreMods{}, warmup, reps)
 				r.Impl = implGPUDet
 				return r
 			}})
 		}
 		if o.withSM75 && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUSM75, func(_ context.Context, c Case, dir string) Row {
-				return gpu.Bench(c, dir, 75, o.deterministic, scoreMods{}, warmup, reps)
+				return gpu.Bench(c, dir, 75, o.deterministic, dt, scoreMods{}, warmup, reps)
 			}})
 		}
 		if o.withSM80 && o.forceArch != 80 && o.forceArch != 75 {
 			impls = append(impls, benchImpl{implGPUSM80, func(_ context.Context, c Case, dir string) Row {
-				return gpu.Bench(c, dir, 80, o.deterministic, scoreMods{}, warmup, reps)
+				return gpu.Bench(c, dir, 80, o.deterministic, dt, scoreMods{}, warmup, reps)
 			}})
 		}
 		if o.direction != "fwd" {
@@ -782,12 +808,20 @@ func reportBench(o benchOpts, res *BenchResult, stdout, stderr io.Writer) error 
 func printBenchText(stdout io.Writer, res *BenchResult, paths []string) {
 	fmt.Fprintf(stdout, "goflash bench on %s; commit %s; %s\n", res.Device.Name, res.Meta.Commit, res.Meta.Date)
 	if t := res.Torch; t != nil && t.Status == statusOK {
-		fmt.Fprintf(stdout, "%s (CUDA %s)\n", t.Label(), t.CUDA)
+		fmt.Fprintf(stdout, "%s (CUDA %s)", t.Label(), t.CUDA)
+		if t.DType != "" && t.DType != "fp16" {
+			fmt.Fprintf(stdout, ", %s inputs", t.DType)
+		}
+		fmt.Fprintln(stdout)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
-	fmt.Fprintf(stdout, "median of %d calls after %d warm-up; TFLOP/s by the FA2 convention\n\n", res.Settings.Reps, res.Settings.Warmup)
+	fmt.Fprintf(stdout, "median of %d calls after %d warm-up; TFLOP/s by the FA2 convention", res.Settings.Reps, res.Settings.Warmup)
+	if res.Settings.DType != "" && res.Settings.DType != "fp16" {
+		fmt.Fprintf(stdout, "; %s inputs", res.Settings.DType)
+	}
+	fmt.Fprint(stdout, "\n\n")
 	printTable(stdout, res.Table)
 	printDecodeBandwidth(stdout, res)
 	fmt.Fprintln(stdout)

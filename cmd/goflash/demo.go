@@ -510,7 +510,7 @@ func (r *demoRun) timeRandom(p randomProblem, rr *checkedRun) ([]viz.SpeedPoint,
 	if err != nil {
 		return nil, 0, err
 	}
-	row := gpu.Bench(p.c, dirFwd, 0, false, scoreMods{}, 1, o.reps)
+	row := gpu.Bench(p.c, dirFwd, 0, false, flashattn.FP16, scoreMods{}, 1, o.reps)
 	if row.Status != statusOK {
 		return nil, 0, fmt.Errorf("random N=%d on the GPU: %s", n, row.Reason)
 	}

@@ -8,9 +8,10 @@ type gpuDevice interface {
 	Meta() DeviceMeta
 	// Bench times one case in one direction with the kernels of path (0:
 	// the device's own, 75: the Turing path forced, 80: the sm_80 path,
-	// forced on an sm_90 GPU); failures are reported in the row, not
+	// forced on an sm_90 GPU) on inputs of element type dt; failures (bf16
+	// on the Turing path: unsupported) are reported in the row, not
 	// returned. The row's Impl is gpuImplName's.
-	Bench(c Case, dir string, path int, deterministic bool, mods scoreMods, warmup, reps int) Row
+	Bench(c Case, dir string, path int, deterministic bool, dt flashattn.DType, mods scoreMods, warmup, reps int) Row
 	// Use selects the kernel path: 0 the device's own, 75 the Turing path
 	// (forced through its PTX on a newer GPU), 80 the sm_80 (mma.sync)
 	// kernels (on an sm_90 GPU instead of its Hopper forward; elsewhere

@@ -101,7 +101,7 @@ func (g *cudaGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods scoreMods, warmup, reps int) Row {
+func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, dt flashattn.DType, mods scoreMods, warmup, reps int) Row {
 	d := c.Dims
 	impl := gpuImplName(path, g.dev.Info().Arch())
 	row := Row{Impl: impl, Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
@@ -111,15 +111,19 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, mods s
 	if dir == dirDecode {
 		return g.benchDecode(c, row, mods, warmup, reps)
 	}
+	bf16 := dt == flashattn.BF16
 	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
+	if bf16 {
+		bench = g.dev.BenchForwardBF16
+	}
 	mods.apply(opts, d.Hq)
 	switch dir {
 	case dirBwd:
 		row.FLOPs = d.BackwardFLOPs(c.Causal)
-		bench = g.dev.BenchBackward
+		bench = map[bool]func(flashattn.Dims, *flashattn.Options, int, int) (flashattn.BenchResult, error){false: g.dev.BenchBackward, true: g.dev.BenchBackwardBF16}[bf16]
 	case dirFwdBwd:
 		row.FLOPs += d.BackwardFLOPs(c.Causal)
-		bench = g.dev.BenchForwardBackward
+		bench = map[bool]func(flashattn.Dims, *flashattn.Options, int, int) (flashattn.BenchResult, error){false: g.dev.BenchForwardBackward, true: g.dev.BenchForwardBackwardBF16}[bf16]
 	}
 	r, err := bench(d, opts, warmup, reps)
 	var ue *flashattn.UnsupportedError

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/goflash/goflash/bench"
+	"github.com/goflash/goflash/bench/benchtest"
 	"github.com/goflash/goflash/flashattn"
 )
 
@@ -62,7 +63,7 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, _ scoreMods, warmup, reps int) Row {
+func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, dt flashattn.DType, _ scoreMods, warmup, reps int) Row {
 	d := c.Dims
 	row := Row{Impl: gpuImplName(path, f.cc()), Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
 	rate := map[int]float64{0: 100, 75: 40, 80: 100}[path]
@@ -88,12 +89,20 @@ func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, _ scor
 	if err := f.Use(path); err != nil {
 		return failed(row, err)
 	}
+	if dt == flashattn.BF16 && (path == 75 || f.cc() < 80) {
+		row.Status, row.Reason = statusUnsupported, "fake: bf16 needs the sm_80 path"
+		return row
+	}
 	row.Status, row.TFLOPs, row.MS = statusOK, rate, row.FLOPs/(rate*1e12)*1e3
+	row.Kernel = fmt.Sprintf("fake_fwd_d%d", d.D)
+	if dt == flashattn.BF16 {
+		row.Kernel += "_bf16"
+	}
 	if dir == dirFwdBwd { // one call: the forward at twice the backward's rate, then the backward
 		row.MS = (d.FLOPs(c.Causal)/(2*rate) + d.BackwardFLOPs(c.Causal)/rate) / 1e12 * 1e3
 		row.TFLOPs = row.FLOPs / (row.MS * 1e-3) / 1e12
 	}
-	row.ExtraBytes, row.Kernel = 4*int64(d.LSELen()), fmt.Sprintf("fake_fwd_d%d", d.D)
+	row.ExtraBytes = 4 * int64(d.LSELen())
 	row.LaunchTimed = f.noGate
 	return row
 }
@@ -468,6 +477,70 @@ func TestFailedOOM(t *testing.T) {
 	} {
 		if got := failed(Row{}, c.err); got.Status != c.want {
 			t.Errorf("failed(%v): status %q, want %q", c.err, got.Status, c.want)
+		}
+	}
+}
+
+// TestBenchDTypeBF16: --dtype bf16 times the bf16 kernels (the forced sm_75
+// line: unsupported, with the reason) and asks PyTorch for bf16 too; a
+// sdpa.py that times fp16 anyway is refused rather than compared; the CPU,
+// --decode, --varlen and unknown types are usage errors.
+func TestBenchDTypeBF16(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	dir, script := fakeSDPA(t, benchtest.OK)
+	code, stdout, stderr := runCLI(t, "bench", "--dtype", "bf16", "--compare-torch", "--with-sm75", "--direction", "both", "--seqlens", "1024",
+		"--headdims", "64", "--reps", "1", "--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var res BenchResult
+	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Settings.DType != "bf16" || res.Torch == nil || res.Torch.Status != statusOK || res.Torch.DType != "bf16" {
+		t.Errorf("settings %+v, torch %+v; want bf16 on both sides", res.Settings, res.Torch)
+	}
+	var gpu, sm75 int
+	for _, r := range res.Rows {
+		switch r.Impl {
+		case implGPU, implGPUDet:
+			if gpu++; r.Status != statusOK || !strings.HasSuffix(r.Kernel, "_bf16") {
+				t.Errorf("%s row %+v: want the bf16 kernel", r.Impl, r)
+			}
+		case implGPUSM75:
+			if sm75++; r.Status != statusUnsupported || !strings.Contains(r.Reason, "bf16") {
+				t.Errorf("sm_75 row %+v: want unsupported, bf16 named", r)
+			}
+		}
+	}
+	if gpu == 0 || sm75 == 0 || !strings.Contains(stdout, "bf16 inputs") {
+		t.Errorf("%d GPU rows, %d sm_75 rows; stdout:\n%s", gpu, sm75, stdout)
+	}
+
+	dir, script = fakeSDPA(t, benchtest.FP16Only)
+	code, _, stderr = runCLI(t, "bench", "--dtype", "bf16", "--compare-torch", "--seqlens", "1024", "--headdims", "64", "--reps", "1",
+		"--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
+	res = BenchResult{}
+	data, _ = os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("exit %d: %v\n%s", code, err, stderr)
+	}
+	if res.Torch == nil || res.Torch.Status != statusError || !strings.Contains(res.Torch.Reason, "fp16 inputs, not bf16") ||
+		slices.ContainsFunc(res.Rows, func(r Row) bool { return strings.HasPrefix(r.Impl, bench.ImplTorchPref) }) {
+		t.Errorf("an fp16-only sdpa.py under --dtype bf16: torch %+v, rows %d; want an error and no PyTorch rows", res.Torch, len(res.Rows))
+	}
+
+	for _, args := range [][]string{
+		{"--dtype", "fp32"},
+		{"--dtype", "bf16", "--backend", "cpu"},
+		{"--dtype", "bf16", "--decode"},
+		{"--dtype", "bf16", "--varlen", "100,200"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"bench", "--out", t.TempDir()}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "--dtype") {
+			t.Errorf("bench %v: exit %d, stderr %q; want a usage error naming --dtype", args, code, stderr)
 		}
 	}
 }

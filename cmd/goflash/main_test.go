@@ -363,12 +363,12 @@ func TestRealSDPAScriptContract(t *testing.T) {
 		t.Skip("torch is installed: the contract without torch cannot be checked here")
 	}
 	c := []Case{{Dims: flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 8}}}
-	meta, rows := runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, "", io.Discard)
+	meta, rows := runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, "", "fp16", io.Discard)
 	if meta.Status != statusSkipped || rows != nil || !strings.Contains(meta.Reason, "torch") {
 		t.Errorf("meta %+v, rows %v", meta, rows)
 	}
 	// Emulation is still PyTorch's answer: without torch, still a skip.
-	meta, _ = runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, bench.EmulateSM75, io.Discard)
+	meta, _ = runTorch(t.Context(), py, script, c, []string{dirFwd}, 1, 0, 0, bench.EmulateSM75, "fp16", io.Discard)
 	if meta.Status != statusSkipped || meta.Emulate != bench.EmulateSM75 {
 		t.Errorf("emulated: meta %+v", meta)
 	}

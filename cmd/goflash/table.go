@@ -144,7 +144,7 @@ func writeMarkdown(w io.Writer, res *BenchResult) error {
 		}
 	}
 	s := res.Settings
-	fmt.Fprintf(w, "- median of %d timed calls after %d warm-up calls; backend %s; deterministic %t\n", s.Reps, s.Warmup, s.Backend, s.Deterministic)
+	fmt.Fprintf(w, "- median of %d timed calls after %d warm-up calls; backend %s; deterministic %t; inputs %s\n", s.Reps, s.Warmup, s.Backend, s.Deterministic, orDefault(s.DType, "fp16"))
 	fmt.Fprintf(w, "- TFLOP/s by the FA2 convention: forward 4·B·H·Nq·Nk·D (halved when causal), backward 2.5x, fwd+bwd 3.5x\n")
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "- %s\n", n)

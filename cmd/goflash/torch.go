@@ -21,11 +21,11 @@ func findSDPA(given string) (string, error) {
 	return p, err
 }
 
-// runTorch runs bench/sdpa.py on the cases. A missing python3 or torch, or no
+// runTorch runs bench/sdpa.py on the cases, inputs of dtype ("fp16", "bf16"). A missing python3 or torch, or no
 // CUDA device for torch, is not an error: the returned TorchMeta says
 // "skipped" and why.
-func runTorch(ctx context.Context, python, script string, cases []Case, dirs []string, reps, warmup, device int, emulate string, stderr io.Writer) (TorchMeta, []Row) {
-	spec := bench.Spec{Reps: reps, Warmup: warmup, Device: device, Emulate: emulate, Backends: bench.TorchBackends, Directions: dirs}
+func runTorch(ctx context.Context, python, script string, cases []Case, dirs []string, reps, warmup, device int, emulate, dtype string, stderr io.Writer) (TorchMeta, []Row) {
+	spec := bench.Spec{Reps: reps, Warmup: warmup, Device: device, Emulate: emulate, DType: dtype, Backends: bench.TorchBackends, Directions: dirs}
 	for _, c := range cases {
 		spec.Shapes = append(spec.Shapes, bench.ShapeOf(c.Dims, c.Causal))
 	}
