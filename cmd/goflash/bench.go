@@ -38,6 +38,7 @@ Examples:
   goflash bench --compare-torch --out results/   # side by side with PyTorch
   goflash bench --seqlens 1024,4096 --headdims 128 --causal true --direction both
   goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
+  goflash bench --dtype bf16 --compare-torch     # the bf16 kernels (sm_80+) beside SDPA in bf16
   goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
   goflash bench --compare-torch --with-sm80   # on an H100/H200: the Hopper forward, the sm_80 kernels, SDPA flash and cuDNN in one table
   goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
