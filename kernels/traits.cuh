@@ -545,14 +545,18 @@ struct Tile90 {
 // stopping at its own rows' last key block, it measured 194 / 254 against
 // 174 / 222 (session 14, call 6). The modified D64 kernels keep the plain
 // tile's three consumers of 160 registers (latency-bound: two warps per
-// scheduler left issue slots idle, ncu) by halving Bc, which halves S and P:
-// at Bc 128 the window bounds, the ALiBi distances and the softcap spilled
-// 240-344 bytes (nvcc 12.4). Against Br 128 / Bc 128 (two consumers of 240):
+// scheduler left issue slots idle, ncu) on a narrower Bc, which shrinks S and
+// P: at Bc 128 the window bounds, the ALiBi distances and the softcap spilled
+// 240-344 bytes (nvcc 12.4), at Bc 96 4-36 bytes; Bc 80 (wgmma N 80) is the
+// widest that fits. Against Br 128 / Bc 128 (two consumers of 240), at Bc 64:
 // softcap 1.12-1.21x as fast, ALiBi 1.06x (causal 0.98x), both 1.02x (causal
-// 0.98x), a 2048-key window 1.06-1.10x (H200, N 8192-16384, session 16).
+// 0.98x), a 2048-key window 1.06-1.10x (H200, N 8192-16384, session 16); Bc
+// 80 against Bc 64: softcap 1.03x, ALiBi 1.03-1.04x, both 1.06x, a 2048-key
+// window 1.01x, a window past every key 1.02x (N 8192, causal or not, session
+// 18; Bc 96, spilling, 1.04-1.10x).
 #define FA2_SM90A_TILES(X)                                                                                  \
-  X(64, 192, 128, 2, 0, 192, 64, 4)    /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem;      \
-                                          mod: O 32 + S 32 + P 16; 4 stages of 8 KiB K, V: 88 KiB */     \
+  X(64, 192, 128, 2, 0, 192, 80, 4)    /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem;      \
+                                          mod: O 32 + S 40 + P 20; 4 stages of 10 KiB K, V: 104 KiB */   \
   X(128, 128, 128, 2, 0, 128, 128, 2)  /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.
