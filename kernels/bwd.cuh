@@ -207,15 +207,10 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   __half* gdK = static_cast<__half*>(p.dk) + (vl ? sq.k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride;
   __half* gdV = static_cast<__half*>(p.dv) + (vl ? sq.k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride;
 
-  // Steps: Q blocks [i0, Tr) of each query head of the group, head-major.
+  // Steps: Q blocks [qr.begin, qr.end) of each query head of the group, head-major.
   const int tr = (nq() + Br - 1) / Br;
-  int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr), i1 = tr;
-  if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
-    const BlockRange qr = window_query_blocks<Br, Bc>(n0, nq(), nk(), p.window_left, p.window_right);
-    i0 = qr.begin;
-    i1 = qr.end;
-  }
-  const int per_head = i1 - i0;
+  const BlockRange qr = key_block_queries<Br, Bc, kCausal, kMod>(n0, nq(), nk(), tr, p.window_left, p.window_right);
+  const int i0 = qr.begin, per_head = qr.end - qr.begin;
   const int steps = groups * per_head;
   if (steps == 0) {
     store_zero_rows<Bc, D, NT>(gdK, p.dk_row_stride, rows_k, tid);

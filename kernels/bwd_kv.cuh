@@ -233,13 +233,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   };
 
   const int tr = (nq() + Br - 1) / Br;
-  int i0 = min(query_begin<Br, kCausal>(n0, nq(), nk()), tr), i1 = tr;
-  if constexpr (kMod) {  // the queries whose window shows a key of [n0, n0+Bc)
-    const BlockRange qr = window_query_blocks<Br, Bc>(n0, nq(), nk(), p.window_left, p.window_right);
-    i0 = qr.begin;
-    i1 = qr.end;
-  }
-  const int per_head = i1 - i0;
+  const BlockRange qr = key_block_queries<Br, Bc, kCausal, kMod>(n0, nq(), nk(), tr, p.window_left, p.window_right);
+  const int i0 = qr.begin, per_head = qr.end - qr.begin;
   const int steps = groups * per_head;
   if (steps == 0) {  // no query sees these keys
     store_zero_rows<Bc, D, NT>(gdK(), p.dk_row_stride, rows_k, tid);

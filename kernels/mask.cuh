@@ -283,6 +283,16 @@ __device__ __forceinline__ BlockRange window_query_blocks(int n0, int nq, int nk
   return r;
 }
 
+// The query blocks [begin, end) of the Tr = ceil(Nq/Br) that a dK/dV CTA
+// owning keys [n0, n0+Bc) walks (bwd.cuh's and bwd_kv.cuh's): those whose
+// rows see one of its keys, from query_begin under causal, window_query_blocks
+// under a window (kMod).
+template <int Br, int Bc, bool kCausal, bool kMod>
+__device__ __forceinline__ BlockRange key_block_queries(int n0, int nq, int nk, int tr, int left, int right) {
+  if constexpr (kMod) return window_query_blocks<Br, Bc>(n0, nq, nk, left, right);
+  else return BlockRange{min(query_begin<Br, kCausal>(n0, nq, nk), tr), tr};
+}
+
 // Whether query block [m0, m0+Br) needs the element mask against keys
 // [n0, n0+Bc): its first row has the lowest limit m0 + Nk - Nq. Queries past Nq
 // need none (their L is +inf, so P = 0), nor keys past Nk (never stored).
