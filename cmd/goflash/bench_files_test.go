@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -80,14 +79,7 @@ func TestBenchInterrupted(t *testing.T) {
 		!strings.HasSuffix(s, "marked partial\n") || strings.Contains(s, "goroutine") {
 		t.Errorf("stderr:\n%s", s)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res BenchResult
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	const note = "PARTIAL: interrupted after 1 of 2 cases: the rest did not run"
 	if !res.Meta.Partial || len(res.Rows) != 1 || res.Rows[0].Nq != 64 || res.Rows[0].Status != statusOK ||
 		len(res.Table) != 1 || !strings.Contains(strings.Join(res.Notes, "\n"), note) {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,11 +20,7 @@ func TestBenchDecode(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	var res BenchResult
-	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	if res.Settings.Direction != dirDecode || res.Settings.PageSize != 256 || res.Settings.PeakTBps != 5 || len(res.Table) != 2 {
 		t.Fatalf("settings %+v, %d table lines", res.Settings, len(res.Table))
 	}

@@ -174,11 +174,7 @@ func TestBenchOnGPUPaperSweepWithTorchAndSM75(t *testing.T) {
 	if !f.closed || !slices.Equal(f.uses, []int{75}) {
 		t.Errorf("device closed %t, kernel paths switched %v (want one switch, to 75)", f.closed, f.uses)
 	}
-	var res BenchResult
-	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	if res.Device.Name != "Fake GPU" || res.Settings.Reps != 1 {
 		t.Errorf("device %+v settings %+v", res.Device, res.Settings)
 	}
@@ -279,11 +275,7 @@ func TestBenchWithSM80OnHopper(t *testing.T) {
 	if !slices.Equal(f.uses, []int{75, 80}) {
 		t.Errorf("kernel paths switched %v, want [75 80]", f.uses)
 	}
-	var res BenchResult
-	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	if len(res.Table) != 2 || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "--with-sm80") }) {
 		t.Fatalf("%d table lines, notes %q", len(res.Table), res.Notes)
 	}
@@ -494,11 +486,7 @@ func TestBenchDTypeBF16(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	var res BenchResult
-	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	if res.Settings.DType != "bf16" || res.Torch == nil || res.Torch.Status != statusOK || res.Torch.DType != "bf16" {
 		t.Errorf("settings %+v, torch %+v; want bf16 on both sides", res.Settings, res.Torch)
 	}
@@ -522,11 +510,7 @@ func TestBenchDTypeBF16(t *testing.T) {
 	dir, script = fakeSDPA(t, benchtest.FP16Only)
 	code, _, stderr = runCLI(t, "bench", "--dtype", "bf16", "--compare-torch", "--seqlens", "1024", "--headdims", "64", "--reps", "1",
 		"--warmup", "0", "--out", dir, "--python", os.Args[0], "--sdpa", script)
-	res = BenchResult{}
-	data, _ = os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatalf("exit %d: %v\n%s", code, err, stderr)
-	}
+	res = readBench(t, dir) // the run's exit status is not the point: what it recorded of PyTorch is
 	if res.Torch == nil || res.Torch.Status != statusError || !strings.Contains(res.Torch.Reason, "fp16 inputs, not bf16") ||
 		slices.ContainsFunc(res.Rows, func(r Row) bool { return strings.HasPrefix(r.Impl, bench.ImplTorchPref) }) {
 		t.Errorf("an fp16-only sdpa.py under --dtype bf16: torch %+v, rows %d; want an error and no PyTorch rows", res.Torch, len(res.Rows))

@@ -55,6 +55,20 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
+// readBench returns the BenchResult a goflash bench run wrote to dir's bench.json.
+func readBench(t *testing.T, dir string) BenchResult {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res BenchResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("bench.json: %v", err)
+	}
+	return res
+}
+
 func noGPU(t *testing.T) bool {
 	t.Helper()
 	_, err := listGPUs()
@@ -300,14 +314,7 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-	var res BenchResult
-	data, err := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	if res.Torch == nil || res.Torch.Status != statusOK || res.Torch.Device != benchtest.Device || len(res.Table) != 2 {
 		t.Fatalf("torch %+v, %d table lines", res.Torch, len(res.Table))
 	}
@@ -487,11 +494,7 @@ func TestBenchCompareTorchT4Answer(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	var res BenchResult
-	data, _ := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBench(t, dir)
 	if res.Torch == nil || res.Torch.Emulate != "sm75" || len(res.Table) != 2 {
 		t.Fatalf("torch %+v, %d lines", res.Torch, len(res.Table))
 	}
