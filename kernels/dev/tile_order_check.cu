@@ -16,7 +16,8 @@ static bool check(int b, int hq, int nq, int nk, int ctas, double* spread, doubl
   FwdParams p{};
   p.b = b, p.hq = hq, p.hkv = hq, p.nq = nq, p.nk = nk, p.d = T::kD;
   const int stride = std::min(ctas, ((nq + T::kBr - 1) / T::kBr) * b * hq);
-  const sm90::TileOrder<T, C> order(p, stride);
+  // The plain kernels' order (the modified ones' at() calls mask.cuh's device-only window_blocks).
+  const sm90::TileOrder<T, C, 0> order(p, stride);
   std::vector<int> seen(order.tiles, 0);
   std::vector<long> work(stride, 0), rr(stride, 0);
   for (int first = 0; first < stride; ++first)
