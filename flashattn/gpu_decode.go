@@ -11,17 +11,18 @@ import (
 
 // The GPU decode path (kernels/decode.cuh): ForwardKVCache on the device.
 // One decode kernel per call, split over the cache (flash-decoding) when
-// B*Hkv alone would leave SMs idle; the last CTA of each split group merges
-// the splits by their LSEs (kernels/decode.cuh), so a call is one launch.
+// B*Hkv alone would leave SMs idle; the last CTAs of each split group to
+// finish merge the splits by their LSEs (kernels/decode.cuh), so a call is
+// one launch.
 
 // decodeSplits is the number of KV splits of a decode call with ctas CTAs
 // per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs that each
 // hold perSM decode CTAs at once (two 96 KiB CTAs on an H100/H200 SM, one on
 // an A100 or sm_86/89), whose CTA groups read at most span entries in blocks
 // of bc keys. From the sweeps of split counts on the H200 beside cuDNN
-// (kernels/dev/RESULTS.md, sessions 9-11): one CTA per SM, one split once
-// B*Hkv alone fills the wave. Since the kernel issues its first copies before
-// its other setup (session 11) a second CTA per SM no longer pays on a
+// (kernels/dev/RESULTS.md, sessions 9-11 and 19): one CTA per SM, one split
+// once B*Hkv alone fills the wave. Since the kernel issues its first copies
+// before its other setup (session 11) a second CTA per SM no longer pays on a
 // contiguous cache (B 1, 32/8, D128: 16 splits 78.3 / 135.8 us at 64k / 128k
 // where 33 took 80.5 / 140.0; B 4 the same from 32k); on a paged cache, whose
 // copies wait on a block-table load per 16 rows that the second CTA hides, it
@@ -29,16 +30,15 @@ import (
 // 16k). A split streams at least two blocks (the next in flight while it
 // computes one), or one of 128 keys or more (D <= 64: at 1k-2k entries 8 and
 // 16 splits of one block took 10.5 and 11.4 us where 4 and 8 of two took
-// 11.2 and 11.8); at most maxDecodeSplits. More than decodeMergeFan splits
-// take a second merge level (kernels/decode.cuh), which pays only once the
-// one-level splits would each stream twoLevelBlocks blocks (session 10's
-// sweep, B 1, 8/1 and 16/2 heads: at 3k-4k entries 16 splits took 14.3-16.2
-// us where 24-32 took 16.0-20.5; equal at 5k; from 6k the two levels win).
+// 11.2 and 11.8); at most maxDecodeSplits. Since the last CTAs of a group
+// share its merge (session 19, decodeMergeCTAs) many splits cost no second
+// merge level: MQA (8/1) at 4k / 8k took 11.7 / 13.0 us at 32 / 64 splits
+// where 16 took 14.9 / 16.4.
 func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	if forcedSplits > 0 {
 		return forcedSplits
 	}
-	const twoLevelBlocks, pagedTwoPerSMBlocks = 5, 6
+	const pagedTwoPerSMBlocks = 6
 	minSplitBlocks := 2
 	if bc >= 128 {
 		minSplitBlocks = 1
@@ -48,17 +48,36 @@ func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	if s2 := perSM * sms / ctas; paged && perSM > 1 && s2 > max(s, 1) && blocks >= pagedTwoPerSMBlocks*s2 {
 		s = s2
 	}
-	s = min(s, blocks/minSplitBlocks, maxDecodeSplits)
-	if s > decodeMergeFan && blocks < twoLevelBlocks*decodeMergeFan {
-		s = decodeMergeFan
-	}
-	return max(s, 1)
+	return max(1, min(s, blocks/minSplitBlocks, maxDecodeSplits))
 }
 
-// maxDecodeSplits bounds the splits: the merge tree's two levels of
-// decodeMergeFan take up to decodeMergeFan^2 splits in runs of at most
-// decodeMergeFan each.
-const maxDecodeSplits = decodeMergeFan * decodeMergeFan
+// maxDecodeSplits bounds the splits (and so the split workspace): far past
+// the SMs of any GPU the rule fills.
+const maxDecodeSplits = 256
+
+// decodeMergeLoads is decode.cuh's kMergeLoads: the splits whose partial
+// rows one merging thread loads at once.
+const decodeMergeLoads = 8
+
+// decodeMergeCTAs is how many of a group's split CTAs (the last to finish)
+// share its merge (kernels/decode.cuh): enough that each merging thread loads
+// at most decodeMergeLoads splits, one batch of L2 round trips (~1.3 us each
+// in the H200 probe, whatever the batch's size), for the group's rows x
+// d/8 items over threads-thread CTAs; at most one per item and split; and
+// summed over the groups at most sms/4 CTAs waiting for their group's last
+// (the waiting CTAs must never hold the slots the others need). MQA (8/1,
+// B 1) at 32k / 128k: 132 splits shared by 17 CTAs took 18.0 / 33.7 us where
+// the two-level tree took 20.4 / 40.3 (session 19).
+func decodeMergeCTAs(groups, splits, rows, d, threads, sms int) int {
+	if forcedMergeCTAs > 0 {
+		return forcedMergeCTAs
+	}
+	if splits <= 1 {
+		return 1
+	}
+	items := rows * d / 8
+	return max(1, min(ceilDiv(items*splits, threads*decodeMergeLoads), splits, items, 1+sms/(4*groups)))
+}
 
 // decodePerSM is how many decode CTAs of smem bytes of shared memory one SM
 // of the device holds at once (the kernels' kMinBlocks, 2, at most): the
@@ -87,20 +106,20 @@ var forcedSplits int
 // split counters must be back at zero for the next launch).
 var decodeRepeats int
 
-// decodeMergeFan is decode.cuh's kMergeFan: the splits of a group merge in
-// runs of that many, then the runs.
-const decodeMergeFan = 16
+// forcedMergeCTAs, when positive, replaces decodeMergeCTAs' choice (tests:
+// merges shared by several CTAs on small shapes; the kernel caps it at the
+// splits and the items).
+var forcedMergeCTAs int
 
 // decodeWorkspace is the length of the split workspace of a decode call
 // whose grid has groups CTA groups (B*Hkv times the row tiles): the partial
-// O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32, and int32
-// counters, one per run of decodeMergeFan splits plus one per group; none
-// for one split.
+// O (splits, B*Hq*Nq, D) and LSE (splits, B*Hq*Nq), float32, and two int32
+// counters per group; none for one split.
 func decodeWorkspace(d Dims, splits, groups int) (oPart, lsePart, counters int) {
 	if splits <= 1 {
 		return 0, 0, 0
 	}
-	return splits * d.LSELen() * d.D, splits * d.LSELen(), groups * (ceilDiv(splits, decodeMergeFan) + 1)
+	return splits * d.LSELen() * d.D, splits * d.LSELen(), 2 * groups
 }
 
 // decodeRowTiles is the number of packed-row tiles (grid z) of a decode
@@ -259,6 +278,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 	set3(f.qs, &pm.OBatchStride, &pm.ORowStride, &pm.OHeadStride)
 	pm.B, pm.Nq, pm.Hq, pm.Hkv, pm.D = int32(p.B), int32(p.Nq), int32(p.Hq), int32(p.Hkv), int32(p.D)
 	pm.Splits, pm.Scale, pm.ScaleLog2 = int32(op.splits), f.scale, f.scaleLog2
+	pm.MergeCTAs = int32(decodeMergeCTAs(groups, op.splits, min(dec.info.Br, p.Nq*p.Groups()), p.D, 32*dec.info.Warps, d.info.SMs))
 	pm.WindowLeft, pm.WindowRight, pm.Softcap = f.window[0], f.window[1], f.softcap
 	slopes, err := d.uploadSlopes(p)
 	if err != nil {

@@ -24,5 +24,20 @@ func ForceDecodeRepeats(n int) (previous int) {
 // MaxDecodeSplits is decodeSplits' cap.
 const MaxDecodeSplits = maxDecodeSplits
 
-// DecodeMergeFan is the splits per merge run (decode.cuh's kMergeFan).
-const DecodeMergeFan = decodeMergeFan
+// DecodeMergeLoads is the splits one merging thread loads at once
+// (decode.cuh's kMergeLoads).
+const DecodeMergeLoads = decodeMergeLoads
+
+// DecodeMergeCTAs is decodeMergeCTAs' automatic choice.
+func DecodeMergeCTAs(groups, splits, rows, d, threads, sms int) int {
+	defer ForceDecodeMergeCTAs(ForceDecodeMergeCTAs(0))
+	return decodeMergeCTAs(groups, splits, rows, d, threads, sms)
+}
+
+// ForceDecodeMergeCTAs makes every split decode call share its merge among
+// n CTAs per group (0: the automatic choice) and returns the previous
+// setting. Test builds only.
+func ForceDecodeMergeCTAs(n int) (previous int) {
+	previous, forcedMergeCTAs = forcedMergeCTAs, n
+	return previous
+}

@@ -15,9 +15,8 @@ import (
 
 // The split rule needs no GPU: one CTA per SM (on a paged cache two where
 // they fit and each split still streams 6 blocks), one split once B*Hkv
-// fills the GPU, never splits shorter than 2 blocks or one of 128 keys, a
-// second merge level only where one level's splits would stream 5 blocks
-// each (the cases are the H200 sweeps' best counts).
+// fills the GPU, never splits shorter than 2 blocks or one of 128 keys (the
+// cases are the H200 sweeps' best counts).
 func TestDecodeSplitRule(t *testing.T) {
 	for _, c := range []struct {
 		ctas, sms, perSM, span, bc, want int
@@ -35,9 +34,9 @@ func TestDecodeSplitRule(t *testing.T) {
 		{8, 132, 2, 2048, 128, 16, false},                              // 16 blocks of 128
 		{8, 132, 2, 100, 64, 1, false},                                 // shorter than 2 blocks: one split
 		{1, 132, 2, 131072, 64, 132, false},                            // MQA, B=1: one CTA per SM
-		{1, 132, 2, 4096, 64, 16, false},                               // MQA at 4k: 64 blocks, one merge level (not 32 splits)
-		{2, 132, 2, 3072, 64, 16, false},                               // 16/2 at 3k: 48 blocks, one level (not 24)
-		{1, 132, 2, 6144, 64, 48, false},                               // MQA at 6k: 96 blocks, two levels pay
+		{1, 132, 2, 4096, 64, 32, false},                               // MQA at 4k: 64 blocks, 2 per split (session 19: 16 took 14.9 us, 32 11.7)
+		{2, 132, 2, 3072, 64, 24, false},                               // 16/2 at 3k: 48 blocks
+		{1, 132, 2, 8192, 64, 64, false},                               // MQA at 8k: 128 blocks
 		{1, 1 << 20, 2, 1 << 30, 16, flashattn.MaxDecodeSplits, false}, // capped
 		{8, 108, 1, 131072, 64, 13, false},                             // an A100: one 96 KiB CTA per SM
 		{4, 40, 2, 32768, 64, 10, false},                               // a T4: 512 blocks, one 32 KiB CTA per SM (one covers a T4 SM's latency, traits.cuh)
@@ -48,6 +47,30 @@ func TestDecodeSplitRule(t *testing.T) {
 	} {
 		if got := flashattn.DecodeSplits(c.ctas, c.sms, c.perSM, c.span, c.bc, c.paged); got != c.want {
 			t.Errorf("decodeSplits(ctas %d, SMs %d, %d per SM, span %d, Bc %d, paged %t) = %d, want %d", c.ctas, c.sms, c.perSM, c.span, c.bc, c.paged, got, c.want)
+		}
+	}
+}
+
+// The merge-share rule needs no GPU: enough CTAs that each merging thread
+// loads one batch of splits, and few enough waiting CTAs over all groups.
+func TestDecodeMergeCTAsRule(t *testing.T) {
+	for _, c := range []struct {
+		groups, splits, rows, d, threads, sms, want int
+	}{
+		{1, 132, 8, 128, 128, 132, 17},  // MQA 8/1 at 32k: 128 items x 132 splits over 128 threads x 8 loads
+		{1, 32, 8, 128, 128, 132, 4},    // MQA at 4k
+		{8, 16, 4, 128, 128, 132, 1},    // 32/8, 16 splits: 64 items x 16 fit one CTA's batch
+		{8, 8, 4, 64, 128, 132, 1},      // D64
+		{1, 1, 8, 128, 128, 132, 1},     // one split: no merge
+		{1, 256, 16, 256, 64, 132, 34},  // D256 (2 warps): 512 items x 256 splits want 256, waiting CTAs cap 1+132/4
+		{6, 40, 8, 128, 128, 132, 5},    // the sanitizer's shape: 3 x 2 groups of 40 splits
+		{64, 4, 16, 128, 128, 132, 1},   // B*Hkv 64: the cap 1+132/256
+		{2, 66, 8, 128, 128, 132, 9},    // 16/2 at 16k
+		{16, 16, 16, 128, 128, 132, 3},  // 16 groups of 16 rows: the waiting-CTA cap 1+132/64 binds (4 wanted)
+	} {
+		if got := flashattn.DecodeMergeCTAs(c.groups, c.splits, c.rows, c.d, c.threads, c.sms); got != c.want {
+			t.Errorf("decodeMergeCTAs(groups %d, splits %d, rows %d, D %d, %d threads, %d SMs) = %d, want %d",
+				c.groups, c.splits, c.rows, c.d, c.threads, c.sms, got, c.want)
 		}
 	}
 }
@@ -63,10 +86,10 @@ func TestPageMultipleMatchesKernels(t *testing.T) {
 	if m == nil || string(m[1]) != itoa(flashattn.PageMultiple) {
 		t.Errorf("decode.cuh's kPageMultiple %q, flashattn.PageMultiple %d", m, flashattn.PageMultiple)
 	}
-	// The workspace holds one counter per merge run of the kernel's fan-in.
-	m = regexp.MustCompile(`constexpr int kMergeFan = (\d+);`).FindSubmatch(src)
-	if m == nil || string(m[1]) != itoa(flashattn.DecodeMergeFan) {
-		t.Errorf("decode.cuh's kMergeFan %q, the host's %d", m, flashattn.DecodeMergeFan)
+	// The host sizes the merge's shares on the kernel's loads per batch.
+	m = regexp.MustCompile(`constexpr int kMergeLoads = (\d+);`).FindSubmatch(src)
+	if m == nil || string(m[1]) != itoa(flashattn.DecodeMergeLoads) {
+		t.Errorf("decode.cuh's kMergeLoads %q, the host's %d", m, flashattn.DecodeMergeLoads)
 	}
 	// The host caps the splits however much room the GPU has.
 	if s := flashattn.DecodeSplits(1, 1<<20, 2, 1<<30, 16, false); s != flashattn.MaxDecodeSplits {
@@ -78,7 +101,8 @@ func TestPageMultipleMatchesKernels(t *testing.T) {
 // paths (the sm_75 one from its PTX), each with the automatic split count,
 // one split (the decode kernel writes O itself) and 3 and 7 splits (partial
 // results merged by the last CTA of each group; with 7 some splits of the
-// short sequences are empty). Outputs are NaN-poisoned before the launch, so
+// short sequences are empty), and 7 and 40 splits whose merge 3 and 5 CTAs
+// share (the kernel caps the share count at the group's items). Outputs are NaN-poisoned before the launch, so
 // attntest reports any element left unwritten; every call runs its kernel
 // twice, poisoned again before the second, whose merge must run too (its
 // split counters back at zero).
@@ -88,10 +112,15 @@ func TestGPUKVCacheConformance(t *testing.T) {
 		if err := dev.ForcePath(path); err != nil {
 			t.Fatal(err)
 		}
-		for _, splits := range []int{0, 1, 3, 7} {
+		for _, sm := range [][2]int{{0, 0}, {1, 0}, {3, 0}, {7, 0}, {7, 3}, {40, 5}} {
+			splits, merge := sm[0], sm[1]
 			name := "path" + itoa(path) + "-splits" + itoa(splits)
+			if merge > 0 {
+				name += "-merge" + itoa(merge)
+			}
 			t.Run(name, func(t *testing.T) {
 				defer flashattn.ForceDecodeSplits(flashattn.ForceDecodeSplits(splits))
+				defer flashattn.ForceDecodeMergeCTAs(flashattn.ForceDecodeMergeCTAs(merge))
 				defer flashattn.ForceDecodeRepeats(flashattn.ForceDecodeRepeats(2))
 				b := attntest.Backend{Name: "gpu-decode-" + name, Precision: attntest.FP16, HeadDims: dev.HeadDims(),
 					ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {

@@ -10,9 +10,9 @@
 //     more tiles (grid z), which read the same K/V again, mostly from L2;
 //   - split-KV: grid x splits the key blocks a tile sees into equal ranges,
 //     so a small B*Hkv still fills the GPU. Each split writes a partial O and
-//     its LSE (fp32 workspace); the splits' CTAs merge them by their LSEs in
-//     a tree (decode_merge_splits), so a call is one launch. With one split
-//     the CTA writes O and the LSE itself.
+//     its LSE (fp32 workspace); the group's last CTAs to finish merge them by
+//     their LSEs (decode_merge_splits), so a call is one launch. With one
+//     split the CTA writes O and the LSE itself.
 // Inside a CTA the warps share the rows and split each block of Bc keys
 // (Bw = Bc/Warps each): every warp keeps its own m, l, O, and the warps are
 // merged by their LSEs at the end, exactly as the splits are (lse_merge).
@@ -219,66 +219,94 @@ __device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
   *reinterpret_cast<uint4*>(o) = u;
 }
 
-// The splits' merge, done by the last CTAs to finish instead of by a second
-// kernel: one launch per call and no gap between two (the H200 profile,
-// kernels/dev/RESULTS.md: the combine kernel was 11-14 us of a 16k-128k call
-// at B 1). The splits of a (batch, kv head, row tile) group merge in a tree
-// of fan-in kMergeFan: the last CTA of each run of kMergeFan splits merges
-// them into the run's first partial slot, and the last of those run mergers
-// merges the runs into O and the LSE (with one run, straight into O). Each
-// merge reads every partial row it takes once, from L2, and its time is the
-// L2 round trips one thread waits for in turn: a single level over 66-128
-// splits of an 8-row group (MQA, B 1) took 20-35 us, the tree two short ones.
-constexpr int kMergeFan = 16;  // flashattn's decodeMergeFan
-constexpr int kMergeLoads = 8;  // splits whose partial rows one merging thread loads at once
+// The splits' merge, done by the last CTAs of each (batch, kv head, row tile)
+// group to finish instead of by a second kernel (one launch, no gap between
+// two: the combine kernel was 11-14 us of a 16k-128k call at B 1 on the H200,
+// kernels/dev/RESULTS.md). The last M = DecodeParams.merge_ctas CTAs to count
+// in share it: each takes a 1/M share of the group's (row, 8 columns) items
+// and merges every split's partial rows for them into O and the LSE. A merge
+// waits on L2 round trips (the partial rows other SMs wrote: ~1.3 us per
+// batch of loads in the H200 probe, whatever the batch's size), so the host
+// picks M such that each merging thread loads at most kMergeLoads splits,
+// one batch; one CTA walking 132 splits of an MQA group, or a tree of two
+// merge levels, waited for several batches in turn.
+constexpr int kMergeLoads = 8;  // splits whose partial rows one merging thread loads at once: flashattn's decodeMergeLoads
 
-// Every CTA of n that arrive at counter cnt makes its global writes visible
-// (fence) and counts itself in; true in the last one, which resets the
-// counter (so it is zero for the next call on the stream) and fences before
-// reading what the others wrote. The verdict word lives in the merge's
-// scratch (smem_raw): a static __shared__ word would push a 32 KiB Turing CTA
-// past half of 64 KiB.
-__device__ __forceinline__ bool decode_last_in(int* cnt, int n) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  int& last = *reinterpret_cast<int*>(smem_raw);
-  __threadfence();  // this CTA's writes are visible before it counts in
-  __syncthreads();  // (and every thread is done with the shared memory)
-  if (threadIdx.x == 0) {
-    last = atomicAdd(cnt, 1) == n - 1;
-    if (last) *cnt = 0;
-  }
-  __syncthreads();
-  const bool r = last;
-  if (r) __threadfence();  // the others' writes, fenced before they counted in
-  return r;
+__device__ __forceinline__ int atomic_add_acq_rel(int* a, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(a), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ int load_acquire(const int* a) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
 }
 
-// Merges the partial rows of splits s0, s0+stride, ... (n of them) of the
-// group's packed rows [row0, row0+rows): into O and the LSE, or (out >= 0)
-// into partial slot out (one of those read: each item is written by the one
-// thread that read it from slot s0, the LSEs after every thread is done).
-// Threads take (row, 8 columns) items x strided shares of the splits; each
-// loads a split's LSE with its partial O and merges online (a running max,
-// as the softmax), kMergeLoads splits' loads in flight at once; the shares
-// of an item merge by their (max, sum) in shared memory.
+// The count-in of a group's n split CTAs on its two counters (cnt[0] counts
+// in, cnt[1] the merging CTAs out; zero before the call, zero after it).
+// Returns this CTA's merge share, 0..m-1 for the last m to count in (the very
+// last takes m-1), or -1. A share other than the last waits for the others
+// to count in: it and the CTAs it waits for are the group's last m, each of
+// them running or about to be scheduled, so with the host keeping every
+// group's m-1 waiting CTAs to a fraction of the device's CTA slots (and the
+// rest finishing without waiting) some slot is always free for them.
+// One thread counts in, after the barrier, with an acq_rel atomic: its
+// release half publishes the whole CTA's writes (the barrier orders them
+// before it, and release is cumulative), its acquire half (or the waiting
+// CTAs' acquire load of the final count) makes every earlier CTA's writes
+// visible (the counter's RMWs chain the releases), and the second barrier
+// hands that to the CTA's other threads (CUTLASS's semaphore pattern; each
+// thread's own sequentially consistent __threadfence cost more). Readers
+// use ld.cg (L2), never a stale L1 line. The share word lives in the merge's
+// scratch (smem_raw): a static __shared__ word would push a 32 KiB Turing CTA
+// past half of 64 KiB.
+__device__ __forceinline__ int decode_count_in(int* cnt, int n, int m) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  int& word = *reinterpret_cast<int*>(smem_raw);
+  __syncthreads();  // the CTA's writes precede the count-in (and the shared memory is free)
+  if (threadIdx.x == 0) {
+    const int old = atomic_add_acq_rel(cnt, 1), share = old - (n - m);
+    if (share >= 0 && old < n - 1)
+      while (load_acquire(cnt) < n) {
+      }
+    if (m == 1 && old == n - 1) *cnt = 0;  // no one else reads it this call
+    word = share;
+  }
+  __syncthreads();
+  return word;
+}
+
+// The count-out of the m merging CTAs (m > 1): the last one out resets both
+// counters, after every waiting CTA has seen the full count (their acq_rel
+// count-outs order their waits before the reset).
+__device__ __forceinline__ void decode_count_out(int* cnt, int m) {
+  __syncthreads();  // the CTA's merge is done (its waits are in thread 0's past)
+  if (threadIdx.x == 0 && atomic_add_acq_rel(cnt + 1, 1) == m - 1) cnt[0] = 0, cnt[1] = 0;
+}
+
+// Merges items [i0, i1) of the group's packed rows [row0, row0+rows) (item
+// = row x 8 columns, rows*C of them) over the n splits' partial rows into O
+// and the LSE. Threads take items x strided shares of the splits; each loads
+// a split's LSE with its partial O and merges online (a running max, as the
+// softmax), kMergeLoads splits' loads in flight at once; the shares of an
+// item merge by their (max, sum) in shared memory.
 template <class T, class E>
-__device__ __forceinline__ void decode_merge(const DecodeParams& p, int b, int hk, int row0, int rows, int s0, int n,
-                                             int stride, int out) {
-  constexpr int D = T::kD, C = D / 8, NT = T::kThreads, R = T::kRows;
-  static_assert((NT * 10 + R) * 4 <= T::kSmemBytes, "the merge's shared memory");
+__device__ __forceinline__ void decode_merge(const DecodeParams& p, int b, int hk, int row0, int i0, int i1, int n) {
+  constexpr int D = T::kD, C = D / 8, NT = T::kThreads;
+  static_assert(NT * 10 * 4 <= T::kSmemBytes, "the merge's shared memory");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   float* sX = reinterpret_cast<float*>(smem_raw);  // [NT][10]: a share's 8 sums, max and exp-sum
-  float* sLse = sX + NT * 10;                      // [R]: the merged LSE of each row
   const int tid = threadIdx.x;
   const int64_t all = static_cast<int64_t>(p.b) * p.hq * p.nq;  // LSE rows of one split
-  const int items = rows * C, parts = max(1, NT / items);
+  const int items = i1 - i0, parts = max(1, NT / max(items, 1));
   for (int base = 0; base < items; base += NT) {
-    __syncthreads();  // sX of the last round (or the verdict word) is read
+    __syncthreads();  // sX of the last round (or the share word) is read
     const int idx = base + tid % items, part = tid / items;
     float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     LseMerge mg;  // over the splits: x and mg.sum relative to mg.mx
     const bool mine = idx < items && part < parts;
-    const int r = idx / C, c = idx % C;
+    const int r = (i0 + idx) / C, c = (i0 + idx) % C;
     const int64_t row = mine ? PackedRow(p, b, hk, row0 + r).lse_idx : 0;
     // kMergeLoads splits at a time: every load of the batch issued before any
     // is used (with the merge inside the loading loop, each split's loads
@@ -291,7 +319,7 @@ __device__ __forceinline__ void decode_merge(const DecodeParams& p, int b, int h
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int k = k0 + u * parts;
-        const int64_t at = static_cast<int64_t>(s0 + (k < n ? k : 0) * stride) * all + row;
+        const int64_t at = static_cast<int64_t>(k < n ? k : 0) * all + row;
         const float4* src = reinterpret_cast<const float4*>(p.o_part + at * D + c * 8);
         l[u] = k < n ? __ldcg(p.lse_part + at) : -INFINITY;
         a[u] = __ldcg(src), bb[u] = __ldcg(src + 1);
@@ -327,39 +355,22 @@ __device__ __forceinline__ void decode_merge(const DecodeParams& p, int b, int h
       const float inv = mg.inv();
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] *= inv;
-      if (out < 0) {
-        store8<E>(static_cast<E*>(p.o) + PackedRow(p, b, hk, row0 + r).o_off + c * 8, x);
-      } else {
-        float4* dst = reinterpret_cast<float4*>(p.o_part + (out * all + row) * D + c * 8);
-        dst[0] = make_float4(x[0], x[1], x[2], x[3]);
-        dst[1] = make_float4(x[4], x[5], x[6], x[7]);
-      }
-      if (c == 0) sLse[r] = mg.lse();
+      store8<E>(static_cast<E*>(p.o) + PackedRow(p, b, hk, row0 + r).o_off + c * 8, x);
+      if (c == 0) p.lse[row] = mg.lse();
     }
-  }
-  __syncthreads();  // every LSE of slot `out` is read
-  if (tid < rows) {
-    const int64_t row = PackedRow(p, b, hk, row0 + tid).lse_idx;
-    (out < 0 ? p.lse[row] : p.lse_part[out * all + row]) = sLse[tid];
   }
 }
 
-// The end of a split CTA (its partial rows written): count in on its run's
-// counter, merge the run if last, then count in on the group's, merge the
-// runs if last. Counters: (clusters + 1) per group, runs first.
+// The end of a split CTA (its partial rows written): count in on the group's
+// counters; in the last merge_ctas, merge this CTA's share of the items.
 template <class T, class E>
 __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b, int hk, int row0, int rows) {
-  const int splits = gridDim.x, split = blockIdx.x;
-  const int runs = (splits + kMergeFan - 1) / kMergeFan, run = split / kMergeFan, s0 = run * kMergeFan;
-  int* cnt = p.split_count + static_cast<int64_t>(blockIdx.y * gridDim.z + blockIdx.z) * (runs + 1);
-  if (!decode_last_in(cnt + run, min(kMergeFan, splits - s0))) return;
-  if (runs == 1) {
-    decode_merge<T, E>(p, b, hk, row0, rows, 0, splits, 1, -1);
-    return;
-  }
-  decode_merge<T, E>(p, b, hk, row0, rows, s0, min(kMergeFan, splits - s0), 1, s0);
-  if (!decode_last_in(cnt + runs, runs)) return;
-  decode_merge<T, E>(p, b, hk, row0, rows, 0, runs, kMergeFan, -1);
+  const int splits = gridDim.x, items = rows * (T::kD / 8), m = max(1, min(p.merge_ctas, min(splits, items)));
+  int* cnt = p.split_count + 2 * static_cast<int64_t>(blockIdx.y * gridDim.z + blockIdx.z);
+  const int share = decode_count_in(cnt, splits, m);
+  if (share < 0) return;
+  decode_merge<T, E>(p, b, hk, row0, share * items / m, (share + 1) * items / m, splits);
+  if (m > 1) decode_count_out(cnt, m);
 }
 
 template <class T, class E = __half>

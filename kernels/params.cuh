@@ -206,9 +206,8 @@ struct DecodeParams {
   int32_t window_left, window_right;
   float scale_log2;
   float scale;
-  // Split merge (splits > 1): per CTA group (B*Hkv, row tiles) one counter per
-  // run of kMergeFan splits, then one for the group (decode.cuh), zero before
-  // the first call; the last CTA at each merges and resets it.
+  // Split merge (splits > 1): two counters per CTA group (B*Hkv, row tiles),
+  // zero before the first call and again after each (decode.cuh).
   int32_t* split_count;
   const float* alibi_slopes;  // fp32 (Hq) or null
   float softcap;              // 0: none
@@ -216,6 +215,9 @@ struct DecodeParams {
   // the kernel then needs no load of seqlens before its first copies (the
   // H200 probe: 0.2-0.4 us of a call's prologue).
   int32_t uniform_len;
+  // The CTAs of a group that share its split merge, the last to finish
+  // (splits > 1; the host's decodeMergeCTAs).
+  int32_t merge_ctas;
 };
 
 static_assert(offsetof(DecodeParams, q) == 0, "Q");
@@ -255,7 +257,8 @@ static_assert(offsetof(DecodeParams, split_count) == 216, "SplitCount");
 static_assert(offsetof(DecodeParams, alibi_slopes) == 224, "ALiBi");
 static_assert(offsetof(DecodeParams, softcap) == 232, "Softcap");
 static_assert(offsetof(DecodeParams, uniform_len) == 236, "UniformLen");
-static_assert(sizeof(DecodeParams) == 240, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");
+static_assert(offsetof(DecodeParams, merge_ctas) == 240, "MergeCTAs");
+static_assert(sizeof(DecodeParams) == 248, "DecodeParams size (Go: unsafe.Sizeof(DecodeParams{}))");
 
 // Sm90FwdArgs: the argument of the sm_90a forward (fa2_fwd_sm90a_*,
 // fwd_sm90.cuh), passed as a __grid_constant__ so that TMA reads the tensor

@@ -449,8 +449,8 @@ struct DecodeTile {
 
 // FA2_DECODE_TILES(X): THE list of shipped decode kernels, one
 // X(arch, d, Bc, warps, stages) per (arch path, head dim): fa2_decode_sm{A}_d{D}
-// (causal, the window, softcap and ALiBi are parameters; the CTAs of a split
-// group merge the splits in a tree, decode.cuh); every sm_80 row ships bf16 twins
+// (causal, the window, softcap and ALiBi are parameters; the last CTAs of a
+// split group to finish merge the splits, decode.cuh); every sm_80 row ships bf16 twins
 // (_bf16), as the forward's.
 //
 // Turing (T4: 320 GB/s over 40 SMs, ~8 KB per SM in flight covers the latency):

@@ -112,9 +112,9 @@
 // D) with BlockTable (B, TableStride) int32, PageSize a multiple of 16;
 // SeqLens (B) int32. It writes O and the LSE of every row. With Splits > 1
 // each CTA also writes OPart (Splits, B*Hq*Nq, D) and LSEPart (Splits,
-// B*Hq*Nq) fp32, rows in the LSE's order, and the CTAs of each (B*Hkv, row
-// tile) group merge them in a tree (runs of 16 splits, then the runs),
-// counting in SplitCount: per group, one int32 per run and one more (zero
+// B*Hq*Nq) fp32, rows in the LSE's order, and the last MergeCTAs CTAs of
+// each (B*Hkv, row tile) group to finish merge them, each a share of the
+// group's rows and columns, counting in SplitCount: two int32 per group (zero
 // before the call, zero again after it).
 //
 // Masks are bottom-right per sequence (off = SeqLens[b] - Nq): query row i of
@@ -259,10 +259,11 @@ type DecodeParams struct {
 	WindowLeft, WindowRight int32
 	ScaleLog2               float32
 	Scale                   float32
-	SplitCount              uint64 // int32 (B*Hkv*row tiles, runs+1), zero before the first call; used when Splits > 1
+	SplitCount              uint64 // int32 (B*Hkv*row tiles, 2), zero before the first call; used when Splits > 1
 	ALiBi                   uint64 // float32 (Hq) slopes or 0
 	Softcap                 float32
 	UniformLen              int32 // every SeqLens entry when they are all equal, else -1
+	MergeCTAs               int32 // the CTAs of a group that share its split merge (Splits > 1)
 }
 
 // Pass says which step of attention a kernel computes.

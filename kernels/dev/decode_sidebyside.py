@@ -15,9 +15,9 @@ SDPA gets q (B, Hq, Nq, D) and the cache (B, Hkv, N, D) with enable_gqa=True
 marked "rep". Nq = 1, so causal (bottom-right) equals no mask: SDPA runs
 is_causal=False. Before timing, each shape's O is checked against float32 math.
 
-Each of our calls is one launch (the last CTA of each split group merges the
-splits); every call is made twice before its check, and the split counters must
-be back at zero after it.
+Each of our calls is one launch (the last CTAs of each split group to finish
+merge the splits); every call is made twice before its check, and the split
+counters must be back at zero after it.
 
 Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize | --sweep | --mods]
   --ptx75: the Turing kernels from internal/kernels/fa2_sm75.fatbin (driver JIT);
@@ -25,12 +25,13 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
   --sweep: ours at forced split counts beside cuDNN (the split rule's data);
-  --sweep-levels: one merge level or two (split counts around kMergeFan, MQA-like shapes, 2k-16k);
+  --sweep-levels: split counts on short caches with few kv heads (MQA-like shapes, 2k-16k; named
+                  for the two merge levels of the tree merge before session 19);
   --sweep-paged: the same on paged caches (blocks of 16 and 256) beside the contiguous one;
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
   --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
   --tile-smem N: that module's decode tile takes N bytes of dynamic shared memory (not resources.md's);
-  --ab PATH: these kernels against PATH's (a dev cubin of the same symbols), interleaved.
+  --ab PATH[,PATH...]: these kernels against each PATH's (dev cubins of the same symbols), interleaved.
 (The candidate tiles and the one-launch merge's first form were dev kernels,
 decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
 that left with them: git history, kernels/dev/RESULTS.md.)
@@ -56,27 +57,34 @@ class DecodeParams(ctypes.Structure):  # kernels/params.cuh
                [(n, ctypes.c_int32) for n in ("table_stride", "page", "b", "nq", "hq", "hkv", "d", "splits",
                                               "window_left", "window_right")] + \
                [("scale_log2", ctypes.c_float), ("scale", ctypes.c_float), ("split_count", ctypes.c_uint64),
-                ("alibi", ctypes.c_uint64), ("softcap", ctypes.c_float), ("uniform_len", ctypes.c_int32)]
+                ("alibi", ctypes.c_uint64), ("softcap", ctypes.c_float), ("uniform_len", ctypes.c_int32),
+                ("merge_ctas", ctypes.c_int32)]
 
 
-assert ctypes.sizeof(DecodeParams) == 240
+assert ctypes.sizeof(DecodeParams) == 248
 
 
-MERGE_FAN = 16  # decode.cuh's kMergeFan: split counters per group are runs + 1
+MERGE_LOADS = 8  # decode.cuh's kMergeLoads
+
+
+def merge_ctas(groups, splits, rows, d, threads, sms):
+    """flashattn/gpu_decode.go decodeMergeCTAs, the same rule."""
+    if splits <= 1:
+        return 1
+    items = rows * d // 8
+    m = -(-items * splits // (threads * MERGE_LOADS))
+    return max(1, min(m, splits, items, 1 + sms // (4 * groups)))
 
 
 def splits_rule(ctas, sms, per_sm, span, bc, paged):
     """flashattn/gpu_decode.go decodeSplits, the same rule."""
-    min_split_blocks, two_level_blocks, paged_two_per_sm_blocks = 1 if bc >= 128 else 2, 5, 6
+    min_split_blocks, paged_two_per_sm_blocks = 1 if bc >= 128 else 2, 6
     blocks = -(-span // bc)
     s = sms // ctas
     s2 = per_sm * sms // ctas
     if paged and per_sm > 1 and s2 > max(s, 1) and blocks >= paged_two_per_sm_blocks * s2:
         s = s2
-    s = min(s, blocks // min_split_blocks, MERGE_FAN * MERGE_FAN)
-    if s > MERGE_FAN and blocks < two_level_blocks * MERGE_FAN:
-        s = MERGE_FAN
-    return max(1, s)
+    return max(1, min(s, blocks // min_split_blocks, 256))  # maxDecodeSplits
 
 
 def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=False, splits=None,
@@ -98,8 +106,10 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     rows = b * hq * nq
     opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
     lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
-    runs = -(-s // MERGE_FAN)
-    counts = torch.zeros(b * hkv * tiles * (runs + 1), dtype=torch.int32, device="cuda")  # zero once; the kernel resets them
+    # zero once; the kernel resets them. Two per group; s + 1 also covers the tree-merge builds
+    # before session 19 (one per run of 16 splits and one more), e.g. an --ab baseline.
+    counts = torch.zeros(b * hkv * tiles * (s + 1), dtype=torch.int32, device="cuda")
+    mc = merge_ctas(b * hkv * tiles, s, min(br, nq * (hq // hkv)), d, warps * 32, sms)
     p = DecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                      opart.data_ptr() if s > 1 else 0, lpart.data_ptr() if s > 1 else 0, seqlens.data_ptr(),
                      table.data_ptr() if table is not None else 0,
@@ -107,7 +117,7 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
                      table.shape[1] if table is not None else 0, page, b, nq, hq, hkv, d, s, left, right,
                      1 / math.sqrt(d) * 1.4426950408889634, 1 / math.sqrt(d), counts.data_ptr(),
                      slopes.data_ptr() if slopes is not None else 0, softcap,
-                     int(seqlens[0].item()) if bool((seqlens == seqlens[0]).all().item()) else -1)
+                     int(seqlens[0].item()) if bool((seqlens == seqlens[0]).all().item()) else -1, mc)
     args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
@@ -115,6 +125,7 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
         ck(cu.cuLaunchKernel(f, s, b * hkv, tiles, warps * 32, 1, 1, smem, stream, args, None), "decode")
     call.keep = (p, args, opart, lpart, slopes)
     call.splits = s
+    call.merge_ctas = mc
     call.counts = counts
     return call
 
@@ -292,39 +303,42 @@ def sweep(m, arch):
             torch.cuda.empty_cache()
 
 
-def ab(m, arch, other):
-    """Ours (m) against another build of the same kernels (other), interleaved, L2 flushed, beside cuDNN."""
-    print(f"A/B: A = this build, B = {other.path}; us (median of 30), B/A < 1: B faster", flush=True)
+def ab(m, arch, others):
+    """Ours (m) against other builds of the same kernels (others), interleaved, L2 flushed, beside cuDNN."""
+    names = "".join(f", {chr(66 + i)} = {o.path}" for i, o in enumerate(others))
+    print(f"A/B: A = this build{names}; us (median of 30), X/A < 1: X faster", flush=True)
     for b, hq, hkv, d, lengths in ((1, 32, 8, 128, (1024, 2048, 4096, 8192, 32768, 131072)), (4, 32, 8, 128, (1024, 8192)),
                                    (1, 32, 8, 64, (1024, 4096, 32768)), (1, 8, 1, 128, (1024, 4096, 32768))):
         for n in lengths:
             q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + b)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
             cud = sdpa_calls(qt, kt, vt, hq, hkv)["cudnn"][0]
-            oa, ob = torch.empty_like(q), torch.empty_like(q)
-            la, lb = torch.empty((b, hq, 1), device="cuda"), torch.empty((b, hq, 1), device="cuda")
-            fa = decode_call(m, arch, q, k, v, oa, la, seqlens)
-            fb = decode_call(other, arch, q, k, v, ob, lb, seqlens)
-            fa(), fb()
+            mods = [m] + list(others)
+            os_ = [torch.empty_like(q) for _ in mods]
+            ls = [torch.empty((b, hq, 1), device="cuda") for _ in mods]
+            fs = [decode_call(x, arch, q, k, v, o, l, seqlens) for x, o, l in zip(mods, os_, ls)]
+            for f in fs:
+                f()
             torch.cuda.synchronize()
-            same = torch.equal(oa, ob) and torch.equal(la, lb)
-            ta, tb, tc = [], [], []
+            same = all(torch.equal(os_[0], o) and torch.equal(ls[0], l) for o, l in zip(os_[1:], ls[1:]))
+            ts, tc = [[] for _ in fs], []
             for _ in range(3):
                 tc += timed(cud, 10)
-                ta += timed(fa, 10)
-                tb += timed(fb, 10)
+                for t, f in zip(ts, fs):
+                    t += timed(f, 10)
             med = lambda t: sorted(t)[len(t) // 2] * 1e3
-            print(f"B{b} {hq}/{hkv} D{d} N{n:>6} splits {fa.splits:>3}: A {med(ta):6.1f}  B {med(tb):6.1f}  B/A {med(tb) / med(ta):.3f}  "
-                  f"cudnn {med(tc):6.1f} (A {med(tc) / med(ta):.2f}x, B {med(tc) / med(tb):.2f}x)  outputs {'equal' if same else 'DIFFER'}", flush=True)
-            del q, k, v, kt, vt, qt, cud, fa, fb
+            a = med(ts[0])
+            rest = "  ".join(f"{chr(66 + i)} {med(t):6.1f} ({med(t) / a:.3f})" for i, t in enumerate(ts[1:]))
+            print(f"B{b} {hq}/{hkv} D{d} N{n:>6} splits {fs[0].splits:>3} merge {fs[0].merge_ctas:>2}: A {a:6.1f}  {rest}  "
+                  f"cudnn {med(tc):6.1f} (A {med(tc) / a:.2f}x)  outputs {'equal' if same else 'DIFFER'}", flush=True)
+            del q, k, v, kt, vt, qt, cud, fs, os_, ls
             torch.cuda.empty_cache()
 
 
 def sweep_levels(m, arch):
-    """One merge level or two: split counts around kMergeFan where few kv heads leave the rule
-    above it on short caches (MQA 8/1 and 16/2, B 1, 2k-16k; 32/8 beside them), L2 flushed,
-    beside cuDNN."""
-    print("merge-level sweep: ours us at forced split counts (rule's marked *), cuDNN us", flush=True)
+    """Split counts 8-128 where few kv heads leave the rule above 16 on short caches (MQA 8/1 and
+    16/2, B 1, 2k-16k; 32/8 beside them), L2 flushed, beside cuDNN."""
+    print("split sweep: ours us at forced split counts (rule's marked *), cuDNN us", flush=True)
     for b, hq, hkv, d in ((1, 8, 1, 128), (1, 16, 2, 128), (1, 32, 8, 128)):
         for n in (2048, 3072, 4096, 5120, 6144, 7168, 8192, 12288, 16384):
             q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + hkv)
@@ -436,7 +450,7 @@ def mods(m, arch):
 
 def sanitize(m, arch):
     """Small calls for compute-sanitizer: every head dim, contiguous and paged, 1, 3 and 40 splits
-    (one merge run, and three runs merged in turn), with and without the modifiers."""
+    (40: the merge shared by 2-5 CTAs per group), with and without the modifiers."""
     gen = torch.Generator().manual_seed(2)
     dims = (32, 64, 96, 128) + ((256,) if arch == 80 else ())
     for d in dims:
@@ -478,9 +492,11 @@ def main():
     elif "--mods" in args:
         mods(m, 75 if ptx75 else 80)
     elif "--ab" in args:
-        other = Module(args[args.index("--ab") + 1])
-        other.path = args[args.index("--ab") + 1]
-        ab(m, 75 if ptx75 else 80, other)
+        others = []
+        for pth in args[args.index("--ab") + 1].split(","):
+            others.append(Module(pth))
+            others[-1].path = pth
+        ab(m, 75 if ptx75 else 80, others)
     else:
         bench(m, 75 if ptx75 else 80, splits)
 
