@@ -57,16 +57,16 @@ func TestDecodeMergeCTAsRule(t *testing.T) {
 	for _, c := range []struct {
 		groups, splits, rows, d, threads, sms, want int
 	}{
-		{1, 132, 8, 128, 128, 132, 17},  // MQA 8/1 at 32k: 128 items x 132 splits over 128 threads x 8 loads
-		{1, 32, 8, 128, 128, 132, 4},    // MQA at 4k
-		{8, 16, 4, 128, 128, 132, 1},    // 32/8, 16 splits: 64 items x 16 fit one CTA's batch
-		{8, 8, 4, 64, 128, 132, 1},      // D64
-		{1, 1, 8, 128, 128, 132, 1},     // one split: no merge
-		{1, 256, 16, 256, 64, 132, 34},  // D256 (2 warps): 512 items x 256 splits want 256, waiting CTAs cap 1+132/4
-		{6, 40, 8, 128, 128, 132, 5},    // the sanitizer's shape: 3 x 2 groups of 40 splits
-		{64, 4, 16, 128, 128, 132, 1},   // B*Hkv 64: the cap 1+132/256
-		{2, 66, 8, 128, 128, 132, 9},    // 16/2 at 16k
-		{16, 16, 16, 128, 128, 132, 3},  // 16 groups of 16 rows: the waiting-CTA cap 1+132/64 binds (4 wanted)
+		{1, 132, 8, 128, 128, 132, 17}, // MQA 8/1 at 32k: 128 items x 132 splits over 128 threads x 8 loads
+		{1, 32, 8, 128, 128, 132, 4},   // MQA at 4k
+		{8, 16, 4, 128, 128, 132, 1},   // 32/8, 16 splits: 64 items x 16 fit one CTA's batch
+		{8, 8, 4, 64, 128, 132, 1},     // D64
+		{1, 1, 8, 128, 128, 132, 1},    // one split: no merge
+		{1, 256, 16, 256, 64, 132, 34}, // D256 (2 warps): 512 items x 256 splits want 256, waiting CTAs cap 1+132/4
+		{6, 40, 8, 128, 128, 132, 5},   // the sanitizer's shape: 3 x 2 groups of 40 splits
+		{64, 4, 16, 128, 128, 132, 1},  // B*Hkv 64: the cap 1+132/256
+		{2, 66, 8, 128, 128, 132, 9},   // 16/2 at 16k
+		{16, 16, 16, 128, 128, 132, 3}, // 16 groups of 16 rows: the waiting-CTA cap 1+132/64 binds (4 wanted)
 	} {
 		if got := flashattn.DecodeMergeCTAs(c.groups, c.splits, c.rows, c.d, c.threads, c.sms); got != c.want {
 			t.Errorf("decodeMergeCTAs(groups %d, splits %d, rows %d, D %d, %d threads, %d SMs) = %d, want %d",

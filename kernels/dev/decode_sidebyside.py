@@ -98,6 +98,7 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     if getattr(m, "tile_smem", 0):  # a dev module whose tile takes other shared memory (--tile-smem)
         smem = m.tile_smem
         ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")
+    warps = getattr(m, "tile_warps", 0) or warps  # a dev module whose tile runs other warps
     tiles = -(-nq * (hq // hkv) // br)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     left, right = window[0], 0 if causal else window[1]
