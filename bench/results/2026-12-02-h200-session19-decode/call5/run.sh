@@ -7,6 +7,6 @@ OUT=${OUT:-/tmp/out}; D=.build/c5
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$OUT/gpu.txt"; cat "$OUT/gpu.txt"
 t0=$SECONDS
 for v in p1 p6 p7 p1 p6 p7; do
-echo "== $v"; PYTHONUNBUFFERED=1 timeout 100 python3 $D/probe2.py $D/$v.cubin 2>&1 | grep -vE "Warning|warn|scaled_dot"; echo "rc=$? $((SECONDS-t0))s"
+echo "== $v"; PYTHONUNBUFFERED=1 timeout 100 python3 $D/probe.py $D/$v.cubin --fine 2>&1 | grep -vE "Warning|warn|scaled_dot"; echo "rc=$? $((SECONDS-t0))s"
 done > $OUT/probe.txt
 cat $OUT/probe.txt

@@ -1,9 +1,11 @@
-"""Session 19 dev probe: where a decode call's time goes (v1: the acq_rel count-in). Thread 0 of each
-CTA stamps %globaltimer at 0 entry, 1 first blocks issued, 2 first block landed, 3 loop done,
-4 partial rows written, 5 run's last CTA in, 6 run merged, 7 group's last CTA in, 8 end. Per shape:
+"""Session 19 dev probe: where a decode call's time goes. Thread 0 of each CTA stamps %globaltimer at
+0 entry, 1 first blocks issued, 2 first block landed, 3 loop done, 4 partial rows written, 5 run's last
+CTA in, 6 run merged, 7 group's last CTA in, 8 end; a fine build (mkprobe.py ... fine, call 5) also at
+9 finish, 10 warps' rows in smem, 11-14 in the merge (after its first barrier, its loads, the shares'
+combine, its stores), and --fine runs its four shapes. Per shape:
 event time with a cold L2 ("cold"), with a cold L2 but the kernel's code warmed by a small call of
 the same kernel just before ("code-warm"), with a warm L2 ("warm"), cuDNN cold; and the stamps
-(median/max over CTAs, us from the first CTA's entry) of a cold call. Usage: python3 probe.py CUBIN"""
+(median/max over CTAs, us from the first CTA's entry) of a cold call. Usage: python3 probe.py CUBIN [--fine]"""
 import ctypes
 import sys
 
@@ -16,9 +18,9 @@ from decode_sidebyside import Module, decode_call, cu, ck, timed, sdpa_calls, de
 m = Module(sys.argv[1])
 dptr, size = ctypes.c_uint64(), ctypes.c_size_t()
 ck(cu.cuModuleGetGlobal_v2(ctypes.byref(dptr), ctypes.byref(size), m.mod, b"_ZN3fa29fa2_probeE"), "fa2_probe")
-NS = 10
+NS = size.value // 8 // 8192  # slots per CTA: 10, or 16 in a fine build
 host = (ctypes.c_uint64 * (size.value // 8))()
-names = ["entry", "issued", "landed", "loop", "written", "in1", "merged1", "in2", "end"]
+names = ["entry", "issued", "landed", "loop", "written", "in1", "merged1", "in2", "end", "finish", "smem", "m-sync", "m-loads", "m-parts", "m-stored"]
 print("device", torch.cuda.get_device_name(), "probe build", sys.argv[1], flush=True)
 
 
@@ -42,8 +44,11 @@ def timed_pre(fn, pre, reps, flush=True):
 
 
 timed(lambda: None, 1)  # allocates the flush buffer
-for b, hq, hkv, d, n in ((1, 32, 8, 128, 1024), (1, 32, 8, 128, 4096), (1, 32, 8, 128, 32768), (1, 32, 8, 64, 1024),
-                         (1, 8, 1, 128, 1024), (1, 8, 1, 128, 4096), (1, 8, 1, 128, 32768)):
+shapes = ((1, 32, 8, 128, 1024), (1, 32, 8, 128, 4096), (1, 32, 8, 128, 32768), (1, 32, 8, 64, 1024),
+          (1, 8, 1, 128, 1024), (1, 8, 1, 128, 4096), (1, 8, 1, 128, 32768))
+if "--fine" in sys.argv:
+    shapes = ((1, 32, 8, 128, 1024), (1, 32, 8, 64, 1024), (1, 8, 1, 128, 4096), (1, 8, 1, 128, 32768))
+for b, hq, hkv, d, n in shapes:
     q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n)
     o, lse = torch.empty_like(q), torch.empty((b, hq, 1), device="cuda")
     call = decode_call(m, 80, q, k, v, o, lse, seqlens)
