@@ -25,7 +25,8 @@
 //     the next P V's A operand in registers (the accumulator layout per warp is
 //     mma.sync's C layout, so FA2's S -> P register reuse carries over). Steps
 //     whose block needs no mask for any of the consumer's rows run without
-//     the mask code.
+//     the mask code. A tile without the overlap (Tile90::kOverlap false)
+//     waits for each P V before it issues the next S (step_seq).
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
 // see no key get O = 0, L = -inf.
 // kMod (fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], on Sm90Traits<D>::mod's tile):
@@ -215,15 +216,24 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // row0 + 8 hh, column 8 i + c2 + e.
   float o[T::kD / 2], s[T::kBc / 2], m[2], l[2], alpha[2];
   uint32_t pf[T::kBc / 4];  // P (fp16 pairs) of the step whose P V is next: wgmma's A fragments
+  // Without the overlap, S's old values are dead when S_n is issued; S's
+  // first k16 wgmma can take them write-only (wgmma_ss_init), freeing S's
+  // registers under P V. Only with the softcap: there it removed a 4-byte
+  // spill and sped the D64 kernels up 6%, in the others ptxas then scheduled
+  // the ALiBi kernel 15% slower (H200, N 8192, session 20).
+  constexpr bool kSInit = !T::kOverlap && kCap;
 
   auto s_gemm = [&](int n) {  // issue S = Q K_n^T; not waited for
     const unsigned char* k = sK + ((g + n) % T::kStages) * T::kKVTile;
-    fence_regs(s);
+    if constexpr (!kSInit) fence_regs(s);
     wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < T::kD / 16; ++j)  // column block j / 4, k16 step j % 4 (32 bytes each)
-      wgmma_ss(s, desc(q + (j / 4) * kQBlock + (j % 4) * 32, 16, 1024), desc(k + (j / 4) * kKVBlock + (j % 4) * 32, 16, 1024),
-               j > 0);
+    for (int j = 0; j < T::kD / 16; ++j) {  // column block j / 4, k16 step j % 4 (32 bytes each)
+      const uint64_t da = desc(q + (j / 4) * kQBlock + (j % 4) * 32, 16, 1024);
+      const uint64_t db = desc(k + (j / 4) * kKVBlock + (j % 4) * 32, 16, 1024);
+      if (kSInit && j == 0) wgmma_ss_init(s, da, db);
+      else wgmma_ss(s, da, db, j > 0);
+    }
     wgmma_commit();
     fence_regs(s);
   };
@@ -335,6 +345,30 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     mbar_arrive(emptyV + sp);
     pack_p();
   };
+  // Step n >= 1 without the overlap: P_{n-1} V_{n-1} is waited for before
+  // S_n is issued, so P's registers and S's are never live together (the
+  // other consumers' GEMMs fill the tensor cores meanwhile).
+  auto step_seq = [&](int n, int n_end, auto masked) {
+    const int gn = g + n, st = gn % T::kStages, sp = (gn - 1) % T::kStages;
+    rescale();
+    mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
+    pv_gemm(n - 1);
+    wgmma_wait<0>();
+    fence_regs(o);
+    mbar_arrive(emptyV + sp);
+    mbar_wait(fullK + st, (gn / T::kStages) & 1);
+    s_gemm(n);
+    wgmma_wait<0>();
+    fence_regs(s);
+    mbar_arrive(emptyK + st);
+    if (n == n_end - 1) mbar_arrive(emptyQ);
+    softmax(n, masked);
+    pack_p();
+  };
+  auto any_step = [&](int n, int n_end, auto masked) {
+    if constexpr (T::kOverlap) step(n, n_end, masked);
+    else step_seq(n, n_end, masked);
+  };
 
   for (int r = 0; r < order.rounds; ++r) {
     const int pos = order.position(first, r);
@@ -389,9 +423,9 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       else softmax(0, Masked{});
       pack_p();
       int n = 1;
-      for (; n < min(n_full, n_own); ++n) step(n, n_own, Masked{});
-      for (; n < min(n_mask, n_own); ++n) step(n, n_own, Unmasked{});
-      for (; n < n_own; ++n) step(n, n_own, Masked{});
+      for (; n < min(n_full, n_own); ++n) any_step(n, n_own, Masked{});
+      for (; n < min(n_mask, n_own); ++n) any_step(n, n_own, Unmasked{});
+      for (; n < n_own; ++n) any_step(n, n_own, Masked{});
       const int nl = n_own - 1, gl = g + nl;
       rescale();
       mbar_wait(fullV + gl % T::kStages, (gl / T::kStages) & 1);

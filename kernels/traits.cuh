@@ -500,9 +500,14 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 // Registers: one CTA per SM, 64K registers = kThreads x 65536/kThreads at
 // launch, then the producer drops to kProducerRegs and the consumers take the
 // rest (setmaxnreg takes multiples of 8).
-template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_>
+template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_, bool Overlap_ = true>
 struct Tile90 {
   static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
+  // The intra-warpgroup overlap (P_{n-1} V_{n-1} under the softmax of S_n),
+  // or, where O, S, P and the modifiers' state do not fit the consumer's
+  // registers together, each step's P V waited for before S_n is issued
+  // (fwd_sm90.cuh's step_seq): the consumers still overlap one another.
+  static constexpr bool kOverlap = Overlap_;
   // Causal calls of at most this many keys run the sm_80 kernel instead (the
   // host's choice): over few key blocks the Hopper CTA's fixed cost (Q and
   // the first K/V behind TMA, the first S without overlap) loses to it.
@@ -534,10 +539,11 @@ struct Tile90 {
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
-// X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages) per
-// head dim: fa2_fwd_sm90a_d{D}[_causal] on the tile (Br, Bc), and the
+// X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages, mod_overlap)
+// per head dim: fa2_fwd_sm90a_d{D}[_causal] on the tile (Br, Bc), and the
 // modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}_mod[_cap][_alibi],
-// no causal twin) on (mod_br, mod_bc). fp16 and dense only: varlen and bf16 calls run the
+// no causal twin) on (mod_br, mod_bc), with or without the intra-warpgroup
+// overlap (Tile90::kOverlap). fp16 and dense only: varlen and bf16 calls run the
 // sm_80 path, as do causal calls of at most sm80_causal_max_nk keys.
 // H200 numbers: kernels/dev/RESULTS.md (Hopper). No threshold now: session
 // 12's D64 kernel (one CTA per tile) lost to the sm_80 one at causal N 512 /
@@ -545,26 +551,27 @@ struct Tile90 {
 // stopping at its own rows' last key block, it measured 194 / 254 against
 // 174 / 222 (session 14, call 6). The modified D64 kernels keep the plain
 // tile's three consumers of 160 registers (latency-bound: two warps per
-// scheduler left issue slots idle, ncu) on a narrower Bc, which shrinks S and
-// P: at Bc 128 the window bounds, the ALiBi distances and the softcap spilled
-// 240-344 bytes (nvcc 12.4), at Bc 96 4-36 bytes; Bc 80 (wgmma N 80) is the
-// widest that fits. Against Br 128 / Bc 128 (two consumers of 240), at Bc 64:
-// softcap 1.12-1.21x as fast, ALiBi 1.06x (causal 0.98x), both 1.02x (causal
-// 0.98x), a 2048-key window 1.06-1.10x (H200, N 8192-16384, session 16); Bc
-// 80 against Bc 64: softcap 1.03x, ALiBi 1.03-1.04x, both 1.06x, a 2048-key
-// window 1.01x, a window past every key 1.02x (N 8192, causal or not, session
-// 18; Bc 96, spilling, 1.04-1.10x).
+// scheduler left issue slots idle, ncu) and its Bc 128, without the
+// intra-warpgroup overlap: overlapped, the window bounds, the ALiBi distances
+// and the softcap spilled 240-344 bytes at Bc 128 (nvcc 12.4), 4-36 at Bc 96,
+// none at Bc 80, the tile of sessions 18-19. Bc 128 without the overlap against
+// Bc 80 with it, N 8192 (causal): softcap 1.09x (1.08x) as fast, ALiBi 1.15x
+// (1.13x), both 1.06x (1.06x), a window past every key 1.13x (1.13x), a
+// 2048-key window 1.13x (1.11x); 4 stages over 2: a window past every key
+// 1.03x, the rest equal (H200, session 20). Before: against Br 128 / Bc 128
+// (two consumers of 240), at Bc 64, softcap 1.12-1.21x as fast, ALiBi 1.06x
+// (causal 0.98x), a 2048-key window 1.06-1.10x (session 16).
 #define FA2_SM90A_TILES(X)                                                                                  \
-  X(64, 192, 128, 2, 0, 192, 80, 4)    /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem;      \
-                                          mod: O 32 + S 40 + P 20; 4 stages of 10 KiB K, V: 104 KiB */   \
-  X(128, 128, 128, 2, 0, 128, 128, 2)  /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
+  X(64, 192, 128, 2, 0, 192, 128, 4, false) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem; \
+                                               mod: 4 stages of 16 KiB K, V: 152 KiB */               \
+  X(128, 128, 128, 2, 0, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.
 template <int D> struct Sm90Traits;
-#define FA2_SM90A_TRAITS(D, BR, BC, S, NK, MBR, MBC, MS) \
-  template <> struct Sm90Traits<D> {                     \
-    using type = Tile90<D, BR, BC, S, NK>;               \
-    using mod = Tile90<D, MBR, MBC, MS, 0>;              \
+#define FA2_SM90A_TRAITS(D, BR, BC, S, NK, MBR, MBC, MS, MOV) \
+  template <> struct Sm90Traits<D> {                          \
+    using type = Tile90<D, BR, BC, S, NK>;                    \
+    using mod = Tile90<D, MBR, MBC, MS, 0, MOV>;              \
   };
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS

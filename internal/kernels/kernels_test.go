@@ -456,13 +456,13 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 	}
 }
 
-// Every X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages)
+// Every X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages, mod_overlap)
 // row of FA2_SM90A_TILES ships the Hopper forward, causal (with the threshold)
 // and not, and the four modified forwards on the (mod_br, mod_bc) tile (one producer
 // warpgroup and Br/64 consumers each), persistent; its tile rows in
 // resources.md agree, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
 func TestSM90ATable(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (?:true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
 	if len(rows) == 0 || 6*len(rows) != len(sm90aVariants) {
 		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 6 per row)", len(rows), len(sm90aVariants))
 	}
