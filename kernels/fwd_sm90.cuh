@@ -231,8 +231,12 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     for (int j = 0; j < T::kD / 16; ++j) {  // column block j / 4, k16 step j % 4 (32 bytes each)
       const uint64_t da = desc(q + (j / 4) * kQBlock + (j % 4) * 32, 16, 1024);
       const uint64_t db = desc(k + (j / 4) * kKVBlock + (j % 4) * 32, 16, 1024);
-      if (kSInit && j == 0) wgmma_ss_init(s, da, db);
-      else wgmma_ss(s, da, db, j > 0);
+      if constexpr (kSInit) {
+        if (j == 0) wgmma_ss_init(s, da, db);
+        else wgmma_ss(s, da, db, 1);
+      } else {
+        wgmma_ss(s, da, db, j > 0);
+      }
     }
     wgmma_commit();
     fence_regs(s);
