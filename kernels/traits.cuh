@@ -563,7 +563,7 @@ struct Tile90 {
 // (causal 0.98x), a 2048-key window 1.06-1.10x (session 16).
 #define FA2_SM90A_TILES(X)                                                                                  \
   X(64, 192, 128, 2, 0, 192, 128, 4, false) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem; \
-                                               mod: 4 stages of 16 KiB K, V: 152 KiB */               \
+                                               mod: 4 stages of 16 KiB K and V, 154 KiB smem */       \
   X(128, 128, 128, 2, 0, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.
