@@ -122,7 +122,7 @@ func TestGPUKVCacheConformance(t *testing.T) {
 				defer flashattn.ForceDecodeSplits(flashattn.ForceDecodeSplits(splits))
 				defer flashattn.ForceDecodeMergeCTAs(flashattn.ForceDecodeMergeCTAs(merge))
 				defer flashattn.ForceDecodeRepeats(flashattn.ForceDecodeRepeats(2))
-				b := attntest.Backend{Name: "gpu-decode-" + name, Precision: attntest.FP16, HeadDims: dev.HeadDims(),
+				b := attntest.Backend{Name: "gpu-decode-" + name, Precision: attntest.FP16, HeadDims: dev.KVCacheHeadDims(),
 					ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
 						res, err := dev.ForwardKVCacheHost(q, kc, vc, c, o)
 						if err == nil && !strings.Contains(res.Reason, "fa2_decode_sm") {
@@ -219,7 +219,7 @@ func TestGPUKVCacheBF16(t *testing.T) {
 	if dev.Info().Arch() < 80 {
 		t.Skip("bf16 needs sm_80")
 	}
-	b := attntest.Backend{Name: "gpu-decode-bf16", Precision: attntest.BF16, HeadDims: dev.HeadDims(),
+	b := attntest.Backend{Name: "gpu-decode-bf16", Precision: attntest.BF16, HeadDims: dev.KVCacheHeadDims(),
 		ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
 			var ts []*flashattn.DeviceTensor
 			defer func() {

@@ -315,6 +315,23 @@ func (d *Device) HeadDims() []int {
 	return kernels.HeadDims(d.path)
 }
 
+// KVCacheHeadDims lists the head dims the kernel path in use has decode
+// kernels for (ForwardKVCache): HeadDims, plus 256 on the Turing path, whose
+// decode kernel packs 8 query rows per CTA where its forward has no D 256
+// tile (so on a T4 a D 256 model decodes, and prefills through
+// ForwardKVCacheAppend, on the GPU).
+func (d *Device) KVCacheHeadDims() []int {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rung != 0 {
+		return []int{} // the ladder has no decode kernels
+	}
+	return kernels.PassHeadDims(kernels.Decode, d.path)
+}
+
 // PackedModHeadDims lists the head dims at which varlen calls of element
 // type dt with a window, softcap or ALiBi run here: those of the path's
 // modified forwards, which all take packed sequences (their backward:

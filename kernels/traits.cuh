@@ -411,13 +411,18 @@ FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_TRAITS)
 // every block. Decode reads each K/V byte once for a few rows, so the tiles are
 // sized for bytes in flight, not for mma reuse.
 //
-// DecodeTile<Arch, D, Bc, Warps, Stages>:
+// DecodeTile<Arch, D, Bc, Warps, Stages, Rows>:
 //   Stages  K/V buffers on the sm_80 path (a cp.async ring: Stages-1 blocks in
 //           flight while one is consumed); the Turing path holds one block in
 //           shared memory and the next in registers (Stages 1).
-// Shared memory is the K/V buffers, reused at the end for the warps' fp32 O
-// and LSE (merged by LSE), whichever is larger.
-template <int Arch_, int D_, int Bc_, int Warps_, int Stages_>
+//   Rows    packed query rows per CTA: 16, the mma's m16 (Q as A, O in D/2
+//           fp32 per lane), or 8, its n8 (decode.cuh's DecodeWarpN8: keys as
+//           the 16 rows, Q^T from shared memory, O^T in D/4 fp32 per lane),
+//           where registers hold no m16 O beside the prefetch.
+// Shared memory is the K/V buffers (and with Rows 8 the staged Q rows),
+// reused at the end for the warps' fp32 O and LSE (merged by LSE),
+// whichever is larger.
+template <int Arch_, int D_, int Bc_, int Warps_, int Stages_, int Rows_>
 struct DecodeTile {
   static constexpr int kArch = Arch_, kD = D_, kBc = Bc_, kWarps = Warps_, kStages = Stages_;
   static constexpr int kThreads = kWarps * 32;
@@ -426,58 +431,67 @@ struct DecodeTile {
   // from capping the kernel at 168 (D128) and spilling the run-time softcap
   // and ALiBi code.
   static constexpr int kMinBlocks = 2;
-  static constexpr int kRows = 16;           // packed query rows per CTA (one m16 tile)
+  static constexpr int kRows = Rows_;  // packed query rows per CTA (one m16 or n8 tile)
+  static_assert(Rows_ == 16 || Rows_ == 8, "packed rows are one m16 or one n8 tile");
   static constexpr int kBw = kBc / kWarps;  // keys per warp per block
   static_assert(kBw % 16 == 0 && kBw * kWarps == kBc, "each warp takes a multiple of 16 keys of a block");
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
   static_assert(Arch_ == 80 || Stages_ == 1, "Turing path prefetches through registers");
   static constexpr int kKVBytes = kStages * 2 * kBc * kD * 2;
+  static constexpr int kQBytes = Rows_ == 8 ? Rows_ * kD * 2 : 0;  // the staged Q rows, after K/V (Rows 8)
+  // The Turing path prefetches the next block's K and V into registers during
+  // a step; where that leaves no room (Rows 8: D256, 128 registers for both)
+  // only K's, V's loads follow the step (a T4 SM needs ~8 KB in flight).
+  static constexpr bool kPrefetchV = !(Arch_ == 75 && Rows_ == 8);
   // The warps' merge (decode.cuh): fp32 O rows of kMergeLD floats (4 of pad spread
   // the 8 rows of one store over the banks), then one LSE per row; in
   // kMergePasses passes over the head-dim columns where the whole rows would
   // need more than the K/V buffers (so the merge never sets the CTA's shared
   // memory: on Turing two 32 KiB CTAs of 4 warps then share an SM).
   static constexpr int kMergeBytesFor(int passes) { return kWarps * kRows * (kD / passes + 4) * 4 + kWarps * kRows * 4; }
-  static constexpr int kMergePasses = kMergeBytesFor(1) <= kKVBytes ? 1 : 2;
+  static constexpr int kMergePasses = kMergeBytesFor(1) <= kKVBytes + kQBytes ? 1 : 2;
   static_assert(kD % (8 * kMergePasses) == 0, "a merge pass takes whole 8-column groups");
   static constexpr int kMergeLD = kD / kMergePasses + 4;
   static constexpr int kMergeBytes = kMergeBytesFor(kMergePasses);
-  static constexpr int kSmemBytes = kKVBytes > kMergeBytes ? kKVBytes : kMergeBytes;
+  static constexpr int kSmemBytes = kKVBytes + kQBytes > kMergeBytes ? kKVBytes + kQBytes : kMergeBytes;
   static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
 };
 
 // FA2_DECODE_TILES(X): THE list of shipped decode kernels, one
-// X(arch, d, Bc, warps, stages) per (arch path, head dim): fa2_decode_sm{A}_d{D}
+// X(arch, d, Bc, warps, stages, rows) per (arch path, head dim): fa2_decode_sm{A}_d{D}
 // (causal, the window, softcap and ALiBi are parameters; the last CTAs of a
 // split group to finish merge the splits, decode.cuh); every sm_80 row ships bf16 twins
 // (_bf16), as the forward's.
 //
 // Turing (T4: 320 GB/s over 40 SMs, ~8 KB per SM in flight covers the latency):
 // one block in shared memory, the next in registers (48-64 registers per
-// thread), 16-32 KiB per block in flight.
+// thread), 16-32 KiB per block in flight. D256: rows of 512 B make the
+// prefetch 128 registers at any warp count (16 keys per warp), which leaves
+// no room for an m16 tile's O (128 more): its row packs 8 rows (O^T 64).
 // sm_80+: a 3-4 deep cp.async ring of <= 96 KiB, 2-3 blocks (48-64 KiB) in
 // flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's or
 // an sm_86/89 SM's (resources.md). H200 numbers: kernels/dev/RESULTS.md; at
 // D128, B 1, six other tiles (Bc 16-64, 1-4 warps, 2-6 stages, 2-6 CTAs per SM:
 // dev/decode_tiles.cu, now in git history) all ran slower than X(80, 128, ...) on contiguous caches.
 // D256 runs 2 warps so that a warp still takes 16 keys of a 32-key block.
-#define FA2_DECODE_TILES(X)                                                                   \
-  X(75, 32, 128, 4, 1)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
-  X(75, 64, 128, 4, 1)  /* 32 KiB; prefetch 64 registers */                                   \
-  X(75, 96, 64, 4, 1)   /* 24 KiB (merge in two passes); prefetch 64 registers (D96: 12 of 16 lanes copy) */ \
-  X(75, 128, 64, 4, 1)  /* 32 KiB (merge in two passes: whole rows would take 33 KiB and leave \
-                           one CTA of 4 warps per T4 SM); prefetch 64 registers */ \
-  X(80, 32, 128, 4, 4)  /* 64 KiB, 3 x 16 KiB in flight */                                    \
-  X(80, 64, 128, 4, 3)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
-  X(80, 96, 64, 4, 4)   /* 96 KiB, 3 x 24 KiB in flight */                                    \
-  X(80, 128, 64, 4, 3)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
-  X(80, 256, 32, 2, 3)  /* 96 KiB, 2 x 32 KiB in flight */
+#define FA2_DECODE_TILES(X)                                                                       \
+  X(75, 32, 128, 4, 1, 16)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
+  X(75, 64, 128, 4, 1, 16)  /* 32 KiB; prefetch 64 registers */                                   \
+  X(75, 96, 64, 4, 1, 16)   /* 24 KiB (merge in two passes); prefetch 64 registers (D96: 12 of 16 lanes copy) */ \
+  X(75, 128, 64, 4, 1, 16)  /* 32 KiB (merge in two passes: whole rows would take 33 KiB and leave \
+                               one CTA of 4 warps per T4 SM); prefetch 64 registers */ \
+  X(75, 256, 32, 2, 1, 8)   /* 36 KiB (K, V and Q); prefetch 128 registers, O^T 64 */             \
+  X(80, 32, 128, 4, 4, 16)  /* 64 KiB, 3 x 16 KiB in flight */                                    \
+  X(80, 64, 128, 4, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
+  X(80, 96, 64, 4, 4, 16)   /* 96 KiB, 3 x 24 KiB in flight */                                    \
+  X(80, 128, 64, 4, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
+  X(80, 256, 32, 2, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight */
 
 // DecodeTraits<Arch, D>::type ships.
 template <int Arch, int D> struct DecodeTraits;
-#define FA2_DECODE_TRAITS(A, D, BC, W, S) \
-  template <> struct DecodeTraits<A, D> { using type = DecodeTile<A, D, BC, W, S>; };
+#define FA2_DECODE_TRAITS(A, D, BC, W, S, R) \
+  template <> struct DecodeTraits<A, D> { using type = DecodeTile<A, D, BC, W, S, R>; };
 FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 #undef FA2_DECODE_TRAITS
 
@@ -582,6 +596,10 @@ FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 // of resources.md and fails on an sm_75 kernel under 8 warps without an entry,
 // or an entry whose kernels reach 8.
 #define FA2_SM75_UNDER8(X)                                                                                    \
+  X("fa2_decode_sm75_d256",                                                                                   \
+    "shared memory: a 32-key block of K and V (32 KiB at D256) and the 8 staged Q rows take 36 KiB, one CTA "  \
+    "of 2 warps per 64 KiB SM; decode waits on HBM, not on issue, and a T4 SM needs ~8 KB in flight, which "  \
+    "the next block's K (16 KiB, prefetched in registers) covers")                                            \
   X("fa2_bwd_dkdv_sm75_d128",                                                                                 \
     "shared memory: each warp owns 16 key rows whose K and V tiles (also the dK, dV staging) take 8 KiB at "  \
     "D128, so 8 warps would fill 64 KiB before any streamed query row; 8 warps need warps sharing rows "      \

@@ -136,9 +136,13 @@ func KVCases() []KVCase {
 		{Case{Name: "append3-Nq3-causal-window-alibi", Nq: 3, Causal: true, Window: &flashattn.Window{Left: 20, Right: -1}, ALiBi: true}, []int{30, 0, 95}, 100, 0, 3},
 		{Case{Name: "append2-Nq2-gqa8-d128", Nq: 2, Hq: 16, Hkv: 2, D: 128}, []int{300, 1, 518, 0, 129}, 520, 0, 2},
 		{Case{Name: "append16-Nq16-causal-gqa4-d64-paged48", Nq: 16, Causal: true, Hq: 8, Hkv: 2, D: 64}, []int{40, 0, 184}, 200, 48, 16},
-		// D 256 (Gemma 2: a sliding window and softcap), whose decode tile
-		// takes 32-key blocks: one per page of 32.
+		// D 256 (Gemma 2: a sliding window and softcap), whose decode tiles
+		// take 32-key blocks (one per page of 32) and, on the Turing path,
+		// 8 packed rows: 8 rows fill one such tile, 20 (Nq 5 x 4) spill over
+		// three, and an append of 9 rows (a prefill chunk) over five.
 		{Case{Name: "decode-Nq2-gqa4-d256-window100-softcap50-paged32", Nq: 2, Hq: 8, Hkv: 2, D: 256, Window: &flashattn.Window{Left: 100, Right: -1}, Softcap: 50}, []int{300, 1, 517, 0, 129}, 520, 32, 0},
+		{Case{Name: "decode-Nq5-causal-alibi-gqa4-d256-paged16", Nq: 5, Causal: true, ALiBi: true, Hq: 8, Hkv: 2, D: 256}, []int{200, 1, 65, 0}, 200, 16, 0},
+		{Case{Name: "append9-Nq9-causal-window30-gqa4-d256", Nq: 9, Causal: true, Window: &flashattn.Window{Left: 30, Right: -1}, Hq: 8, Hkv: 2, D: 256}, []int{40, 0, 184}, 200, 0, 9},
 	}
 	for i := range cs {
 		c := &cs[i]

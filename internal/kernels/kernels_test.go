@@ -420,16 +420,17 @@ func TestTableMatchesTraits(t *testing.T) {
 	}
 }
 
-// Every X(arch, d, Bc, warps, stages) row of FA2_DECODE_TILES ships a decode
-// kernel, fp16, plus a bf16 twin on the sm_80 path, and nothing else does.
+// Every X(arch, d, Bc, warps, stages, rows) row of FA2_DECODE_TILES ships a
+// decode kernel, fp16, plus a bf16 twin on the sm_80 path, and nothing else does.
 func TestDecodeTableMatchesTraits(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), \d+\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_DECODE_TILES"), -1)
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), \d+, (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_DECODE_TILES"), -1)
 	want := 0
 	for _, r := range rows {
 		a, _ := strconv.Atoi(r[1])
 		d, _ := strconv.Atoi(r[2])
 		bc, _ := strconv.Atoi(r[3])
 		w, _ := strconv.Atoi(r[4])
+		br, _ := strconv.Atoi(r[5])
 		for _, bf16 := range []bool{false, true} {
 			dec, ok := LookupDecode(a, d, bf16)
 			if ok != (!bf16 || a == 80) {
@@ -440,7 +441,7 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 				continue
 			}
 			want++
-			if dec.Pass != Decode || dec.Arch != a || dec.HeadDim != d || dec.Bc != bc || dec.Warps != w || dec.Br != 16 || dec.BF16 != bf16 || dec.SmemBytes <= 0 {
+			if dec.Pass != Decode || dec.Arch != a || dec.HeadDim != d || dec.Bc != bc || dec.Warps != w || dec.Br != br || dec.BF16 != bf16 || dec.SmemBytes <= 0 {
 				t.Errorf("%s bf16=%v: table has %+v", r[0], bf16, dec)
 			}
 		}

@@ -306,6 +306,7 @@ var variants = []Variant{
 	{Pass: Decode, Arch: 75, HeadDim: 64, Causal: false, Symbol: "fa2_decode_sm75_d64", Br: 16, Bc: 128, Warps: 4, SmemBytes: 32768},
 	{Pass: Decode, Arch: 75, HeadDim: 96, Causal: false, Symbol: "fa2_decode_sm75_d96", Br: 16, Bc: 64, Warps: 4, SmemBytes: 24576},
 	{Pass: Decode, Arch: 75, HeadDim: 128, Causal: false, Symbol: "fa2_decode_sm75_d128", Br: 16, Bc: 64, Warps: 4, SmemBytes: 32768},
+	{Pass: Decode, Arch: 75, HeadDim: 256, Causal: false, Symbol: "fa2_decode_sm75_d256", Br: 8, Bc: 32, Warps: 2, SmemBytes: 36864},
 	{Pass: Decode, Arch: 80, HeadDim: 32, Causal: false, Symbol: "fa2_decode_sm80_d32", Br: 16, Bc: 128, Warps: 4, SmemBytes: 65536},
 	{Pass: Decode, Arch: 80, HeadDim: 32, Causal: false, Symbol: "fa2_decode_sm80_d32_bf16", Br: 16, Bc: 128, Warps: 4, SmemBytes: 65536, BF16: true},
 	{Pass: Decode, Arch: 80, HeadDim: 64, Causal: false, Symbol: "fa2_decode_sm80_d64", Br: 16, Bc: 128, Warps: 4, SmemBytes: 98304},

@@ -31,7 +31,9 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
   --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
   --tile-smem N: that module's decode tile takes N bytes of dynamic shared memory (not resources.md's);
-  --ab PATH[,PATH...]: these kernels against each PATH's (dev cubins of the same symbols), interleaved.
+  --rows N: that module's decode tile packs N query rows per CTA (not resources.md's);
+  --ab PATH[,PATH...]: these kernels against each PATH's (dev cubins of the same symbols), interleaved;
+     --hnd: each also on the cache laid out as SDPA gets it, (B, Hkv, N, D).
 (The candidate tiles and the one-launch merge's first form were dev kernels,
 decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
 that left with them: git history, kernels/dev/RESULTS.md.)
@@ -99,6 +101,7 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
         smem = m.tile_smem
         ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")
     warps = getattr(m, "tile_warps", 0) or warps  # a dev module whose tile runs other warps
+    br = getattr(m, "tile_rows", 0) or br  # a dev module whose tile packs other rows (--rows)
     tiles = -(-nq * (hq // hkv) // br)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     left, right = window[0], 0 if causal else window[1]
@@ -304,20 +307,26 @@ def sweep(m, arch):
             torch.cuda.empty_cache()
 
 
-def ab(m, arch, others):
-    """Ours (m) against other builds of the same kernels (others), interleaved, L2 flushed, beside cuDNN."""
+def ab(m, arch, others, hnd=False):
+    """Ours (m) against other builds of the same kernels (others), interleaved, L2 flushed, beside cuDNN.
+    hnd: each build also reads the cache where cuDNN reads it, the (B, Hkv, N, D) copy SDPA gets (a
+    strided view as ours takes it: rows D apart, heads N*D), marked X'."""
     names = "".join(f", {chr(66 + i)} = {o.path}" for i, o in enumerate(others))
-    print(f"A/B: A = this build{names}; us (median of 30), X/A < 1: X faster", flush=True)
+    print(f"A/B: A = this build{names}; us (median of 30), X/A < 1: X faster" +
+          ("; X' = X on cuDNN's (B, Hkv, N, D) cache" if hnd else ""), flush=True)
     for b, hq, hkv, d, lengths in ((1, 32, 8, 128, (1024, 2048, 4096, 8192, 32768, 131072)), (4, 32, 8, 128, (1024, 8192)),
-                                   (1, 32, 8, 64, (1024, 4096, 32768)), (1, 8, 1, 128, (1024, 4096, 32768))):
+                                   (1, 32, 8, 64, (1024, 4096, 32768, 131072)), (1, 8, 1, 128, (1024, 4096, 32768)),
+                                   (1, 8, 1, 64, (4096, 32768))):
         for n in lengths:
             q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n + b)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
             cud = sdpa_calls(qt, kt, vt, hq, hkv)["cudnn"][0]
-            mods = [m] + list(others)
-            os_ = [torch.empty_like(q) for _ in mods]
-            ls = [torch.empty((b, hq, 1), device="cuda") for _ in mods]
-            fs = [decode_call(x, arch, q, k, v, o, l, seqlens) for x, o, l in zip(mods, os_, ls)]
+            runs = [(x, chr(65 + i), k, v) for i, x in enumerate([m] + list(others))]
+            if hnd:
+                runs = [r for x, nm, kk, vv in runs for r in ((x, nm, kk, vv), (x, nm + "'", kt.transpose(1, 2), vt.transpose(1, 2)))]
+            os_ = [torch.empty_like(q) for _ in runs]
+            ls = [torch.empty((b, hq, 1), device="cuda") for _ in runs]
+            fs = [decode_call(x, arch, q, kk, vv, o, l, seqlens) for (x, _, kk, vv), o, l in zip(runs, os_, ls)]
             for f in fs:
                 f()
             torch.cuda.synchronize()
@@ -329,10 +338,10 @@ def ab(m, arch, others):
                     t += timed(f, 10)
             med = lambda t: sorted(t)[len(t) // 2] * 1e3
             a = med(ts[0])
-            rest = "  ".join(f"{chr(66 + i)} {med(t):6.1f} ({med(t) / a:.3f})" for i, t in enumerate(ts[1:]))
+            rest = "  ".join(f"{r[1]} {med(t):6.1f} ({med(t) / a:.3f})" for r, t in zip(runs[1:], ts[1:]))
             print(f"B{b} {hq}/{hkv} D{d} N{n:>6} splits {fs[0].splits:>3} merge {fs[0].merge_ctas:>2}: A {a:6.1f}  {rest}  "
                   f"cudnn {med(tc):6.1f} (A {med(tc) / a:.2f}x)  outputs {'equal' if same else 'DIFFER'}", flush=True)
-            del q, k, v, kt, vt, qt, cud, fs, os_, ls
+            del q, k, v, kt, vt, qt, cud, fs, os_, ls, runs
             torch.cuda.empty_cache()
 
 
@@ -404,48 +413,52 @@ def sweep_paged(m, arch):
 
 
 def mods(m, arch):
-    """Window, softcap and ALiBi on the decode kernel: time beside the plain call (B 1, 32/8, D 128,
-    Nq 1, L2 flushed), each checked against float32 math with the same modifiers."""
-    b, hq, hkv, d, nq = 1, 32, 8, 128, 1
+    """Window, softcap and ALiBi on the decode kernel: time beside the plain call (B 1, 32/8, D 128 and
+    64 at Nq 1, D 64 at Nq 2; L2 flushed), each checked against float32 math with the same modifiers
+    (query row i sits at cache position N - Nq + i: bottom-right)."""
+    b, hq, hkv = 1, 32, 8
     slopes = torch.tensor([2 ** (-8 * (h + 1) / hq) for h in range(hq)], device="cuda")
-    print("decode with modifiers (B 1, 32/8 heads, D 128, Nq 1): us, x the plain call, max|err| vs float32", flush=True)
     fails = 0
-    for n in (4096, 32768, 131072):
-        q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n, nq)
-        g = hq // hkv
-        kf = k.float().repeat_interleave(g, dim=2)  # (b, n, hq, d)
-        vf = v.float().repeat_interleave(g, dim=2)
-        sc = torch.einsum("bihd,bjhd->bhij", q.float(), kf) / math.sqrt(d)
-        pos = torch.arange(n, device="cuda")
-        plain = None
-        for name, win, cap, al in (("plain", (-1, -1), 0.0, None), ("window 4096", (4096, -1), 0.0, None),
-                                   ("softcap 50", (-1, -1), 50.0, None), ("alibi", (-1, -1), 0.0, slopes),
-                                   ("all three", (4096, -1), 50.0, slopes)):
-            x = sc.clone()
-            if cap:
-                x = cap * torch.tanh(x / cap)
-            if al is not None:
-                x = x - al.view(1, hq, 1, 1) * (n - 1 - pos).abs().float().view(1, 1, 1, n)
-            if win[0] >= 0:
-                x = x.masked_fill((pos < n - 1 - win[0]).view(1, 1, 1, n), float("-inf"))
-            ref = torch.einsum("bhij,bjhd->bihd", torch.softmax(x, -1), vf)
-            o = torch.full_like(q, float("nan"))
-            lse = torch.full((b, hq, nq), float("nan"), device="cuda")
-            call = decode_call(m, arch, q, k, v, o, lse, seqlens, window=win, softcap=cap, slopes=al)
-            call()
-            torch.cuda.synchronize()
-            err = (o.float() - ref).abs().max().item()
-            lref = torch.logsumexp(x, -1)  # (b, hq, nq)
-            lerr = (lse - lref).abs().max().item()
-            bad = not (err < 2e-3 and lerr < 1e-3) or call.counts.abs().sum().item() != 0
-            fails += bad
-            t = timed(call, 20)
-            us = sorted(t)[len(t) // 2] * 1e3
-            plain = plain or us
-            print(f"N {n:>6} {name:>12}: {us:7.1f} us  {us / plain:4.2f}x  splits {call.splits:>3}  "
-                  f"max|err| O {err:.1e} LSE {lerr:.1e}" + ("  FAIL" if bad else ""), flush=True)
-        del q, k, v, kf, vf, sc
-        torch.cuda.empty_cache()
+    for d, nq in ((128, 1), (64, 1), (64, 2)):
+        print(f"decode with modifiers (B 1, 32/8 heads, D {d}, Nq {nq}): us, x the plain call, max|err| vs float32",
+              flush=True)
+        for n in (4096, 32768, 131072):
+            q, k, v, seqlens = decode_inputs(b, n, hq, hkv, d, n, nq)
+            g = hq // hkv
+            kf = k.float().repeat_interleave(g, dim=2)  # (b, n, hq, d)
+            vf = v.float().repeat_interleave(g, dim=2)
+            sc = torch.einsum("bihd,bjhd->bhij", q.float(), kf) / math.sqrt(d)
+            pos = torch.arange(n, device="cuda")
+            qpos = (n - nq + torch.arange(nq, device="cuda")).view(nq, 1)  # (nq, 1)
+            plain = None
+            for name, win, cap, al in (("plain", (-1, -1), 0.0, None), ("window 4096", (4096, -1), 0.0, None),
+                                       ("softcap 50", (-1, -1), 50.0, None), ("alibi", (-1, -1), 0.0, slopes),
+                                       ("all three", (4096, -1), 50.0, slopes)):
+                x = sc.clone()
+                if cap:
+                    x = cap * torch.tanh(x / cap)
+                if al is not None:
+                    x = x - al.view(1, hq, 1, 1) * (qpos - pos.view(1, n)).abs().float().view(1, 1, nq, n)
+                if win[0] >= 0:
+                    x = x.masked_fill((pos.view(1, n) < qpos - win[0]).view(1, 1, nq, n), float("-inf"))
+                ref = torch.einsum("bhij,bjhd->bihd", torch.softmax(x, -1), vf)
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full((b, hq, nq), float("nan"), device="cuda")
+                call = decode_call(m, arch, q, k, v, o, lse, seqlens, window=win, softcap=cap, slopes=al)
+                call()
+                torch.cuda.synchronize()
+                err = (o.float() - ref).abs().max().item()
+                lref = torch.logsumexp(x, -1)  # (b, hq, nq)
+                lerr = (lse - lref).abs().max().item()
+                bad = not (err < 2e-3 and lerr < 1e-3) or call.counts.abs().sum().item() != 0
+                fails += bad
+                t = timed(call, 20)
+                us = sorted(t)[len(t) // 2] * 1e3
+                plain = plain or us
+                print(f"N {n:>6} {name:>12}: {us:7.1f} us  {us / plain:4.2f}x  splits {call.splits:>3}  "
+                      f"max|err| O {err:.1e} LSE {lerr:.1e}" + ("  FAIL" if bad else ""), flush=True)
+            del q, k, v, kf, vf, sc
+            torch.cuda.empty_cache()
     print("all modifier calls within tolerance" if not fails else f"{fails} modifier calls FAILED")
 
 
@@ -453,10 +466,10 @@ def sanitize(m, arch):
     """Small calls for compute-sanitizer: every head dim, contiguous and paged, 1, 3 and 40 splits
     (40: the merge shared by 2-5 CTAs per group), with and without the modifiers."""
     gen = torch.Generator().manual_seed(2)
-    dims = (32, 64, 96, 128) + ((256,) if arch == 80 else ())
+    dims = (32, 64, 96, 128, 256)
     for d in dims:
         for splits in (1, 3, 40):
-            b, nq, hq, hkv, n = 3, 2, 8, 2, 300
+            b, nq, hq, hkv, n = 3, 3, 8, 2, 300  # 12 packed rows: two tiles of 8 (Turing D256), one of 16
             q, k, v, _ = decode_inputs(b, n, hq, hkv, d, d + splits, nq)
             seqlens = torch.tensor([n, 1, 130], dtype=torch.int32, device="cuda")
             kp, vp, tab = paged_copy(k, v, 48, gen)
@@ -481,6 +494,8 @@ def main():
     m = Module(path)
     if "--tile-smem" in args:
         m.tile_smem = int(args[args.index("--tile-smem") + 1])
+    if "--rows" in args:
+        m.tile_rows = int(args[args.index("--rows") + 1])
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
     if "--sanitize" in args:
         sanitize(m, 75 if ptx75 else 80)
@@ -497,7 +512,7 @@ def main():
         for pth in args[args.index("--ab") + 1].split(","):
             others.append(Module(pth))
             others[-1].path = pth
-        ab(m, 75 if ptx75 else 80, others)
+        ab(m, 75 if ptx75 else 80, others, "--hnd" in args)
     else:
         bench(m, 75 if ptx75 else 80, splits)
 
