@@ -1,6 +1,7 @@
 package flashattn_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -76,27 +77,36 @@ func withDeterministic(bwd func(q, k, v, out, dOut *flashattn.Tensor, lse []floa
 	}
 }
 
-// TestGPUConformanceSM75 runs the suite, forward and backward, on the
-// Turing kernels, compiled by the driver from their compute_75 PTX, through
-// the Device API.
+// TestGPUConformanceSM75 runs the suite on the Turing kernels, compiled by
+// the driver from their compute_75 PTX, through the Device API: forward and
+// backward at the head dims with backward kernels, forward alone at the
+// others (D 256: its n8 forward has no backward on Turing, which Backward
+// must refuse with an *UnsupportedError).
 func TestGPUConformanceSM75(t *testing.T) {
 	dev := openGPU(t)
 	if err := dev.ForcePath(75); err != nil {
 		t.Fatal(err)
 	}
-	b := deviceBackend(dev, "gpu-sm75")
-	b.HeadDims = dev.HeadDims()
-	if bd := dev.BackwardHeadDims(); !slices.Equal(bd, b.HeadDims) {
-		t.Fatalf("sm_75 path: forward head dims %v, backward %v; the suite needs both alike", b.HeadDims, bd)
+	fwdDims, bwdDims := dev.HeadDims(), dev.BackwardHeadDims()
+	var fwdOnly []int
+	for _, d := range fwdDims {
+		if !slices.Contains(bwdDims, d) {
+			fwdOnly = append(fwdOnly, d)
+		}
 	}
-	k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: b.HeadDims[0]}, false)
+	for _, d := range bwdDims {
+		if !slices.Contains(fwdDims, d) {
+			t.Fatalf("sm_75 path: backward head dims %v, forward %v; a backward needs its forward", bwdDims, fwdDims)
+		}
+	}
+	k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: fwdDims[len(fwdDims)-1]}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k.Path != 75 || !k.FromPTX {
 		t.Fatalf("forced sm_75 runs %+v", k)
 	}
-	ks, err := dev.BackwardKernels(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: b.HeadDims[0]}, true)
+	ks, err := dev.BackwardKernels(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: bwdDims[0]}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +118,7 @@ func TestGPUConformanceSM75(t *testing.T) {
 	// Turing has no single pass (its kernels stream through registers, not
 	// cp.async): both backward paths are the three-kernel one, which the suite
 	// below runs (its determinism check with Deterministic, the rest without).
-	for _, d := range b.HeadDims {
+	for _, d := range bwdDims {
 		dims := flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}
 		def, err1 := dev.BackwardKernels(dims, false)
 		det, err2 := dev.BackwardKernelsDeterministic(dims, false)
@@ -116,8 +126,47 @@ func TestGPUConformanceSM75(t *testing.T) {
 			t.Fatalf("forced sm_75, D %d: default backward %+v (%v), deterministic %+v (%v); want the same three kernels", d, def, err1, det, err2)
 		}
 	}
-	t.Logf("%s, forced Turing path, head dims %v, e.g. %+v and %+v", dev.Info(), b.HeadDims, k, ks[1])
-	attntest.Run(t, b)
+	t.Logf("%s, forced Turing path, head dims %v (backward %v), e.g. %+v and %+v", dev.Info(), fwdDims, bwdDims, k, ks[1])
+	t.Run("fwd+bwd", func(t *testing.T) {
+		b := deviceBackend(dev, "gpu-sm75")
+		b.HeadDims = bwdDims
+		b.Forward = onlyHeadDims(bwdDims, "forward-only head dim (the suite's other run)", b.Forward)
+		attntest.Run(t, b)
+	})
+	if len(fwdOnly) == 0 {
+		return
+	}
+	t.Run("fwd-only", func(t *testing.T) {
+		b := deviceBackend(dev, "gpu-sm75-fwd")
+		b.HeadDims = fwdOnly
+		b.Forward = onlyHeadDims(fwdOnly, "checked with its backward (the suite's other run)", b.Forward)
+		b.Backward, b.ModsBackward = nil, nil
+		attntest.Run(t, b)
+		// Every suite case at these head dims too (their kernels are a
+		// form of their own: kernels/n8.cuh), plain and packed.
+		b.ForwardVarlen, b.ModsVarlen = dev.ForwardVarlenHost, dev.PackedModHeadDims(flashattn.FP16)
+		for _, d := range fwdOnly {
+			for _, c := range attntest.CasesAt(d) {
+				t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+			}
+			attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(d))
+		}
+		for _, d := range fwdOnly {
+			c := attntest.Case{Name: "fwd-only", B: 1, Nq: 9, Nk: 9, Hq: 1, Hkv: 1, D: d, Seed: 5}
+			q, k, v, dO, err := c.Inputs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := dev.ForwardHost(q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ue *flashattn.UnsupportedError
+			if _, err := dev.BackwardHost(q, k, v, res.Out, dO, res.LSE, nil); !errors.As(err, &ue) {
+				t.Errorf("Backward at D %d on the sm_75 path: %v, want *UnsupportedError (no Turing kernels)", d, err)
+			}
+		}
+	})
 }
 
 // TestGPUConformanceSM80 runs the suite, forward and backward, on the sm_80

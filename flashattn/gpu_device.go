@@ -316,10 +316,9 @@ func (d *Device) HeadDims() []int {
 }
 
 // KVCacheHeadDims lists the head dims the kernel path in use has decode
-// kernels for (ForwardKVCache): HeadDims, plus 256 on the Turing path, whose
-// decode kernel packs 8 query rows per CTA where its forward has no D 256
-// tile (so on a T4 a D 256 model decodes, and prefills through
-// ForwardKVCacheAppend, on the GPU).
+// kernels for (ForwardKVCache): on both paths those of HeadDims (the Turing
+// D 256 forward and decode both run 8 query rows per warp as the mma's n8,
+// kernels/n8.cuh); none on a ladder rung.
 func (d *Device) KVCacheHeadDims() []int {
 	if d == nil {
 		return nil

@@ -86,7 +86,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "## Decode tiles (kernels/traits.cuh)"
   echo
-  echo "Br: packed query rows per CTA (Nq x Hq/Hkv: one m16 tile, or 8 rows as the n8 of DecodeWarpN8); Bc: keys per block; Bw: keys per warp per"
+  echo "Br: packed query rows per CTA (Nq x Hq/Hkv: one m16 tile, or 8 rows as the n8 of n8.cuh); Bc: keys per block; Bw: keys per warp per"
   echo "block; the last CTA of each split group merges the splits (decode.cuh)."
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | Bw | bf16 | dynamic smem bytes |"

@@ -44,6 +44,7 @@
 #include "gemm.cuh"
 #include "mask.cuh"
 #include "entry.cuh"
+#include "n8.cuh"
 
 namespace fa2 {
 
@@ -373,200 +374,31 @@ __device__ __forceinline__ void decode_merge_splits(const DecodeParams& p, int b
   if (m > 1) decode_count_out(cnt, m);
 }
 
-// The packed rows as the mma's 8 columns (DecodeTile kRows 8, where a
-// thread's registers cannot hold an m16 tile's O beside the prefetch: the
-// Turing D256 row). S^T = K Q^T: the keys are the mma's 16 rows (K from
-// shared memory as the A operand), Q^T the B operand (ldmatrix from the 8
-// packed rows staged in shared memory: 32 registers fewer than keeping them);
-// then O^T += V^T P^T (V read .trans as A; P^T is S^T's accumulator made a B
-// fragment by one movmatrix per 8x8). O^T is D/4 fp32 per lane, half of the
-// m16 form's O, and each 16 keys cost D/16 + D/16 mma where the m16 form
-// pays D/8 + D/8 for at most 8 live rows. Lane (g, t) holds keys g, g+8 of
-// each 16 for packed rows 2t, 2t+1, so a row's max and sum reduce over g.
-// (On the H200 this form ran 1.00-1.02x as fast as the m16 one on the sm_80
-// path, bench/results/2026-12-02-h200-session21: not worth a second kernel
-// family there.)
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {  // an 8x8 of 16-bit values transposed across the warp
-  uint32_t y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
+// The Turing D256 row's warp math (DecodeTile kRows 8) is n8.cuh's
+// transposed form; its tile's 8 packed rows of Q go into sQ (swizzled; rows
+// past Nq*G are 0; read after the first barrier of the block loop), and the
+// rows' slopes with the rest of its state into n8.
+template <class T, class N8>
+__device__ __forceinline__ void decode_load_q_n8(N8& n8, const DecodeParams& p, __half* sQ, int b, int hk, int row0, int rows,
+                                                 int group, bool alibi, float unit, int tid) {
+  constexpr int D = T::kD, C = D / 8, R = T::kRows, NT = T::kThreads;
+  for (int idx = tid; idx < R * C; idx += NT) {
+    const int r = idx / C, c = idx % C, pr = row0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (pr < rows)
+      v = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p.q) + b * p.q_batch_stride +
+                                          (pr / group) * p.q_row_stride + (hk * group + pr % group) * p.q_head_stride + c * 8);
+    *reinterpret_cast<uint4*>(sQ + Swizzle<D>::offset(r, c)) = v;
+  }
+  const int t = (tid & 31) & 3;
+  float slope[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int r = row0 + 2 * t + e;
+    slope[e] = alibi && r < rows ? p.alibi_slopes[hk * group + r % group] / unit : 0.f;
+  }
+  n8.init(slope[0], slope[1]);
 }
-
-template <class T, class E>
-struct DecodeWarpN8 {
-  static constexpr int A = T::kArch, D = T::kD, Bw = T::kBw, R = T::kRows, NT = T::kThreads;
-  static constexpr int KD = D / 16, KT = Bw / 16, MD = D / 16, C = D / 8;
-  static_assert(R == 8 && KD % 2 == 0, "one n8 tile of packed rows; Q^T read two k16 steps per ldmatrix");
-  float slope[2];  // ALiBi slope / unit of packed rows 2t, 2t+1
-  float o[MD][4];  // O^T: columns 16mm + g (+8) of packed rows 2t, 2t+1
-  float m[2], l[2], lse[2];
-
-  // The tile's 8 packed rows of Q into sQ (swizzled; rows past Nq*G are 0;
-  // read after the first barrier of the block loop) and the slopes.
-  __device__ __forceinline__ void load_q(const DecodeParams& p, __half* sQ, int b, int hk, int row0, int rows, int group,
-                                         bool alibi, float unit, int tid) {
-    for (int idx = tid; idx < R * C; idx += NT) {
-      const int r = idx / C, c = idx % C, pr = row0 + r;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (pr < rows)
-        v = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p.q) + b * p.q_batch_stride +
-                                            (pr / group) * p.q_row_stride + (hk * group + pr % group) * p.q_head_stride + c * 8);
-      *reinterpret_cast<uint4*>(sQ + Swizzle<D>::offset(r, c)) = v;
-    }
-    const int t = (tid & 31) & 3;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = row0 + 2 * t + e;
-      slope[e] = alibi && r < rows ? p.alibi_slopes[hk * group + r % group] / unit : 0.f;
-    }
-#pragma unroll
-    for (int mm = 0; mm < MD; ++mm)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[mm][e] = 0.f;
-    m[0] = m[1] = -INFINITY;
-    l[0] = l[1] = 0.f;
-  }
-
-  // This warp's Bw keys of one block (col0 its first key; wkey its first row
-  // in the buffers at kbase / vbase), the scores modified and masked as
-  // decode_mods and decode_mask do for the m16 form.
-  __device__ __forceinline__ void step(uint32_t aQ, uint32_t kbase, uint32_t vbase, int wkey, int col0, bool mask, int lane,
-                                       int row0, int group, int len, int off, int left, int right, bool cap, bool alibi,
-                                       float cap_in, float unit_log2) {
-    const int g = lane >> 2, t = lane & 3;
-    const LdAddr<D, kRowsFirst> la(lane);   // K as A
-    const LdAddr<D, kChunksFirst> lk(lane);  // V^T as A (.trans)
-    // Q^T's B fragments for k16 steps kk, kk+1: matrices (rows 0-7) x chunks 2kk..2kk+3.
-    const uint32_t qrow = aQ + (lane & 7) * D * 2;
-    float s[KT][4];  // S^T: s[kt][2h+e] is key col0 + 16kt + g + 8h, packed row row0 + 2t + e
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[kt][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < KD; kk += 2) {
-      uint32_t qb[4];
-      ldmatrix_x4(qb, qrow + ((2 * kk + (lane >> 3)) ^ Swizzle<D>::key(lane & 7)) * 16);
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        uint32_t a[4];
-        ldmatrix_x4(a, la.at(kbase, wkey + 16 * kt, 2 * kk));
-        mma_k16<A, E>(s[kt], a, qb[0], qb[1]);
-        ldmatrix_x4(a, la.at(kbase, wkey + 16 * kt, 2 * kk + 2));
-        mma_k16<A, E>(s[kt], a, qb[2], qb[3]);
-      }
-    }
-    int i[2];  // the query row of packed rows 2t, 2t+1
-#pragma unroll
-    for (int e = 0; e < 2; ++e) i[e] = (row0 + 2 * t + e) / group;
-    if (cap) {
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[kt][e] = tanh_approx(s[kt][e] * cap_in);
-    }
-    if (alibi) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float dist0 = float(i[e] + off - col0 - g);  // i+off-j of the lane's first key
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            s[kt][2 * h + e] = fmaf(-slope[e], fabsf(dist0 - float(16 * kt + 8 * h)), s[kt][2 * h + e]);
-      }
-    }
-    if (mask) {  // row i sees keys [i+off-left, i+off+right] of [0, len)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int lo = (left < 0 ? 0 : max(0, i[e] + off - left)) - col0 - g;
-        const int hi = (right < 0 ? len - 1 : min(len - 1, i[e] + off + right)) - col0 - g;
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int k = 16 * kt + 8 * h;
-            if (k < lo || k > hi) s[kt][2 * h + e] = -INFINITY;
-          }
-      }
-    }
-    // The online softmax (softmax.cuh's, over the 8 lanes of a t).
-    float corr[2];
-    bool grew = false;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float mx = m[e];
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) mx = fmaxf(mx, fmaxf(s[kt][e], s[kt][2 + e]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-      const float base = mx == -INFINITY ? 0.f : mx * unit_log2;  // a row without a key yet: exp2 gives 0
-      corr[e] = mx == m[e] ? 1.f : exp2_approx(m[e] * unit_log2 - base);
-      grew |= mx != m[e];
-      m[e] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float pv = exp2_approx(fmaf(s[kt][2 * h + e], unit_log2, -base));
-          s[kt][2 * h + e] = pv;
-          sum += pv;
-        }
-      l[e] = fmaf(l[e], corr[e], sum);
-    }
-    if (__any_sync(0xffffffffu, grew)) {
-#pragma unroll
-      for (int mm = 0; mm < MD; ++mm) o[mm][0] *= corr[0], o[mm][1] *= corr[1], o[mm][2] *= corr[0], o[mm][3] *= corr[1];
-    }
-    // O^T += V^T P^T, 16 keys at a time.
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      const uint32_t b0 = movmatrix_trans(pack2<E>(s[kt][0], s[kt][1]));  // keys 2t, 2t+1 of packed row g
-      const uint32_t b1 = movmatrix_trans(pack2<E>(s[kt][2], s[kt][3]));  // keys 2t+8, 2t+9
-#pragma unroll
-      for (int mm = 0; mm < MD; ++mm) {
-        uint32_t a[4];
-        ldmatrix_x4_trans(a, lk.at(vbase, wkey + 16 * kt, 2 * mm));
-        mma_k16<A, E>(o[mm], a, b0, b1);
-      }
-    }
-  }
-
-  // l completed over the 8 lanes of a t, O normalised, the natural-log LSE.
-  __device__ __forceinline__ void finish(float unit) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float sum = l[e];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-      const bool seen = sum > 0.f;
-      const float inv = seen ? 1.f / sum : 0.f;
-      lse[e] = seen ? fmaf(m[e], unit, logf(sum)) : -INFINITY;
-#pragma unroll
-      for (int mm = 0; mm < MD; ++mm) o[mm][e] *= inv, o[mm][2 + e] *= inv;
-    }
-  }
-
-  // Merge pass `pass`'s PC 8-column groups of the warp's O rows into sO
-  // ([R][LD], the pass's first column at 0) and, in pass 0, the LSEs into sL.
-  template <int LD, int PC>
-  __device__ __forceinline__ void stage(float* sO, float* sL, int pass, int lane) const {
-    const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int mm = 0; mm < MD; ++mm)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int n = 2 * mm + h;  // the 8-column group
-        if (n / PC == pass)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) sO[(2 * t + e) * LD + 8 * (n - pass * PC) + g] = o[mm][2 * h + e];
-      }
-    if (pass == 0 && g == 0) sL[2 * t] = lse[0], sL[2 * t + 1] = lse[1];
-  }
-};
 
 template <class T, class E = __half>
 __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
@@ -582,7 +414,7 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   const int g = lane >> 2, t = lane & 3;
   const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
   const int group = p.hq / p.hkv, rows = p.nq * group;
-  constexpr int R = T::kRows;  // packed rows per CTA: one m16 tile, or one n8 tile (DecodeWarpN8)
+  constexpr int R = T::kRows;  // packed rows per CTA: one m16 tile, or one n8 tile (n8.cuh)
   constexpr bool kN8 = R == 8;
   static_assert(R == 16 || kN8, "the packed rows are one m16 or one n8 tile");
   const int row0 = blockIdx.z * R;  // the tile's first packed row
@@ -609,10 +441,10 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   uint32_t qf[1][KD][4];
   float slope[2];  // ALiBi slope / unit of the lane's packed rows g, g+8
   struct None {};
-  std::conditional_t<kN8, DecodeWarpN8<T, E>, None> n8;  // kN8: the warp math of an n8 tile (the rest is the same)
+  std::conditional_t<kN8, WarpN8<A, D, Bw, E>, None> n8;  // kN8: the warp math of an n8 tile (the rest is the same)
   auto load_q = [&] {
     if constexpr (kN8) {
-      n8.load_q(p, smem + 2 * T::kStages * Bc * D, b, hk, row0, rows, group, alibi, unit, tid);
+      decode_load_q_n8<T>(n8, p, smem + 2 * T::kStages * Bc * D, b, hk, row0, rows, group, alibi, unit, tid);
     } else {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {

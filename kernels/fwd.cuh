@@ -46,11 +46,13 @@
 #include "gemm.cuh"
 #include "entry.cuh"
 #include "varlen.cuh"
+#include "n8.cuh"
 
 namespace fa2 {
 
-template <class T, bool kCausal, class E = __half, int kMod = 0, bool kVarlen = false>
-__device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
+// The m16 form: each warp owns 16*MTiles query rows as the mma's m16 rows.
+template <class T, bool kCausal, class E, int kMod, bool kVarlen>
+__device__ __forceinline__ void fwd_m16(const FwdParams& p) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
   static_assert(!(kMod && kVarlen), "the modified kernels take packed sequences at run time (varlen_call)");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
@@ -288,6 +290,108 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
     }
   __syncthreads();
   store_rows<Br, D, NT>(sQ, kPtrSmem ? reinterpret_cast<__half*>(ptr(2)) : gO, p.o_row_stride, loop_rows_q(), tid);
+}
+
+// The n8 form (Tile kN8: Br = 8 x Warps; the Turing D256 row, whose m16 O
+// does not fit beside the prefetch): each warp owns 8 query rows as the mma's
+// n8 and takes every key of each block (n8.cuh's WarpN8: S^T = K Q^T, O^T +=
+// V^T P^T). One body for every variant: causal is window right 0 and the
+// plain kernel a window open on both sides (window_blocks visits and masks
+// the same blocks as key_blocks then), softcap and ALiBi are WarpN8::step's
+// flags; the template arguments fold them to constants, so each symbol still
+// runs its own straight-line code. Packed sequences as fwd_m16's.
+template <class T, bool kCausal, class E, int kMod, bool kVarlen>
+__device__ __forceinline__ void fwd_n8(const FwdParams& p) {
+  static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
+  static_assert(!(kMod && kVarlen), "the modified kernels take packed sequences at run time (varlen_call)");
+  static_assert(T::kArch == 75 && std::is_same<E, __half>::value, "the n8 forward is the Turing path's");
+  constexpr int A = T::kArch, D = T::kD, Br = T::kBr, Bc = T::kBc, NT = T::kThreads, C = D / 8;
+  constexpr bool kCap = kMod & kModCap, kALiBi = kMod & kModALiBi;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __half* smem = reinterpret_cast<__half*>(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int b = blockIdx.y / p.hq, h = blockIdx.y % p.hq;
+  const int hk = h / (p.hq / p.hkv);
+  const int m0 = (kCausal || kMod ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;  // as fwd_m16
+  const bool vl = varlen_call<kVarlen, kMod != 0>(p);
+  const Seq sq = vl ? seq_of(p, b) : Seq{};
+  const int nq = vl ? sq.nq : p.nq, nk = vl ? sq.nk : p.nk;
+  if (vl && m0 >= nq) return;  // past this sequence's rows
+
+  const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
+  __half* gO = static_cast<__half*>(p.o) + (vl ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + m0 * p.o_row_stride + h * p.o_head_stride;
+  float* gL = p.lse + (vl ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq) + m0;
+  const int rows_q = min(Br, nq - m0);
+
+  const int left = kMod ? p.window_left : -1, right = kMod ? p.window_right : kCausal ? 0 : -1;
+  const WindowBlocks wb = window_blocks<Br, Bc>(m0, nq, nk, left, right);
+  if (wb.n_end <= wb.n_begin) {  // no row here sees a key
+    for (int idx = tid; idx < rows_q * C; idx += NT)
+      *reinterpret_cast<uint4*>(gO + (idx / C) * p.o_row_stride + (idx % C) * 8) = make_uint4(0, 0, 0, 0);
+    for (int r = tid; r < rows_q; r += NT) gL[r] = -INFINITY;
+    return;
+  }
+  // ScoreMods' units: the softmax runs in units of the cap where there is one.
+  const float unit = kCap ? p.softcap : p.scale, unit_log2 = kCap ? p.softcap * kLog2e : p.scale_log2;
+  const float cap_in = kCap ? p.scale / p.softcap : 0.f;
+  const float slope = kALiBi ? p.alibi_slopes[h] / unit : 0.f;
+
+  // Shared memory: Q (Br rows; warp w reads rows 8w..8w+7, later its O) | K | V.
+  __half* sQ = smem;
+  __half* sK = smem + Br * D;
+  __half* sV = sK + Bc * D;
+  const uint32_t aQw = smem_u32(sQ + warp * 8 * D), aK = smem_u32(sK), aV = smem_u32(sV);
+  WarpN8<A, D, Bc, E> n8;
+  n8.init(slope, slope);
+
+  load_tile<A, Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);  // rows past Nq are 0
+  RegTile<Bc, D, NT> rk, rv;
+  rk.load(gK + wb.n_begin * Bc * p.k_row_stride, p.k_row_stride, nk - wb.n_begin * Bc, tid);
+  rv.load(gV + wb.n_begin * Bc * p.v_row_stride, p.v_row_stride, nk - wb.n_begin * Bc, tid);
+  rk.store(sK, tid);
+  rv.store(sV, tid);
+  __syncthreads();
+  for (int n = wb.n_begin; n < wb.n_end; ++n) {
+    const bool more = n + 1 < wb.n_end;
+    if (more) {  // global loads in flight during the whole step
+      rk.load(gK + (n + 1) * Bc * p.k_row_stride, p.k_row_stride, nk - (n + 1) * Bc, tid);
+      rv.load(gV + (n + 1) * Bc * p.v_row_stride, p.v_row_stride, nk - (n + 1) * Bc, tid);
+    }
+    n8.step(aQw, aK, aV, 0, n * Bc, n < wb.n_full || n >= wb.n_mask, lane, m0 + 8 * warp, 1, nk, nk - nq, left, right,
+            kCap, kALiBi, cap_in, unit_log2);
+    if (more) {
+      __syncthreads();  // every warp is done with K_n, V_n
+      rk.store(sK, tid);
+      rv.store(sV, tid);
+      __syncthreads();
+    }
+  }
+
+  // Epilogue: O normalised into the warp's own Q rows (only it read them),
+  // then 16-byte row stores; L for the rows that exist.
+  n8.finish(unit);
+  __syncwarp();
+  n8.store_o(sQ + warp * 8 * D, lane);
+  if ((lane >> 2) == 0) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int row = 8 * warp + 2 * lane + e;
+      if (row < rows_q) gL[row] = n8.lse[e];
+    }
+  }
+  __syncthreads();
+  store_rows<Br, D, NT>(sQ, gO, p.o_row_stride, rows_q, tid);
+}
+
+// The forward of tile T: the n8 form where its warps own 8 rows, else the m16 one.
+template <class T, bool kCausal, class E = __half, int kMod = 0, bool kVarlen = false>
+__device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
+  if constexpr (T::kN8) fwd_n8<T, kCausal, E, kMod, kVarlen>(p);
+  else fwd_m16<T, kCausal, E, kMod, kVarlen>(p);
 }
 
 // Template entry for the dev harness (tuning candidates); the shipped kernels are

@@ -47,8 +47,12 @@ struct Tile {
   static constexpr int kBs = kBc / kSplits;  // keys per softmax step
   static constexpr bool kQRegs = QRegs_;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kMTiles = kBr / (16 * kWarps);
-  static_assert(kMTiles >= 1 && kBr == kMTiles * 16 * kWarps, "Br must be 16*Warps*MTiles");
+  // Br = 8 x Warps: each warp owns 8 rows as the mma's n8 (n8.cuh's WarpN8;
+  // fwd.cuh's fwd_n8), where an m16 tile's O does not fit the registers.
+  static constexpr bool kN8 = kBr == 8 * kWarps;
+  static constexpr int kMTiles = kN8 ? 0 : kBr / (16 * kWarps);
+  static_assert(kN8 || (kMTiles >= 1 && kBr == kMTiles * 16 * kWarps), "Br must be 16*Warps*MTiles (or 8*Warps)");
+  static_assert(!kN8 || (Arch_ == 75 && Splits_ == 1 && !QRegs_), "the n8 forward: Turing, one split, Q in shared memory");
   static_assert(kBs * kSplits == kBc && kBs % 16 == 0, "Bc/Splits must be a multiple of 16 (k16 steps of PV)");
   static_assert(Splits_ == 1 || Arch_ == 75 || Stages_ == 2, "sm_80 splits need the double buffer");
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
@@ -78,6 +82,10 @@ struct Tile {
 // of 256 threads may use up to 255 registers, which the next K/V block held in
 // registers (the prefetch; Turing has no cp.async) needs on top of O and S.
 // Q in registers lets Q share the K/V area (smem max(Q, K+V)).
+// D256: an m16 tile's O is 128 registers, which beside the prefetch and S
+// spilled 24-480 B at every Br 64-128 x Bc 16-32 tile tried (nvcc 11.8, Q in
+// registers or shared memory); its row is Br = 8 x Warps, each warp 8 rows as
+// the mma's n8 (n8.cuh, fwd.cuh's fwd_n8: O^T 64 registers).
 //
 // sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB); <= 99 KiB so
 // one table serves them all. 4 warps x 32 rows (MTiles 2): each K/V fragment read
@@ -93,6 +101,7 @@ struct Tile {
   X(75, 96, 128, 64, 8, 1, 1, true, 1)    /* D96: 24 KiB smem, ~210 regs */                                          \
   X(75, 128, 128, 64, 8, 1, 1, false, 1)  /* D128: 128x64, 8 warps (the best Turing FA2 shape); Q in registers       \
                                              would spill, so Q|K|V = 64 KiB exactly */                               \
+  X(75, 256, 64, 32, 8, 1, 1, false, 1)   /* D256: 8 warps of 8 rows (n8); Q|K|V = 64 KiB exactly */                  \
   X(80, 32, 128, 128, 4, 2, 2, true, 1)   /* D32: Q fragments in registers (8), 40 KiB smem */                       \
   X(80, 64, 128, 128, 4, 2, 2, true, 1)   /* D64: Q fragments in registers (32), 80 KiB smem */                      \
   X(80, 96, 128, 64, 4, 2, 1, false, 1)   /* D96: 72 KiB smem */                                                     \
@@ -416,7 +425,7 @@ FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_TRAITS)
 //           flight while one is consumed); the Turing path holds one block in
 //           shared memory and the next in registers (Stages 1).
 //   Rows    packed query rows per CTA: 16, the mma's m16 (Q as A, O in D/2
-//           fp32 per lane), or 8, its n8 (decode.cuh's DecodeWarpN8: keys as
+//           fp32 per lane), or 8, its n8 (n8.cuh's WarpN8: keys as
 //           the 16 rows, Q^T from shared memory, O^T in D/4 fp32 per lane),
 //           where registers hold no m16 O beside the prefetch.
 // Shared memory is the K/V buffers (and with Rows 8 the staged Q rows),

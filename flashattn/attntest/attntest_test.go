@@ -459,3 +459,46 @@ func TestBaselineSoftcapPrecision(t *testing.T) {
 		t.Fatalf("tanh %v is an fp16 value: the test cannot tell the roundings apart", tanh)
 	}
 }
+
+// TestCasesAt: the re-dimensioned lists hold every case not already at the
+// head dim, at it, under names of their own.
+func TestCasesAt(t *testing.T) {
+	for _, d := range []int{64, 256} {
+		names := map[string]bool{}
+		for _, c := range Cases() {
+			names[c.Name] = true
+		}
+		n := 0
+		for _, c := range Cases() {
+			if c.D != d {
+				n++
+			}
+		}
+		at := CasesAt(d)
+		if len(at) != n || n == 0 {
+			t.Fatalf("CasesAt(%d): %d cases, want %d", d, len(at), n)
+		}
+		for _, c := range at {
+			if c.D != d || names[c.Name] {
+				t.Errorf("CasesAt(%d): %s at D %d (its name new: %v)", d, c.Name, c.D, !names[c.Name])
+			}
+			names[c.Name] = true
+		}
+		vn := 0
+		for _, c := range VarlenCases() {
+			if c.D != d {
+				vn++
+			}
+		}
+		vat := VarlenCasesAt(d)
+		if len(vat) != vn || vn == 0 {
+			t.Fatalf("VarlenCasesAt(%d): %d cases, want %d", d, len(vat), vn)
+		}
+		for _, c := range vat {
+			if c.D != d || names[c.Name] {
+				t.Errorf("VarlenCasesAt(%d): %s at D %d", d, c.Name, c.D)
+			}
+			names[c.Name] = true
+		}
+	}
+}

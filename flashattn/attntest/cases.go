@@ -134,6 +134,22 @@ func Cases() []Case {
 	return cs
 }
 
+// CasesAt is Cases at head dim d: every case whose D is not d, with D set
+// to d and "-at-D<d>" after its name (the cases already at d are Cases'
+// own). A backend whose kernels at d differ from those at its other head
+// dims (the Turing path's D 256 row) runs the whole covering list there.
+func CasesAt(d int) []Case {
+	var out []Case
+	for _, c := range Cases() {
+		if c.D != d {
+			c.D = d
+			c.Name += fmt.Sprintf("-at-D%d", d)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func (c Case) String() string {
 	s := fmt.Sprintf("%s B=%d Nq=%d Nk=%d Hq=%d Hkv=%d D=%d causal=%v scale=%g %v",
 		c.Name, c.B, c.Nq, c.Nk, c.Hq, c.Hkv, c.D, c.Causal, c.Scale, c.Layout)

@@ -1,6 +1,7 @@
 package attntest
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -212,8 +213,24 @@ func Rows(t *flashattn.Tensor, b, r0, n int) *flashattn.Tensor {
 // BackwardVarlen (skipped when b has none; a Plain backend runs both
 // without score modifiers, and must refuse the others unless ModsVarlen:
 // then it runs them forward; each runs backward at VarlenBackward's head dims).
-func RunVarlen(t *testing.T, b Backend) {
+func RunVarlen(t *testing.T, b Backend) { RunVarlenCases(t, b, VarlenCases()) }
+
+// VarlenCasesAt is VarlenCases at head dim d, as CasesAt is Cases.
+func VarlenCasesAt(d int) []VarlenCase {
+	var out []VarlenCase
 	for _, c := range VarlenCases() {
+		if c.D != d {
+			c.D = d
+			c.Name += fmt.Sprintf("-at-D%d", d)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// RunVarlenCases runs the varlen cases cs against b, as RunVarlen does VarlenCases.
+func RunVarlenCases(t *testing.T, b Backend, cs []VarlenCase) {
+	for _, c := range cs {
 		t.Run(c.Name, func(t *testing.T) {
 			if b.ForwardVarlen == nil {
 				t.Skipf("%s has no ForwardVarlen", b.Name)

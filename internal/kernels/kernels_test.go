@@ -692,18 +692,19 @@ func TestLookup(t *testing.T) {
 		{89, 64, true, "fa2_fwd_sm80_d64_causal"},
 		{90, 256, true, "fa2_fwd_sm80_d256_causal"},
 		{120, 128, false, "fa2_fwd_sm80_d128"},
+		{75, 256, true, "fa2_fwd_sm75_d256_causal"}, // the n8 row (traits.cuh's kN8)
 	} {
 		v, ok := Lookup(c.arch, c.d, c.causal)
 		if !ok || v.Symbol != c.sym || v.HeadDim != c.d || v.Causal != c.causal {
 			t.Errorf("Lookup(%d, %d, %v) = %+v, %v; want %s", c.arch, c.d, c.causal, v, ok, c.sym)
 		}
 	}
-	for _, c := range []struct{ arch, d int }{{75, 256}, {70, 64}, {61, 128}, {90, 80}, {90, 0}} {
+	for _, c := range []struct{ arch, d int }{{75, 80}, {70, 64}, {61, 128}, {90, 80}, {90, 0}} {
 		if v, ok := Lookup(c.arch, c.d, false); ok {
 			t.Errorf("Lookup(%d, %d) = %+v, want none", c.arch, c.d, v)
 		}
 	}
-	if got := HeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128}) {
+	if got := HeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
 		t.Errorf("HeadDims(75) = %v", got)
 	}
 	if got := HeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
@@ -744,14 +745,17 @@ func TestLookup(t *testing.T) {
 		if v.Pass == Decode {
 			continue // their warps share the rows: TestDecodeTableMatchesTraits
 		}
-		// The rows a CTA owns are split over its warps in 16-row mma tiles;
-		// the streamed rows go in k16 steps (none for the pre pass).
+		// The rows a CTA owns are split over its warps in 16-row mma tiles
+		// (or 8-row n8 ones); the streamed rows go in k16 steps (none for the pre pass).
 		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
 		if pass == BwdDKDV || pass.Fused() {
 			owned, streamed = v.Bc, v.Br
 		}
 		if pass.Fused() { // a 2-D warp grid: owned rows split over some of the warps only
 			split = 16
+		}
+		if strings.HasPrefix(v.Symbol, "fa2_fwd_sm75_") && owned == 8*v.Warps { // the Turing n8 forward (traits.cuh's kN8): 8 rows per warp
+			split = owned
 		}
 		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (pass == BwdPre || pass == BwdDQConv) {
 			t.Errorf("%s: owned rows %d, streamed rows %d do not fit %d warps of 16-row mma tiles", v.Symbol, owned, streamed, v.Warps)
