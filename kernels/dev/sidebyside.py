@@ -18,13 +18,15 @@ Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
 FLOPs = 4*B*H*N*N*D (times 2.5 for the backward, the paper's convention),
 halved when causal.
 
-Usage: python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...] [dD ...]   (from the repo root)
-  default N: 512..16384 forward, 2048 8192 backward; dD (backward): head dims, default d64 d128;
+Usage: [FA2_FATBIN_B=candidate.fatbin] python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...] [dD ...]   (from the repo root)
+  default N: 512..16384 forward, 2048 8192 backward; dD: head dims, default d64 d128;
+  FA2_FATBIN_B (forward): a candidate build whose kernels of the same names are timed beside ours;
   path column: large = the _large single pass (where the device's opt-in shared memory fits
   it), single = the <= 99 KiB one, three = the three kernels; --ptx75: the Turing kernels
   from internal/kernels/fa2_sm75.fatbin through the driver's JIT.
 """
 import ctypes
+import os
 import math
 import sys
 
@@ -185,9 +187,11 @@ def timed(fn, reps=20):
     return ts
 
 
-def forward(m, arch, ns):
-    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} TFLOP/s | ours/flash ours/eff | max|err| vs fp32 (flash's)")
-    for d in (64, 128):
+def forward(m, arch, ns, ds, mb=None):
+    """mb: a second module (FA2_FATBIN_B) whose kernels of the same names are timed beside ours, as B."""
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'flash':>7} {'effic.':>7} {'ours':>7} TFLOP/s | ours/flash ours/eff | max|err| vs fp32 (flash's)"
+          + (" | B TFLOP/s, B/ours, B's max|err|" if mb else ""))
+    for d in ds:
         for causal in (False, True):
             for n in ns:
                 b, h = 16384 // n, 2048 // d
@@ -196,6 +200,10 @@ def forward(m, arch, ns):
                 lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
                 qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # (B, H, N, D) views of our BSHD storage, as bench/sdpa.py
                 ours = m.forward(arch, q, k, v, o, lse, causal)
+                if mb:
+                    ob, lseb = torch.full_like(q, float("nan")), torch.full_like(lse, float("nan"))
+                    oursb = mb.forward(arch, q, k, v, ob, lseb, causal)
+                    oursb()
                 ours()
                 # Correctness on this shape: first 2 batches against fp32 math.
                 with sdpa_kernel(SDPBackend.MATH):
@@ -203,22 +211,29 @@ def forward(m, arch, ns):
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                     fl = F.scaled_dot_product_attention(qt[:2], kt[:2], vt[:2], is_causal=causal)
                 err = (o[:2].transpose(1, 2).float() - ref).abs().max().item()
+                errb = (ob[:2].transpose(1, 2).float() - ref).abs().max().item() if mb else 0.0
                 ferr = (fl.float() - ref).abs().max().item()
                 del ref, fl
                 sdpa = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                ts = {"flash": [], "efficient": [], "ours": []}
+                ts = {"flash": [], "efficient": [], "ours": []} | ({"b": []} if mb else {})
                 for _ in range(4):  # interleave: 4 rounds of 5 timed calls each
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                         ts["flash"] += timed(sdpa, 5)
                     with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
                         ts["efficient"] += timed(sdpa, 5)
                     ts["ours"] += timed(ours, 5)
+                    if mb:
+                        ts["b"] += timed(oursb, 5)
                 flops = 4 * b * h * n * n * d / (2 if causal else 1)
                 tf = {k2: flops / sorted(t)[len(t) // 2] / 1e9 for k2, t in ts.items()}
                 print(f"{d:>4} {int(causal):>6} {n:>6} | {tf['flash']:7.1f} {tf['efficient']:7.1f} {tf['ours']:7.1f}         | "
                       f"{tf['ours'] / tf['flash']:10.2f} {tf['ours'] / tf['efficient']:7.2f} | {err:.2e} ({ferr:.2e})"
-                      + ("  FAIL" if not err <= 2 * ferr + 1e-6 else ""), flush=True)
+                      + ("  FAIL" if not err <= 2 * ferr + 1e-6 else "")
+                      + (f" | {tf['b']:7.1f} {tf['b'] / tf['ours']:5.2f} {errb:.2e}" + ("  FAIL" if not errb <= 2 * ferr + 1e-6 else "") if mb else ""),
+                      flush=True)
                 del q, k, v, o, lse, qt, kt, vt
+                if mb:
+                    del ob, lseb
 
 
 def backward(m, arch, ns, ds):
@@ -302,14 +317,16 @@ def main():
     args = sys.argv[1:]
     ptx75, bwd = "--ptx75" in args, "--bwd" in args
     ns = [int(a) for a in args if a.isdigit()] or ([2048, 8192] if bwd else [512, 1024, 2048, 4096, 8192, 16384])
-    ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]  # backward head dims, e.g. d128
+    ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]  # head dims, e.g. d128
     path = "internal/kernels/fa2_sm75.fatbin" if ptx75 else "internal/kernels/fa2.fatbin"
     m = Module(path)
-    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, flush=True)
+    pb = os.environ.get("FA2_FATBIN_B")  # forward only: a candidate build's fatbin, timed beside ours
+    mb = Module(pb) if pb and not bwd else None
+    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, "B:", pb if mb else "-", flush=True)
     if bwd:
         backward(m, 75 if ptx75 else 80, ns, ds)
     else:
-        forward(m, 75 if ptx75 else 80, ns)
+        forward(m, 75 if ptx75 else 80, ns, ds, mb)
 
 
 if __name__ == "__main__":
