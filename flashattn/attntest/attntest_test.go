@@ -463,42 +463,39 @@ func TestBaselineSoftcapPrecision(t *testing.T) {
 // TestCasesAt: the re-dimensioned lists hold every case not already at the
 // head dim, at it, under names of their own.
 func TestCasesAt(t *testing.T) {
+	type entry struct {
+		name string
+		d    int
+	}
 	for _, d := range []int{64, 256} {
-		names := map[string]bool{}
+		var base, at []entry
 		for _, c := range Cases() {
-			names[c.Name] = true
+			base = append(base, entry{c.Name, c.D})
 		}
-		n := 0
-		for _, c := range Cases() {
-			if c.D != d {
-				n++
-			}
-		}
-		at := CasesAt(d)
-		if len(at) != n || n == 0 {
-			t.Fatalf("CasesAt(%d): %d cases, want %d", d, len(at), n)
-		}
-		for _, c := range at {
-			if c.D != d || names[c.Name] {
-				t.Errorf("CasesAt(%d): %s at D %d (its name new: %v)", d, c.Name, c.D, !names[c.Name])
-			}
-			names[c.Name] = true
-		}
-		vn := 0
 		for _, c := range VarlenCases() {
-			if c.D != d {
-				vn++
+			base = append(base, entry{c.Name, c.D})
+		}
+		for _, c := range CasesAt(d) {
+			at = append(at, entry{c.Name, c.D})
+		}
+		for _, c := range VarlenCasesAt(d) {
+			at = append(at, entry{c.Name, c.D})
+		}
+		names, want := map[string]bool{}, 0
+		for _, e := range base {
+			names[e.name] = true
+			if e.d != d {
+				want++
 			}
 		}
-		vat := VarlenCasesAt(d)
-		if len(vat) != vn || vn == 0 {
-			t.Fatalf("VarlenCasesAt(%d): %d cases, want %d", d, len(vat), vn)
+		if len(at) != want || want == 0 {
+			t.Fatalf("CasesAt(%d) and VarlenCasesAt(%d): %d cases, want %d", d, d, len(at), want)
 		}
-		for _, c := range vat {
-			if c.D != d || names[c.Name] {
-				t.Errorf("VarlenCasesAt(%d): %s at D %d", d, c.Name, c.D)
+		for _, e := range at {
+			if e.d != d || names[e.name] {
+				t.Errorf("at D %d: %s at D %d (its name new: %v)", d, e.name, e.d, !names[e.name])
 			}
-			names[c.Name] = true
+			names[e.name] = true
 		}
 	}
 }

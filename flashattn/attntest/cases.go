@@ -138,13 +138,17 @@ func Cases() []Case {
 // to d and "-at-D<d>" after its name (the cases already at d are Cases'
 // own). A backend whose kernels at d differ from those at its other head
 // dims (the Turing path's D 256 row) runs the whole covering list there.
-func CasesAt(d int) []Case {
-	var out []Case
-	for _, c := range Cases() {
-		if c.D != d {
+func CasesAt(d int) []Case { return atHeadDim(Cases(), d, func(c *Case) *Case { return c }) }
+
+// atHeadDim is the elements of cs whose case (caseOf) is not at head dim d,
+// moved there and renamed as CasesAt says.
+func atHeadDim[T any](cs []T, d int, caseOf func(*T) *Case) []T {
+	var out []T
+	for _, x := range cs {
+		if c := caseOf(&x); c.D != d {
 			c.D = d
 			c.Name += fmt.Sprintf("-at-D%d", d)
-			out = append(out, c)
+			out = append(out, x)
 		}
 	}
 	return out

@@ -1,7 +1,6 @@
 package attntest
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -217,15 +216,7 @@ func RunVarlen(t *testing.T, b Backend) { RunVarlenCases(t, b, VarlenCases()) }
 
 // VarlenCasesAt is VarlenCases at head dim d, as CasesAt is Cases.
 func VarlenCasesAt(d int) []VarlenCase {
-	var out []VarlenCase
-	for _, c := range VarlenCases() {
-		if c.D != d {
-			c.D = d
-			c.Name += fmt.Sprintf("-at-D%d", d)
-			out = append(out, c)
-		}
-	}
-	return out
+	return atHeadDim(VarlenCases(), d, func(c *VarlenCase) *Case { return &c.Case })
 }
 
 // RunVarlenCases runs the varlen cases cs against b, as RunVarlen does VarlenCases.
