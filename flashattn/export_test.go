@@ -71,3 +71,15 @@ func SetPersistentCTAs(d *Device, n int) (undo func()) {
 		d.ctas = old
 	}
 }
+
+// SetSharedMemoryOptin makes d choose its kernels as if its opt-in shared
+// memory per block were n bytes, so an H100/H200 runs the <= 99 KiB rows an
+// sm_86/89 runs (kernels.LookupFit), and returns the limit it had (pass it
+// back to restore). Kernels are cached by symbol, so the choice follows at
+// once. Test builds only.
+func SetSharedMemoryOptin(d *Device, n int) (previous int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	previous, d.smemOptin = d.smemOptin, n
+	return previous
+}

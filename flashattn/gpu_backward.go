@@ -3,6 +3,7 @@ package flashattn
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/goflash/goflash/internal/cuda"
 	"github.com/goflash/goflash/internal/kernels"
@@ -78,8 +79,8 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 // head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
 // and its dQ convert kernel, else dK/dV and dQ (see
 // BackwardKernelsDeterministic for Options.Deterministic). A head dim without
-// backward kernels on this device (see BackwardHeadDims: D 256 where its
-// single pass does not fit, e.g. sm_86/89) is an *UnsupportedError.
+// backward kernels on this device (see BackwardHeadDims: D 256 on Turing) is
+// an *UnsupportedError.
 func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, false)
 }
@@ -88,7 +89,8 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 // where the device runs the large single pass, its ordered twin
 // (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
 // kernel, else pre, dK/dV and dQ (no atomics), which D 256 lacks (an
-// *UnsupportedError there; Auto then runs the CPU backward).
+// *UnsupportedError there, e.g. on sm_86/89, whose 99 KiB hold only D 256's
+// base single pass; Auto then runs the CPU backward).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }
@@ -133,10 +135,25 @@ func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*l
 		passes, fused = singlePassDet, kernels.BwdDKDVQDet
 	}
 	// A heads-fastest grid's y is the key blocks (at most maxGridY).
-	if v, ok := d.lookup(fused, dt == BF16, dims.D, causal); !ok || kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+	v, ok := d.lookup(fused, dt == BF16, dims.D, causal)
+	if !ok || kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY {
 		passes = threePass
 	}
+	if _, three := d.lookup(kernels.BwdDKDV, dt == BF16, dims.D, causal); !ok && deterministic && !three {
+		return [3]*loadedKernel{}, d.noOrderedPass(dims.D, dt)
+	}
 	return d.loadPasses(passes, dims, causal, dt)
+}
+
+// noOrderedPass is the error for Options.Deterministic at a head dim whose
+// only backward is the single pass (D 256) on a device whose shared memory
+// holds its base tile alone, which has no ordered twin; d.mu is held.
+func (d *Device) noOrderedPass(headDim int, dt DType) error {
+	reason := fmt.Sprintf("head dim %d has no deterministic backward on the sm_%d path", headDim, d.path)
+	if v, ok := kernels.LookupFit(kernels.BwdDKDVQDet, dt == BF16, d.path, headDim, false, math.MaxInt32); ok {
+		reason = fmt.Sprintf("head dim %d's ordered single pass needs %d bytes of shared memory per block; %s allows %d", headDim, v.SmemBytes, d.info, d.smemOptin)
+	}
+	return &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true", Reason: reason}
 }
 
 // loadPasses loads the kernels of passes for dims in element type dt; d.mu is held.
@@ -183,7 +200,11 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 			passes = singlePassModVarlen
 		case p.Deterministic:
 			passes = singlePassDetMod
-			if v, _ := d.lookup(passes[1], dt == BF16, p.D, false); (p.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+			v, ok := d.lookup(passes[1], dt == BF16, p.D, false)
+			if !ok {
+				return ks, d.noOrderedPass(p.D, dt)
+			}
+			if (p.Nk+v.Bc-1)/v.Bc > d.maxGridY {
 				return ks, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
 					Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, p.Nk)}
 			}

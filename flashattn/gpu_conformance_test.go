@@ -7,6 +7,7 @@ import (
 
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/flashattn/attntest"
+	"github.com/goflash/goflash/internal/kernels"
 )
 
 // TestGPUConformance runs the suite on the GPU backend through the public
@@ -193,6 +194,78 @@ func TestGPUConformanceSM80(t *testing.T) {
 	}
 	t.Logf("%s, forced sm_80 path, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
+}
+
+// TestGPUConformanceSmem99 runs what an sm_86/89 GPU (RTX 30xx/40xx, A10,
+// L4) runs: the sm_80 path with 99 KiB of opt-in shared memory per block,
+// where the large single-pass rows do not fit, so D 128 and D 256 run their
+// base single pass (D 256's: one Q|dO stage, V in registers) and
+// Options.Deterministic the three kernels. On an H100/H200 the same code runs
+// as sm_90 SASS (sm_86/89's SASS is compiled from it and checked for spills
+// by internal/kernels' tests). The suite, forward and backward, plain,
+// modified and packed, at every backward head dim; then every suite and
+// varlen case at D 256; the suite again in bf16.
+func TestGPUConformanceSmem99(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() < 80 {
+		t.Skipf("%s has no sm_80 path", dev.Info())
+	}
+	if err := dev.ForcePath(80); err != nil {
+		t.Fatal(err)
+	}
+	defer flashattn.SetSharedMemoryOptin(dev, flashattn.SetSharedMemoryOptin(dev, kernels.BaseSmemBytes))
+	dims := dev.BackwardHeadDims()
+	if !slices.Contains(dims, 256) || slices.Contains(dev.DeterministicBackwardHeadDims(), 256) {
+		t.Fatalf("within %d bytes: backward head dims %v, deterministic %v; want D 256 in the first alone", kernels.BaseSmemBytes,
+			dims, dev.DeterministicBackwardHeadDims())
+	}
+	for _, d := range dims {
+		for _, causal := range []bool{false, true} {
+			ks, err := dev.BackwardKernels(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, causal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range ks {
+				if k.Large || k.SmemBytes > kernels.BaseSmemBytes || k.Path != 80 {
+					t.Fatalf("D %d within %d bytes runs %+v", d, kernels.BaseSmemBytes, k)
+				}
+			}
+			if d == 256 && ks[1].Pass != "bwd_dkdvq" {
+				t.Fatalf("D 256 within %d bytes runs %+v, want its base single pass", kernels.BaseSmemBytes, ks)
+			}
+		}
+	}
+	// D 256 deterministic (plain or modified) has no kernel here: refused, so Auto runs the CPU.
+	c := attntest.Case{Name: "det", B: 1, Nq: 33, Nk: 40, Hq: 2, Hkv: 1, D: 256, Seed: 3}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := dev.ForwardHost(q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*flashattn.Options{{Deterministic: true}, {Deterministic: true, Softcap: 30}} {
+		var ue *flashattn.UnsupportedError
+		if _, err := dev.BackwardHost(q, k, v, res.Out, dO, res.LSE, o); !errors.As(err, &ue) || ue.Feature != "deterministic" {
+			t.Errorf("D 256 %+v within %d bytes: %v, want an *UnsupportedError for deterministic", *o, kernels.BaseSmemBytes, err)
+		}
+	}
+	b := deviceBackend(dev, "gpu-smem99")
+	b.HeadDims = dims
+	b.Forward = onlyHeadDims(dims, "no backward kernels", b.Forward)
+	b.ForwardVarlen, b.BackwardVarlen = dev.ForwardVarlenHost, dev.BackwardVarlenHost
+	b.ModsVarlen, b.VarlenBackward = dev.PackedModHeadDims(flashattn.FP16), dev.ModBackwardHeadDims(flashattn.FP16)
+	t.Logf("%s, sm_80 path within %d bytes, backward head dims %v", dev.Info(), kernels.BaseSmemBytes, dims)
+	attntest.Run(t, b)
+	for _, c := range attntest.CasesAt(256) {
+		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+	}
+	attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(256))
+	// bf16 (D 128 and 256 run their base single pass's bf16 twins).
+	attntest.Run(t, attntest.Backend{Name: "gpu-smem99-bf16", Precision: attntest.BF16, Backward: bf16BackwardHost(dev),
+		Forward: onlyHeadDims(dims, "no backward kernels", bf16ForwardHost(dev)), Plain: true, ModsForward: true, HeadDims: dims,
+		ModsBackward: dev.ModBackwardHeadDims(flashattn.BF16)})
 }
 
 // deviceBackend runs Forward and Backward on dev through the Device API

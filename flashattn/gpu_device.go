@@ -356,9 +356,9 @@ func (d *Device) PackedModHeadDims(dt DType) []int {
 // ModBackwardHeadDims lists the head dims at which Backward of element type
 // dt with a window, softcap or ALiBi runs here, and BackwardVarlen with or
 // without them: those of the modified three-kernel pair (RawBackwardHeadDims)
-// and, where the single pass is a head dim's only backward and fits the
-// device, its modified twin (D 256 on A100, H100/H200; on packed sequences
-// not with Options.Deterministic).
+// and, where the single pass is a head dim's only backward, its modified twin
+// (D 256 on the sm_80 path; on packed sequences not with
+// Options.Deterministic, nor on devices without its ordered twin, sm_86/89).
 func (d *Device) ModBackwardHeadDims(dt DType) []int {
 	if d == nil {
 		return nil
@@ -380,14 +380,15 @@ func (d *Device) ModBackwardHeadDims(dt DType) []int {
 }
 
 // BackwardHeadDims lists the head dims the kernel path in use has backward
-// kernels for on this device (a subset of HeadDims): D 256 only where its
-// single pass fits the device's shared memory (A100, H100/H200; not sm_86/89
-// nor Turing). See DeterministicBackwardHeadDims and RawBackwardHeadDims.
+// kernels for on this device (a subset of HeadDims): D 256 on the sm_80 path
+// (its single pass: the large tile on A100, H100/H200, the base one on
+// sm_86/89), not on Turing. See DeterministicBackwardHeadDims and
+// RawBackwardHeadDims.
 func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQ) }
 
 // DeterministicBackwardHeadDims lists the head dims Options.Deterministic
 // runs on the GPU here: the three kernels' and those whose ordered single
-// pass fits the device (D 256 where BackwardHeadDims has it).
+// pass fits the device (D 256's is large: A100, H100/H200, not sm_86/89).
 func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQDet) }
 
 // RawBackwardHeadDims lists the head dims of the raw backward (NewRawBackward:

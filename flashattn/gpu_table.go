@@ -43,7 +43,7 @@ func HopperHeadDims() []int { return kernels.SM90AHeadDims() }
 // two single-pass sets: the Large one (symbols ..._large, more than 99 KiB
 // of shared memory per CTA) runs where the device's opt-in limit fits it
 // (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere
-// (sm_86/89).
+// (sm_86/89: D 128's and D 256's base single pass).
 func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
 
 // backwardPasses are the passes BackwardKernelTable lists (decode kernels are

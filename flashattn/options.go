@@ -74,9 +74,9 @@ type Options struct {
 	// additions in a fixed order (key block after key block, each waiting for
 	// the one before it; its dQ accumulator carries one int32 counter per
 	// query block), elsewhere the three-kernel backward (dK/dV and dQ kernels
-	// that each own their outputs, no atomics), which D 256 lacks: there its
-	// GPU backward is an *UnsupportedError and Auto runs the CPU backward (as
-	// it does on GPUs without room for D 256's single pass, e.g. sm_86/89). Every other backward (CPU, Turing, other head
+	// that each own their outputs, no atomics), which D 256 lacks: there (GPUs
+	// without room for D 256's large tile, e.g. sm_86/89) its deterministic
+	// GPU backward is an *UnsupportedError and Auto runs the CPU backward. Every other backward (CPU, Turing, other head
 	// dims) and every forward is deterministic whatever its value. What it
 	// costs is measured in kernels/dev/RESULTS.md.
 	Deterministic bool

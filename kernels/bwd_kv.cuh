@@ -172,6 +172,7 @@ __device__ __forceinline__ void st_release(int* a, int v) {
 template <class T, bool kCausal, bool kDQ, class E = __half, bool kDet = false, bool kMod = false>
 __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   static_assert(!kDet || kDQ, "the order concerns the dQ additions");
+  static_assert(!kDet || T::kStages == 2, "the ordered twins run on two-stage (large) rows");
   static_assert(!kMod || (kDQ && !kCausal), "the modified single pass takes causal as its window");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
   // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LookupFit),
@@ -242,14 +243,15 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     return;
   }
 
-  // Shared memory: K | V (own tile, or staged in stream buffer 1, which the
-  // first step fills only after its barrier, when its fragments live in
-  // registers) | (Q | dO)[2] | P^T | dS^T | (L | Di)[2].
+  // Shared memory: K | V (own tile, or with V's fragments in registers staged
+  // in the last stream buffer, which the first step fills only after its
+  // barrier (two stages) or after the fragments are read (one)) |
+  // (Q | dO)[Stages] | P^T | dS^T | (L | Di)[2].
   __half* sK = smem;
-  __half* sStream = sK + (T::kKVRegs ? 1 : 2) * Bc * D;
-  __half* sP = sStream + 2 * T::kStreamElems;
+  __half* sStream = sK + T::kOwnElems;
+  __half* sP = sStream + T::kStages * T::kStreamElems;
   __half* sdS = sP + Bc * Br;
-  __half* sV = T::kKVRegs ? sStream + T::kStreamElems : sK + Bc * D;
+  __half* sV = T::kVRegs ? sStream + (T::kStages - 1) * T::kStreamElems : sK + Bc * D;
   float* sStat = reinterpret_cast<float*>(sdS + Bc * Br);
   const uint32_t aK = smem_u32(sK), aV = smem_u32(sV), aStream = smem_u32(sStream), aP = smem_u32(sP), adS = smem_u32(sdS);
 
@@ -330,13 +332,27 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     for (int n = 0; n < T::kVCols / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dk[i][n][e] = dv[i][n][e] = 0.f;
-  constexpr int KF = T::kKVRegs ? T::kSMT : 1, KK = T::kKVRegs ? D / 16 : 1;
-  uint32_t kf[KF][KK][4], vf[KF][KK][4];
+  constexpr int KF = T::kKRegs ? T::kSMT : 1, KK = T::kKRegs ? D / 16 : 1;
+  constexpr int VF = T::kVRegs ? T::kSMT : 1, VKK = T::kVRegs ? D / 16 : 1;
+  uint32_t kf[KF][KK][4], vf[VF][VKK][4];
 
   const __half* gK = static_cast<const __half*>(p.k) + (vl ? seq().k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
   const __half* gV = static_cast<const __half*>(p.v) + (vl ? seq().k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
   cp_tile<Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
   cp_tile<Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
+  auto load_kv_frags = [&] {
+    if constexpr (T::kVRegs) {
+      cp_async_wait<0>();
+      __syncthreads();
+      if constexpr (T::kKRegs) load_frags<D, T::kSMT>(kf, la, aK, s_row);
+      load_frags<D, T::kSMT>(vf, la, aV, s_row);
+    }
+  };
+  if constexpr (T::kStages == 1 && T::kVRegs) {  // V's staging area is the one stream buffer
+    cp_async_commit();
+    load_kv_frags();
+    __syncthreads();  // every warp has read V before step 0's copies land there
+  }
   issue(0, 0);
   {
     float l, di;
@@ -344,34 +360,33 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     put_stats(0, l, di);
   }
   cp_async_commit();
-  if constexpr (T::kKVRegs) {
-    cp_async_wait<0>();
-    __syncthreads();
-    load_frags<D, T::kSMT>(kf, la, aK, s_row);
-    load_frags<D, T::kSMT>(vf, la, aV, s_row);
-    // V's staging area is stream buffer 1 from here: the first step's barrier
-    // orders these reads before any copy into it.
-  }
+  // Two stages: V's staging area is stream buffer 1 from here; the first
+  // step's barrier orders these reads before any copy into it.
+  if constexpr (T::kStages == 2 && T::kVRegs) load_kv_frags();
 
   for (int s = 0; s < steps; ++s) {
-    const int buf = s & 1;
+    const int sb = s & 1, buf = T::kStages == 2 ? sb : 0;  // (L | Di) and Q | dO buffers
     const bool more = s + 1 < steps;
     cp_async_wait<0>();
     __syncthreads();  // step s's tiles landed; every warp is done with step s-1 (buffer buf^1, P^T, dS^T)
     if constexpr (kDet && kReleaseAtTop)
       if (s > 0 && tid == 0) release(s - 1);
     float l_next = INFINITY, di_next = 0.f;
-    if (more) {  // the next block's copies overlap this whole step
-      issue(s + 1, buf ^ 1);
+    if constexpr (T::kStages == 2) {
+      if (more) {  // the next block's copies overlap this whole step
+        issue(s + 1, buf ^ 1);
+        stats(s + 1, l_next, di_next);
+      }
+      cp_async_commit();
+    } else if (more) {
       stats(s + 1, l_next, di_next);
     }
-    cp_async_commit();
     const int m0 = row0_of(s);
     const uint32_t qb = aStream + buf * T::kStreamElems * 2, db = qb + Br * D * 2;
     {
       float st[T::kSMT][T::kSCols / 8][4], dp[T::kSMT][T::kSCols / 8][4];
-      gemm_abt<A, D, T::kSMT, T::kSCols, T::kKVRegs, E>(st, kf, la, aK, s_row, lk, qb, s_col);  // S^T = K Q^T
-      gemm_abt<A, D, T::kSMT, T::kSCols, T::kKVRegs, E>(dp, vf, la, aV, s_row, lk, db, s_col);  // dP^T = V dO^T
+      gemm_abt<A, D, T::kSMT, T::kSCols, T::kKRegs, E>(st, kf, la, aK, s_row, lk, qb, s_col);  // S^T = K Q^T
+      gemm_abt<A, D, T::kSMT, T::kSCols, T::kVRegs, E>(dp, vf, la, aV, s_row, lk, db, s_col);  // dP^T = V dO^T
       if (kCausal && crosses_diagonal<Bc>(m0, n0, p.nq, p.nk))
         apply_mask_t<T::kSMT, T::kSCols / 8>(st, n0 + s_row, m0 + s_col, lane, p.nq, p.nk);
       if constexpr (kDQ && !kMod) {  // (kMod: window_shows hides them)
@@ -386,7 +401,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
                 for (int j = 0; j < T::kSCols / 8; ++j) st[i][j][2 * hh] = st[i][j][2 * hh + 1] = -INFINITY;
         }
       }
-      const float* sL = sStat + buf * 2 * Br;
+      const float* sL = sStat + sb * 2 * Br;
       const float* sDi = sL + Br;
       if constexpr (kMod) {
         const ScoreMods m = ScoreMods::of(p, head_of(s), nq(), nk());
@@ -485,10 +500,16 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dv, lp, aP, v_row, sv, db);  // dV += P^T dO
     if constexpr (kDet && kReleaseAfterDV)
       if (s > 0 && tid == 0) release(s - 1);
-    if constexpr (kDQ && !kDet) add_dq();
+    if constexpr (kDQ && !kDet && T::kStages == 2) add_dq();
     gemm_slice<A, Br, D, T::kVMT, T::kVCols, E>(dk, lp, adS, v_row, sv, qb);  // dK += dS^T Q
+    if constexpr (T::kStages == 1) {  // Q | dO read: the next block's copies overlap dQ
+      __syncthreads();
+      if (more) issue(s + 1, 0);
+      cp_async_commit();
+      if constexpr (kDQ) add_dq();
+    }
     if constexpr (kDQ && kDet) add_dq();
-    if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
+    if (more) put_stats(sb ^ 1, l_next, di_next);  // (L | Di) buffer sb^1 is free since the barrier above
   }
 
   // Epilogue: fp16 dK (times the softmax scale) over K, dV over the stream area.

@@ -213,9 +213,10 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
   FA2_IF_##A(FA2_BWD_KVQ(A, D, SIZE, , __half)) FA2_BF16_##A(FA2_BWD_KVQ(A, D, SIZE, _bf16, __nv_bfloat16))
 FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_SHIP)
 // For the head dims with the single pass alone (FA2_BWD_KVQ_ALONE): pre and
-// the varlen pre, as FA2_BWD/FA2_BWD_VARLEN ship them, and the modified single
-// pass (kMod; also the packed sequences' backward, modifiers or not) with its
-// ordered twin on the row's non-causal tile (causal is the window's right edge).
+// the varlen pre, as FA2_BWD/FA2_BWD_VARLEN ship them, and per row the modified
+// single pass (kMod; also the packed sequences' backward, modifiers or not)
+// with, where the row has ordered twins, its ordered one, on the row's
+// non-causal tile (causal is the window's right edge).
 #define FA2_BWD_KVQ_MOD1(ARCH, D, SIZE, NAME, E, DET)                                                     \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads, \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks) \
@@ -223,17 +224,23 @@ FA2_BWD_KVQ_TILES(FA2_BWD_KVQ_SHIP)
     fa2::arch_entry<ARCH, BwdParams,                                                                      \
                     fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::nc, false, true, E, DET, true>>(p); \
   }
-#define FA2_BWD_ALONE_E(ARCH, D, SIZE, SFX, E)                                                              \
+#define FA2_KVQ_MODDET_false(ARCH, D, SIZE, SFX, E)
+#define FA2_KVQ_MODDET_true(ARCH, D, SIZE, SFX, E) \
+  FA2_BWD_KVQ_MOD1(ARCH, D, SIZE, FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _mod), E, true)
+#define FA2_BWD_KVQ_MODS(ARCH, D, SIZE, SFX, E)                                                                        \
+  FA2_BWD_KVQ_MOD1(ARCH, D, SIZE, FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _mod), E, false) \
+  FA2_CAT(FA2_KVQ_MODDET_, FA2_KVQ_DET_NC_##SIZE)(ARCH, D, SIZE, SFX, E)
+#define FA2_BWD_ALONE_E(ARCH, D, LARGE, BASE, SFX, E)                                                      \
   extern "C" __global__ void __launch_bounds__(fa2::kPreThreads) fa2_bwd_pre_sm##ARCH##_d##D##SFX(const BwdParams p) { \
     fa2::arch_entry<ARCH, BwdParams, fa2::bwd_pre_kernel<D, E>>(p);                                         \
   }                                                                                                         \
   extern "C" __global__ void __launch_bounds__(fa2::kPreThreads) fa2_bwd_pre_sm##ARCH##_d##D##SFX##_varlen(const BwdParams p) { \
     fa2::arch_entry<ARCH, BwdParams, fa2::bwd_pre_kernel<D, E, true>>(p);                                   \
   }                                                                                                         \
-  FA2_BWD_KVQ_MOD1(ARCH, D, SIZE, FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _mod), E, false) \
-  FA2_BWD_KVQ_MOD1(ARCH, D, SIZE, FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _mod), E, true)
-#define FA2_BWD_ALONE_SHIP(A, D, SIZE) \
-  FA2_IF_##A(FA2_BWD_ALONE_E(A, D, SIZE, , __half)) FA2_BF16_##A(FA2_BWD_ALONE_E(A, D, SIZE, _bf16, __nv_bfloat16))
+  FA2_BWD_KVQ_MODS(ARCH, D, LARGE, SFX, E)                                                                  \
+  FA2_BWD_KVQ_MODS(ARCH, D, BASE, SFX, E)
+#define FA2_BWD_ALONE_SHIP(A, D, LARGE, BASE) \
+  FA2_IF_##A(FA2_BWD_ALONE_E(A, D, LARGE, BASE, , __half)) FA2_BF16_##A(FA2_BWD_ALONE_E(A, D, LARGE, BASE, _bf16, __nv_bfloat16))
 FA2_BWD_KVQ_ALONE(FA2_BWD_ALONE_SHIP)
 
 // KV-cache decode (decode.cuh): one kernel (it merges its own splits), fp16 on

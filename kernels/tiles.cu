@@ -96,9 +96,11 @@ void bwd_row() {
   }
 }
 
+static const char* kv_regs(KVRegs r) { return r == kRegsKV ? "K, V" : r == kRegsV ? "V" : "no"; }
+
 // The single pass (bwd_kv.cuh): the fused kernel (Br query rows per step, Bc
-// key rows per CTA; stages 2, a step is one chunk, regs = K and V fragments in
-// registers), its ordered twin (dkdvqdet, the same tile) and the dQ convert kernel (pre's grid and block); a large row's
+// key rows per CTA; Q | dO stages, a step is one chunk, regs = which of K and V
+// stay in registers as fragments), its ordered twin (dkdvqdet, the same tile) and the dQ convert kernel (pre's grid and block); a large row's
 // symbols end in _large (both marked Large in the Go table); fp16, then the
 // bf16 twins (sm_80 only; _bf16 after the size suffix), the same tile.
 template <int A, int D, bool L, bool DetNC, bool DetC>
@@ -115,8 +117,8 @@ void kvq_row() {
         if (is("go"))
           go_row(det ? "BwdDKDVQDet" : "BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
         else if (is("bwd"))
-          std::printf("| %s | %d | %d | %d | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kBr,
-                      T::kKVRegs ? "yes" : "no", T::kSmemBytes);
+          std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kStages,
+                      T::kBr, kv_regs(T::kRegs), T::kSmemBytes);
       }
     std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d%s%s", A, D, sfx, e);
     if (is("go"))
@@ -127,25 +129,30 @@ void kvq_row() {
 }
 
 // A head dim whose only backward is the single pass (FA2_BWD_KVQ_ALONE): its
-// pre kernels (plain and varlen), and on that row's non-causal tile the modified single pass and
-// its ordered twin (passes BwdDKDVQMod, BwdDKDVQDetMod; no causal twin), fp16
+// pre kernels (plain and varlen), and on each row's non-causal tile (large,
+// then base) the modified single pass and, where the row has ordered twins,
+// its ordered one (passes BwdDKDVQMod, BwdDKDVQDetMod; no causal twin), fp16
 // then bf16 as kvq_row.
-template <int A, int D, bool L>
-void kvq_alone_row() {
+template <int A, int D, bool L, bool Det>
+void kvq_mod_rows(int bf16) {
   using T = typename BwdKVQTraits<A, D, L>::nc;
-  const char* sfx = L ? "_large" : "";
   char sym[64];
+  for (int det = 0; det < (Det ? 2 : 1); ++det) {
+    std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s_mod", det ? "det" : "", A, D, L ? "_large" : "", bf16 ? "_bf16" : "");
+    if (is("go"))
+      go_row(det ? "BwdDKDVQDetMod" : "BwdDKDVQMod", A, D, false, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
+    else if (is("bwd"))
+      std::printf("| %s | %d | %d | 0 | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, T::kBr, T::kBc, T::kWarps, T::kStages, T::kBr,
+                  kv_regs(T::kRegs), T::kSmemBytes);
+  }
+}
+template <int A, int D, bool LargeDet, bool BaseDet>
+void kvq_alone_rows() {
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {
     pre_row(A, D, bf16);
     pre_row(A, D, bf16, true);
-    for (int det = 0; det < 2; ++det) {
-      std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s_mod", det ? "det" : "", A, D, sfx, bf16 ? "_bf16" : "");
-      if (is("go"))
-        go_row(det ? "BwdDKDVQDetMod" : "BwdDKDVQMod", A, D, false, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
-      else if (is("bwd"))
-        std::printf("| %s | %d | %d | 0 | %d | %d | %d | 2 | %d | %s | %d |\n", sym, A, D, T::kBr, T::kBc, T::kWarps, T::kBr,
-                    T::kKVRegs ? "yes" : "no", T::kSmemBytes);
-    }
+    kvq_mod_rows<A, D, true, LargeDet>(bf16);
+    kvq_mod_rows<A, D, false, BaseDet>(bf16);
   }
 }
 
@@ -219,7 +226,7 @@ int main(int argc, char** argv) {
   FA2_BWD_TILES(BWD_ROW)
 #define KVQ_ROW(A, D, SIZE, ...) kvq_row<A, D, FA2_KVQ_LARGE_##SIZE, FA2_KVQ_DET_NC_##SIZE, FA2_KVQ_DET_C_##SIZE>();
   FA2_BWD_KVQ_TILES(KVQ_ROW)
-#define KVQ_ALONE_ROW(A, D, SIZE) kvq_alone_row<A, D, FA2_KVQ_LARGE_##SIZE>();
+#define KVQ_ALONE_ROW(A, D, LARGE, BASE) kvq_alone_rows<A, D, FA2_KVQ_DET_NC_##LARGE, FA2_KVQ_DET_NC_##BASE>();
   FA2_BWD_KVQ_ALONE(KVQ_ALONE_ROW)
 #define DECODE_ROW(A, D, ...) decode_row<A, D>();
   FA2_DECODE_TILES(DECODE_ROW)

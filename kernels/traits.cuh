@@ -218,28 +218,38 @@ template <int Arch, int D> struct BwdQTraits;
 FA2_BWD_TILES(FA2_BWD_TRAITS)
 #undef FA2_BWD_TRAITS
 
+// KVRegs: which of a single-pass CTA's K and V rows its warps keep in
+// registers as A fragments (BwdKVQTile's Regs): none, both, or V alone (K is
+// also dQ's B operand, so it stays in shared memory either way).
+enum KVRegs { kRegsNone, kRegsKV, kRegsV };
+
 // ---------------------------------------------------------------------------
 // The sm_80 backward with FA2's 2-D warp layout (bwd_kv.cuh): a CTA owns Bc key
 // rows and streams Br query rows per step; the three products of a step use
 // three warp grids, so dK and dV (and the single pass's dQ) are split over the
 // warps by rows and head-dim columns, and P^T and dS^T go through shared memory.
 //
-// BwdKVQTile<Arch, D, Bc, Br, Warps, SK, VK, QM, KVRegs, MinBlocks>:
+// BwdKVQTile<Arch, D, Bc, Br, Warps, SK, VK, QM, Regs, Stages, MinBlocks>:
 //   SK      warps along the keys for S^T and dP^T (Warps/SK along the queries)
 //   VK      warps along the keys for dK and dV (Warps/VK along the head dim)
 //   QM      warps along the queries for dQ (Warps/QM along the head dim)
-//   KVRegs  the warp's K and V rows of S^T and dP^T stay in registers as A
-//           fragments; V is then only staged, in stream buffer 1
-template <int Arch_, int D_, int Bc_, int Br_, int Warps_, int SK_, int VK_, int QM_, bool KVRegs_, int MinBlocks_>
+//   Regs    which of the warp's K and V rows of S^T and dP^T stay in registers
+//           as A fragments (KVRegs); one in registers is only staged in shared
+//           memory, in the last stream buffer, before the first step's copies
+//   Stages  Q | dO buffers: 2, the next step's copies overlap the whole step;
+//           1, they are issued once dK's product has read Q and overlap dQ's
+template <int Arch_, int D_, int Bc_, int Br_, int Warps_, int SK_, int VK_, int QM_, KVRegs Regs_, int Stages_, int MinBlocks_>
 struct BwdKVQTile {
-  static constexpr int kArch = Arch_, kD = D_, kBc = Bc_, kBr = Br_, kWarps = Warps_, kMinBlocks = MinBlocks_;
+  static constexpr int kArch = Arch_, kD = D_, kBc = Bc_, kBr = Br_, kWarps = Warps_, kStages = Stages_, kMinBlocks = MinBlocks_;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr bool kKVRegs = KVRegs_;
+  static constexpr KVRegs kRegs = Regs_;
+  static constexpr bool kKRegs = Regs_ == kRegsKV, kVRegs = Regs_ != kRegsNone;
   static constexpr int kSK = SK_, kVK = VK_, kQM = QM_;
   static constexpr int kSRows = Bc_ / SK_, kSCols = Br_ / (Warps_ / SK_), kSMT = kSRows / 16;
   static constexpr int kVRows = Bc_ / VK_, kVCols = D_ / (Warps_ / VK_), kVMT = kVRows / 16;
   static constexpr int kQRows = Br_ / QM_, kQCols = D_ / (Warps_ / QM_), kQMT = kQRows / 16;
   static_assert(Arch_ == 80, "cp.async streams: sm_80 path only");
+  static_assert(Stages_ == 1 || Stages_ == 2, "one or two Q | dO buffers");
   static_assert(Warps_ % SK_ == 0 && Warps_ % VK_ == 0 && Warps_ % QM_ == 0, "warp grids must tile the warps");
   static_assert(kSRows * SK_ == Bc_ && kSCols * (Warps_ / SK_) == Br_ && kSRows % 16 == 0 && kSCols % 16 == 0,
                 "S^T warp tiles: whole m16 rows and k16 query pairs");
@@ -247,11 +257,13 @@ struct BwdKVQTile {
                 "dK/dV warp tiles: whole m16 rows and column pairs");
   static_assert(kQRows * QM_ == Br_ && kQCols * (Warps_ / QM_) == D_ && kQRows % 16 == 0 && kQCols % 16 == 0,
                 "dQ warp tiles: whole m16 rows and column pairs");
-  static constexpr int kStreamElems = 2 * Br_ * D_;  // Q | dO, per stage (two stages)
-  static constexpr int kTileS = Bc_ * Br_;           // P^T, dS^T
-  static_assert(!KVRegs_ || Bc_ * D_ <= kStreamElems, "V is staged in stream buffer 1");
-  static_assert(Bc_ * D_ <= 2 * kStreamElems, "dV is staged in the stream area");
-  static constexpr int kSmemBytes = 2 * ((KVRegs_ ? 1 : 2) * Bc_ * D_ + 2 * kStreamElems + 2 * kTileS) + 2 * 2 * Br_ * 4;
+  static constexpr int kOwnElems = (kVRegs ? 1 : 2) * Bc_ * D_;  // K | V, or K alone (V staged)
+  static constexpr int kStreamElems = 2 * Br_ * D_;               // Q | dO, per stage
+  static constexpr int kTileS = Bc_ * Br_;                        // P^T, dS^T
+  static_assert(!kVRegs || Bc_ * D_ <= kStreamElems, "V is staged in the last stream buffer");
+  static_assert(Bc_ * D_ <= kStages * kStreamElems, "dV is staged in the stream area");
+  // (L | Di) for two steps, whatever the stages: the next step's are stored under dQ.
+  static constexpr int kSmemBytes = 2 * (kOwnElems + kStages * kStreamElems + 2 * kTileS) + 2 * 2 * Br_ * 4;
   // Above 99 KiB (sm_86/89's opt-in limit) a tile is a large row: it runs only
   // where the opt-in limit allows (A100 163 KiB, H100/H200 227 KiB) and needs a
   // <= 99 KiB sibling for the other parts (FA2_BWD_KVQ_TILES).
@@ -260,7 +272,7 @@ struct BwdKVQTile {
 };
 
 // FA2_BWD_KVQ_TILES(X): THE list of the single pass's kernels, one
-// X(arch, d, size, Bc, Br, warps, SK, VK, QM, kvregs, minblocks) per (head dim,
+// X(arch, d, size, Bc, Br, warps, SK, VK, QM, regs, stages, minblocks) per (head dim,
 // size); each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK, dV and dQ by
 // atomics: the default backward), for a large row its ordered twin
 // fa2_bwd_dkdvqdet_sm80_d{D}_large[_causal] (the same tile, kDet: the dQ additions
@@ -334,35 +346,40 @@ struct BwdKVQTile {
 //        columns: each dS fragment feeds two mmas); K and V in shared memory
 //        (their fragments would be 128 more registers). 136.5 KiB (two Q|dO
 //        stages), 238-244 registers, no spills (nvcc 11.8, sm_80-90; resources.md),
-//        1 CTA/SM. The only D256 backward (it ships its own pre kernels and
-//        the modified twins, FA2_BWD_KVQ_ALONE). H200, N 8192 (session 17,
+//        1 CTA/SM. With the base row below the only D256 backward (they ship
+//        their own pre kernels and the modified twins, FA2_BWD_KVQ_ALONE). H200, N 8192 (session 17,
 //        bench/results/2026-12-02-h200-session17-d256-modbwd): 204-205
 //        TFLOP/s, 0.79-0.84x SDPA flash; the modified twin costs 1.03-1.04x
 //        with a softcap or ALiBi (its ordered twin 1.04-1.10x).
-//   D256 base: no row, so sm_86/89 (99 KiB) run D256's backward on the CPU.
-//        Two Q|dO stages fit nothing sane in 99 KiB: 8 warps need Bc x Br >=
-//        64 x 32 (136 KiB; 104 KiB with K, V fragments in registers, which with
-//        the dK, dV accumulators overflow 255 registers); 4 warps at 32 x 32 are
-//        100.5 KiB. One stage (the next block's copy issued after dK and dV are
-//        done with the buffer, under dQ only) fits 4 warps at 32 x 32 in 68.25
-//        KiB, but the dK, dV accumulators (128 registers) and dQ's fragments
-//        (64) leave too few: every warp grid (S^T 2x2; dK/dV 2x2 or 1x4; dQ 1x4
-//        or 2x2), with dQ also in 2 or 4 column passes, spilled 4-28 B on some
-//        of sm_80/86/89/90 (nvcc 11.8, kernels/dev/RESULTS.md).
+//   D256 base (sm_86/89, 99 KiB): FA2's sm_86 D256 shape, 32 keys x 64
+//        queries, 8 warps, one Q|dO stage (the next block's copies issued
+//        once dK's product has read the buffer, under dQ only) and V's
+//        fragments in registers (64), so V's shared memory is only staged:
+//        89 KiB. S^T 2x4 (16 keys x 16 queries), dK/dV 1x8 (32 keys x 32
+//        columns: 64 accumulator registers), dQ 1x8 (64 queries x 32
+//        columns); 237-255 registers, no spills (nvcc 11.8, sm_80-90). dK/dV
+//        2x8 or dQ 2x4 / 4x2 spilled 4-20 B on sm_86 or sm_90 (causal). Two
+//        stages fit nothing sane in 99 KiB (8 warps at 64 x 32 are 136 KiB;
+//        4 warps at 32 x 32 100.5 KiB, and one stage of those spilled 4-28 B:
+//        their dK, dV accumulators are 128 registers). No ordered twin:
+//        Options.Deterministic at D256 is an *UnsupportedError there.
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
-  X(80, 128, large, 128, 64, 8, 2, 4, 2, false, 1) /* 161 KiB (A100, H100/H200) */ \
-  X(80, 128, base, 64, 64, 8, 4, 2, 2, true, 1)    /* 97 KiB */                     \
-  X(80, 64, large_causaldet, 128, 128, 8, 2, 4, 4, false, 1) /* 162 KiB (A100, H100/H200) */ \
-  X(80, 256, large, 64, 32, 8, 4, 2, 1, false, 1)  /* 136.5 KiB (A100, H100/H200); no base row: see above */
+  X(80, 128, large, 128, 64, 8, 2, 4, 2, kRegsNone, 2, 1) /* 161 KiB (A100, H100/H200) */ \
+  X(80, 128, base, 64, 64, 8, 4, 2, 2, kRegsKV, 2, 1)    /* 97 KiB */                     \
+  X(80, 64, large_causaldet, 128, 128, 8, 2, 4, 4, kRegsNone, 2, 1) /* 162 KiB (A100, H100/H200) */ \
+  X(80, 256, large, 64, 32, 8, 4, 2, 1, kRegsNone, 2, 1)  /* 136.5 KiB (A100, H100/H200) */ \
+  X(80, 256, base, 32, 64, 8, 2, 1, 1, kRegsV, 1, 1)      /* 89 KiB (sm_86/89) */
 
-// FA2_BWD_KVQ_ALONE(X): X(arch, d, size) for the head dims whose only backward
-// is the single pass (no FA2_BWD_TILES row, which ships pre and the modified
-// pair otherwise): they ship fa2_bwd_pre_sm{A}_d{D}[_bf16][_varlen] with it, and
-// on that row (size) the modified single pass and its ordered twin,
-// fa2_bwd_dkdvq[det]_sm{A}_d{D}{sfx}[_bf16]_mod (bwd_kv.cuh's kMod: window,
-// softcap and ALiBi at run time, as bwd.cuh's modified pair; the former also
-// takes packed sequences, so it is these head dims' varlen backward).
-#define FA2_BWD_KVQ_ALONE(X) X(80, 256, large)
+// FA2_BWD_KVQ_ALONE(X): X(arch, d, large, base) for the head dims whose only
+// backward is the single pass (no FA2_BWD_TILES row, which ships pre and the
+// modified pair otherwise), so they need both rows (every device runs one):
+// they ship fa2_bwd_pre_sm{A}_d{D}[_bf16][_varlen] with it, and on each row
+// the modified single pass fa2_bwd_dkdvq_sm{A}_d{D}{sfx}[_bf16]_mod (bwd_kv.cuh's
+// kMod: window, softcap and ALiBi at run time, as bwd.cuh's modified pair; it
+// also takes packed sequences, so it is these head dims' varlen backward), and
+// on the rows with ordered twins (FA2_KVQ_DET_NC_<size>) the ordered one,
+// fa2_bwd_dkdvqdet_..._mod.
+#define FA2_BWD_KVQ_ALONE(X) X(80, 256, large, base)
 
 // size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB
 // and a large row must need more (else it is the base row).
@@ -395,7 +412,7 @@ struct BwdKVQTile {
 template <int Arch, int D, bool Large, class Row> struct BwdKVQNCGrid { using type = Row; };
 #define FA2_BWD_KVQ_NC_GRID(A, D, SIZE, SK, VK)                                                              \
   template <class Row> struct BwdKVQNCGrid<A, D, FA2_KVQ_LARGE_##SIZE, Row> {                                  \
-    using type = BwdKVQTile<A, D, Row::kBc, Row::kBr, Row::kWarps, SK, VK, Row::kQM, Row::kKVRegs, Row::kMinBlocks>; \
+    using type = BwdKVQTile<A, D, Row::kBc, Row::kBr, Row::kWarps, SK, VK, Row::kQM, Row::kRegs, Row::kStages, Row::kMinBlocks>; \
   };
 FA2_BWD_KVQ_NC_GRIDS(FA2_BWD_KVQ_NC_GRID)
 #undef FA2_BWD_KVQ_NC_GRID

@@ -378,7 +378,7 @@ type Variant struct {
 	// shared memory for its set, symbols ending in _large, listed before the
 	// <= 99 KiB row of the same pass and head dim): it runs only on devices
 	// whose opt-in limit fits the set (LookupFit), e.g. A100 and H100/H200,
-	// not sm_86/89.
+	// not sm_86/89 (which run the base row: D 128 and D 256 have one).
 	Large bool
 	// SM80CausalMaxNk (a causal Hopper forward, Arch 90): calls of at most
 	// this many keys run the sm_80 kernel instead, faster there (traits.cuh's

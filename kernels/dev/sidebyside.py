@@ -18,11 +18,12 @@ Shapes as the FA2 paper: 16k tokens (B = 16384/N), hidden 2048 (H = 2048/D).
 FLOPs = 4*B*H*N*N*D (times 2.5 for the backward, the paper's convention),
 halved when causal.
 
-Usage: [FA2_FATBIN_B=candidate.fatbin] python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [N ...] [dD ...]   (from the repo root)
+Usage: [FA2_FATBIN_B=candidate.fatbin] python3 kernels/dev/sidebyside.py [--bwd] [--ptx75] [--smem99] [N ...] [dD ...]   (from the repo root)
   default N: 512..16384 forward, 2048 8192 backward; dD: head dims, default d64 d128;
   FA2_FATBIN_B (forward): a candidate build whose kernels of the same names are timed beside ours;
   path column: large = the _large single pass (where the device's opt-in shared memory fits
-  it), single = the <= 99 KiB one, three = the three kernels; --ptx75: the Turing kernels
+  it), single = the <= 99 KiB one, three = the three kernels; --smem99: choose the kernels
+  as on an sm_86/89 (99 KiB opt-in: no _large set); --ptx75: the Turing kernels
   from internal/kernels/fa2_sm75.fatbin through the driver's JIT.
 """
 import ctypes
@@ -128,6 +129,13 @@ class Module:
         call.keep = (p, args)  # the parameter block must outlive every launch
         return call
 
+    def single_sfx(self, arch, d):
+        """The single pass's symbol suffix: its _large set where every one of its kernels fits."""
+        sfx = f"_sm{arch}_d{d}"
+        if all(self.tiles.get("fa2_bwd_dkdvq" + sfx + "_large" + c, (0, 0, 0, 1 << 30))[3] <= self.smem_optin for c in ("", "_causal")):
+            return sfx + "_large"
+        return sfx
+
     def backward(self, arch, q, k, v, o, do, lse, di, dq, dk, dv, causal, deterministic=False):
         """All BSHD fp16 contiguous; lse, di (B, H, N) fp32. Returns the call: pre, dkdvq (deterministic:
         dkdvqdet), dqconv (the single pass, where the fatbin has one for D) or pre, dkdv, dq."""
@@ -135,9 +143,7 @@ class Module:
         nk, hkv = k.shape[1], k.shape[2]
         sfx = f"_sm{arch}_d{d}"
         cs = "_causal" if causal else ""
-        qsfx = sfx  # the single pass's: its _large set where every one of its kernels fits
-        if all(self.tiles.get("fa2_bwd_dkdvq" + sfx + "_large" + c, (0, 0, 0, 1 << 30))[3] <= self.smem_optin for c in ("", "_causal")):
-            qsfx = sfx + "_large"
+        qsfx = self.single_sfx(arch, d)
         fused = ("fa2_bwd_dkdvqdet" if deterministic else "fa2_bwd_dkdvq") + qsfx + cs
         single = fused in self.tiles
         pre = self.fn("fa2_bwd_pre" + sfx)
@@ -251,7 +257,7 @@ def backward(m, arch, ns, ds):
                 di = torch.full_like(lse, float("nan"))
                 grads = {}
                 calls = {}
-                has_det = f"fa2_bwd_dkdv_sm{arch}_d{d}" in m.tiles or any(s.startswith(f"fa2_bwd_dkdvqdet_sm{arch}_d{d}_") for s in m.tiles)
+                has_det = f"fa2_bwd_dkdv_sm{arch}_d{d}" in m.tiles or "fa2_bwd_dkdvqdet" + m.single_sfx(arch, d) in m.tiles
                 paths = ("ours", "det") if has_det else ("ours",)
                 m.forward(arch, q, k, v, o, lse, causal)()
                 for path in paths:
@@ -320,6 +326,8 @@ def main():
     ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]  # head dims, e.g. d128
     path = "internal/kernels/fa2_sm75.fatbin" if ptx75 else "internal/kernels/fa2.fatbin"
     m = Module(path)
+    if "--smem99" in args:  # choose the kernels an sm_86/89 runs (99 KiB opt-in): no _large set
+        m.smem_optin = 99 * 1024
     pb = os.environ.get("FA2_FATBIN_B")  # forward only: a candidate build's fatbin, timed beside ours
     mb = Module(pb) if pb and not bwd else None
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, "B:", pb if mb else "-", flush=True)
