@@ -3,7 +3,6 @@ package flashattn
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/goflash/goflash/internal/cuda"
 	"github.com/goflash/goflash/internal/kernels"
@@ -88,9 +87,9 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
 // where the device runs the large single pass, its ordered twin
 // (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
-// kernel, else pre, dK/dV and dQ (no atomics), which D 256 lacks (an
-// *UnsupportedError there, e.g. on sm_86/89, whose 99 KiB hold only D 256's
-// base single pass; Auto then runs the CPU backward).
+// kernel, else pre, dK/dV and dQ (no atomics). D 256 has no three kernels:
+// its ordered twin runs on every sm_80+ part (the base tile's on sm_86/89);
+// on Turing it is an *UnsupportedError (Auto then runs the CPU backward).
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }
@@ -146,14 +145,12 @@ func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*l
 }
 
 // noOrderedPass is the error for Options.Deterministic at a head dim whose
-// only backward is the single pass (D 256) on a device whose shared memory
-// holds its base tile alone, which has no ordered twin; d.mu is held.
+// only backward is the single pass (D 256) where no ordered twin of it fits
+// the device's shared memory (every sm_80+ part has one; the check keeps a
+// table without it from reaching the three kernels it lacks); d.mu is held.
 func (d *Device) noOrderedPass(headDim int, dt DType) error {
-	reason := fmt.Sprintf("head dim %d has no deterministic backward on the sm_%d path", headDim, d.path)
-	if v, ok := kernels.LookupFit(kernels.BwdDKDVQDet, dt == BF16, d.path, headDim, false, math.MaxInt32); ok {
-		reason = fmt.Sprintf("head dim %d's ordered single pass needs %d bytes of shared memory per block; %s allows %d", headDim, v.SmemBytes, d.info, d.smemOptin)
-	}
-	return &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true", Reason: reason}
+	return &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
+		Reason: fmt.Sprintf("head dim %d has no ordered single pass within %s's %d bytes of shared memory per block", headDim, d.info, d.smemOptin)}
 }
 
 // loadPasses loads the kernels of passes for dims in element type dt; d.mu is held.

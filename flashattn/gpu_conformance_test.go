@@ -200,11 +200,12 @@ func TestGPUConformanceSM80(t *testing.T) {
 // L4) runs: the sm_80 path with 99 KiB of opt-in shared memory per block,
 // where the large single-pass rows do not fit, so D 128 and D 256 run their
 // base single pass (D 256's: one Q|dO stage, V in registers) and
-// Options.Deterministic the three kernels. On an H100/H200 the same code runs
-// as sm_90 SASS (sm_86/89's SASS is compiled from it and checked for spills
-// by internal/kernels' tests). The suite, forward and backward, plain,
-// modified and packed, at every backward head dim; then every suite and
-// varlen case at D 256; the suite again in bf16.
+// Options.Deterministic the three kernels, or at D 256 the base pass's
+// ordered twin. On an H100/H200 the same code runs as sm_90 SASS (sm_86/89's
+// SASS is compiled from it and checked for spills by internal/kernels'
+// tests). The suite, forward and backward, plain, modified and packed, at
+// every backward head dim, default and deterministic; every suite and varlen
+// case at D 256; the suite again in bf16.
 func TestGPUConformanceSmem99(t *testing.T) {
 	dev := openGPU(t)
 	if dev.Info().Arch() < 80 {
@@ -215,53 +216,49 @@ func TestGPUConformanceSmem99(t *testing.T) {
 	}
 	defer flashattn.SetSharedMemoryOptin(dev, flashattn.SetSharedMemoryOptin(dev, kernels.BaseSmemBytes))
 	dims := dev.BackwardHeadDims()
-	if !slices.Contains(dims, 256) || slices.Contains(dev.DeterministicBackwardHeadDims(), 256) {
-		t.Fatalf("within %d bytes: backward head dims %v, deterministic %v; want D 256 in the first alone", kernels.BaseSmemBytes,
+	if !slices.Contains(dims, 256) || !slices.Equal(dev.DeterministicBackwardHeadDims(), dims) {
+		t.Fatalf("within %d bytes: backward head dims %v, deterministic %v; want both with D 256", kernels.BaseSmemBytes,
 			dims, dev.DeterministicBackwardHeadDims())
 	}
 	for _, d := range dims {
 		for _, causal := range []bool{false, true} {
-			ks, err := dev.BackwardKernels(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, causal)
-			if err != nil {
-				t.Fatal(err)
+			dd := flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}
+			def, err1 := dev.BackwardKernels(dd, causal)
+			det, err2 := dev.BackwardKernelsDeterministic(dd, causal)
+			if err1 != nil || err2 != nil {
+				t.Fatal(errors.Join(err1, err2))
 			}
-			for _, k := range ks {
+			for _, k := range append(def, det...) {
 				if k.Large || k.SmemBytes > kernels.BaseSmemBytes || k.Path != 80 {
 					t.Fatalf("D %d within %d bytes runs %+v", d, kernels.BaseSmemBytes, k)
 				}
 			}
-			if d == 256 && ks[1].Pass != "bwd_dkdvq" {
-				t.Fatalf("D 256 within %d bytes runs %+v, want its base single pass", kernels.BaseSmemBytes, ks)
+			if d == 256 && (def[1].Pass != "bwd_dkdvq" || det[1].Pass != "bwd_dkdvqdet") {
+				t.Fatalf("D 256 within %d bytes runs %+v and %+v, want its base single pass and its ordered twin", kernels.BaseSmemBytes, def, det)
 			}
 		}
 	}
-	// D 256 deterministic (plain or modified) has no kernel here: refused, so Auto runs the CPU.
-	c := attntest.Case{Name: "det", B: 1, Nq: 33, Nk: 40, Hq: 2, Hkv: 1, D: 256, Seed: 3}
-	q, k, v, dO, err := c.Inputs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := dev.ForwardHost(q, k, v, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range []*flashattn.Options{{Deterministic: true}, {Deterministic: true, Softcap: 30}} {
-		var ue *flashattn.UnsupportedError
-		if _, err := dev.BackwardHost(q, k, v, res.Out, dO, res.LSE, o); !errors.As(err, &ue) || ue.Feature != "deterministic" {
-			t.Errorf("D 256 %+v within %d bytes: %v, want an *UnsupportedError for deterministic", *o, kernels.BaseSmemBytes, err)
-		}
-	}
-	b := deviceBackend(dev, "gpu-smem99")
-	b.HeadDims = dims
-	b.Forward = onlyHeadDims(dims, "no backward kernels", b.Forward)
-	b.ForwardVarlen, b.BackwardVarlen = dev.ForwardVarlenHost, dev.BackwardVarlenHost
-	b.ModsVarlen, b.VarlenBackward = dev.PackedModHeadDims(flashattn.FP16), dev.ModBackwardHeadDims(flashattn.FP16)
 	t.Logf("%s, sm_80 path within %d bytes, backward head dims %v", dev.Info(), kernels.BaseSmemBytes, dims)
-	attntest.Run(t, b)
-	for _, c := range attntest.CasesAt(256) {
-		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+	for _, det := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
+			b := deviceBackend(dev, "gpu-smem99")
+			b.HeadDims = dims
+			b.Forward = onlyHeadDims(dims, "no backward kernels", b.Forward)
+			b.ForwardVarlen, b.BackwardVarlen = dev.ForwardVarlenHost, dev.BackwardVarlenHost
+			b.ModsVarlen, b.VarlenBackward = dev.PackedModHeadDims(flashattn.FP16), dev.ModBackwardHeadDims(flashattn.FP16)
+			if det {
+				// Packed sequences at D 256 refuse Deterministic (the ordered twin takes none).
+				b.Name, b.Backward, b.ForwardVarlen, b.BackwardVarlen = b.Name+"-deterministic", withDeterministic(b.Backward), nil, nil
+			}
+			attntest.Run(t, b)
+			for _, c := range attntest.CasesAt(256) {
+				t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+			}
+			if !det {
+				attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(256))
+			}
+		})
 	}
-	attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(256))
 	// bf16 (D 128 and 256 run their base single pass's bf16 twins).
 	attntest.Run(t, attntest.Backend{Name: "gpu-smem99-bf16", Precision: attntest.BF16, Backward: bf16BackwardHost(dev),
 		Forward: onlyHeadDims(dims, "no backward kernels", bf16ForwardHost(dev)), Plain: true, ModsForward: true, HeadDims: dims,

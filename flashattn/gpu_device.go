@@ -358,7 +358,7 @@ func (d *Device) PackedModHeadDims(dt DType) []int {
 // without them: those of the modified three-kernel pair (RawBackwardHeadDims)
 // and, where the single pass is a head dim's only backward, its modified twin
 // (D 256 on the sm_80 path; on packed sequences not with
-// Options.Deterministic, nor on devices without its ordered twin, sm_86/89).
+// Options.Deterministic).
 func (d *Device) ModBackwardHeadDims(dt DType) []int {
 	if d == nil {
 		return nil
@@ -388,7 +388,7 @@ func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDV
 
 // DeterministicBackwardHeadDims lists the head dims Options.Deterministic
 // runs on the GPU here: the three kernels' and those whose ordered single
-// pass fits the device (D 256's is large: A100, H100/H200, not sm_86/89).
+// pass fits the device (D 256 on the sm_80 path, as BackwardHeadDims).
 func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQDet) }
 
 // RawBackwardHeadDims lists the head dims of the raw backward (NewRawBackward:

@@ -69,13 +69,14 @@ func TestBackwardKernelTable(t *testing.T) {
 		// its dQ convert kernel, twice: the Large set (> 99 KiB, for devices
 		// whose opt-in limit fits it) and the <= 99 KiB one; so does D256,
 		// with its own pre kernel; each of these Large sets also the ordered
-		// twin (causal and not); D64 a Large set with the causal twin alone.
-		sets, large, cdet, pre := 0, 0, 0, 4
+		// twin (causal and not), and so does D256's base set; D64 a Large set
+		// with the causal twin alone.
+		sets, large, det, cdet, pre := 0, 0, 0, 0, 4
 		if arch >= 80 {
-			sets, large, cdet, pre = 5, 2, 1, 5
+			sets, large, det, cdet, pre = 5, 2, 3, 1, 5
 		}
 		if count["bwd_pre"] != pre || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_dkdvq"] != 2*sets ||
-			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*large+cdet || len(tab) != 16+pre+3*sets+2*large+cdet ||
+			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*det+cdet || len(tab) != 16+pre+3*sets+2*det+cdet ||
 			count["large"] != 5*large+4*cdet {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}

@@ -70,13 +70,12 @@ type Options struct {
 	// that runs FA2's single pass, which adds dQ with float32 atomics in no
 	// fixed order, so dQ may differ in its last bits from call to call;
 	// Deterministic runs, where the device runs a large single-pass tile
-	// (D 128 and 256 on A100, H100/H200; D 64 causal), the same single pass with the dQ
+	// (D 128 and 256 on A100, H100/H200; D 64 causal) and at D 256 everywhere
+	// on the sm_80 path, the same single pass with the dQ
 	// additions in a fixed order (key block after key block, each waiting for
 	// the one before it; its dQ accumulator carries one int32 counter per
 	// query block), elsewhere the three-kernel backward (dK/dV and dQ kernels
-	// that each own their outputs, no atomics), which D 256 lacks: there (GPUs
-	// without room for D 256's large tile, e.g. sm_86/89) its deterministic
-	// GPU backward is an *UnsupportedError and Auto runs the CPU backward. Every other backward (CPU, Turing, other head
+	// that each own their outputs, no atomics). Every other backward (CPU, Turing, other head
 	// dims) and every forward is deterministic whatever its value. What it
 	// costs is measured in kernels/dev/RESULTS.md.
 	Deterministic bool

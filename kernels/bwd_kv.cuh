@@ -172,7 +172,6 @@ __device__ __forceinline__ void st_release(int* a, int v) {
 template <class T, bool kCausal, bool kDQ, class E = __half, bool kDet = false, bool kMod = false>
 __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   static_assert(!kDet || kDQ, "the order concerns the dQ additions");
-  static_assert(!kDet || T::kStages == 2, "the ordered twins run on two-stage (large) rows");
   static_assert(!kMod || (kDQ && !kCausal), "the modified single pass takes causal as its window");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
   // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LookupFit),
@@ -310,12 +309,15 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   };
   // Where thread 0 releases step s-1's adds (see above): after step s's
   // P^T/dS^T barrier; on sm_80 after its dV product, since there the former
-  // spills 4-8 B at D128 (nvcc 11.8; after dV none; neither timed on an A100).
+  // spills 4-8 B at D128 (nvcc 11.8; after dV none; neither timed on an A100);
+  // on a one-stage tile (D256 base) after dV everywhere: after the barrier its
+  // causal twin spilled 4 B on sm_90, at the top its kMod one 12-20 B on sm_80-89.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kReleaseAfterDV = !kMod;  // kMod: its window_blocks there spilled 20 B (D256, nvcc 11.8)
-  constexpr bool kReleaseAtTop = kMod;
+  // kMod: its window_blocks after dV spilled 20 B on the two-stage D256 tile.
+  constexpr bool kReleaseAfterDV = !kMod || T::kStages == 1;
+  constexpr bool kReleaseAtTop = kMod && T::kStages == 2;
 #else
-  constexpr bool kReleaseAfterDV = false;
+  constexpr bool kReleaseAfterDV = T::kStages == 1;
   constexpr bool kReleaseAtTop = false;
 #endif
   auto put_stats = [&](int buf, float l, float di) {
@@ -508,7 +510,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       cp_async_commit();
       if constexpr (kDQ) add_dq();
     }
-    if constexpr (kDQ && kDet) add_dq();
+    if constexpr (kDQ && kDet && T::kStages == 2) add_dq();
     if (more) put_stats(sb ^ 1, l_next, di_next);  // (L | Di) buffer sb^1 is free since the barrier above
   }
 

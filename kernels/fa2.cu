@@ -174,25 +174,25 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 // (Options.Deterministic; kDet: grid (B*Hkv, Tc), heads fastest, bwd_kv.cuh),
 // before the same convert kernel.
 // Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
-// The ordered twins: large rows only (the base row's 64 keys per CTA double the
-// chain of waits; on the H200 it was slower than the three kernels: RESULTS.md),
-// causal only where the row says so (large_causaldet). The non-causal kernels
-// run BwdKVQTraits' nc tile (the row's, or its FA2_BWD_KVQ_NC_GRIDS warp grids).
-#define FA2_KVQ_DET_NC(ARCH, D, SFX, E)                                                                          \
-  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
-                                               BwdKVQTraits<ARCH, D, true>::type::kMinBlocks)      \
-      FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_large), SFX)(const BwdParams p) {              \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::nc, false, true, E, true>>(p); \
+// The ordered twins: where the row's size says so (FA2_KVQ_DET_NC_<size>,
+// FA2_KVQ_DET_C_<size>: large rows and D256's base row; D128's base row's 64
+// keys per CTA double the chain of waits, and on the H200 it was slower than the
+// three kernels: RESULTS.md). The non-causal kernels run BwdKVQTraits' nc tile
+// (the row's, or its FA2_BWD_KVQ_NC_GRIDS warp grids).
+#define FA2_KVQ_DETNC_false(ARCH, D, SIZE, SFX, E)
+#define FA2_KVQ_DETNC_true(ARCH, D, SIZE, SFX, E)                                                                  \
+  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
+                                               BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
+      FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {             \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::nc, false, true, E, true>>(p); \
   }
-#define FA2_KVQ_DET_C(ARCH, D, SFX, E)                                                                           \
-  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, true>::type::kThreads,        \
-                                               BwdKVQTraits<ARCH, D, true>::type::kMinBlocks)      \
-      FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_large), SFX), _causal)(const BwdParams p) { \
-    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, true>::type, true, true, E, true>>(p); \
+#define FA2_KVQ_DETC_false(ARCH, D, SIZE, SFX, E)
+#define FA2_KVQ_DETC_true(ARCH, D, SIZE, SFX, E)                                                                   \
+  extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
+                                               BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
+      FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvqdet_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _causal)(const BwdParams p) { \
+    fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, true, true, E, true>>(p); \
   }
-#define FA2_KVQ_DET_base(ARCH, D, SFX, E)
-#define FA2_KVQ_DET_large(ARCH, D, SFX, E) FA2_KVQ_DET_NC(ARCH, D, SFX, E) FA2_KVQ_DET_C(ARCH, D, SFX, E)
-#define FA2_KVQ_DET_large_causaldet(ARCH, D, SFX, E) FA2_KVQ_DET_C(ARCH, D, SFX, E)
 #define FA2_BWD_KVQ(ARCH, D, SIZE, SFX, E)                                                                          \
   extern "C" __global__ void __launch_bounds__(BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kThreads,        \
                                                BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type::kMinBlocks)      \
@@ -204,7 +204,8 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
       FA2_CAT(FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX), _causal)(const BwdParams p) { \
     fa2::arch_entry<ARCH, BwdParams, fa2::bwd_kv_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, true, true, E>>(p); \
   }                                                                                                                 \
-  FA2_KVQ_DET_##SIZE(ARCH, D, SFX, E)                                                                            \
+  FA2_CAT(FA2_KVQ_DETNC_, FA2_KVQ_DET_NC_##SIZE)(ARCH, D, SIZE, SFX, E)                                          \
+  FA2_CAT(FA2_KVQ_DETC_, FA2_KVQ_DET_C_##SIZE)(ARCH, D, SIZE, SFX, E)                                                                            \
   extern "C" __global__ void __launch_bounds__(fa2::kPreThreads)                                                    \
       FA2_CAT(FA2_CAT(fa2_bwd_dqconv_sm##ARCH##_d##D, FA2_KVQ_SFX_##SIZE), SFX)(const BwdParams p) {                \
     fa2::bwd_dq_convert_kernel<BwdKVQTraits<ARCH, D, FA2_KVQ_LARGE_##SIZE>::type, E>(p);                            \

@@ -275,11 +275,12 @@ struct BwdKVQTile {
 // X(arch, d, size, Bc, Br, warps, SK, VK, QM, regs, stages, minblocks) per (head dim,
 // size); each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK, dV and dQ by
 // atomics: the default backward), for a large row its ordered twin
-// fa2_bwd_dkdvqdet_sm80_d{D}_large[_causal] (the same tile, kDet: the dQ additions
+// fa2_bwd_dkdvqdet_sm80_d{D}{sfx}[_causal] (the same tile, kDet: the dQ additions
 // in a fixed order, Options.Deterministic, causal walking the query blocks last
-// to first; the base row's measured slower than
+// to first; D128's base row's measured slower than
 // the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
-// the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix) or large
+// the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix;
+// base_det: with the ordered twins, for a head dim without the three kernels) or large
 // (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room; large_causaldet:
 // the same with the causal ordered twin alone, so Options.Deterministic runs the
 // three kernels without a mask). Per head dim
@@ -361,16 +362,18 @@ struct BwdKVQTile {
 //        2x8 or dQ 2x4 / 4x2 spilled 4-20 B on sm_86 or sm_90 (causal). Two
 //        stages fit nothing sane in 99 KiB (8 warps at 64 x 32 are 136 KiB;
 //        4 warps at 32 x 32 100.5 KiB, and one stage of those spilled 4-28 B:
-//        their dK, dV accumulators are 128 registers). No ordered twin:
-//        Options.Deterministic at D256 is an *UnsupportedError there.
+//        their dK, dV accumulators are 128 registers). Its ordered twins
+//        (base_det) release a step's counters after the next step's dV
+//        product (bwd_kv.cuh says where else they spilled): 240-255
+//        registers, no spills.
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, kRegsNone, 2, 1) /* 161 KiB (A100, H100/H200) */ \
   X(80, 128, base, 64, 64, 8, 4, 2, 2, kRegsKV, 2, 1)    /* 97 KiB */                     \
   X(80, 64, large_causaldet, 128, 128, 8, 2, 4, 4, kRegsNone, 2, 1) /* 162 KiB (A100, H100/H200) */ \
   X(80, 256, large, 64, 32, 8, 4, 2, 1, kRegsNone, 2, 1)  /* 136.5 KiB (A100, H100/H200) */ \
-  X(80, 256, base, 32, 64, 8, 2, 1, 1, kRegsV, 1, 1)      /* 89 KiB (sm_86/89) */
+  X(80, 256, base_det, 32, 64, 8, 2, 1, 1, kRegsV, 1, 1)  /* 89 KiB (sm_86/89) */
 
-// FA2_BWD_KVQ_ALONE(X): X(arch, d, large, base) for the head dims whose only
+// FA2_BWD_KVQ_ALONE(X): X(arch, d, large size, base size) for the head dims whose only
 // backward is the single pass (no FA2_BWD_TILES row, which ships pre and the
 // modified pair otherwise), so they need both rows (every device runs one):
 // they ship fa2_bwd_pre_sm{A}_d{D}[_bf16][_varlen] with it, and on each row
@@ -379,22 +382,26 @@ struct BwdKVQTile {
 // also takes packed sequences, so it is these head dims' varlen backward), and
 // on the rows with ordered twins (FA2_KVQ_DET_NC_<size>) the ordered one,
 // fa2_bwd_dkdvqdet_..._mod.
-#define FA2_BWD_KVQ_ALONE(X) X(80, 256, large, base)
+#define FA2_BWD_KVQ_ALONE(X) X(80, 256, large, base_det)
 
 // size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB
 // and a large row must need more (else it is the base row).
 #define FA2_KVQ_SFX_base
+#define FA2_KVQ_SFX_base_det
 #define FA2_KVQ_SFX_large _large
 #define FA2_KVQ_SFX_large_causaldet _large
 #define FA2_KVQ_LARGE_base false
+#define FA2_KVQ_LARGE_base_det false
 #define FA2_KVQ_LARGE_large true
 #define FA2_KVQ_LARGE_large_causaldet true
 // Whether a row ships its ordered twin without a mask (_NC) and causal (_C):
 // large rows both, unless measured slower than the three kernels (large_causaldet).
 #define FA2_KVQ_DET_NC_base false
+#define FA2_KVQ_DET_NC_base_det true
 #define FA2_KVQ_DET_NC_large true
 #define FA2_KVQ_DET_NC_large_causaldet false
 #define FA2_KVQ_DET_C_base false
+#define FA2_KVQ_DET_C_base_det true
 #define FA2_KVQ_DET_C_large true
 #define FA2_KVQ_DET_C_large_causaldet true
 #define FA2_CAT_(a, b) a##b

@@ -196,8 +196,8 @@ func TestTableMatchesTraits(t *testing.T) {
 		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false, nil},
 		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|large|large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|base_det|large|large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large|base_det), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, []bool{true}},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
@@ -359,22 +359,22 @@ func TestTableMatchesTraits(t *testing.T) {
 				w = x
 			}
 		}
-		if w.Pass != BwdDKDVQ || !w.Large || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
-			t.Errorf("%s: default kernel %+v; want the same large tile", v.Symbol, w)
+		if w.Pass != BwdDKDVQ || w.Large != v.Large || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
+			t.Errorf("%s: default kernel %+v; want the same tile", v.Symbol, w)
 		}
 	}
 	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
 		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
 	}
 	// A head dim with the single pass alone ships pre, the varlen pre and, on
-	// each of its rows' tiles (large and base), the modified single pass, and
-	// on the large one its ordered twin (no causal twin), each dtype.
-	alone := regexp.MustCompile(`X\((\d+), (\d+), large, base\)`).FindAllStringSubmatch(macro(t, src, "FA2_BWD_KVQ_ALONE"), -1)
+	// each of its rows' tiles (large and base_det), the modified single pass
+	// and its ordered twin (no causal twin), each dtype.
+	alone := regexp.MustCompile(`X\((\d+), (\d+), large, base_det\)`).FindAllStringSubmatch(macro(t, src, "FA2_BWD_KVQ_ALONE"), -1)
 	if len(alone) == 0 || count[BwdPre] != count[BwdDKDV]/2+2*len(alone) || count[BwdDQ] != count[BwdDKDV] {
 		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[BwdPre], count[BwdDKDV], count[BwdDQ])
 	}
-	if count[BwdDKDVQMod] != 4*len(alone) || count[BwdDKDVQDetMod] != 2*len(alone) {
-		t.Errorf("modified single pass: %d dkdvq_mod, %d dkdvqdet_mod variants; want per dtype of %d head dims one of each size and one ordered", count[BwdDKDVQMod], count[BwdDKDVQDetMod], len(alone))
+	if count[BwdDKDVQMod] != 4*len(alone) || count[BwdDKDVQDetMod] != 4*len(alone) {
+		t.Errorf("modified single pass: %d dkdvq_mod, %d dkdvqdet_mod variants; want per dtype of %d head dims one of each per size", count[BwdDKDVQMod], count[BwdDKDVQDetMod], len(alone))
 	}
 	for _, r := range alone {
 		a, _ := strconv.Atoi(r[1])
@@ -395,12 +395,6 @@ func TestTableMatchesTraits(t *testing.T) {
 				for mpass, pass := range map[Pass]Pass{BwdDKDVQMod: BwdDKDVQ, BwdDKDVQDetMod: BwdDKDVQDet} {
 					w, _ := LookupFit(pass, bf16, a, d, false, optin)
 					m, ok := LookupFit(mpass, bf16, a, d, false, optin)
-					if mpass == BwdDKDVQDetMod && !large {
-						if ok {
-							t.Errorf("%s (bf16 %v): base row's %v kernel %+v; the base row has no ordered twin", r[0], bf16, mpass, m)
-						}
-						continue
-					}
 					if !ok || m.Large != large || m.Br != p.Br || m.Bc != p.Bc || m.Warps != p.Warps || m.SmemBytes != p.SmemBytes ||
 						m.Symbol != w.Symbol+"_mod" || HeadsFastest(m) != HeadsFastest(w) || !m.Pass.Fused() {
 						t.Errorf("%s (bf16 %v) within %d bytes: %v kernel %+v (found %v), want %v's tile and name plus _mod", r[0], bf16, optin, mpass, m, ok, w)
@@ -638,10 +632,10 @@ func TestResources(t *testing.T) {
 
 // A Large row (more than BaseSmemBytes) has a <= BaseSmemBytes sibling of
 // the same pass, head dim, mask and dtype (its symbol without _large) or, as
-// D 64's single pass and the ordered twins (BwdDKDVQDet, BwdDKDVQDetMod), none
-// (then parts below its need have no such kernel: the three kernels run where
-// they exist), and LookupFit picks it exactly where every Large kernel of its
-// set fits.
+// D 64's single pass (no base row) and the ordered twins at head dims with the
+// three kernels (D 128), none (then parts below its need have no such kernel:
+// the three kernels run), and LookupFit picks it exactly where every Large
+// kernel of its set fits.
 func TestLargeRows(t *testing.T) {
 	for _, v := range variants {
 		if !v.Large {
@@ -658,10 +652,14 @@ func TestLargeRows(t *testing.T) {
 		for _, w := range variants {
 			threeKernels = threeKernels || w.Pass == BwdDKDV && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
 		}
-		noSib := v.Pass == BwdDKDVQDet || v.Pass == BwdDKDVQDetMod || v.HeadDim == 64 && threeKernels // the sets without a <= 99 KiB row
+		baseRow := false // the head dim has a <= 99 KiB single pass
+		for _, w := range variants {
+			baseRow = baseRow || w.Pass == BwdDKDVQ && !w.Large && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
+		}
+		noSib := !baseRow || threeKernels && (v.Pass == BwdDKDVQDet || v.Pass == BwdDKDVQDetMod) // the kernels without a <= 99 KiB twin
 		if !strings.Contains(v.Symbol, "_large") || noSib != (sib.Symbol == "") || !noSib && (sib.Large || sib.Pass != v.Pass || sib.HeadDim != v.HeadDim ||
 			sib.Causal != v.Causal || sib.BF16 != v.BF16 || sib.SmemBytes > BaseSmemBytes) {
-			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel, and none exactly for the ordered twins and D 64", v.Symbol, sib, BaseSmemBytes)
+			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel, and none exactly for D 64 and D 128's ordered twins", v.Symbol, sib, BaseSmemBytes)
 		}
 		if v.Pass != BwdDQConv && v.SmemBytes <= BaseSmemBytes {
 			t.Errorf("%s: %d bytes fit the base limit: it is not a large row", v.Symbol, v.SmemBytes)
@@ -826,20 +824,17 @@ func TestLookup(t *testing.T) {
 	if got := BwdHeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128}) {
 		t.Errorf("BwdHeadDims(90) = %v", got)
 	}
-	// D 256 has the single pass alone: a Large row (A100 and H100/H200) and a
-	// base one (sm_86/89), none on Turing; its ordered twin is Large alone.
+	// D 256 has the single pass alone, with its ordered twin: a Large row
+	// (A100 and H100/H200) and a base one (sm_86/89); none on Turing.
 	for _, c := range []struct {
 		arch, optin int
-		want, det   []int
-	}{{75, 64 << 10, []int{32, 64, 96, 128}, []int{32, 64, 96, 128}},
-		{86, 99 << 10, []int{32, 64, 96, 128, 256}, []int{32, 64, 96, 128}},
-		{80, 163 << 10, []int{32, 64, 96, 128, 256}, []int{32, 64, 96, 128, 256}},
-		{90, 227 << 10, []int{32, 64, 96, 128, 256}, []int{32, 64, 96, 128, 256}}} {
-		if got := BwdHeadDimsFit(BwdDKDVQ, c.arch, c.optin); !slices.Equal(got, c.want) {
-			t.Errorf("BwdHeadDimsFit(BwdDKDVQ, %d, %d) = %v, want %v", c.arch, c.optin, got, c.want)
-		}
-		if got := BwdHeadDimsFit(BwdDKDVQDet, c.arch, c.optin); !slices.Equal(got, c.det) {
-			t.Errorf("BwdHeadDimsFit(BwdDKDVQDet, %d, %d) = %v, want %v", c.arch, c.optin, got, c.det)
+		want        []int
+	}{{75, 64 << 10, []int{32, 64, 96, 128}}, {86, 99 << 10, []int{32, 64, 96, 128, 256}},
+		{80, 163 << 10, []int{32, 64, 96, 128, 256}}, {90, 227 << 10, []int{32, 64, 96, 128, 256}}} {
+		for _, fused := range []Pass{BwdDKDVQ, BwdDKDVQDet} {
+			if got := BwdHeadDimsFit(fused, c.arch, c.optin); !slices.Equal(got, c.want) {
+				t.Errorf("BwdHeadDimsFit(%v, %d, %d) = %v, want %v", fused, c.arch, c.optin, got, c.want)
+			}
 		}
 	}
 	if got := PassHeadDims(BwdPre, 90); !slices.Equal(got, BwdHeadDimsFit(BwdDKDVQ, 90, 227<<10)) {
