@@ -176,13 +176,7 @@ func TestGPUConformanceSM75(t *testing.T) {
 // their head dims; elsewhere on sm_80+ the default path again. Turing GPUs
 // have no sm_80 path.
 func TestGPUConformanceSM80(t *testing.T) {
-	dev := openGPU(t)
-	if dev.Info().Arch() < 80 {
-		t.Skipf("%s has no sm_80 path", dev.Info())
-	}
-	if err := dev.ForcePath(80); err != nil {
-		t.Fatal(err)
-	}
+	dev := openSM80(t)
 	b := deviceBackend(dev, "gpu-sm80")
 	b.HeadDims = dev.BackwardHeadDims() // every sm_80 head dim where its single pass fits (D 256: A100, H100/H200)
 	b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
@@ -207,13 +201,7 @@ func TestGPUConformanceSM80(t *testing.T) {
 // every backward head dim, default and deterministic; every suite and varlen
 // case at D 256; the suite again in bf16.
 func TestGPUConformanceSmem99(t *testing.T) {
-	dev := openGPU(t)
-	if dev.Info().Arch() < 80 {
-		t.Skipf("%s has no sm_80 path", dev.Info())
-	}
-	if err := dev.ForcePath(80); err != nil {
-		t.Fatal(err)
-	}
+	dev := openSM80(t)
 	defer flashattn.SetSharedMemoryOptin(dev, flashattn.SetSharedMemoryOptin(dev, kernels.BaseSmemBytes))
 	dims := dev.BackwardHeadDims()
 	if !slices.Contains(dims, 256) || !slices.Equal(dev.DeterministicBackwardHeadDims(), dims) {
@@ -263,6 +251,20 @@ func TestGPUConformanceSmem99(t *testing.T) {
 	attntest.Run(t, attntest.Backend{Name: "gpu-smem99-bf16", Precision: attntest.BF16, Backward: bf16BackwardHost(dev),
 		Forward: onlyHeadDims(dims, "no backward kernels", bf16ForwardHost(dev)), Plain: true, ModsForward: true, HeadDims: dims,
 		ModsBackward: dev.ModBackwardHeadDims(flashattn.BF16)})
+}
+
+// openSM80 opens the GPU with the sm_80 path forced (ForcePath(80)), or
+// skips the test on a Turing GPU, which has none.
+func openSM80(t *testing.T) *flashattn.Device {
+	t.Helper()
+	dev := openGPU(t)
+	if dev.Info().Arch() < 80 {
+		t.Skipf("%s has no sm_80 path", dev.Info())
+	}
+	if err := dev.ForcePath(80); err != nil {
+		t.Fatal(err)
+	}
+	return dev
 }
 
 // deviceBackend runs Forward and Backward on dev through the Device API
