@@ -121,8 +121,9 @@ var (
 	singlePassMod    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQMod, kernels.BwdDQConv}
 	singlePassDetMod = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
 	// There, packed sequences (modifiers or not) run the modified single pass
-	// after the varlen pre.
-	singlePassModVarlen = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQMod, kernels.BwdDQConv}
+	// after the varlen pre, or the ordered one (its base row: see bwdKernels).
+	singlePassModVarlen    = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQMod, kernels.BwdDQConv}
+	singlePassDetModVarlen = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
 )
 
 // loadBwd loads the backward kernels for dims in element type dt: the
@@ -155,9 +156,16 @@ func (d *Device) noOrderedPass(headDim int, dt DType) error {
 
 // loadPasses loads the kernels of passes for dims in element type dt; d.mu is held.
 func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt DType) ([3]*loadedKernel, error) {
+	return d.loadPassesWithin(passes, dims, causal, dt, d.smemOptin)
+}
+
+// loadPassesWithin is loadPasses among the rows that fit smem bytes of shared
+// memory per block (all three from the same row: they share the dQ
+// accumulator's layout); d.mu is held.
+func (d *Device) loadPassesWithin(passes [3]kernels.Pass, dims Dims, causal bool, dt DType, smem int) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	for i, pass := range passes {
-		k, err := d.kernelAs(pass, dims, causal, dt)
+		k, err := d.kernelWithin(pass, dims, causal, dt, smem)
 		if err != nil {
 			return ks, err
 		}
@@ -176,8 +184,9 @@ func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt D
 // varlen pre. A head dim without that pair and the varlen three (D 256: the
 // single pass alone) runs the modified single pass instead (atomic dQ) for
 // both, packed sequences after the varlen pre; with Options.Deterministic
-// its ordered twin, which takes no packed sequences (an *UnsupportedError);
-// d.mu is held.
+// its ordered twin, on packed sequences the base row's even where the Large
+// row fits (the Large twin's code takes none: kernels.BwdDKDVQDetMod); d.mu
+// is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	var err error
@@ -188,25 +197,26 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 		f, v := p.modFeature()
 		return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
 	case (p.mods() || p.varlen != nil) && !pair && fusedMod:
-		passes := singlePassMod
+		passes, smem, nk := singlePassMod, d.smemOptin, p.Nk
 		switch {
 		case p.varlen != nil && p.Deterministic:
-			return ks, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
-				Reason: fmt.Sprintf("packed sequences at head dim %d run the single pass with atomic dQ; its ordered twin takes no packed sequences", p.D)}
+			passes, smem, nk = singlePassDetModVarlen, min(smem, kernels.BaseSmemBytes), maxSeqlen(p.varlen.CuSeqlensK)
 		case p.varlen != nil:
 			passes = singlePassModVarlen
 		case p.Deterministic:
 			passes = singlePassDetMod
-			v, ok := d.lookup(passes[1], dt == BF16, p.D, false)
+		}
+		if p.Deterministic {
+			v, ok := kernels.LookupFit(passes[1], dt == BF16, d.path, p.D, false, smem)
 			if !ok {
 				return ks, d.noOrderedPass(p.D, dt)
 			}
-			if (p.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+			if (nk+v.Bc-1)/v.Bc > d.maxGridY {
 				return ks, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
-					Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, p.Nk)}
+					Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, nk)}
 			}
 		}
-		ks, err = d.loadPasses(passes, p.Dims, false, dt)
+		ks, err = d.loadPassesWithin(passes, p.Dims, false, dt, smem)
 	case p.mods():
 		passes := modPasses
 		if p.varlen != nil {

@@ -30,7 +30,9 @@ func TestGPUConformance(t *testing.T) {
 // backward, which D 256 has none of; with a window, softcap or ALiBi, D 256
 // runs its modified single pass or its ordered twin). For the other head dims
 // the forward is refused here (it is covered above), so the suite checks
-// that Backward refuses them with an *UnsupportedError.
+// that Backward refuses them with an *UnsupportedError. Packed sequences
+// too: the varlen three kernels (deterministic either way), at D 256 the
+// modified single pass or its ordered twin (the base row's).
 func TestGPUConformanceBackward(t *testing.T) {
 	dev := openGPU(t)
 	for _, det := range []bool{false, true} {
@@ -47,7 +49,7 @@ func TestGPUConformanceBackward(t *testing.T) {
 			b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
 			if det {
 				b.Name += "-deterministic"
-				b.Backward = withDeterministic(b.Backward)
+				b.Backward, b.BackwardVarlen = withDeterministic(b.Backward), withDeterministicVarlen(b.BackwardVarlen)
 			}
 			t.Logf("%s, backward head dims %v", dev.Info(), b.HeadDims)
 			attntest.Run(t, b)
@@ -235,16 +237,13 @@ func TestGPUConformanceSmem99(t *testing.T) {
 			b.ForwardVarlen, b.BackwardVarlen = dev.ForwardVarlenHost, dev.BackwardVarlenHost
 			b.ModsVarlen, b.VarlenBackward = dev.PackedModHeadDims(flashattn.FP16), dev.ModBackwardHeadDims(flashattn.FP16)
 			if det {
-				// Packed sequences at D 256 refuse Deterministic (the ordered twin takes none).
-				b.Name, b.Backward, b.ForwardVarlen, b.BackwardVarlen = b.Name+"-deterministic", withDeterministic(b.Backward), nil, nil
+				b.Name, b.Backward, b.BackwardVarlen = b.Name+"-deterministic", withDeterministic(b.Backward), withDeterministicVarlen(b.BackwardVarlen)
 			}
 			attntest.Run(t, b)
 			for _, c := range attntest.CasesAt(256) {
 				t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
 			}
-			if !det {
-				attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(256))
-			}
+			attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(256))
 		})
 	}
 	// bf16 (D 128 and 256 run their base single pass's bf16 twins).

@@ -69,14 +69,17 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 // ("bwd_dkdvq_mod", which takes the packed sequences, modifiers or not; dQ
 // summed with atomics, so its last bits may differ between calls) and its
 // convert kernel, where that fits the device (Device.ModBackwardHeadDims);
-// Options.Deterministic is then an *UnsupportedError, as is the head dim
-// where it does not fit. The options used are Causal (bottom-right
+// with Options.Deterministic its ordered twin ("bwd_dkdvqdet_mod": the dQ
+// additions in a fixed order, so bit-reproducible) of the base row (89 KiB)
+// on every sm_80+ part, even where the default call runs the large row.
+// Where neither fits (Turing) the head dim is an *UnsupportedError. The options used are Causal (bottom-right
 // per sequence), Scale, Window, Softcap and ALiBi (then pre's varlen kernel
 // and the modified dK/dV and dQ kernels, "bwd_dkdv_mod", "bwd_dq_mod", which
 // take the packed sequences). Beyond dQ, dK and dV the call allocates Di (Hq*total_q
 // float32) and the cumulative lengths (int32), and on the single pass its dQ
-// accumulator (Hq*(total_q + 128*Seqs)*D float32: kernels.DQAccumLenPacked),
-// freed on return.
+// accumulator (Hq*(total_q + 128*Seqs)*D float32, deterministic: and one
+// int32 counter per query block's rows: kernels.DQAccumLenPacked), freed on
+// return.
 func (d *Device) BackwardVarlen(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, vl Varlen, o *Options) (*DeviceGrads, error) {
 	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)
 	if err != nil {

@@ -116,7 +116,8 @@ func varlenForwardSuffix(o *flashattn.Options) string {
 }
 
 // TestGPUVarlenBF16: the bf16 varlen kernels (sm_80 path), forward and
-// backward, through the Device API, against the suite's bf16 baseline.
+// backward, through the Device API, against the suite's bf16 baseline; the
+// backward again with Options.Deterministic (D 256: the ordered twin).
 func TestGPUVarlenBF16(t *testing.T) {
 	dev := openGPU(t)
 	if dev.Info().Arch() < 80 {
@@ -125,84 +126,181 @@ func TestGPUVarlenBF16(t *testing.T) {
 	if got, want := dev.PackedModHeadDims(flashattn.BF16), dev.HeadDims(); !slices.Equal(got, want) {
 		t.Errorf("PackedModHeadDims(BF16) = %v, want every head dim of the path, %v", got, want)
 	}
-	b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
-		ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), VarlenBackward: dev.ModBackwardHeadDims(flashattn.BF16),
-		ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (res *flashattn.Result, err error) {
-			var in []*flashattn.DeviceTensor
-			defer func() {
-				for _, d := range in {
-					err = errors.Join(err, d.Free())
-				}
-			}()
-			for _, x := range []*flashattn.Tensor{q, k, v} {
-				d, err := dev.UploadBF16(x)
+	for _, det := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
+			b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
+				ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), VarlenBackward: dev.ModBackwardHeadDims(flashattn.BF16),
+				ForwardVarlen: bf16ForwardVarlenHost(dev), BackwardVarlen: bf16BackwardVarlenHost(dev)}
+			if det {
+				b.Name, b.BackwardVarlen = b.Name+"-deterministic", withDeterministicVarlen(b.BackwardVarlen)
+			}
+			attntest.RunVarlen(t, b)
+		})
+	}
+}
+
+// bf16ForwardVarlenHost is ForwardVarlenHost in bf16: upload (UploadBF16),
+// Device.ForwardVarlen (which must run a bf16 varlen kernel), download.
+func bf16ForwardVarlenHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
+	return func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (res *flashattn.Result, err error) {
+		var in []*flashattn.DeviceTensor
+		defer func() {
+			for _, d := range in {
+				err = errors.Join(err, d.Free())
+			}
+		}()
+		for _, x := range []*flashattn.Tensor{q, k, v} {
+			d, err := dev.UploadBF16(x)
+			if err != nil {
+				return nil, err
+			}
+			in = append(in, d)
+		}
+		r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, r.Free()) }()
+		if !strings.Contains(r.Kernel.Symbol, varlenForwardSuffix(o)) || !strings.Contains(r.Kernel.Symbol, "_bf16") {
+			return nil, errors.New("bf16 varlen ran " + r.Kernel.Symbol)
+		}
+		out, err := r.Out.Download()
+		if err != nil {
+			return nil, err
+		}
+		lse, err := r.LSE()
+		return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
+	}
+}
+
+// bf16BackwardVarlenHost is BackwardVarlenHost in bf16: the forward again on
+// the device (the suite hands the host copy of its output, which
+// BackwardVarlen does not take), then the backward, which must run bf16
+// varlen kernels (varlenBackwardKernels); Reason names them.
+func bf16BackwardVarlenHost(dev *flashattn.Device) func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
+	return func(q, k, v, _, dOut *flashattn.Tensor, _ []float32, vl flashattn.Varlen, o *flashattn.Options) (g *flashattn.Grads, err error) {
+		var in []*flashattn.DeviceTensor
+		defer func() {
+			for _, d := range in {
+				err = errors.Join(err, d.Free())
+			}
+		}()
+		for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
+			d, err := dev.UploadBF16(x)
+			if err != nil {
+				return nil, err
+			}
+			in = append(in, d)
+		}
+		r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, r.Free()) }()
+		dg, err := dev.BackwardVarlen(in[0], in[1], in[2], r, in[3], vl, o)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, dg.Free()) }()
+		var syms []string
+		for _, k := range dg.Kernels {
+			if syms = append(syms, k.Symbol); !strings.Contains(k.Symbol, "_bf16") {
+				return nil, errors.New("bf16 varlen backward ran " + k.Symbol)
+			}
+		}
+		if !varlenBackwardKernels(syms, hasMods(o)) {
+			return nil, fmt.Errorf("bf16 varlen backward ran %v", syms)
+		}
+		g = &flashattn.Grads{Backend: flashattn.GPU, Reason: strings.Join(syms, " ")}
+		for _, x := range []struct {
+			dst **flashattn.Tensor
+			src *flashattn.DeviceTensor
+		}{{&g.DQ, dg.DQ}, {&g.DK, dg.DK}, {&g.DV, dg.DV}} {
+			if *x.dst, err = x.src.Download(); err != nil {
+				return nil, err
+			}
+		}
+		return g, nil
+	}
+}
+
+// withDeterministicVarlen runs a varlen backward with Options.Deterministic
+// set (on a copy), as withDeterministic.
+func withDeterministicVarlen(bwd func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error)) func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
+	return func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
+		c := flashattn.Options{}
+		if o != nil {
+			c = *o
+		}
+		c.Deterministic = true
+		return bwd(q, k, v, out, dOut, lse, vl, &c)
+	}
+}
+
+// TestGPUVarlenDeterministicRepeats: D 256's packed backward with
+// Options.Deterministic (the base row's ordered twin on every sm_80+ part,
+// even where the default call runs the large row) three times per case, fp16
+// and bf16: the same bits in dQ, dK and dV every time. Sequences of up to 66
+// key blocks of 32 beside empty and one-row ones, GQA, causal with Nq != Nk
+// both ways, and every modifier; accuracy is the suite's (the deterministic
+// conformance runs, TestGPUVarlenBF16).
+func TestGPUVarlenDeterministicRepeats(t *testing.T) {
+	dev := openGPU(t)
+	if !slices.Contains(dev.ModBackwardHeadDims(flashattn.FP16), 256) {
+		t.Skipf("%s runs no D 256 backward", dev.Info())
+	}
+	type fwdFn = func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error)
+	type bwdFn = func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error)
+	dtypes := []struct {
+		name string
+		fwd  fwdFn
+		bwd  bwdFn
+	}{{"fp16", dev.ForwardVarlenHost, dev.BackwardVarlenHost}, {"bf16", bf16ForwardVarlenHost(dev), bf16BackwardVarlenHost(dev)}}
+	lq, lk := []int{700, 1, 0, 1300, 129}, []int{2100, 64, 33, 1000, 1}
+	cases := []attntest.Case{
+		{Name: "plain"},
+		{Name: "causal", Causal: true},
+		{Name: "window-softcap-alibi", Window: &flashattn.Window{Left: 300, Right: 40}, Softcap: 30, ALiBi: true},
+	}
+	for _, dt := range dtypes {
+		for i, c := range cases {
+			c.Hq, c.Hkv, c.D, c.Seed = 4, 2, 256, uint64(71000+1000*i)
+			vc := attntest.VarlenCase{Case: c, LensQ: lq, LensK: lk}
+			t.Run(dt.name+"/"+c.Name, func(t *testing.T) {
+				q, k, v, dO := vc.Inputs()
+				vl, o := vc.Varlen(), vc.Options()
+				res, err := dt.fwd(q, k, v, vl, o)
 				if err != nil {
-					return nil, err
+					t.Fatal(err)
 				}
-				in = append(in, d)
-			}
-			r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
-			if err != nil {
-				return nil, err
-			}
-			defer func() { err = errors.Join(err, r.Free()) }()
-			if !strings.Contains(r.Kernel.Symbol, varlenForwardSuffix(o)) || !strings.Contains(r.Kernel.Symbol, "_bf16") {
-				return nil, errors.New("bf16 varlen ran " + r.Kernel.Symbol)
-			}
-			out, err := r.Out.Download()
-			if err != nil {
-				return nil, err
-			}
-			lse, err := r.LSE()
-			return &flashattn.Result{Dims: r.Dims, Out: out, LSE: lse, Backend: flashattn.GPU}, err
-		},
-		// The forward again on the device (the suite hands the host copy of
-		// its output, which BackwardVarlen does not take), then the backward.
-		BackwardVarlen: func(q, k, v, _, dOut *flashattn.Tensor, _ []float32, vl flashattn.Varlen, o *flashattn.Options) (g *flashattn.Grads, err error) {
-			var in []*flashattn.DeviceTensor
-			defer func() {
-				for _, d := range in {
-					err = errors.Join(err, d.Free())
+				det := *o
+				det.Deterministic = true
+				var first *flashattn.Grads
+				for i := range 3 {
+					g, err := dt.bwd(q, k, v, res.Out, dO, res.LSE, vl, &det)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if syms := symbolRe.FindAllString(g.Reason, -1); len(syms) != 3 || !strings.HasPrefix(syms[1], "fa2_bwd_dkdvqdet_sm80_d256") ||
+						strings.Contains(g.Reason, "_large") {
+						t.Fatalf("deterministic D 256 varlen backward ran %q, want the base row's ordered twin and its convert kernel", g.Reason)
+					}
+					if i == 0 {
+						first = g
+						continue
+					}
+					for _, x := range []struct {
+						name      string
+						got, want []float32
+					}{{"dQ", g.DQ.Data, first.DQ.Data}, {"dK", g.DK.Data, first.DK.Data}, {"dV", g.DV.Data, first.DV.Data}} {
+						if n := countDiff(x.got, x.want); n > 0 {
+							t.Errorf("call %d: %s differs from the first call's in %d of %d elements", i, x.name, n, len(x.want))
+						}
+					}
 				}
-			}()
-			for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
-				d, err := dev.UploadBF16(x)
-				if err != nil {
-					return nil, err
-				}
-				in = append(in, d)
-			}
-			r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
-			if err != nil {
-				return nil, err
-			}
-			defer func() { err = errors.Join(err, r.Free()) }()
-			dg, err := dev.BackwardVarlen(in[0], in[1], in[2], r, in[3], vl, o)
-			if err != nil {
-				return nil, err
-			}
-			defer func() { err = errors.Join(err, dg.Free()) }()
-			var syms []string
-			for _, k := range dg.Kernels {
-				if syms = append(syms, k.Symbol); !strings.Contains(k.Symbol, "_bf16") {
-					return nil, errors.New("bf16 varlen backward ran " + k.Symbol)
-				}
-			}
-			if !varlenBackwardKernels(syms, hasMods(o)) {
-				return nil, fmt.Errorf("bf16 varlen backward ran %v", syms)
-			}
-			g = &flashattn.Grads{Backend: flashattn.GPU}
-			for _, x := range []struct {
-				dst **flashattn.Tensor
-				src *flashattn.DeviceTensor
-			}{{&g.DQ, dg.DQ}, {&g.DK, dg.DK}, {&g.DV, dg.DV}} {
-				if *x.dst, err = x.src.Download(); err != nil {
-					return nil, err
-				}
-			}
-			return g, nil
-		}}
-	attntest.RunVarlen(t, b)
+			})
+		}
+	}
 }
 
 // symbolRe finds the kernel symbols in a Result's or Grads' Reason.
@@ -216,7 +314,7 @@ func varlenBackwardKernels(syms []string, mods bool) bool {
 	if len(syms) != 3 || !strings.HasPrefix(syms[0], "fa2_bwd_pre_") || !strings.HasSuffix(syms[0], "_varlen") {
 		return false
 	}
-	if strings.HasPrefix(syms[1], "fa2_bwd_dkdvq_") {
+	if strings.HasPrefix(syms[1], "fa2_bwd_dkdvq_") || strings.HasPrefix(syms[1], "fa2_bwd_dkdvqdet_") {
 		return strings.HasSuffix(syms[1], "_mod") && strings.HasPrefix(syms[2], "fa2_bwd_dqconv_")
 	}
 	want := map[bool]string{false: "_varlen", true: "_mod"}[mods]
@@ -226,9 +324,10 @@ func varlenBackwardKernels(syms []string, mods bool) bool {
 
 // TestGPUVarlenErrors: a Varlen that does not describe the device tensors is
 // a *DataError before any launch, as on the host. At D 256 the varlen
-// backward is the modified single pass (atomic dQ) where it fits the device:
-// Options.Deterministic is an *UnsupportedError there (its ordered twin takes
-// no packed sequences), as is every D 256 varlen backward where it does not fit.
+// backward is the modified single pass (atomic dQ) where it fits the device,
+// with Options.Deterministic the base row's ordered twin (never the large
+// row's, whose code takes no packed sequences); where neither fits every D
+// 256 varlen backward is an *UnsupportedError.
 func TestGPUVarlenErrors(t *testing.T) {
 	dev := openGPU(t)
 	c := attntest.VarlenCases()[0]
@@ -293,8 +392,14 @@ func TestGPUVarlenErrors(t *testing.T) {
 			}
 			det := *o
 			det.Deterministic = true
-			if _, err := dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, &det); !errors.As(err, &ue) {
-				t.Errorf("D256 deterministic varlen backward %+v: %v, want *UnsupportedError", o, err)
+			g, err = dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, &det)
+			syms := symbolRe.FindAllString(reasonOf(g), -1)
+			switch {
+			case runs && (err != nil || !varlenBackwardKernels(syms, hasMods(o)) || !strings.HasPrefix(syms[1], "fa2_bwd_dkdvqdet_") ||
+				strings.Contains(reasonOf(g), "_large")):
+				t.Errorf("D256 deterministic varlen backward %+v: %v, ran %q; want the varlen pre, the base row's ordered twin and its convert kernel", o, err, reasonOf(g))
+			case !runs && !errors.As(err, &ue):
+				t.Errorf("D256 deterministic varlen backward %+v: %v, want *UnsupportedError (no single pass here)", o, err)
 			}
 		}
 	}

@@ -212,7 +212,8 @@ func ForwardVarlenContext(ctx context.Context, q, k, v *Tensor, vl Varlen, opts 
 // (1, total_k, Hkv, D). On the GPU the whole batch is one set of three
 // launches (Device.BackwardVarlen after uploading the tensors; the
 // deterministic three-kernel backward), windows, softcap and ALiBi too at
-// head dims 32-128.
+// head dims 32-128; at D 256 the single pass (Options.Deterministic: its
+// ordered twin) on sm_80+ GPUs.
 func BackwardVarlen(q, k, v, out, dOut *Tensor, lse []float32, vl Varlen, opts *Options) (*Grads, error) {
 	return BackwardVarlenContext(context.Background(), q, k, v, out, dOut, lse, vl, opts)
 }

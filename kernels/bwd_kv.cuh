@@ -22,7 +22,8 @@
 // bwd.cuh's dK/dV kernel (kernels/dev/RESULTS.md), so only kDQ ships.
 //
 // dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index;
-// kDet: then (B, Hq, Tr) int32 counters, dq_count_base)
+// kDet: then (B, Hq, Tr) int32 counters, dq_count_base; packed sequences:
+// dq_accum_row's (Hq, rows, D), then one counter per Br rows, dq_counter_at)
 // is zero before the kernel (the pre kernel zeroes the floats, p.dq_accum_rows
 // rows per (b, h); the counters start zero and kDet leaves them zero), scaled
 // and rounded to dQ by bwd_dq_convert_kernel after it; rows that see no key
@@ -198,11 +199,13 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   const int kb = gx;
   const int n0 = gx * Bc;
   // kMod: packed sequences at run time (varlen.cuh's varlen_call; gy's b is
-  // then a sequence), not with kDet (its counters then spilled 24-40 B: the
-  // host refuses that call). The sequence's rows and lengths live in shared
-  // memory, read where used: held in registers across the loop they spilled
-  // 20-24 B (nvcc 11.8, D256, sm_80 and sm_90).
-  const bool vl = varlen_call<false, kMod && !kDet>(p);
+  // then a sequence), with kDet on a base tile only: the large tile's ordered
+  // twin then spilled 24-40 B (nvcc 11.8, sm_80 and sm_90; the base one none),
+  // so the host runs packed deterministic calls on the base twin everywhere
+  // (its code ignores the cumulative lengths). The sequence's rows and lengths
+  // live in shared memory, read where used: held in registers across the loop
+  // they spilled 20-24 B (nvcc 11.8, D256, sm_80 and sm_90).
+  const bool vl = varlen_call<false, kMod && !(kDet && T::kLarge)>(p);
   __shared__ int s_seq[4];  // q0, k0, Nq, Nk
   if (vl) {
     if (tid == 0) {

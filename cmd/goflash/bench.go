@@ -77,8 +77,8 @@ plain forward on the same batch padded to its longest sequence, per
 (default hidden/D) and --kv-heads; both lines count TFLOP/s on the real
 tokens only and give each call's device memory; --direction bwd times the
 backward the same way (Device.BackwardVarlen's three launches beside the
-padded batch's default backward); --window, --softcap and --alibi apply to
-both calls. It prints a table (or --json) and writes no files.`
+padded batch's default backward; with --deterministic both calls'
+deterministic backward); --window, --softcap and --alibi apply to both calls. It prints a table (or --json) and writes no files.`
 
 // benchOpts are the parsed flags of goflash bench.
 type benchOpts struct {

@@ -75,7 +75,7 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 			hkv = hq
 		}
 		for _, c := range causal {
-			opts := &flashattn.Options{Causal: c}
+			opts := &flashattn.Options{Causal: c, Deterministic: o.deterministic}
 			o.mods.apply(opts, hq) // --window/--softcap/--alibi: on both calls (the padded one's window on the padded lengths)
 			r, err := bench(lens, hq, hkv, d, opts, warmup, reps)
 			if err != nil {

@@ -96,6 +96,11 @@
 // dims), after BwdPreVarlen (which then zeroes DQAccum) and before BwdDQConv
 // (which reads CuSeqlensQ too): grids as the varlen three's, DQAccum
 // DQAccumLenPacked(v, ...) elements, DQAccumRows DQAccumRowsPacked(...).
+// So does BwdDKDVQDetMod on a row that is not Large (its grid heads fastest,
+// (B*Hkv, ceil(max sequence Nk / Bc)), its counters after the floats, zero
+// before the call as for dense calls); a Large one ignores CuSeqlensQ (its
+// code would spill), so packed deterministic calls take the base row's
+// three kernels.
 //
 // BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
 // on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
@@ -234,9 +239,15 @@ func DQAccumRows(v Variant, nq int) int { return (nq + v.Br - 1) / v.Br * v.Br }
 func DQAccumRowsPacked(seqs, totalQ int) int { return totalQ + seqs*AccumPad }
 
 // DQAccumLenPacked is DQAccumLen on packed sequences: (Hq, DQAccumRowsPacked,
-// D) float32 (no counters: the ordered twin takes no packed sequences).
+// D) float32; for BwdDKDVQDetMod then one int32 counter per Br rows of that
+// (a query block's at its first row / Br: blocks start at least Br rows apart).
 func DQAccumLenPacked(v Variant, seqs, totalQ, hq int) int {
-	return hq * DQAccumRowsPacked(seqs, totalQ) * v.HeadDim
+	rows := hq * DQAccumRowsPacked(seqs, totalQ)
+	n := rows * v.HeadDim
+	if HeadsFastest(v) {
+		n += (rows + v.Br - 1) / v.Br
+	}
+	return n
 }
 
 // DecodeParams mirrors `struct DecodeParams` in kernels/params.cuh, the
