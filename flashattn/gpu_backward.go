@@ -121,7 +121,7 @@ var (
 	singlePassMod    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQMod, kernels.BwdDQConv}
 	singlePassDetMod = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
 	// There, packed sequences (modifiers or not) run the modified single pass
-	// after the varlen pre, or the ordered one (its base row: see bwdKernels).
+	// after the varlen pre, or its ordered twin.
 	singlePassModVarlen    = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQMod, kernels.BwdDQConv}
 	singlePassDetModVarlen = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
 )
@@ -156,16 +156,9 @@ func (d *Device) noOrderedPass(headDim int, dt DType) error {
 
 // loadPasses loads the kernels of passes for dims in element type dt; d.mu is held.
 func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt DType) ([3]*loadedKernel, error) {
-	return d.loadPassesWithin(passes, dims, causal, dt, d.smemOptin)
-}
-
-// loadPassesWithin is loadPasses among the rows that fit smem bytes of shared
-// memory per block (all three from the same row: they share the dQ
-// accumulator's layout); d.mu is held.
-func (d *Device) loadPassesWithin(passes [3]kernels.Pass, dims Dims, causal bool, dt DType, smem int) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	for i, pass := range passes {
-		k, err := d.kernelWithin(pass, dims, causal, dt, smem)
+		k, err := d.kernelAs(pass, dims, causal, dt)
 		if err != nil {
 			return ks, err
 		}
@@ -184,9 +177,7 @@ func (d *Device) loadPassesWithin(passes [3]kernels.Pass, dims Dims, causal bool
 // varlen pre. A head dim without that pair and the varlen three (D 256: the
 // single pass alone) runs the modified single pass instead (atomic dQ) for
 // both, packed sequences after the varlen pre; with Options.Deterministic
-// its ordered twin, on packed sequences the base row's even where the Large
-// row fits (the Large twin's code takes none: kernels.BwdDKDVQDetMod); d.mu
-// is held.
+// its ordered twin (packed sequences too); d.mu is held.
 func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 	var ks [3]*loadedKernel
 	var err error
@@ -197,17 +188,17 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 		f, v := p.modFeature()
 		return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
 	case (p.mods() || p.varlen != nil) && !pair && fusedMod:
-		passes, smem, nk := singlePassMod, d.smemOptin, p.Nk
+		passes, nk := singlePassMod, p.Nk
 		switch {
 		case p.varlen != nil && p.Deterministic:
-			passes, smem, nk = singlePassDetModVarlen, min(smem, kernels.BaseSmemBytes), maxSeqlen(p.varlen.CuSeqlensK)
+			passes, nk = singlePassDetModVarlen, maxSeqlen(p.varlen.CuSeqlensK)
 		case p.varlen != nil:
 			passes = singlePassModVarlen
 		case p.Deterministic:
 			passes = singlePassDetMod
 		}
 		if p.Deterministic {
-			v, ok := kernels.LookupFit(passes[1], dt == BF16, d.path, p.D, false, smem)
+			v, ok := d.lookup(passes[1], dt == BF16, p.D, false)
 			if !ok {
 				return ks, d.noOrderedPass(p.D, dt)
 			}
@@ -216,7 +207,7 @@ func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
 					Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, nk)}
 			}
 		}
-		ks, err = d.loadPassesWithin(passes, p.Dims, false, dt, smem)
+		ks, err = d.loadPasses(passes, p.Dims, false, dt)
 	case p.mods():
 		passes := modPasses
 		if p.varlen != nil {

@@ -71,27 +71,20 @@ func (t *DeviceTensor) DownloadBF16() ([]uint16, error) { return t.downloadBits(
 // element type dt: the fp16 kernels (the forward through Device.kernel, which
 // honours UseRung), or bf16Kernel's. d.mu is held.
 func (d *Device) kernelAs(pass kernels.Pass, dims Dims, causal bool, dt DType) (*loadedKernel, error) {
-	return d.kernelWithin(pass, dims, causal, dt, d.smemOptin)
-}
-
-// kernelWithin is kernelAs among the variants that fit smem bytes of shared
-// memory per block (kernels.LookupFit; the device's limit, or less for a
-// call that needs a base row where a Large one fits). d.mu is held.
-func (d *Device) kernelWithin(pass kernels.Pass, dims Dims, causal bool, dt DType, smem int) (*loadedKernel, error) {
 	switch {
 	case dt == BF16:
-		return d.bf16Kernel(pass, dims, causal, smem)
+		return d.bf16Kernel(pass, dims, causal)
 	case pass == kernels.Fwd:
 		return d.kernel(dims, causal)
 	}
-	return d.passKernel(pass, dims, causal, false, smem)
+	return d.passKernel(pass, dims, causal, false)
 }
 
 // bf16Kernel finds, loads and prepares the bf16 variant of a pass for dims:
 // the sm_80 path has one per fp16 kernel, the same tile; the sm_75 path (no
 // bf16 tensor cores) and the kernel ladder have none, and say so with an
 // *UnsupportedError rather than run fp16. d.mu is held.
-func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool, smem int) (*loadedKernel, error) {
+func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool) (*loadedKernel, error) {
 	if err := checkDType(BF16, d.path); err != nil {
 		return nil, err
 	}
@@ -99,5 +92,5 @@ func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool, smem int)
 		return nil, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
 			Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", d.rung)}
 	}
-	return d.passKernel(pass, dims, causal, true, smem)
+	return d.passKernel(pass, dims, causal, true)
 }

@@ -438,17 +438,16 @@ func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
 	if k, ok, err := d.sm90aKernel(kernels.Fwd, dims, causal); ok || err != nil {
 		return k, err
 	}
-	return d.passKernel(kernels.Fwd, dims, causal, false, d.smemOptin)
+	return d.passKernel(kernels.Fwd, dims, causal, false)
 }
 
 // passKernel finds, loads and prepares the variant of a pass for dims, fp16
-// or bf16 (bf16Kernel checks first that the path has bf16), among those that
-// fit smem bytes of shared memory per block; d.mu is held.
-func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal, bf16 bool, smem int) (*loadedKernel, error) {
+// or bf16 (bf16Kernel checks first that the path has bf16); d.mu is held.
+func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal, bf16 bool) (*loadedKernel, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
 	}
-	v, ok := kernels.LookupFit(pass, bf16, d.path, dims.D, causal, smem)
+	v, ok := d.lookup(pass, bf16, dims.D, causal)
 	if !ok {
 		what := "kernels"
 		if pass != kernels.Fwd && !pass.IsMod() && pass != kernels.FwdVarlen {

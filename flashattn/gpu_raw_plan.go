@@ -55,7 +55,7 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	}
 	var alt *loadedKernel
 	if kern.v.Arch == kernels.SM90A {
-		if alt, err = d.passKernel(kernels.Fwd, dims, r.p.Causal, false, d.smemOptin); err != nil { // the sm_80 path's
+		if alt, err = d.passKernel(kernels.Fwd, dims, r.p.Causal, false); err != nil { // the sm_80 path's
 			return nil, err
 		}
 	}

@@ -70,8 +70,7 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 // summed with atomics, so its last bits may differ between calls) and its
 // convert kernel, where that fits the device (Device.ModBackwardHeadDims);
 // with Options.Deterministic its ordered twin ("bwd_dkdvqdet_mod": the dQ
-// additions in a fixed order, so bit-reproducible) of the base row (89 KiB)
-// on every sm_80+ part, even where the default call runs the large row.
+// additions in a fixed order, so bit-reproducible), on every sm_80+ part.
 // Where neither fits (Turing) the head dim is an *UnsupportedError. The options used are Causal (bottom-right
 // per sequence), Scale, Window, Softcap and ALiBi (then pre's varlen kernel
 // and the modified dK/dV and dQ kernels, "bwd_dkdv_mod", "bwd_dq_mod", which

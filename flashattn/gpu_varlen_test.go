@@ -238,9 +238,9 @@ func withDeterministicVarlen(bwd func(q, k, v, out, dOut *flashattn.Tensor, lse 
 }
 
 // TestGPUVarlenDeterministicRepeats: D 256's packed backward with
-// Options.Deterministic (the base row's ordered twin on every sm_80+ part,
-// even where the default call runs the large row) three times per case, fp16
-// and bf16: the same bits in dQ, dK and dV every time. Sequences of up to 66
+// Options.Deterministic (the ordered twin of the single pass the device
+// runs) three times per case, fp16 and bf16: the same bits in dQ, dK and dV
+// every time. Sequences of up to 66
 // key blocks of 32 beside empty and one-row ones, GQA, causal with Nq != Nk
 // both ways, and every modifier; accuracy is the suite's (the deterministic
 // conformance runs, TestGPUVarlenBF16).
@@ -281,9 +281,8 @@ func TestGPUVarlenDeterministicRepeats(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if syms := symbolRe.FindAllString(g.Reason, -1); len(syms) != 3 || !strings.HasPrefix(syms[1], "fa2_bwd_dkdvqdet_sm80_d256") ||
-						strings.Contains(g.Reason, "_large") {
-						t.Fatalf("deterministic D 256 varlen backward ran %q, want the base row's ordered twin and its convert kernel", g.Reason)
+					if syms := symbolRe.FindAllString(g.Reason, -1); len(syms) != 3 || !strings.HasPrefix(syms[1], "fa2_bwd_dkdvqdet_sm80_d256") {
+						t.Fatalf("deterministic D 256 varlen backward ran %q, want the ordered twin and its convert kernel", g.Reason)
 					}
 					if i == 0 {
 						first = g
@@ -325,9 +324,9 @@ func varlenBackwardKernels(syms []string, mods bool) bool {
 // TestGPUVarlenErrors: a Varlen that does not describe the device tensors is
 // a *DataError before any launch, as on the host. At D 256 the varlen
 // backward is the modified single pass (atomic dQ) where it fits the device,
-// with Options.Deterministic the base row's ordered twin (never the large
-// row's, whose code takes no packed sequences); where neither fits every D
-// 256 varlen backward is an *UnsupportedError.
+// with Options.Deterministic its ordered twin (the same row, pre and convert
+// kernels); where neither fits every D 256 varlen backward is an
+// *UnsupportedError.
 func TestGPUVarlenErrors(t *testing.T) {
 	dev := openGPU(t)
 	c := attntest.VarlenCases()[0]
@@ -390,14 +389,14 @@ func TestGPUVarlenErrors(t *testing.T) {
 			case !runs && !errors.As(err, &ue):
 				t.Errorf("D256 varlen backward %+v: %v, want *UnsupportedError (no single pass here)", o, err)
 			}
+			def := symbolRe.FindAllString(reasonOf(g), -1)
 			det := *o
 			det.Deterministic = true
 			g, err = dev.BackwardVarlenHost(q, k, v, res.Out, dO, res.LSE, vl, &det)
 			syms := symbolRe.FindAllString(reasonOf(g), -1)
 			switch {
-			case runs && (err != nil || !varlenBackwardKernels(syms, hasMods(o)) || !strings.HasPrefix(syms[1], "fa2_bwd_dkdvqdet_") ||
-				strings.Contains(reasonOf(g), "_large")):
-				t.Errorf("D256 deterministic varlen backward %+v: %v, ran %q; want the varlen pre, the base row's ordered twin and its convert kernel", o, err, reasonOf(g))
+			case runs && (err != nil || len(def) != 3 || !slices.Equal(syms, []string{def[0], strings.Replace(def[1], "_dkdvq_", "_dkdvqdet_", 1), def[2]})):
+				t.Errorf("D256 deterministic varlen backward %+v: %v, ran %q; want the default call's %v with its single pass's ordered twin", o, err, reasonOf(g), def)
 			case !runs && !errors.As(err, &ue):
 				t.Errorf("D256 deterministic varlen backward %+v: %v, want *UnsupportedError (no single pass here)", o, err)
 			}

@@ -199,13 +199,11 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   const int kb = gx;
   const int n0 = gx * Bc;
   // kMod: packed sequences at run time (varlen.cuh's varlen_call; gy's b is
-  // then a sequence), with kDet on a base tile only: the large tile's ordered
-  // twin then spilled 24-40 B (nvcc 11.8, sm_80 and sm_90; the base one none),
-  // so the host runs packed deterministic calls on the base twin everywhere
-  // (its code ignores the cumulative lengths). The sequence's rows and lengths
-  // live in shared memory, read where used: held in registers across the loop
-  // they spilled 20-24 B (nvcc 11.8, D256, sm_80 and sm_90).
-  const bool vl = varlen_call<false, kMod && !(kDet && T::kLarge)>(p);
+  // then a sequence), kDet too. The sequence's rows and lengths live in
+  // shared memory, each field read where used: held in registers across the
+  // loop they spilled 20-24 B (nvcc 11.8, D256, sm_80 and sm_90), and read
+  // all four at each use (one Seq) the large ordered twin spilled 24-40 B.
+  const bool vl = varlen_call<false, kMod>(p);
   __shared__ int s_seq[4];  // q0, k0, Nq, Nk
   if (vl) {
     if (tid == 0) {
@@ -215,7 +213,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     __syncthreads();
   }
   auto seqv = [&](int i) { return static_cast<volatile int*>(s_seq)[i]; };
-  auto seq = [&] { return vl ? Seq{seqv(0), seqv(1), seqv(2), seqv(3)} : Seq{}; };
+  auto seq_q0 = [&] { return static_cast<int64_t>(seqv(0)); };
+  auto seq_k0 = [&] { return static_cast<int64_t>(seqv(1)); };
   auto nq = [&] { return vl ? seqv(2) : p.nq; };
   auto nk = [&] { return vl ? seqv(3) : p.nk; };
   if (vl && n0 >= nk()) return;  // past this sequence's keys
@@ -229,10 +228,10 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   __half* const gdK0 = kMod ? nullptr : static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
   __half* const gdV0 = kMod ? nullptr : static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
   auto gdK = [&] {
-    return kMod ? static_cast<__half*>(p.dk) + (vl ? seq().k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride : gdK0;
+    return kMod ? static_cast<__half*>(p.dk) + (vl ? (seq_k0() + n0) * p.dk_row_stride : b * p.dk_batch_stride + n0 * p.dk_row_stride) + hk * p.dk_head_stride : gdK0;
   };
   auto gdV = [&] {
-    return kMod ? static_cast<__half*>(p.dv) + (vl ? seq().k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride : gdV0;
+    return kMod ? static_cast<__half*>(p.dv) + (vl ? (seq_k0() + n0) * p.dv_row_stride : b * p.dv_batch_stride + n0 * p.dv_row_stride) + hk * p.dv_head_stride : gdV0;
   };
 
   const int tr = (nq() + Br - 1) / Br;
@@ -268,8 +267,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   auto row0_of = [&](int s) { return qblock(s) * Br; };
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
-    const __half* gQ = static_cast<const __half*>(p.q) + (vl ? seq().q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-    const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? seq().q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+    const __half* gQ = static_cast<const __half*>(p.q) + (vl ? seq_q0() * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? seq_q0() * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
     __half* dst = sStream + buf * T::kStreamElems;
     cp_tile<Br, D, NT>(dst, gQ, p.q_row_stride, nq() - m0, tid);
     cp_tile<Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, nq() - m0, tid);
@@ -280,7 +279,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     if constexpr (kMod) {
       if (tid < Br) {
         if (vl)
-          row_stats(p, seq(), head_of(s), row0_of(s) + tid, l, di);
+          row_stats(p, Seq{seq_q0(), 0, nq(), 0}, head_of(s), row0_of(s) + tid, l, di);
         else
           row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
       }
@@ -292,7 +291,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   // it (kb waits for kb - first, then leaves kb - first + 1, or 0 as the last).
   auto counter = [&](int s) {
     if constexpr (kMod)
-      return dq_counter_at<T>(p, vl, dq_accum_row<T>(p, vl, seq(), b, head_of(s), row0_of(s)));
+      return dq_counter_at<T>(p, vl, dq_accum_row<T>(p, vl, Seq{seq_q0(), 0, 0, 0}, b, head_of(s), row0_of(s)));
     else
       return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s);
   };
@@ -341,8 +340,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   constexpr int VF = T::kVRegs ? T::kSMT : 1, VKK = T::kVRegs ? D / 16 : 1;
   uint32_t kf[KF][KK][4], vf[VF][VKK][4];
 
-  const __half* gK = static_cast<const __half*>(p.k) + (vl ? seq().k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (vl ? seq().k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (vl ? seq_k0() * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (vl ? seq_k0() * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
   cp_tile<Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
   cp_tile<Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
   auto load_kv_frags = [&] {
@@ -487,7 +486,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       // (dq_accum_index): each atomic instruction of a warp adds 32 consecutive
       // floats, 4 whole 32-byte sectors, where the C layout (row g, columns 2t)
       // would touch 8 half-used ones.
-      const int64_t blk = kMod ? dq_accum_row<T>(p, vl, seq(), b, head_of(s), m0) * D : dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0);
+      const int64_t blk = kMod ? dq_accum_row<T>(p, vl, Seq{seq_q0(), 0, 0, 0}, b, head_of(s), m0) * D : dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0);
       float* acc = p.dq_accum + blk + warp * T::kQRows * T::kQCols + lane;
       if constexpr (kDet) {  // as late as possible: the wait overlaps the mmas above
         if (lane == 0)

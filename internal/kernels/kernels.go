@@ -96,11 +96,9 @@
 // dims), after BwdPreVarlen (which then zeroes DQAccum) and before BwdDQConv
 // (which reads CuSeqlensQ too): grids as the varlen three's, DQAccum
 // DQAccumLenPacked(v, ...) elements, DQAccumRows DQAccumRowsPacked(...).
-// So does BwdDKDVQDetMod on a row that is not Large (its grid heads fastest,
-// (B*Hkv, ceil(max sequence Nk / Bc)), its counters after the floats, zero
-// before the call as for dense calls); a Large one ignores CuSeqlensQ (its
-// code would spill), so packed deterministic calls take the base row's
-// three kernels.
+// So does BwdDKDVQDetMod (its grid heads fastest, (B*Hkv, ceil(max sequence
+// Nk / Bc)), its counters after the floats, zero before the call as for
+// dense calls).
 //
 // BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
 // on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
