@@ -70,6 +70,18 @@ __device__ __forceinline__ void row_stats(const BwdParams& p, int b, int h, int 
   }
 }
 
+// row_stats of the L and Di row at index r (valid: the row exists), for
+// callers that found r themselves (bwd_kv.cuh's kMod, dense or packed).
+__device__ __forceinline__ void row_stats_at(const BwdParams& p, int64_t r, bool valid, float& l, float& di) {
+  l = INFINITY;
+  di = 0.f;
+  if (valid) {
+    const float lse = p.lse[r];
+    if (lse != -INFINITY) l = lse * kLog2e;
+    di = p.di[r];
+  }
+}
+
 // row_stats of row `row` of query head h of varlen sequence sq: L and Di are
 // (Hq, total_q), p.nq the packed total.
 __device__ __forceinline__ void row_stats(const BwdParams& p, const Seq& sq, int h, int row, float& l, float& di) {

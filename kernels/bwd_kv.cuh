@@ -23,7 +23,7 @@
 //
 // dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index;
 // kDet: then (B, Hq, Tr) int32 counters, dq_count_base; packed sequences:
-// dq_accum_row's (Hq, rows, D), then one counter per Br rows, dq_counter_at)
+// dq_accum_row's (Hq, rows, D), then one counter per Br rows, dq_counters_offset)
 // is zero before the kernel (the pre kernel zeroes the floats, p.dq_accum_rows
 // rows per (b, h); the counters start zero and kDet leaves them zero), scaled
 // and rounded to dQ by bwd_dq_convert_kernel after it; rows that see no key
@@ -120,13 +120,14 @@ template <class T>
 __device__ __forceinline__ int* dq_count_base(const BwdParams& p) {
   return reinterpret_cast<int*>(p.dq_accum + dq_accum_index<T>(p.b, 0, p.hq, p.nq, 0));
 }
-// The counter of the block at accumulator row r (dq_accum_row): after the
-// floats, one per Br rows (blocks start at least Br rows apart; for packed
+// The modified pass's counters (dense or packed): after the floats, at this
+// offset (in floats), the counter of the block at accumulator row r
+// (dq_accum_row) at r / Br (blocks start at least Br rows apart; for packed
 // sequences not on multiples of Br, r / Br still differs between blocks).
 template <class T>
-__device__ __forceinline__ int* dq_counter_at(const BwdParams& p, bool vl, int64_t r) {
+__device__ __forceinline__ int64_t dq_counters_offset(const BwdParams& p, bool vl) {
   const int64_t slabs = vl ? p.hq : static_cast<int64_t>(p.b) * p.hq;
-  return reinterpret_cast<int*>(p.dq_accum + slabs * p.dq_accum_rows * T::kD) + r / T::kBr;
+  return slabs * p.dq_accum_rows * T::kD;
 }
 __device__ __forceinline__ int ld_acquire(const int* a) {
   int v;
@@ -199,24 +200,34 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   const int kb = gx;
   const int n0 = gx * Bc;
   // kMod: packed sequences at run time (varlen.cuh's varlen_call; gy's b is
-  // then a sequence), kDet too. The sequence's rows and lengths live in
-  // shared memory, each field read where used: held in registers across the
-  // loop they spilled 20-24 B (nvcc 11.8, D256, sm_80 and sm_90), and read
-  // all four at each use (one Seq) the large ordered twin spilled 24-40 B.
+  // then a sequence), kDet too. Dense or packed, the CTA's bases (where its
+  // Q, dO, L/Di and accumulator rows start, its lengths) are set once in
+  // shared memory and read where used, so the loop has one form for both:
+  // held in registers across the loop they spilled 20-24 B (nvcc 11.8, D256,
+  // sm_80 and sm_90); chosen per use between the two forms the large ordered
+  // twin spilled or ran 9% slower on dense calls (H200).
   const bool vl = varlen_call<false, kMod>(p);
-  __shared__ int s_seq[4];  // q0, k0, Nq, Nk
-  if (vl) {
+  __shared__ int s_seq[4];      // kMod: k0 (packed), Nq, Nk
+  __shared__ int64_t s_off[7];  // kMod: Q's and dO's offsets, the first L/Di row, accumulator row, counters' offset, dK's and dV's
+  if (kMod) {
     if (tid == 0) {
-      const Seq sq = seq_of(p, b);
-      s_seq[0] = static_cast<int>(sq.q0), s_seq[1] = static_cast<int>(sq.k0), s_seq[2] = sq.nq, s_seq[3] = sq.nk;
+      const Seq sq = vl ? seq_of(p, b) : Seq{0, 0, p.nq, p.nk};
+      s_seq[0] = static_cast<int>(sq.k0), s_seq[1] = sq.nq, s_seq[2] = sq.nk;
+      s_off[0] = vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride;
+      s_off[1] = vl ? sq.q0 * p.do_row_stride : b * p.do_batch_stride;
+      s_off[2] = vl ? sq.q0 : static_cast<int64_t>(b) * p.hq * p.nq;  // row_stats' r is this + h * Nq + row
+      s_off[3] = dq_accum_row<T>(p, vl, sq, b, 0, 0);                 // its row is this + h * rows + m0
+      s_off[4] = dq_counters_offset<T>(p, vl);
+      s_off[5] = (vl ? (sq.k0 + n0) * p.dk_row_stride : b * p.dk_batch_stride + n0 * p.dk_row_stride) + hk * p.dk_head_stride;
+      s_off[6] = (vl ? (sq.k0 + n0) * p.dv_row_stride : b * p.dv_batch_stride + n0 * p.dv_row_stride) + hk * p.dv_head_stride;
     }
     __syncthreads();
   }
   auto seqv = [&](int i) { return static_cast<volatile int*>(s_seq)[i]; };
-  auto seq_q0 = [&] { return static_cast<int64_t>(seqv(0)); };
-  auto seq_k0 = [&] { return static_cast<int64_t>(seqv(1)); };
-  auto nq = [&] { return vl ? seqv(2) : p.nq; };
-  auto nk = [&] { return vl ? seqv(3) : p.nk; };
+  auto offv = [&](int i) { return static_cast<volatile int64_t*>(s_off)[i]; };
+  auto seq_k0 = [&] { return static_cast<int64_t>(seqv(0)); };
+  auto nq = [&] { return kMod ? seqv(1) : p.nq; };
+  auto nk = [&] { return kMod ? seqv(2) : p.nk; };
   if (vl && n0 >= nk()) return;  // past this sequence's keys
   const int rows_k = min(Bc, nk() - n0);
   // The warp's tiles in the three grids (row = key, or query for dQ; col = query or head-dim column).
@@ -224,15 +235,11 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   const int v_row = (warp % T::kVK) * T::kVRows, v_col = (warp / T::kVK) * T::kVCols;
   const int q_row = (warp % T::kQM) * T::kQRows, q_col = (warp / T::kQM) * T::kQCols;
 
-  // dK's and dV's rows (kMod: computed where stored, not held across the loop).
+  // dK's and dV's rows (kMod: set once in shared memory, read where stored).
   __half* const gdK0 = kMod ? nullptr : static_cast<__half*>(p.dk) + b * p.dk_batch_stride + n0 * p.dk_row_stride + hk * p.dk_head_stride;
   __half* const gdV0 = kMod ? nullptr : static_cast<__half*>(p.dv) + b * p.dv_batch_stride + n0 * p.dv_row_stride + hk * p.dv_head_stride;
-  auto gdK = [&] {
-    return kMod ? static_cast<__half*>(p.dk) + (vl ? (seq_k0() + n0) * p.dk_row_stride : b * p.dk_batch_stride + n0 * p.dk_row_stride) + hk * p.dk_head_stride : gdK0;
-  };
-  auto gdV = [&] {
-    return kMod ? static_cast<__half*>(p.dv) + (vl ? (seq_k0() + n0) * p.dv_row_stride : b * p.dv_batch_stride + n0 * p.dv_row_stride) + hk * p.dv_head_stride : gdV0;
-  };
+  auto gdK = [&] { return kMod ? static_cast<__half*>(p.dk) + offv(5) : gdK0; };
+  auto gdV = [&] { return kMod ? static_cast<__half*>(p.dv) + offv(6) : gdV0; };
 
   const int tr = (nq() + Br - 1) / Br;
   const BlockRange qr = key_block_queries<Br, Bc, kCausal, kMod>(n0, nq(), nk(), tr, p.window_left, p.window_right);
@@ -267,8 +274,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   auto row0_of = [&](int s) { return qblock(s) * Br; };
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
-    const __half* gQ = static_cast<const __half*>(p.q) + (vl ? seq_q0() * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-    const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? seq_q0() * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+    const __half* gQ = static_cast<const __half*>(p.q) + (kMod ? offv(0) : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + (kMod ? offv(1) : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
     __half* dst = sStream + buf * T::kStreamElems;
     cp_tile<Br, D, NT>(dst, gQ, p.q_row_stride, nq() - m0, tid);
     cp_tile<Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, nq() - m0, tid);
@@ -277,12 +284,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
     l = INFINITY;
     di = 0.f;
     if constexpr (kMod) {
-      if (tid < Br) {
-        if (vl)
-          row_stats(p, Seq{seq_q0(), 0, nq(), 0}, head_of(s), row0_of(s) + tid, l, di);
-        else
-          row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
-      }
+      const int row = row0_of(s) + tid;
+      if (tid < Br) row_stats_at(p, offv(2) + static_cast<int64_t>(head_of(s)) * p.nq + row, row < nq(), l, di);
     } else {
       if (tid < Br) row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
     }
@@ -291,7 +294,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   // it (kb waits for kb - first, then leaves kb - first + 1, or 0 as the last).
   auto counter = [&](int s) {
     if constexpr (kMod)
-      return dq_counter_at<T>(p, vl, dq_accum_row<T>(p, vl, Seq{seq_q0(), 0, 0, 0}, b, head_of(s), row0_of(s)));
+      return reinterpret_cast<int*>(p.dq_accum + offv(4)) + (offv(3) + static_cast<int64_t>(head_of(s)) * p.dq_accum_rows + row0_of(s)) / Br;
     else
       return dq_count_base<T>(p) + (b * p.hq + head_of(s)) * tr + qblock(s);
   };
@@ -486,7 +489,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
       // (dq_accum_index): each atomic instruction of a warp adds 32 consecutive
       // floats, 4 whole 32-byte sectors, where the C layout (row g, columns 2t)
       // would touch 8 half-used ones.
-      const int64_t blk = kMod ? dq_accum_row<T>(p, vl, Seq{seq_q0(), 0, 0, 0}, b, head_of(s), m0) * D : dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0);
+      const int64_t blk = kMod ? (offv(3) + static_cast<int64_t>(head_of(s)) * p.dq_accum_rows + m0) * D : dq_accum_index<T>(b, head_of(s), p.hq, p.nq, m0);
       float* acc = p.dq_accum + blk + warp * T::kQRows * T::kQCols + lane;
       if constexpr (kDet) {  // as late as possible: the wait overlaps the mmas above
         if (lane == 0)
