@@ -71,16 +71,23 @@ func TestGPUBackwardDeterministicRepeats(t *testing.T) {
 						first = g
 						continue
 					}
-					for _, c := range []struct {
-						name      string
-						got, want []float32
-					}{{"dQ", g.DQ.Data, first.DQ.Data}, {"dK", g.DK.Data, first.DK.Data}, {"dV", g.DV.Data, first.DV.Data}} {
-						if n := countDiff(c.got, c.want); n > 0 {
-							t.Errorf("call %d (%s): %s differs from the first call's in %d of %d elements", i, ks[1].Symbol, c.name, n, len(c.want))
-						}
-					}
+					sameBits(t, fmt.Sprintf("call %d (%s)", i, ks[1].Symbol), g, first)
 				}
 			})
+		}
+	}
+}
+
+// sameBits reports each of got's dQ, dK and dV whose bits differ from the
+// first call's (want), naming the call by what.
+func sameBits(t *testing.T, what string, got, want *flashattn.Grads) {
+	t.Helper()
+	for _, c := range []struct {
+		name      string
+		got, want []float32
+	}{{"dQ", got.DQ.Data, want.DQ.Data}, {"dK", got.DK.Data, want.DK.Data}, {"dV", got.DV.Data, want.DV.Data}} {
+		if n := countDiff(c.got, c.want); n > 0 {
+			t.Errorf("%s: %s differs from the first call's in %d of %d elements", what, c.name, n, len(c.want))
 		}
 	}
 }

@@ -288,14 +288,7 @@ func TestGPUVarlenDeterministicRepeats(t *testing.T) {
 						first = g
 						continue
 					}
-					for _, x := range []struct {
-						name      string
-						got, want []float32
-					}{{"dQ", g.DQ.Data, first.DQ.Data}, {"dK", g.DK.Data, first.DK.Data}, {"dV", g.DV.Data, first.DV.Data}} {
-						if n := countDiff(x.got, x.want); n > 0 {
-							t.Errorf("call %d: %s differs from the first call's in %d of %d elements", i, x.name, n, len(x.want))
-						}
-					}
+					sameBits(t, fmt.Sprintf("call %d", i), g, first)
 				}
 			})
 		}
