@@ -18,19 +18,11 @@ func bf16ForwardHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor, o *f
 		if _, err := flashattn.DimsOf(q, k, v); err != nil {
 			return nil, err
 		}
-		var in []*flashattn.DeviceTensor
-		defer func() {
-			for _, t := range in {
-				err = errors.Join(err, t.Free())
-			}
-		}()
-		for _, x := range []*flashattn.Tensor{q, k, v} {
-			t, err := dev.UploadBF16(x)
-			if err != nil {
-				return nil, err
-			}
-			in = append(in, t)
+		in, free, err := uploadBF16(dev, q, k, v)
+		if err != nil {
+			return nil, err
 		}
+		defer func() { err = errors.Join(err, free()) }()
 		r, err := dev.Forward(in[0], in[1], in[2], o)
 		if err != nil {
 			return nil, err
@@ -51,6 +43,26 @@ func bf16ForwardHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor, o *f
 	}
 }
 
+// uploadBF16 uploads xs as bf16 device tensors; free releases every one
+// uploaded (on an error, those before it are already released).
+func uploadBF16(dev *flashattn.Device, xs ...*flashattn.Tensor) (ts []*flashattn.DeviceTensor, free func() error, err error) {
+	free = func() error {
+		var err error
+		for _, t := range ts {
+			err = errors.Join(err, t.Free())
+		}
+		return err
+	}
+	for _, x := range xs {
+		t, err := dev.UploadBF16(x)
+		if err != nil {
+			return nil, nil, errors.Join(err, free())
+		}
+		ts = append(ts, t)
+	}
+	return ts, free, nil
+}
+
 // bf16BackwardHost is BackwardHost on the bf16 kernels: the host tensors'
 // checks (DimsOf), UploadBF16 of q, k, v and dOut, UploadResultBF16 of the
 // forward's O and LSE, Backward, and the gradients downloaded (exact).
@@ -60,19 +72,11 @@ func bf16BackwardHost(dev *flashattn.Device) func(q, k, v, out, dOut *flashattn.
 		if err != nil {
 			return nil, err
 		}
-		var in []*flashattn.DeviceTensor
-		defer func() {
-			for _, t := range in {
-				err = errors.Join(err, t.Free())
-			}
-		}()
-		for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
-			t, err := dev.UploadBF16(x)
-			if err != nil {
-				return nil, err
-			}
-			in = append(in, t)
+		in, free, err := uploadBF16(dev, q, k, v, dOut)
+		if err != nil {
+			return nil, err
 		}
+		defer func() { err = errors.Join(err, free()) }()
 		fwd, err := dev.UploadResultBF16(d, out, lse)
 		if err != nil {
 			return nil, err

@@ -221,19 +221,11 @@ func TestGPUKVCacheBF16(t *testing.T) {
 	}
 	b := attntest.Backend{Name: "gpu-decode-bf16", Precision: attntest.BF16, HeadDims: dev.KVCacheHeadDims(),
 		ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
-			var ts []*flashattn.DeviceTensor
-			defer func() {
-				for _, d := range ts {
-					_ = d.Free()
-				}
-			}()
-			for _, x := range []*flashattn.Tensor{q, kc, vc} {
-				d, err := dev.UploadBF16(x)
-				if err != nil {
-					return nil, err
-				}
-				ts = append(ts, d)
+			ts, free, err := uploadBF16(dev, q, kc, vc)
+			if err != nil {
+				return nil, err
 			}
+			defer free()
 			r, err := dev.ForwardKVCache(ts[0], ts[1], ts[2], c, o)
 			if err != nil {
 				return nil, err

@@ -143,19 +143,11 @@ func TestGPUVarlenBF16(t *testing.T) {
 // Device.ForwardVarlen (which must run a bf16 varlen kernel), download.
 func bf16ForwardVarlenHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
 	return func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (res *flashattn.Result, err error) {
-		var in []*flashattn.DeviceTensor
-		defer func() {
-			for _, d := range in {
-				err = errors.Join(err, d.Free())
-			}
-		}()
-		for _, x := range []*flashattn.Tensor{q, k, v} {
-			d, err := dev.UploadBF16(x)
-			if err != nil {
-				return nil, err
-			}
-			in = append(in, d)
+		in, free, err := uploadBF16(dev, q, k, v)
+		if err != nil {
+			return nil, err
 		}
+		defer func() { err = errors.Join(err, free()) }()
 		r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
 		if err != nil {
 			return nil, err
@@ -179,19 +171,11 @@ func bf16ForwardVarlenHost(dev *flashattn.Device) func(q, k, v *flashattn.Tensor
 // varlen kernels (varlenBackwardKernels); Reason names them.
 func bf16BackwardVarlenHost(dev *flashattn.Device) func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Grads, error) {
 	return func(q, k, v, _, dOut *flashattn.Tensor, _ []float32, vl flashattn.Varlen, o *flashattn.Options) (g *flashattn.Grads, err error) {
-		var in []*flashattn.DeviceTensor
-		defer func() {
-			for _, d := range in {
-				err = errors.Join(err, d.Free())
-			}
-		}()
-		for _, x := range []*flashattn.Tensor{q, k, v, dOut} {
-			d, err := dev.UploadBF16(x)
-			if err != nil {
-				return nil, err
-			}
-			in = append(in, d)
+		in, free, err := uploadBF16(dev, q, k, v, dOut)
+		if err != nil {
+			return nil, err
 		}
+		defer func() { err = errors.Join(err, free()) }()
 		r, err := dev.ForwardVarlen(in[0], in[1], in[2], vl, o)
 		if err != nil {
 			return nil, err
