@@ -499,3 +499,30 @@ func TestCasesAt(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroGradientFloor: with one key, dQ and dK are 0 in exact arithmetic
+// (P = 1, dS = dP - Di), so the rule's floor for them would be 0; a float32
+// sum's worth of rounding beside the 0 must pass, a gradient-sized value
+// must not.
+func TestZeroGradientFloor(t *testing.T) {
+	c := Case{Name: "one-key", B: 1, Nq: 9, Nk: 1, Hq: 2, Hkv: 1, D: 256, Seed: 11}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := Reference(q, k, v, dO, c.Causal, c.EffectiveScale())
+	base := Baseline(FP16, q, k, v, dO, c.Causal, c.EffectiveScale())
+	if truth.gradMax[0] != 0 || truth.gradMax[1] != 0 {
+		t.Fatalf("one key: |dQ|, |dK| up to %g, %g; want 0", truth.gradMax[0], truth.gradMax[1])
+	}
+	_, g := cpuFlash(t, q, k, v, dO, false)
+	for _, m := range []struct {
+		name, want string
+		x          float32
+	}{{"rounding beside 0", "", 1e-5}, {"gradient-sized", "dQ: max |err|", 0.05}} {
+		gc := &flashattn.Grads{DQ: g.DQ.Clone(), DK: g.DK.Clone(), DV: g.DV.Clone()}
+		gc.DQ.Data[3] += m.x
+		rec := &recorder{T: t}
+		expectReport(t, m.name, m.want, CheckBackward(rec, FP16, truth, base, gc), rec.errs)
+	}
+}
