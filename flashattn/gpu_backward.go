@@ -78,8 +78,8 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 // head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
 // and its dQ convert kernel, else dK/dV and dQ (see
 // BackwardKernelsDeterministic for Options.Deterministic). A head dim without
-// backward kernels on this device (see BackwardHeadDims: D 256 on Turing) is
-// an *UnsupportedError.
+// backward kernels on this device (see BackwardHeadDims) is an
+// *UnsupportedError.
 func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, false)
 }
@@ -87,9 +87,9 @@ func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
 // BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
 // where the device runs the large single pass, its ordered twin
 // (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
-// kernel, else pre, dK/dV and dQ (no atomics). D 256 has no three kernels:
-// its ordered twin runs on every sm_80+ part (the base tile's on sm_86/89);
-// on Turing it is an *UnsupportedError (Auto then runs the CPU backward).
+// kernel, else pre, dK/dV and dQ (no atomics). D 256 on the sm_80 path has
+// no three kernels: its ordered twin runs on every sm_80+ part (the base
+// tile's on sm_86/89); Turing runs its three kernels.
 func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
 	return d.backwardKernels(dims, causal, true)
 }

@@ -82,9 +82,11 @@ func withDeterministic(bwd func(q, k, v, out, dOut *flashattn.Tensor, lse []floa
 
 // TestGPUConformanceSM75 runs the suite on the Turing kernels, compiled by
 // the driver from their compute_75 PTX, through the Device API: forward and
-// backward at the head dims with backward kernels, forward alone at the
-// others (D 256: its n8 forward has no backward on Turing, which Backward
-// must refuse with an *UnsupportedError).
+// backward at the head dims with backward kernels, forward alone at any
+// other (whose backward Backward must refuse with an *UnsupportedError). D
+// 256's kernels are forms of their own on Turing (kernels/n8.cuh's forward,
+// the backward's column groups in traits.cuh's FA2_BWD_TILES), so every suite
+// case runs there too (CasesAt), plain and packed.
 func TestGPUConformanceSM75(t *testing.T) {
 	dev := openGPU(t)
 	if err := dev.ForcePath(75); err != nil {
@@ -130,11 +132,26 @@ func TestGPUConformanceSM75(t *testing.T) {
 		}
 	}
 	t.Logf("%s, forced Turing path, head dims %v (backward %v), e.g. %+v and %+v", dev.Info(), fwdDims, bwdDims, k, ks[1])
+	// everyCase runs every suite case at D 256 against b, plain and packed.
+	everyCase := func(t *testing.T, b attntest.Backend, dims []int) {
+		if !slices.Contains(dims, 256) {
+			return
+		}
+		b.ForwardVarlen, b.ModsVarlen = dev.ForwardVarlenHost, dev.PackedModHeadDims(flashattn.FP16)
+		if b.Backward != nil {
+			b.BackwardVarlen, b.VarlenBackward = dev.BackwardVarlenHost, dev.ModBackwardHeadDims(flashattn.FP16)
+		}
+		for _, c := range attntest.CasesAt(256) {
+			t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+		}
+		attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(256))
+	}
 	t.Run("fwd+bwd", func(t *testing.T) {
 		b := deviceBackend(dev, "gpu-sm75")
 		b.HeadDims = bwdDims
 		b.Forward = onlyHeadDims(bwdDims, "forward-only head dim (the suite's other run)", b.Forward)
 		attntest.Run(t, b)
+		everyCase(t, b, bwdDims)
 	})
 	if len(fwdOnly) == 0 {
 		return
@@ -145,15 +162,7 @@ func TestGPUConformanceSM75(t *testing.T) {
 		b.Forward = onlyHeadDims(fwdOnly, "checked with its backward (the suite's other run)", b.Forward)
 		b.Backward, b.ModsBackward = nil, nil
 		attntest.Run(t, b)
-		// Every suite case at these head dims too (their kernels are a
-		// form of their own: kernels/n8.cuh), plain and packed.
-		b.ForwardVarlen, b.ModsVarlen = dev.ForwardVarlenHost, dev.PackedModHeadDims(flashattn.FP16)
-		for _, d := range fwdOnly {
-			for _, c := range attntest.CasesAt(d) {
-				t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
-			}
-			attntest.RunVarlenCases(t, b, attntest.VarlenCasesAt(d))
-		}
+		everyCase(t, b, fwdOnly)
 		for _, d := range fwdOnly {
 			c := attntest.Case{Name: "fwd-only", B: 1, Nq: 9, Nk: 9, Hq: 1, Hkv: 1, D: d, Seed: 5}
 			q, k, v, dO, err := c.Inputs()

@@ -357,8 +357,7 @@ func (d *Device) PackedModHeadDims(dt DType) []int {
 // dt with a window, softcap or ALiBi runs here, and BackwardVarlen with or
 // without them: those of the modified three-kernel pair (RawBackwardHeadDims)
 // and, where the single pass is a head dim's only backward, its modified twin
-// (D 256 on the sm_80 path; on packed sequences not with
-// Options.Deterministic).
+// (D 256 on the sm_80 path).
 func (d *Device) ModBackwardHeadDims(dt DType) []int {
 	if d == nil {
 		return nil
@@ -381,9 +380,9 @@ func (d *Device) ModBackwardHeadDims(dt DType) []int {
 
 // BackwardHeadDims lists the head dims the kernel path in use has backward
 // kernels for on this device (a subset of HeadDims): D 256 on the sm_80 path
-// (its single pass: the large tile on A100, H100/H200, the base one on
-// sm_86/89), not on Turing. See DeterministicBackwardHeadDims and
-// RawBackwardHeadDims.
+// by its single pass (the large tile on A100, H100/H200, the base one on
+// sm_86/89), on Turing by the three kernels. See
+// DeterministicBackwardHeadDims and RawBackwardHeadDims.
 func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQ) }
 
 // DeterministicBackwardHeadDims lists the head dims Options.Deterministic
@@ -392,7 +391,7 @@ func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDV
 func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQDet) }
 
 // RawBackwardHeadDims lists the head dims of the raw backward (NewRawBackward:
-// the three kernels, which hold no dQ accumulator); D 256 has none.
+// the three kernels, which hold no dQ accumulator); D 256 only on Turing.
 func (d *Device) RawBackwardHeadDims() []int {
 	if d == nil {
 		return nil

@@ -64,19 +64,20 @@ func TestBackwardKernelTable(t *testing.T) {
 				t.Errorf("sm_75 kernel %s needs %d bytes of shared memory, a T4 has 64 KiB", k.Symbol, k.SmemBytes)
 			}
 		}
-		// D 32, 64, 96, 128: one pre kernel each, dK/dV and dQ causal and not;
+		// D 32, 64, 96, 128 (and on Turing 256, its column groups): one pre
+		// kernel each, dK/dV and dQ causal and not;
 		// on the sm_80 path D128 also has the single pass (causal and not) and
 		// its dQ convert kernel, twice: the Large set (> 99 KiB, for devices
 		// whose opt-in limit fits it) and the <= 99 KiB one; so does D256,
 		// with its own pre kernel; each of these Large sets also the ordered
 		// twin (causal and not), and so does D256's base set; D64 a Large set
 		// with the causal twin alone.
-		sets, large, det, cdet, pre := 0, 0, 0, 0, 4
+		three, sets, large, det, cdet, pre := 5, 0, 0, 0, 0, 5
 		if arch >= 80 {
-			sets, large, det, cdet, pre = 5, 2, 3, 1, 5
+			three, sets, large, det, cdet, pre = 4, 5, 2, 3, 1, 5
 		}
-		if count["bwd_pre"] != pre || count["bwd_dkdv"] != 8 || count["bwd_dq"] != 8 || count["bwd_dkdvq"] != 2*sets ||
-			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*det+cdet || len(tab) != 16+pre+3*sets+2*det+cdet ||
+		if count["bwd_pre"] != pre || count["bwd_dkdv"] != 2*three || count["bwd_dq"] != 2*three || count["bwd_dkdvq"] != 2*sets ||
+			count["bwd_dqconv"] != sets || count["bwd_dkdvqdet"] != 2*det+cdet || len(tab) != 4*three+pre+3*sets+2*det+cdet ||
 			count["large"] != 5*large+4*cdet {
 			t.Errorf("sm_%d: backward table %v", arch, count)
 		}

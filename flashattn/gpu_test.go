@@ -90,9 +90,9 @@ func TestGPUAutoAndReasons(t *testing.T) {
 		t.Fatalf("Auto backward: backend %v, reason %q", g.Backend, g.Reason)
 	}
 	t.Logf("Auto backward: %s", g.Reason)
-	// D 256 has forward kernels and, where its large single pass fits (A100,
-	// H100/H200), a default backward, but no deterministic one: where the
-	// GPU has no such backward, Auto falls back for it and says why, GPU refuses.
+	// D 256 has forward kernels and a backward (on the sm_80 path its single
+	// pass, on Turing the three kernels): where a GPU has no such backward,
+	// Auto falls back for it and says why, GPU refuses.
 	var ue *flashattn.UnsupportedError
 	big := flashattn.Random(flashattn.Shape{B: 1, N: 9, H: 1, D: 256}, 3)
 	if gpu := openGPU(t); slices.Contains(gpu.HeadDims(), 256) {
@@ -109,9 +109,12 @@ func TestGPUAutoAndReasons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			onGPU := hasBwd
+			onGPU, want := hasBwd, map[bool]string{false: "fa2_bwd_dkdvq_", true: "fa2_bwd_dkdvqdet_"}[det]
+			if slices.Contains(gpu.RawBackwardHeadDims(), 256) {
+				want = "fa2_bwd_dkdv_sm75_d256" // Turing's three kernels, deterministic either way
+			}
 			if rb.Backend != flashattn.GPU || (gb.Backend == flashattn.GPU) != onGPU ||
-				onGPU && !strings.Contains(gb.Reason, map[bool]string{false: "fa2_bwd_dkdvq_", true: "fa2_bwd_dkdvqdet_"}[det]) || !onGPU && (gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256")) {
+				onGPU && !strings.Contains(gb.Reason, want) || !onGPU && (gb.Backend != flashattn.CPUFlash || !strings.Contains(gb.Reason, "head dim 256")) {
 				t.Fatalf("Auto, D=256, deterministic %v: forward on %v, backward on %v (%q)", det, rb.Backend, gb.Backend, gb.Reason)
 			}
 			_, err = flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Backend: flashattn.GPU, Deterministic: det})
@@ -447,10 +450,21 @@ func TestGPUBackwardDevice(t *testing.T) {
 	if _, err := dev.Backward(q, k, v, fwd, dO, &flashattn.Options{Scale: math.Inf(1)}); !errors.As(err, &oe) {
 		t.Errorf("infinite scale: %v, want *OptionError", err)
 	}
-	// D 256: the single pass where it fits (BackwardHeadDims), never the three kernels.
+	// D 256 on the sm_80 path: the single pass where it fits (BackwardHeadDims),
+	// never the three kernels, which it has on Turing alone.
 	big := flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 256}
 	var ue *flashattn.UnsupportedError
-	if slices.Contains(dev.HeadDims(), 256) {
+	if slices.Contains(dev.RawBackwardHeadDims(), 256) {
+		for _, det := range []bool{false, true} {
+			ks, err := dev.BackwardKernels(big, false)
+			if det {
+				ks, err = dev.BackwardKernelsDeterministic(big, false)
+			}
+			if err != nil || len(ks) != 3 || ks[1].Symbol != "fa2_bwd_dkdv_sm75_d256" || ks[2].Symbol != "fa2_bwd_dq_sm75_d256" {
+				t.Errorf("Turing, D=256, deterministic %v: %+v, %v; want the three kernels", det, ks, err)
+			}
+		}
+	} else if slices.Contains(dev.HeadDims(), 256) {
 		if ks, err := dev.BackwardKernels(big, false); slices.Contains(dev.BackwardHeadDims(), 256) {
 			if err != nil || len(ks) != 3 || ks[1].Pass != "bwd_dkdvq" || !strings.HasSuffix(ks[1].Symbol, "_d256_large") {
 				t.Errorf("BackwardKernels(D=256): %+v, %v; want the large single pass", ks, err)

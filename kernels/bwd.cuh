@@ -197,7 +197,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window, packed sequences at run time");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Bc = T::kRows, Br = T::kCols, NT = T::kThreads, MT = T::kMTiles;
-  constexpr int W = T::kChunk, NO = D / 8;
+  constexpr int W = T::kChunk, DC = T::kColsPerWarp, NO = DC / 8;
   static_assert(Br <= NT, "one thread per streamed row loads L and Di");
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -208,7 +208,10 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
   const int groups = p.hq / p.hkv;
   const int n0 = blockIdx.x * Bc;
-  const int wrow = warp * 16 * MT;  // the warp's first key row in the CTA
+  // The warp's first key row in the CTA and first dK/dV column (ColGroups;
+  // with one group written so the compiler sees column 0).
+  const int wrow = (T::kColGroups == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
+  const int wcol = T::kColGroups == 1 ? 0 : warp / T::kRowWarps * DC;
   const bool vl = varlen_call<kVarlen, kMod>(p);
   const Seq sq = vl ? seq_of(p, b) : Seq{};
   auto nq = [&] { return vl ? sq.nq : p.nq; };
@@ -356,9 +359,9 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       }
       uint32_t pf[MT][W / 16][4];
       pack_a<MT, W, E>(st, pf);
-      gemm_pb<A, D, MT, W, E>(dv, pf, la, db, c0);  // dV += P^T dO
+      gemm_pb<A, D, MT, W, E, DC>(dv, pf, la, db + wcol * 2, c0);  // dV += P^T dO
       pack_a<MT, W, E>(dp, pf);
-      gemm_pb<A, D, MT, W, E>(dk, pf, la, qb, c0);  // dK += dS^T Q
+      gemm_pb<A, D, MT, W, E, DC>(dk, pf, la, qb + wcol * 2, c0);  // dK += dS^T Q
     }
     if constexpr (T::kStages == 2) {
       if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
@@ -375,8 +378,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
 
   // Epilogue: dK (times the softmax scale) and dV as E, staged over K and V.
   __syncthreads();  // every warp is done reading K, V
-  stage_rows<D, MT, E>(dk, p.scale, sK, wrow, lane);
-  stage_rows<D, MT, E>(dv, 1.f, sV, wrow, lane);
+  stage_rows<D, MT, E, DC>(dk, p.scale, sK + wcol, wrow, lane);
+  stage_rows<D, MT, E, DC>(dv, 1.f, sV + wcol, wrow, lane);
   __syncthreads();
   store_rows<Bc, D, NT>(sK, gdK, p.dk_row_stride, rows_k, tid);
   store_rows<Bc, D, NT>(sV, gdV, p.dv_row_stride, rows_k, tid);
@@ -388,7 +391,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   static_assert(!kMod || (!kCausal && !kVarlen), "the modified backward takes causal as its window, packed sequences at run time");
   static_assert(std::is_same<E, __half>::value || T::kArch == 80, "bf16 runs on the sm_80 path only");
   constexpr int A = T::kArch, D = T::kD, Br = T::kRows, Bc = T::kCols, NT = T::kThreads, MT = T::kMTiles;
-  constexpr int W = T::kChunk, NO = D / 8;
+  constexpr int W = T::kChunk, DC = T::kColsPerWarp, NO = DC / 8;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __half* smem = reinterpret_cast<__half*>(smem_raw);
@@ -399,7 +402,9 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   const int hk = h / (p.hq / p.hkv);
   // Causal: the last row blocks see the most keys; launching them first shortens the tail.
   const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
-  const int wrow = warp * 16 * MT;
+  // The warp's first query row in the CTA and first dQ column (as dK/dV's).
+  const int wrow = (T::kColGroups == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
+  const int wcol = T::kColGroups == 1 ? 0 : warp / T::kRowWarps * DC;
   const bool vl = varlen_call<kVarlen, kMod>(p);
   const Seq sq = vl ? seq_of(p, b) : Seq{};
   auto nq = [&] { return vl ? sq.nq : p.nq; };
@@ -511,7 +516,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
       }
       uint32_t pf[MT][W / 16][4];
       pack_a<MT, W, E>(dp, pf);
-      gemm_pb<A, D, MT, W, E>(acc, pf, la, kbase, c0);  // dQ += dS K
+      gemm_pb<A, D, MT, W, E, DC>(acc, pf, la, kbase + wcol * 2, c0);  // dQ += dS K
     }
     if constexpr (T::kStages == 1) {
       if (more) {
@@ -523,7 +528,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   }
 
   __syncthreads();  // every warp is done reading Q, dO
-  stage_rows<D, MT, E>(acc, p.scale, sQ, wrow, lane);
+  stage_rows<D, MT, E, DC>(acc, p.scale, sQ + wcol, wrow, lane);
   __syncthreads();
   store_rows<Br, D, NT>(sQ, gdQ, p.dq_row_stride, rows_q, tid);
 }

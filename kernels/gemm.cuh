@@ -59,14 +59,17 @@ __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_
 }
 
 // c += P B: P (fp16 A fragments over k = N) times the N rows from brow of the
-// tile at bbase, all D columns, read .trans (as V in O += P V).
-template <int A, int D, int MT, int N, class E = __half>
-__device__ __forceinline__ void gemm_pb(float (&c)[MT][D / 8][4], const uint32_t (&pf)[MT][N / 16][4],
+// tile at bbase, read .trans (as V in O += P V): all D columns, or the first DC
+// (bbase advanced by a whole 64-column slab picks later ones: the swizzle stays
+// inside a slab).
+template <int A, int D, int MT, int N, class E = __half, int DC = D>
+__device__ __forceinline__ void gemm_pb(float (&c)[MT][DC / 8][4], const uint32_t (&pf)[MT][N / 16][4],
                                         const LdAddr<D, kRowsFirst>& la, uint32_t bbase, int brow) {
+  static_assert(DC == D || DC % 64 == 0, "whole 64-column slabs");
 #pragma unroll
   for (int kk = 0; kk < N / 16; ++kk) {
 #pragma unroll
-    for (int dd = 0; dd < D / 16; ++dd) {
+    for (int dd = 0; dd < DC / 16; ++dd) {
       uint32_t bv[4];
       ldmatrix_x4_trans(bv, la.at(bbase, brow + 16 * kk, 2 * dd));
 #pragma unroll

@@ -109,9 +109,11 @@ __device__ __forceinline__ void load_tile(__half* s, const __half* g, int64_t ld
 
 // Epilogue, part 1: the warp's accumulator rows times mul, as E (fp16, or bf16
 // for the bf16 backward), into the swizzled tile at stage (no other warp may
-// still read it).
-template <int D, int MT, class E = __half>
-__device__ __forceinline__ void stage_rows(const float (&c)[MT][D / 8][4], float mul, __half* stage, int wrow, int lane) {
+// still read it): all D columns, or DC of them from stage (advanced by whole
+// 64-column slabs, as gemm_pb's).
+template <int D, int MT, class E = __half, int DC = D>
+__device__ __forceinline__ void stage_rows(const float (&c)[MT][DC / 8][4], float mul, __half* stage, int wrow, int lane) {
+  static_assert(DC == D || DC % 64 == 0, "whole 64-column slabs");
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -119,7 +121,7 @@ __device__ __forceinline__ void stage_rows(const float (&c)[MT][D / 8][4], float
     for (int hh = 0; hh < 2; ++hh) {
       const int row = wrow + 16 * i + g + 8 * hh;
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n)
+      for (int n = 0; n < DC / 8; ++n)
         *reinterpret_cast<uint32_t*>(stage + Swizzle<D>::offset(row, n) + 2 * t) =
             pack2<E>(c[i][n][2 * hh] * mul, c[i][n][2 * hh + 1] * mul);
     }

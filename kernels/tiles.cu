@@ -13,9 +13,11 @@ static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
                    int rung = 0, bool bf16 = false, bool large = false, int sm80_max_nk = 0,
-                   bool persistent = false) {
-  std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d, SmemBytes: %d",
-              pass, a, d, causal ? "true" : "false", sym, br, bc, warps, smem);
+                   bool persistent = false, int col_groups = 1) {
+  std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d", pass, a, d,
+              causal ? "true" : "false", sym, br, bc, warps);
+  if (col_groups > 1) std::printf(", ColGroups: %d", col_groups);
+  std::printf(", SmemBytes: %d", smem);
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
   if (sm80_max_nk) std::printf(", SM80CausalMaxNk: %d", sm80_max_nk);
@@ -58,7 +60,7 @@ void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int
   std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : mod ? "_mod" : "",
                 varlen ? "_varlen" : "");
   if (is("go"))
-    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16);
+    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16, false, 0, false, T::kColGroups);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, a, d, causal, br, bc, T::kWarps, T::kStages,
                 T::kChunk, T::kRegs ? "yes" : "no", T::kSmemBytes);

@@ -123,7 +123,7 @@ FA2_FWD_TILES(FA2_FWD_TRAITS)
 //   dQ:    a CTA owns Br query rows of one head and streams Bc key rows per step.
 // No atomics: each output element has one owner, so results are bit-reproducible.
 //
-// BwdTile<Arch, D, Rows, Cols, Warps, Stages, Chunk, Regs, MinBlocks, KV>:
+// BwdTile<Arch, D, Rows, Cols, Warps, Stages, Chunk, Regs, MinBlocks, ColGroups, KV>:
 //   Rows    rows owned and accumulated (Bc for dK/dV, Br for dQ)
 //   Cols    rows streamed per step (Br for dK/dV, Bc for dQ)
 //   Stages  streamed buffers on the sm_80 path (2: the next block's cp.async
@@ -131,16 +131,25 @@ FA2_FWD_TILES(FA2_FWD_TRAITS)
 //   Chunk   streamed rows per sub-step: S and dP (fp32) live in registers Chunk
 //           columns at a time, so registers scale with Chunk, barriers with Cols
 //   Regs    the owned operands (K, V or Q, dO) stay in registers as mma A fragments
+//   ColGroups  warps per owned row (1, or 2 at D256): each accumulates D/ColGroups
+//           columns of its rows' dK, dV or dQ, so the accumulators fit a thread's
+//           registers; S and dP are over all of D, so each warp of a row computes
+//           them (ColGroups times the S and dP products)
 //   KV      true for the dK/dV kernel (its smem also holds L and Di of the
 //           streamed query rows, per stage)
-template <int Arch_, int D_, int Rows_, int Cols_, int Warps_, int Stages_, int Chunk_, bool Regs_, int MinBlocks_, bool KV_>
+template <int Arch_, int D_, int Rows_, int Cols_, int Warps_, int Stages_, int Chunk_, bool Regs_, int MinBlocks_, int ColGroups_, bool KV_>
 struct BwdTile {
   static constexpr int kArch = Arch_, kD = D_, kRows = Rows_, kCols = Cols_, kWarps = Warps_;
   static constexpr int kStages = Stages_, kChunk = Chunk_, kMinBlocks = MinBlocks_;
   static constexpr bool kRegs = Regs_, kKV = KV_;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kMTiles = kRows / (16 * kWarps);
-  static_assert(kMTiles >= 1 && kRows == kMTiles * 16 * kWarps, "Rows must be 16*Warps*MTiles");
+  static constexpr int kColGroups = ColGroups_, kRowWarps = kWarps / kColGroups, kColsPerWarp = kD / kColGroups;
+  static constexpr int kMTiles = kRows / (16 * kRowWarps);
+  static_assert(kRowWarps * kColGroups == kWarps, "column groups must tile the warps");
+  // A warp's columns start at a multiple of 64 (8 chunks, the swizzle's span), so
+  // its accumulators' slab is the whole-row tile's at a plain offset.
+  static_assert(kColGroups == 1 || kColsPerWarp % 64 == 0, "column groups of whole 64-column slabs");
+  static_assert(kMTiles >= 1 && kRows == kMTiles * 16 * kRowWarps, "Rows must be 16*(Warps/ColGroups)*MTiles");
   static_assert(kCols % kChunk == 0 && kChunk % 16 == 0, "Chunk must divide Cols and be a multiple of 16");
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
   static_assert(Arch_ == 80 || Stages_ == 1, "Turing path loads through registers");
@@ -156,20 +165,25 @@ struct BwdTile {
 };
 
 // FA2_BWD_TILES(X): THE list of shipped backward kernels, one
-// X(arch, d, (Bc, Br, warps, stages, chunk, regs, minblocks), (Br, Bc, warps, stages, chunk, regs, minblocks))
+// X(arch, d, (Bc, Br, warps, stages, chunk, regs, minblocks, colgroups), (Br, Bc, warps, stages, chunk, regs, minblocks, colgroups))
 // per (arch path, head dim): the dK/dV tile, then the dQ tile (each pair also
 // ships a pre kernel). Expanded like FA2_FWD_TILES; internal/kernels' test
 // parses the X(...) lines. Every sm_80 row ships twice, fp16 and bf16
 // (fa2_bwd_{pre,dkdv,dq}_sm80_d{D}_bf16[_causal], the same tiles on bf16
-// operands), as the forward rows do. Head dims without a row have no
-// three-kernel backward (D 256: the dK and dV accumulators alone are 2*256 fp32
-// per 16-row warp tile, 256 registers per thread, which spills; D256 has the
-// single pass alone, FA2_BWD_KVQ_TILES, so Options.Deterministic refuses it).
+// operands), as the forward rows do. On the sm_80 path D 256 has no row: its
+// backward is the single pass alone (FA2_BWD_KVQ_TILES, FA2_BWD_KVQ_ALONE),
+// whose 2-D warp grids split the accumulators.
 //
 // Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
 // registers where D <= 64. 8 resident warps per SM (two per scheduler, see
-// resources.md) at every D but 128 (why: FA2_SM75_UNDER8).
+// resources.md) at every D but 128 and 256 (why: FA2_SM75_UNDER8). D 256: a
+// warp owning all 256 columns of 16 rows would hold 256 accumulator registers
+// (dK and dV), so two warps share each 16 rows, 128 columns each (ColGroups 2),
+// and each computes the rows' S^T and dP^T over all of D: 32 key rows (K, V:
+// 32 KiB) beside 16 streamed query rows; dQ the same, 32 query rows beside 32
+// streamed keys (64 KiB). The only Turing tile with no room to spare; the
+// forced sm_75 path checks it on the H200 (no T4 measured).
 //
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
@@ -193,19 +207,21 @@ struct BwdTile {
 // flags and index math are the suspects, so the next step is compile-time bits
 // for the costly ones (as the forward) where that cost matters.
 #define FA2_BWD_TILES(X)                                                                                              \
-  X(75, 32, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 24.5 KiB | 24 KiB */                  \
-  X(75, 64, (128, 64, 8, 1, 32, true, 1), (128, 64, 8, 1, 32, true, 1))    /* 48.5 KiB | 48 KiB */                  \
-  X(75, 96, (128, 32, 8, 1, 32, false, 1), (128, 32, 8, 1, 32, false, 1))  /* 60.25 KiB: K,V 48 KiB leave room for \
+  X(75, 32, (128, 64, 8, 1, 32, true, 1, 1), (128, 64, 8, 1, 32, true, 1, 1))    /* 24.5 KiB | 24 KiB */                  \
+  X(75, 64, (128, 64, 8, 1, 32, true, 1, 1), (128, 64, 8, 1, 32, true, 1, 1))    /* 48.5 KiB | 48 KiB */                  \
+  X(75, 96, (128, 32, 8, 1, 32, false, 1, 1), (128, 32, 8, 1, 32, false, 1, 1))  /* 60.25 KiB: K,V 48 KiB leave room for \
                                                                               32 query rows | 60 KiB */             \
-  X(75, 128, (64, 32, 4, 1, 16, false, 1), (64, 64, 4, 1, 32, false, 1))   /* 48.25 KiB: 128 key rows of K,V alone  \
+  X(75, 128, (64, 32, 4, 1, 16, false, 1, 1), (64, 64, 4, 1, 32, false, 1, 1))   /* 48.25 KiB: 128 key rows of K,V alone  \
        would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128.            \
        Both: 4 resident warps, 1 CTA/SM (FA2_SM75_UNDER8 says why). */                                         \
-  X(80, 32, (128, 64, 8, 2, 32, true, 1), (128, 64, 4, 2, 32, true, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
+  X(75, 256, (32, 16, 4, 1, 16, false, 1, 2), (32, 32, 4, 1, 16, false, 1, 2)) /* 48.125 KiB | 64 KiB: 2 column     \
+       groups (ColGroups), 4 resident warps, 1 CTA/SM (FA2_SM75_UNDER8) */                                    \
+  X(80, 32, (128, 64, 8, 2, 32, true, 1, 1), (128, 64, 4, 2, 32, true, 1, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
-  X(80, 64, (128, 64, 4, 2, 16, false, 1), (128, 64, 4, 2, 32, false, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
+  X(80, 64, (128, 64, 4, 2, 16, false, 1, 1), (128, 64, 4, 2, 32, false, 1, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
        faster than 8 warps x 16 rows (H200, RESULTS.md); 32-query chunks spilled 16 B | 64 KiB */             \
-  X(80, 96, (128, 64, 8, 2, 32, false, 1), (128, 64, 4, 2, 16, false, 1))  /* 97 KiB | 96 KiB */                    \
-  X(80, 128, (128, 32, 8, 2, 32, false, 1), (128, 32, 4, 2, 16, false, 1)) /* 96.5 KiB: 64 query rows per step      \
+  X(80, 96, (128, 64, 8, 2, 32, false, 1, 1), (128, 64, 4, 2, 16, false, 1, 1))  /* 97 KiB | 96 KiB */                    \
+  X(80, 128, (128, 32, 8, 2, 32, false, 1, 1), (128, 32, 4, 2, 16, false, 1, 1)) /* 96.5 KiB: 64 query rows per step      \
                                                                               would not fit twice | 96 KiB */
 
 // BwdKVTraits<Arch, D>::type and BwdQTraits<Arch, D>::type ship.
@@ -639,4 +655,11 @@ FA2_SM90A_TILES(FA2_SM90A_TRAITS)
     "(a 2-D warp grid, as bwd_kv.cuh on sm_80)")                                                              \
   X("fa2_bwd_dq_sm75_d128",                                                                                   \
     "shared memory: 64 KiB per CTA (Q, dO and K, V, as the forward D128); its 188-190 registers would allow 8 " \
-    "warps")
+    "warps")                                                                                                  \
+  X("fa2_bwd_dkdv_sm75_d256",                                                                                 \
+    "shared memory: 32 key rows of K and V (32 KiB at D256) and 16 streamed query rows of Q and dO (16 KiB), " \
+    "one CTA of 4 warps per 64 KiB SM; 8 warps would need 64 key rows (64 KiB of K and V alone) or four "     \
+    "column groups (S^T and dP^T computed four times)")                                                      \
+  X("fa2_bwd_dq_sm75_d256",                                                                                   \
+    "shared memory: 64 KiB per CTA (32 query rows of Q, dO and 32 keys of K, V); 8 warps would need four "   \
+    "column groups (S and dP computed four times)")

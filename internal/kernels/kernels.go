@@ -376,8 +376,12 @@ type Variant struct {
 	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre,
 	// BwdDQConv: rows per CTA, Bc 0); for BwdDKDV and BwdDKDVQ key rows per
 	// CTA (Bc) and query rows per step (Br).
-	Br, Bc    int
-	Warps     int
+	Br, Bc int
+	Warps  int
+	// ColGroups (BwdDKDV, BwdDQ and their varlen and modified twins): warps
+	// sharing each 16 owned rows, each accumulating its share of the head
+	// dim's columns (traits.cuh's BwdTile; Turing's D 256); 0 means 1.
+	ColGroups int
 	SmemBytes int // dynamic shared memory per CTA
 	// BF16: q, k, v, o (and dO and the gradients) are bfloat16 (the sm_80
 	// path only: fa2_{fwd,bwd_pre,bwd_dkdv,bwd_dq,bwd_dkdvq,bwd_dqconv}_sm80_d{D}_bf16[_causal],

@@ -191,11 +191,12 @@ func TestTableMatchesTraits(t *testing.T) {
 		masks    []bool // the causal values a row ships (nil: both)
 	}
 	listed := map[Pass]int{} // variants the rows promise, per pass
-	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+`
+	// A three-kernel tile: Bc or Br, Br or Bc, warps, ..., colgroups.
+	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+, (\d+)`
 	for _, k := range []rowKind{
 		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false, nil},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false, nil},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|base_det|large|large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large|base_det), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
 		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, []bool{true}},
@@ -215,7 +216,8 @@ func TestTableMatchesTraits(t *testing.T) {
 			t.Fatalf("traits.cuh has no %v rows matching %s", k.pass, k.re)
 		}
 		for _, r := range rows {
-			n := make([]int, 5)
+			// arch, d, then the row's fields (a three-kernel tile's sixth: ColGroups)
+			n := make([]int, 6)
 			large, smem := false, BaseSmemBytes // the limit that selects this row
 			for i, f := range r[1:] {
 				if k.sized && i == 2 {
@@ -243,6 +245,9 @@ func TestTableMatchesTraits(t *testing.T) {
 				v, ok := LookupFit(k.pass, false, n[0], n[1], causal, smem)
 				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 || v.Large != large {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
+				}
+				if (k.pass == BwdDKDV || k.pass == BwdDQ) && max(1, v.ColGroups) != n[5] {
+					t.Errorf("%s: table has %+v, want ColGroups %d", r[0], v, n[5])
 				}
 				b, ok := LookupFit(k.pass, true, n[0], n[1], causal, smem)
 				if ok != (k.bf16 && n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes || b.Large != large ||
@@ -757,8 +762,9 @@ func TestLookup(t *testing.T) {
 			continue // their warps share the rows: TestDecodeTableMatchesTraits
 		}
 		// The rows a CTA owns are split over its warps in 16-row mma tiles
-		// (or 8-row n8 ones); the streamed rows go in k16 steps (none for the pre pass).
-		owned, streamed, split := v.Br, v.Bc, 16*v.Warps
+		// (or 8-row n8 ones; ColGroups warps share each); the streamed rows go
+		// in k16 steps (none for the pre pass).
+		owned, streamed, split := v.Br, v.Bc, 16*v.Warps/max(1, v.ColGroups)
 		if pass == BwdDKDV || pass.Fused() {
 			owned, streamed = v.Bc, v.Br
 		}
@@ -818,18 +824,19 @@ func TestLookup(t *testing.T) {
 	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {
 		t.Errorf("LookupPass(BwdDKDV, 90, 256) = %+v: no D256 backward is built", v)
 	}
-	if got := BwdHeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128}) {
+	if got := BwdHeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
 		t.Errorf("BwdHeadDims(75) = %v", got)
 	}
 	if got := BwdHeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128}) {
 		t.Errorf("BwdHeadDims(90) = %v", got)
 	}
-	// D 256 has the single pass alone, with its ordered twin: a Large row
-	// (A100 and H100/H200) and a base one (sm_86/89); none on Turing.
+	// D 256 on the sm_80 path has the single pass alone, with its ordered
+	// twin: a Large row (A100 and H100/H200) and a base one (sm_86/89); on
+	// Turing the three kernels (column groups).
 	for _, c := range []struct {
 		arch, optin int
 		want        []int
-	}{{75, 64 << 10, []int{32, 64, 96, 128}}, {86, 99 << 10, []int{32, 64, 96, 128, 256}},
+	}{{75, 64 << 10, []int{32, 64, 96, 128, 256}}, {86, 99 << 10, []int{32, 64, 96, 128, 256}},
 		{80, 163 << 10, []int{32, 64, 96, 128, 256}}, {90, 227 << 10, []int{32, 64, 96, 128, 256}}} {
 		for _, fused := range []Pass{BwdDKDVQ, BwdDKDVQDet} {
 			if got := BwdHeadDimsFit(fused, c.arch, c.optin); !slices.Equal(got, c.want) {
