@@ -16,6 +16,12 @@
 // that each own their outputs cost S and dP twice (7 products instead of 5)
 // but are deterministic and need no fp32 dQ buffer.
 //
+// ColGroups (traits.cuh's BwdTile; Turing D256): the warps sharing 16 owned rows
+// each accumulate their share of the head dim's columns and compute their share
+// of a chunk's S and dP columns; the P and dS fragments are put together
+// through shared memory (gemm.cuh's share_put/get) before the dV, dK or dQ
+// product.
+//
 // Masking: causal is bottom-right aligned (mask.cuh); a row that sees no key
 // has LSE -inf, loaded here as L = +inf so that its P, dS and dQ are exactly 0.
 // Query rows past Nq are zero-filled with L = +inf (P = 0); keys past Nk are
@@ -208,10 +214,13 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   const int b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv;
   const int groups = p.hq / p.hkv;
   const int n0 = blockIdx.x * Bc;
-  // The warp's first key row in the CTA and first dK/dV column (ColGroups;
-  // with one group written so the compiler sees column 0).
-  const int wrow = (T::kColGroups == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
-  const int wcol = T::kColGroups == 1 ? 0 : warp / T::kRowWarps * DC;
+  // The warp's first key row in the CTA, first dK/dV column and first query
+  // column of a chunk's S^T (ColGroups; with one group written so the compiler
+  // sees column 0).
+  constexpr int CG = T::kColGroups, WJ = W / 8 / CG;
+  const int wrow = (CG == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
+  const int wcol = CG == 1 ? 0 : warp / T::kRowWarps * DC;
+  const int wg = CG == 1 ? 0 : warp / T::kRowWarps, wq = wg * (W / CG);
   const bool vl = varlen_call<kVarlen, kMod>(p);
   const Seq sq = vl ? seq_of(p, b) : Seq{};
   auto nq = [&] { return vl ? sq.nq : p.nq; };
@@ -238,6 +247,10 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   __half* sV = sK + Bc * D;
   __half* sQ = sV + Bc * D;
   float* sStat = reinterpret_cast<float*>(smem + T::kOwnElems + T::kStages * T::kStreamElems);
+  // ColGroups > 1: the row group's P^T and dS^T fragments (share_put/get), its barrier.
+  uint2* xP = reinterpret_cast<uint2*>(smem_raw + T::kShareOffset) + (warp % T::kRowWarps) * 2 * MT * (W / 8) * 32;
+  uint2* xS = xP + MT * (W / 8) * 32;
+  const GroupSync group{1 + warp % T::kRowWarps, 32 * CG};
   const LdAddr<D, kRowsFirst> la(lane);
   const LdAddr<D, kChunksFirst> lk(lane);
   const uint32_t aK = smem_u32(sK), aV = smem_u32(sV), aS = smem_u32(sQ);
@@ -316,19 +329,21 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
     const float* sDi = sL + Br;
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Br; c0 += W) {
-      float st[MT][W / 8][4], dp[MT][W / 8][4];
-      gemm_abt<A, D, MT, W, T::kRegs, E>(st, kf, la, aK, wrow, lk, qb, c0);  // S^T = K Q^T
-      gemm_abt<A, D, MT, W, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, c0);  // dP^T = V dO^T
-      if (masked) apply_mask_t<MT, W / 8>(st, n0 + wrow, m0 + c0, lane, nq(), nk());
+      // The warp's WJ n8 tiles of the chunk's S^T and dP^T: query columns cw.. (ColGroups)
+      const int cw = c0 + wq;
+      float st[MT][WJ][4], dp[MT][WJ][4];
+      gemm_abt<A, D, MT, W / CG, T::kRegs, E>(st, kf, la, aK, wrow, lk, qb, cw);  // S^T = K Q^T
+      gemm_abt<A, D, MT, W / CG, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, cw);  // dP^T = V dO^T
+      if (masked) apply_mask_t<MT, WJ>(st, n0 + wrow, m0 + cw, lane, nq(), nk());
       if constexpr (kMod) {
         const ScoreMods m = ScoreMods::of(p, head_of(s), nq(), nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
-        for (int j = 0; j < W / 8; ++j)
+        for (int j = 0; j < WJ; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int q = m0 + c0 + 8 * j + 2 * t + e;  // lane (g, t) holds queries c0+8j+2t, +1
-            const float l = sL[c0 + 8 * j + 2 * t + e], di = sDi[c0 + 8 * j + 2 * t + e];
+            const int q = m0 + cw + 8 * j + 2 * t + e;  // lane (g, t) holds queries cw+8j+2t, +1
+            const float l = sL[cw + 8 * j + 2 * t + e], di = sDi[cw + 8 * j + 2 * t + e];
 #pragma unroll
             for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -340,10 +355,10 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
           }
       } else {
 #pragma unroll
-      for (int j = 0; j < W / 8; ++j) {
-        // Lane (g, t) holds query columns c0+8j+2t, +1 of every row.
-        const float2 l2 = *reinterpret_cast<const float2*>(sL + c0 + 8 * j + 2 * t);
-        const float2 di2 = *reinterpret_cast<const float2*>(sDi + c0 + 8 * j + 2 * t);
+      for (int j = 0; j < WJ; ++j) {
+        // Lane (g, t) holds query columns cw+8j+2t, +1 of every row.
+        const float2 l2 = *reinterpret_cast<const float2*>(sL + cw + 8 * j + 2 * t);
+        const float2 di2 = *reinterpret_cast<const float2*>(sDi + cw + 8 * j + 2 * t);
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -357,11 +372,23 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
           }
       }
       }
-      uint32_t pf[MT][W / 16][4];
-      pack_a<MT, W, E>(st, pf);
-      gemm_pb<A, D, MT, W, E, DC>(dv, pf, la, db + wcol * 2, c0);  // dV += P^T dO
-      pack_a<MT, W, E>(dp, pf);
-      gemm_pb<A, D, MT, W, E, DC>(dk, pf, la, qb + wcol * 2, c0);  // dK += dS^T Q
+      if constexpr (CG == 1) {
+        uint32_t pf[MT][W / 16][4];
+        pack_a<MT, W, E>(st, pf);
+        gemm_pb<A, D, MT, W, E>(dv, pf, la, db, c0);  // dV += P^T dO
+        pack_a<MT, W, E>(dp, pf);
+        gemm_pb<A, D, MT, W, E>(dk, pf, la, qb, c0);  // dK += dS^T Q
+      } else {
+        uint32_t pf[MT][W / 16][4], sf[MT][W / 16][4];  // the whole chunk's P^T and dS^T
+        share_put<MT, WJ, CG, E>(st, xP, wg, lane);
+        share_put<MT, WJ, CG, E>(dp, xS, wg, lane);
+        group();
+        share_get<MT, WJ, CG, E>(st, pf, xP, wg, lane);
+        share_get<MT, WJ, CG, E>(dp, sf, xS, wg, lane);
+        gemm_pb<A, D, MT, W, E, DC>(dv, pf, la, db + wcol * 2, c0);  // dV += P^T dO
+        gemm_pb<A, D, MT, W, E, DC>(dk, sf, la, qb + wcol * 2, c0);  // dK += dS^T Q
+        if (c0 + W < Br) group();  // the next chunk writes xP, xS
+      }
     }
     if constexpr (T::kStages == 2) {
       if (more) put_stats(buf ^ 1, l_next, di_next);  // buffer buf^1 is free since the barrier above
@@ -402,9 +429,15 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   const int hk = h / (p.hq / p.hkv);
   // Causal: the last row blocks see the most keys; launching them first shortens the tail.
   const int m0 = (kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
-  // The warp's first query row in the CTA and first dQ column (as dK/dV's).
-  const int wrow = (T::kColGroups == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
-  const int wcol = T::kColGroups == 1 ? 0 : warp / T::kRowWarps * DC;
+  // The warp's first query row in the CTA, first dQ column and first key
+  // column of a chunk's S (as dK/dV's).
+  constexpr int CG = T::kColGroups, WJ = W / 8 / CG;
+  const int wrow = (CG == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
+  const int wcol = CG == 1 ? 0 : warp / T::kRowWarps * DC;
+  const int wg = CG == 1 ? 0 : warp / T::kRowWarps, wk = wg * (W / CG);
+  // ColGroups > 1: the row group's dS fragments (share_put/get), its barrier.
+  uint2* xS = reinterpret_cast<uint2*>(smem_raw + T::kShareOffset) + (warp % T::kRowWarps) * MT * (W / 8) * 32;
+  const GroupSync group{1 + warp % T::kRowWarps, 32 * CG};
   const bool vl = varlen_call<kVarlen, kMod>(p);
   const Seq sq = vl ? seq_of(p, b) : Seq{};
   auto nq = [&] { return vl ? sq.nq : p.nq; };
@@ -486,28 +519,30 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
     const bool masked = n >= kb.n_mask || n < n_full;
 #pragma unroll 1  // one chunk at a time: unrolled, the compiler keeps both chunks' values live
     for (int c0 = 0; c0 < Bc; c0 += W) {
-      float st[MT][W / 8][4], dp[MT][W / 8][4];
-      gemm_abt<A, D, MT, W, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, c0);   // S = Q K^T
-      gemm_abt<A, D, MT, W, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, c0);  // dP = dO V^T
+      // The warp's WJ n8 tiles of the chunk's S and dP: key columns cw.. (ColGroups)
+      const int cw = c0 + wk;
+      float st[MT][WJ][4], dp[MT][WJ][4];
+      gemm_abt<A, D, MT, W / CG, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, cw);   // S = Q K^T
+      gemm_abt<A, D, MT, W / CG, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, cw);  // dP = dO V^T
       if constexpr (kMod) {
         const ScoreMods m = ScoreMods::of(p, h, nq(), nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
-          for (int j = 0; j < W / 8; ++j)
+          for (int j = 0; j < WJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int q = m0 + wrow + 16 * i + g + 8 * (e >> 1), k = n * Bc + c0 + 8 * j + 2 * (lane & 3) + (e & 1);
+              const int q = m0 + wrow + 16 * i + g + 8 * (e >> 1), k = n * Bc + cw + 8 * j + 2 * (lane & 3) + (e & 1);
               mod_p_ds(m, cap, st[i][j][e], float(q + m.off - k), !masked || window_shows(m, q, k), lr[i][e >> 1], di_r[i][e >> 1],
                        st[i][j][e], dp[i][j][e]);  // dS
             }
       } else {
-      if (masked) apply_mask<MT, W / 8, kCausal>(st, m0 + wrow, n * Bc + c0, lane, nq(), nk());
+      if (masked) apply_mask<MT, WJ, kCausal>(st, m0 + wrow, n * Bc + cw, lane, nq(), nk());
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < W / 8; ++j)
+        for (int j = 0; j < WJ; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const float pe = exp2_approx(fmaf(st[i][j][e], p.scale_log2, -lr[i][e >> 1]));
@@ -515,8 +550,15 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
           }
       }
       uint32_t pf[MT][W / 16][4];
-      pack_a<MT, W, E>(dp, pf);
+      if constexpr (CG == 1) {
+        pack_a<MT, W, E>(dp, pf);
+      } else {  // the whole chunk's dS
+        share_put<MT, WJ, CG, E>(dp, xS, wg, lane);
+        group();
+        share_get<MT, WJ, CG, E>(dp, pf, xS, wg, lane);
+      }
       gemm_pb<A, D, MT, W, E, DC>(acc, pf, la, kbase + wcol * 2, c0);  // dQ += dS K
+      if (CG > 1 && c0 + W < Bc) group();  // the next chunk writes xS
     }
     if constexpr (T::kStages == 1) {
       if (more) {

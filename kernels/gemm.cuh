@@ -22,7 +22,8 @@ __device__ __forceinline__ void load_frags(uint32_t (&af)[MT][D / 16][4], const 
 
 // c = A B^T over the head dim. A: the warp's MT m16 row tiles (rows arow.. of the
 // tile at smem address abase, or their fragments af when Regs); B: N rows from
-// brow of the tile at bbase, read in kChunksFirst order (as K in S = Q K^T).
+// brow of the tile at bbase, read in kChunksFirst order (as K in S = Q K^T); N
+// a multiple of 8 (an odd n8 tile last, by the x4's first two matrices).
 template <int A, int D, int MT, int N, bool Regs, class E = __half>
 __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_t (&af)[Regs ? MT : 1][Regs ? D / 16 : 1][4],
                                          const LdAddr<D, kRowsFirst>& la, uint32_t abase, int arow,
@@ -54,6 +55,12 @@ __device__ __forceinline__ void gemm_abt(float (&c)[MT][N / 8][4], const uint32_
         mma_k16<A, E>(c[i][2 * jj], a[i], bk[0], bk[1]);
         mma_k16<A, E>(c[i][2 * jj + 1], a[i], bk[2], bk[3]);
       }
+    }
+    if constexpr (N % 16 == 8) {
+      uint32_t b0, b1;  // rows brow+N-8..N-1 (a multiple of 8: the swizzle key is the lane's row's)
+      ldmatrix_x2(b0, b1, lk.at(bbase, brow + N - 8, 2 * kk));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) mma_k16<A, E>(c[i][N / 8 - 1], a[i], b0, b1);
     }
   }
 }
@@ -95,5 +102,41 @@ __device__ __forceinline__ void pack_a(const float (&s)[MT][N / 8][4], uint32_t 
       pf[i][kk][3] = pack2<E>(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
     }
 }
+
+// pack_a across column groups (BwdTile's ColGroups): the CG warps that share
+// m16 row tiles each computed NJ of the chunk's CG*NJ n8 tiles (group g tiles
+// g*NJ..), and every warp needs the A fragments of all of them. Lane l of each
+// group holds the same fragment positions, so lane l puts its packed halves in
+// x (MT * CG*NJ * 32 uint2 per row group) and, after the group's barrier, gets
+// the others' at its own index.
+template <int MT, int NJ, int CG, class E>
+__device__ __forceinline__ void share_put(const float (&s)[MT][NJ][4], uint2* x, int g, int lane) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+      x[(i * CG * NJ + g * NJ + j) * 32 + lane] = make_uint2(pack2<E>(s[i][j][0], s[i][j][1]), pack2<E>(s[i][j][2], s[i][j][3]));
+}
+template <int MT, int NJ, int CG, class E>
+__device__ __forceinline__ void share_get(const float (&s)[MT][NJ][4], uint32_t (&pf)[MT][CG * NJ / 2][4], const uint2* x, int g,
+                                          int lane) {
+  static_assert(CG * NJ % 2 == 0, "whole k16 steps");
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int jt = 0; jt < CG * NJ; ++jt) {  // the chunk's n8 tile jt: k16 step jt/2, registers 2(jt&1), +1
+      const int j = jt % NJ;
+      const uint2 h = jt / NJ == g ? make_uint2(pack2<E>(s[i][j][0], s[i][j][1]), pack2<E>(s[i][j][2], s[i][j][3]))
+                                   : x[(i * CG * NJ + jt) * 32 + lane];
+      pf[i][jt / 2][2 * (jt & 1)] = h.x;
+      pf[i][jt / 2][2 * (jt & 1) + 1] = h.y;
+    }
+}
+
+// The CG warps of one row group meet (bar.sync 1 + row group; 0 is __syncthreads').
+struct GroupSync {
+  int id, threads;
+  __device__ __forceinline__ void operator()() const { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory"); }
+};
 
 }  // namespace fa2

@@ -133,8 +133,9 @@ FA2_FWD_TILES(FA2_FWD_TRAITS)
 //   Regs    the owned operands (K, V or Q, dO) stay in registers as mma A fragments
 //   ColGroups  warps per owned row (1, or 2 at D256): each accumulates D/ColGroups
 //           columns of its rows' dK, dV or dQ, so the accumulators fit a thread's
-//           registers; S and dP are over all of D, so each warp of a row computes
-//           them (ColGroups times the S and dP products)
+//           registers, and computes Chunk/ColGroups columns of the chunk's S and dP
+//           (over all of D); the P and dS fragments are put together through
+//           shared memory (gemm.cuh's share_put/get)
 //   KV      true for the dK/dV kernel (its smem also holds L and Di of the
 //           streamed query rows, per stage)
 template <int Arch_, int D_, int Rows_, int Cols_, int Warps_, int Stages_, int Chunk_, bool Regs_, int MinBlocks_, int ColGroups_, bool KV_>
@@ -159,7 +160,12 @@ struct BwdTile {
   static constexpr int kOwnElems = 2 * kRows * kD;
   static constexpr int kStreamElems = 2 * kCols * kD;  // per stage
   static constexpr int kStatsBytes = KV_ ? 2 * kCols * 4 : 0;  // per stage
-  static constexpr int kSmemBytes = 2 * (kOwnElems + kStages * kStreamElems) + kStages * kStatsBytes;
+  // ColGroups > 1: last, the chunk's A fragments shared across each row group's
+  // warps (P^T and dS^T for dK/dV, dS for dQ; gemm.cuh's share_put/get).
+  static_assert(kColGroups == 1 || kChunk % (8 * kColGroups) == 0, "whole n8 tiles per column group");
+  static constexpr int kShareBytes = kColGroups > 1 ? (KV_ ? 2 : 1) * kRowWarps * kMTiles * (kChunk / 8) * 32 * 8 : 0;
+  static constexpr int kShareOffset = 2 * (kOwnElems + kStages * kStreamElems) + kStages * kStatsBytes;
+  static constexpr int kSmemBytes = kShareOffset + kShareBytes;
   static_assert(Arch_ != 75 || kSmemBytes <= 64 * 1024, "Turing: at most 64 KiB of shared memory per CTA");
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
 };
@@ -180,10 +186,12 @@ struct BwdTile {
 // resources.md) at every D but 128 and 256 (why: FA2_SM75_UNDER8). D 256: a
 // warp owning all 256 columns of 16 rows would hold 256 accumulator registers
 // (dK and dV), so two warps share each 16 rows, 128 columns each (ColGroups 2),
-// and each computes the rows' S^T and dP^T over all of D: 32 key rows (K, V:
-// 32 KiB) beside 16 streamed query rows; dQ the same, 32 query rows beside 32
-// streamed keys (64 KiB). The only Turing tile with no room to spare; the
-// forced sm_75 path checks it on the H200 (no T4 measured).
+// each computing half the chunk's S^T and dP^T columns (over all of D) and
+// taking the other half's P^T and dS^T fragments through shared memory: 32 key
+// rows (K, V: 32 KiB) beside 16 streamed query rows; dQ the same, 32 query rows
+// beside 16 streamed keys. Forced sm_75 path on the H200 (no T4 measured):
+// 1.17-1.24x as fast as both warps computing all of S^T and dP^T (session 25).
+// dQ streams 16 keys because the shared fragments leave no room for 32 in 64 KiB.
 //
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
@@ -214,7 +222,7 @@ struct BwdTile {
   X(75, 128, (64, 32, 4, 1, 16, false, 1, 1), (64, 64, 4, 1, 32, false, 1, 1))   /* 48.25 KiB: 128 key rows of K,V alone  \
        would be 64 KiB; 32-query chunks spilled | 64 KiB exactly (Q,dO | K,V), like the forward D128.            \
        Both: 4 resident warps, 1 CTA/SM (FA2_SM75_UNDER8 says why). */                                         \
-  X(75, 256, (32, 16, 4, 1, 16, false, 1, 2), (32, 32, 4, 1, 16, false, 1, 2)) /* 48.125 KiB | 64 KiB: 2 column     \
+  X(75, 256, (32, 16, 4, 1, 16, false, 1, 2), (32, 16, 4, 1, 16, false, 1, 2)) /* 50.125 KiB | 49 KiB: 2 column     \
        groups (ColGroups), 4 resident warps, 1 CTA/SM (FA2_SM75_UNDER8) */                                    \
   X(80, 32, (128, 64, 8, 2, 32, true, 1, 1), (128, 64, 4, 2, 32, true, 1, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
@@ -657,9 +665,10 @@ FA2_SM90A_TILES(FA2_SM90A_TRAITS)
     "shared memory: 64 KiB per CTA (Q, dO and K, V, as the forward D128); its 188-190 registers would allow 8 " \
     "warps")                                                                                                  \
   X("fa2_bwd_dkdv_sm75_d256",                                                                                 \
-    "shared memory: 32 key rows of K and V (32 KiB at D256) and 16 streamed query rows of Q and dO (16 KiB), " \
-    "one CTA of 4 warps per 64 KiB SM; 8 warps would need 64 key rows (64 KiB of K and V alone) or four "     \
-    "column groups (S^T and dP^T computed four times)")                                                      \
+    "shared memory: 32 key rows of K and V (32 KiB at D256), 16 streamed query rows of Q and dO (16 KiB) and " \
+    "the shared P^T, dS^T fragments (2 KiB): one CTA of 4 warps per 64 KiB SM; 8 warps would need 64 key "   \
+    "rows (64 KiB of K and V alone) or four column groups (a quarter of the accumulators' columns each)")     \
   X("fa2_bwd_dq_sm75_d256",                                                                                   \
-    "shared memory: 64 KiB per CTA (32 query rows of Q, dO and 32 keys of K, V); 8 warps would need four "   \
-    "column groups (S and dP computed four times)")
+    "shared memory: 32 query rows of Q and dO (32 KiB), 16 streamed keys of K and V (16 KiB) and the shared " \
+    "dS fragments (1 KiB): one CTA of 4 warps per 64 KiB SM; 8 warps would need 64 query rows (64 KiB of "    \
+    "Q and dO alone) or four column groups")
