@@ -26,7 +26,10 @@
 //     mma.sync's C layout, so FA2's S -> P register reuse carries over). Steps
 //     whose block needs no mask for any of the consumer's rows run without
 //     the mask code. A tile without the overlap (Tile90::kOverlap false)
-//     waits for each P V before it issues the next S (step_seq).
+//     waits for each P V before it issues the next S (step_seq). The ALiBi
+//     kernels with the overlap add FA3's ping-pong: the consumers take turns
+//     (named barriers, tma.cuh's turn_wait / turn_pass) to issue a step's two
+//     GEMMs.
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
 // see no key get O = 0, L = -inf.
 // kMod (fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], on Sm90Traits<D>::mod's tile):
@@ -131,6 +134,14 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // spilled 40 B (nvcc 12.4).
   constexpr bool kEx2Ftz = !(kCap && kALiBi && T::kD >= 128);
   auto ex2 = [](float x) { return kEx2Ftz ? fa2::exp2_approx(x) : exp2f(x); };
+  // FA3's ping-pong (step, below) in the overlapped ALiBi kernels (D128): the
+  // consumers take turns to issue a step's S and P V, so one's softmax runs
+  // under the other's GEMMs. H200, N 8192, against the overlap alone: ALiBi
+  // +2-4% (causal +4%), softcap + ALiBi +5%; refused in the others: softcap
+  // -3%, a window -2%, the plain D64 / D128 kernels -6-15% (session 26;
+  // session 15 saw the plain kernels lose too).
+  constexpr bool kPingPong = kALiBi && T::kOverlap;
+  static_assert(!(kPingPong && kCausal), "the causal tail's steps take no turns");
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
   constexpr int kKVBlock = T::kBc * 128;  // bytes of one 64-column block of K_n or V_n
   const FwdParams& p = a.p;
@@ -166,6 +177,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 
   if (wg == 0) {  // producer
     regs_dec<T::kProducerRegs>();
+    if constexpr (kPingPong) turn_first();  // consumer 0 takes the first turn
     if (t != 0) return;
     int g = 0, qi = 0;  // K/V blocks and Q tiles loaded so far (their stages and phases)
     for (int r = 0; r < order.rounds; ++r) {
@@ -329,11 +341,21 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // the softmax of S_n.
   auto step = [&](int n, int n_end, auto masked) {
     const int gn = g + n, st = gn % T::kStages, sp = (gn - 1) % T::kStages;
-    mbar_wait(fullK + st, (gn / T::kStages) & 1);
-    s_gemm(n);
-    rescale();
-    mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
-    pv_gemm(n - 1);
+    if constexpr (kPingPong) {  // O rescaled and both copies waited for before the turn, which is the GEMMs' issue only
+      rescale();
+      mbar_wait(fullK + st, (gn / T::kStages) & 1);
+      mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
+      turn_wait();
+      s_gemm(n);
+      pv_gemm(n - 1);
+      turn_pass<T::kConsumers>();
+    } else {
+      mbar_wait(fullK + st, (gn / T::kStages) & 1);
+      s_gemm(n);
+      rescale();
+      mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
+      pv_gemm(n - 1);
+    }
     wgmma_wait<1>();  // S_n is in; P_{n-1} V_{n-1} may still run
     fence_regs(s);
     mbar_arrive(emptyK + st);

@@ -51,6 +51,23 @@ __device__ __forceinline__ void pin_before_wait(float* slot, float x) {
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem_u32(slot)), "f"(x) : "memory");
 }
 
+// The consumers' turns (fwd_sm90.cuh's ping-pong): named barrier 1 + c is
+// consumer c's (barrier 0 is __syncthreads'), 256 threads: its own 128 wait
+// there for the 128 arrivals of the warpgroup before it. The ids come from
+// %tid.x in the asm so no register holds them across the main loop.
+__device__ __forceinline__ void turn_wait() {
+  asm volatile("{\n.reg .u32 id;\nmov.u32 id, %tid.x;\nshr.u32 id, id, 7;\nbar.sync id, 256;\n}\n" ::: "memory");
+}
+template <int kConsumers>
+__device__ __forceinline__ void turn_pass() {
+  asm volatile(
+      "{\n.reg .u32 id;\nmov.u32 id, %%tid.x;\nshr.u32 id, id, 7;\nrem.u32 id, id, %0;\nadd.u32 id, id, 1;\n"
+      "bar.arrive id, 256;\n}\n" ::"n"(kConsumers)
+      : "memory");
+}
+// The producer warpgroup's 128 arrivals that give consumer 0 the first turn.
+__device__ __forceinline__ void turn_first() { asm volatile("bar.arrive 1, 256;\n" ::: "memory"); }
+
 // Register budget of a warpgroup after warp specialisation (immediate operand).
 template <int kRegs>
 __device__ __forceinline__ void regs_dec() {
