@@ -345,7 +345,7 @@ __device__ __forceinline__ void fwd_n8(const FwdParams& p) {
   __half* sK = smem + Br * D;
   __half* sV = sK + Bc * D;
   const uint32_t aQw = smem_u32(sQ + warp * 8 * D), aK = smem_u32(sK), aV = smem_u32(sV);
-  WarpN8<A, D, Bc, E> n8;
+  WarpN8<A, D, Bc, E, T::kQRegs> n8;
   n8.init(slope, slope);
 
   load_tile<A, Br, D, NT>(sQ, gQ, p.q_row_stride, rows_q, tid);  // rows past Nq are 0
@@ -355,6 +355,7 @@ __device__ __forceinline__ void fwd_n8(const FwdParams& p) {
   rk.store(sK, tid);
   rv.store(sV, tid);
   __syncthreads();
+  if constexpr (T::kQRegs) n8.load_q(aQw, lane);
   for (int n = wb.n_begin; n < wb.n_end; ++n) {
     const bool more = n + 1 < wb.n_end;
     if (more) {  // global loads in flight during the whole step

@@ -4,16 +4,19 @@
 // fp32 per lane, 128 at D256) beside what else a step keeps (the Turing
 // prefetch), a warp owns 8 rows as the mma's 8 columns instead: S^T = K Q^T
 // (the keys are the mma's 16 rows, K from shared memory as the A operand; Q^T
-// the B operand, ldmatrix from the 8 rows staged in shared memory: 32
-// registers fewer than keeping them), then O^T += V^T P^T (V read .trans as
-// A; P^T is S^T's accumulator made a B fragment by one movmatrix per 8x8).
+// the B operand, ldmatrix from the 8 rows staged in shared memory each step,
+// or with QRegs read once and kept: D/4 registers more), then O^T += V^T P^T
+// (V read .trans as A; P^T is S^T's accumulator made a B fragment by one
+// movmatrix per 8x8).
 // O^T is D/4 fp32 per lane, half of the m16 form's, and each 16 keys cost
 // D/16 + D/16 mma for 8 rows where the m16 form pays D/8 + D/8 for 16. Lane
 // (g, t) holds keys g, g+8 of each 16 for rows 2t, 2t+1, so a row's max and
 // sum reduce over g (the 8 lanes of a t).
 // Users: the Turing D256 decode (decode.cuh, DecodeTile kRows 8: the 8 rows
-// are packed GQA rows, one group per kv head) and the Turing D256 forward
-// (fwd.cuh's fwd_n8: Br = 8 x Warps, one head's query rows). On the H200 this
+// are packed GQA rows, one group per kv head; Q^T from shared memory, its
+// prefetch leaves no room) and the Turing D256 forward (fwd.cuh's fwd_n8: Br =
+// 8 x Warps, one head's query rows; QRegs, the Tile's, 3-4% faster on the
+// H200's forced sm_75 path, bench/results/2026-12-03-h200-session22). On the H200 this
 // form ran 1.00-1.02x as fast as the m16 one as the sm_80 decode
 // (bench/results/2026-12-02-h200-session21): not worth a second kernel
 // family where the m16 form fits.
@@ -34,14 +37,27 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {  // an 8x8 of 
 }
 
 // One warp's 8 rows against Bw keys per step (A: arch path, D: head dim, E:
-// element type of Q, K, V and P).
-template <int A, int D, int Bw, class E>
+// element type of Q, K, V and P; QRegs: Q^T's B fragments read once into
+// registers, load_q, instead of once per step: D/4 registers).
+template <int A, int D, int Bw, class E, bool QRegs = false>
 struct WarpN8 {
   static constexpr int KD = D / 16, KT = Bw / 16, MD = D / 16;
   static_assert(KD % 2 == 0 && Bw % 16 == 0, "Q^T read two k16 steps per ldmatrix; whole m16 tiles of keys");
   float slope[2];  // ALiBi slope / unit of rows 2t, 2t+1
   float o[MD][4];  // O^T: columns 16mm + g (+8) of rows 2t, 2t+1
   float m[2], l[2], lse[2];
+  uint32_t q[QRegs ? KD / 2 : 1][4];  // QRegs: Q^T's B fragments, k16 steps 2j, 2j+1 in q[j]
+
+  // Q^T's B fragments for k16 steps kk, kk+1 from the warp's 8 rows at aQ:
+  // matrices (rows 0-7) x chunks 2kk..2kk+3.
+  __device__ __forceinline__ static void ld_q(uint32_t (&qb)[4], uint32_t aQ, int kk, int lane) {
+    ldmatrix_x4(qb, aQ + (lane & 7) * D * 2 + ((2 * kk + (lane >> 3)) ^ Swizzle<D>::key(lane & 7)) * 16);
+  }
+  __device__ __forceinline__ void load_q(uint32_t aQ, int lane) {
+    static_assert(QRegs, "only the QRegs form holds Q^T");
+#pragma unroll
+    for (int kk = 0; kk < KD; kk += 2) ld_q(q[kk / 2], aQ, kk, lane);
+  }
 
   // Before the first step: O^T 0, no key seen; the rows' ALiBi slopes / unit.
   __device__ __forceinline__ void init(float slope0, float slope1) {
@@ -65,8 +81,6 @@ struct WarpN8 {
     const int g = lane >> 2, t = lane & 3;
     const LdAddr<D, kRowsFirst> la(lane);   // K as A
     const LdAddr<D, kChunksFirst> lk(lane);  // V^T as A (.trans)
-    // Q^T's B fragments for k16 steps kk, kk+1: matrices (rows 0-7) x chunks 2kk..2kk+3.
-    const uint32_t qrow = aQ + (lane & 7) * D * 2;
     float s[KT][4];  // S^T: s[kt][2h+e] is key col0 + 16kt + g + 8h, packed row row0 + 2t + e
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt)
@@ -75,7 +89,12 @@ struct WarpN8 {
 #pragma unroll
     for (int kk = 0; kk < KD; kk += 2) {
       uint32_t qb[4];
-      ldmatrix_x4(qb, qrow + ((2 * kk + (lane >> 3)) ^ Swizzle<D>::key(lane & 7)) * 16);
+      if constexpr (QRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) qb[e] = q[kk / 2][e];
+      } else {
+        ld_q(qb, aQ, kk, lane);
+      }
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {
         uint32_t a[4];

@@ -52,7 +52,7 @@ struct Tile {
   static constexpr bool kN8 = kBr == 8 * kWarps;
   static constexpr int kMTiles = kN8 ? 0 : kBr / (16 * kWarps);
   static_assert(kN8 || (kMTiles >= 1 && kBr == kMTiles * 16 * kWarps), "Br must be 16*Warps*MTiles (or 8*Warps)");
-  static_assert(!kN8 || (Arch_ == 75 && Splits_ == 1 && !QRegs_), "the n8 forward: Turing, one split, Q in shared memory");
+  static_assert(!kN8 || (Arch_ == 75 && Splits_ == 1), "the n8 forward: Turing, one split");
   static_assert(kBs * kSplits == kBc && kBs % 16 == 0, "Bc/Splits must be a multiple of 16 (k16 steps of PV)");
   static_assert(Splits_ == 1 || Arch_ == 75 || Stages_ == 2, "sm_80 splits need the double buffer");
   static_assert(Arch_ == 75 || Arch_ == 80, "arch path is 75 or 80");
@@ -61,9 +61,10 @@ struct Tile {
   static constexpr int kTileQ = kBr * kD;      // elements
   static constexpr int kTileKV = kBc * kD;
   // Q | K[Stages] | V[Stages]; except that with Q in registers on the Turing
-  // path Q is staged through the K/V area (and O at the end), which is then
-  // max(Q, K+V): that is what lets large tiles fit 64 KiB.
-  static constexpr bool kQAliasKV = Arch_ == 75 && QRegs_;
+  // path's m16 form Q is staged through the K/V area (and O at the end), which
+  // is then max(Q, K+V): that is what lets large tiles fit 64 KiB. (The n8
+  // form keeps its Q rows: a warp's O goes there at the end.)
+  static constexpr bool kQAliasKV = Arch_ == 75 && QRegs_ && !kN8;
   static constexpr int kSmemElems =
       kQAliasKV ? (kTileQ > 2 * kTileKV ? kTileQ : 2 * kTileKV) : kTileQ + 2 * kStages * kTileKV;
   static constexpr int kSmemBytes = kSmemElems * 2;
@@ -101,7 +102,8 @@ struct Tile {
   X(75, 96, 128, 64, 8, 1, 1, true, 1)    /* D96: 24 KiB smem, ~210 regs */                                          \
   X(75, 128, 128, 64, 8, 1, 1, false, 1)  /* D128: 128x64, 8 warps (the best Turing FA2 shape); Q in registers       \
                                              would spill, so Q|K|V = 64 KiB exactly */                               \
-  X(75, 256, 64, 32, 8, 1, 1, false, 1)   /* D256: 8 warps of 8 rows (n8); Q|K|V = 64 KiB exactly */                  \
+  X(75, 256, 64, 32, 8, 1, 1, true, 1)    /* D256: 8 warps of 8 rows (n8), Q^T's fragments in registers (32);     \
+                                             Q|K|V = 64 KiB exactly */                                               \
   X(80, 32, 128, 128, 4, 2, 2, true, 1)   /* D32: Q fragments in registers (8), 40 KiB smem */                       \
   X(80, 64, 128, 128, 4, 2, 2, true, 1)   /* D64: Q fragments in registers (32), 80 KiB smem */                      \
   X(80, 96, 128, 64, 4, 2, 1, false, 1)   /* D96: 72 KiB smem */                                                     \
