@@ -194,6 +194,8 @@ struct BwdTile {
 // beside 16 streamed keys. Forced sm_75 path on the H200 (no T4 measured):
 // 1.17-1.24x as fast as both warps computing all of S^T and dP^T (session 25).
 // dQ streams 16 keys because the shared fragments leave no room for 32 in 64 KiB.
+// D 128 on 8 warps the same way (two column groups of 64, dK/dV 64 x 32, dQ
+// 64 x 32-48): 0.54-0.63x the 4-warp rows below (session 26), so they stay.
 //
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
