@@ -6,7 +6,8 @@
 // the forced sm_80 path keeps running on an H100/H200). The argument is an
 // Sm90FwdArgs (params.cuh): the tensor maps of q, k, v, then FwdParams.
 // Launch: the persistent grid (min(ceil(Nq/Br) * B*Hq, SMs), 1, 1),
-// T::kThreads threads, T::kSmemBytes of dynamic shared memory.
+// T::kThreads threads, T::kSmemBytes of dynamic shared memory (T::kBiasSmemBytes in
+// the ALiBi kernels without the softcap: mask.cuh's sm90_alibi_gemm).
 #include "fwd_sm90.cuh"
 
 // The modified forward (a window, softcap, ALiBi; fwd_sm90.cuh's kMod):

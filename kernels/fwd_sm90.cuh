@@ -38,7 +38,8 @@
 // the softmax, which then runs in its units): a tile walks the key blocks of
 // its rows' windows (mask.cuh's window_blocks; causal is the window's right
 // edge 0), the blocks inside every row's window of a consumer without the
-// element mask.
+// element mask. ALiBi without the softcap adds its column term as one more
+// k16 step of S's GEMM (kSide).
 //
 // Not here (the host runs those calls on the sm_80 path): varlen, bf16.
 // Measured on the H200: kernels/dev/RESULTS.md (Hopper).
@@ -120,13 +121,21 @@ template <class T, bool kCausal, int kMod = 0>
 __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
   constexpr bool kCap = kMod & fa2::kModCap, kALiBi = kMod & fa2::kModALiBi;
-  // ALiBi without the softcap: on a clean block wholly on one side of the
-  // consumer's diagonal, one FADD per score (mask.cuh's apply_side, the
-  // row term carried in m), as the sm_80 kernels do. (At D128 its third
-  // score body spilled 4 B until the softmax's exp2 became one instruction;
-  // there it took ALiBi from 1.32x / 1.22x the plain call's time to 1.27x /
-  // 1.19x, non-causal / causal, N 8192 on the H200.)
-  constexpr bool kSide = kALiBi && !kCap;
+  // ALiBi without the softcap (kSide; mask.cuh's sm90_alibi_gemm, which
+  // tiles.cu's shared memory sizes read too): on a clean block wholly on one
+  // side of the consumer's diagonal, mask.cuh's side form (the row term
+  // carried in m, as the sm_80 kernels do), its column term
+  // side*alibi*(j - col0) out of one more k16 step of S's GEMM: A (64 x 16,
+  // side*alibi as two fp16 halves in columns 0-1 for side +1, 16-17 for
+  // side -1) times B^T (Bc x 16, j - col0 in the same columns; other blocks
+  // take the zero columns 32-47), and the block's constant
+  // side*alibi*(col0 - P) in the softmax's max (cn): no per-score op.
+  // Tile90's kBias* bytes hold A (per consumer, rewritten per tile for its
+  // head) and B (set once). A slope past the halves' range (|alibi| >= 2^15)
+  // takes apply_side's FADD per score. H200, N 8192, against apply_side:
+  // D128 +3% (causal +3%), D64 +3% (+2%) (session 27; the extra k16 step is
+  // 1/16 of the GEMMs at D128, 1/8 at D64).
+  constexpr bool kSide = fa2::sm90_alibi_gemm(kMod);
   // exp2 as one MUFU op (ex2.approx.ftz, mma.cuh's exp2_approx; P's values
   // under 2^-126 flush to 0, far below fp16's smallest), not exp2f, whose
   // denormal fix-up (FSETP, two FMULs) was 3 of the ~8 instructions per
@@ -159,6 +168,18 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   const int t = threadIdx.x, wg = t / 128;
   // The swizzle is on address bits 4-9: every tile must start 1024-aligned.
   if (smem_u32(smem) % 1024 != 0) __trap();
+  unsigned char* sAb = smem + T::kBiasOff;  // kSide: consumer c's A at sAb + c * kBiasA
+  unsigned char* sBb = sAb + T::kConsumers * T::kBiasA;
+  if constexpr (kSide) {  // A zero; B's row r: r in columns 0-1 and 16-17 (16-byte chunks 0 and 2)
+    constexpr int kA = T::kConsumers * T::kBiasA, kChunks = (kA + T::kBiasB) / 16;
+    for (int i = t; i < kChunks; i += T::kThreads) {
+      uint4 v = {0u, 0u, 0u, 0u};
+      const int off = 16 * i - kA, r = off / 128, k = ((off % 128) / 16) ^ (r % 8);
+      if (off >= 0 && (k == 0 || k == 2)) v.x = pack(float(r), float(r));
+      *reinterpret_cast<uint4*>(sAb + 16 * i) = v;
+    }
+    fence_proxy_async();
+  }
   const TileOrder<T, kCausal, kMod> order(p, gridDim.x);
   const int first = blockIdx.x;
   const int shift = p.nk - p.nq;  // causal: row i sees keys <= i + shift
@@ -218,8 +239,12 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // reads as long as kStages is a power of two (one register fewer: D64
   // causal spilled the Q tile count).
   constexpr int kQPhase = 30;
+  // kSide: bit kBiasOk of g says the tile's head's slope fits A's two fp16
+  // halves (else its blocks take apply_side); also a register fewer.
+  constexpr int kBiasOk = 29;
   static_assert((T::kStages & (T::kStages - 1)) == 0, "the Q phase bit needs kStages a power of two");
   int g = 0;
+  auto bias_ok = [&]() { return ((g >> kBiasOk) & 1) != 0; };
   int rowc = 0, row0 = 0;  // this consumer's first row, this thread's rows: row0 and row0 + 8
   int nb = 0;              // the tile's first key block: step n of the tile is key block nb + n
   fa2::ScoreMods mods{};   // kMod: the head's window, softcap and ALiBi (scores in mods.unit)
@@ -235,7 +260,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // the ALiBi kernel 15% slower (H200, N 8192, session 20).
   constexpr bool kSInit = !T::kOverlap && kCap;
 
-  auto s_gemm = [&](int n) {  // issue S = Q K_n^T; not waited for
+  auto s_gemm = [&](int n, bool clean) {  // issue S = Q K_n^T; not waited for (clean: the block has no mask)
     const unsigned char* k = sK + ((g + n) % T::kStages) * T::kKVTile;
     if constexpr (!kSInit) fence_regs(s);
     wgmma_fence();
@@ -249,6 +274,14 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       } else {
         wgmma_ss(s, da, db, j > 0);
       }
+    }
+    if constexpr (kSide) {  // the ALiBi column term of the block's side (softmax's cn)
+      int so = 64;  // A and B columns from byte 0: side +1; 32: side -1; 64: zeros
+      if (clean && bias_ok()) {
+        const int sd = mods.template alibi_side<T::kBc>(rowc, min(rowc + 63, p.nq - 1), (nb + n) * T::kBc);
+        so = sd > 0 ? 0 : sd < 0 ? 32 : 64;
+      }
+      wgmma_ss(s, desc(sAb + c * T::kBiasA + so, 16, 1024), desc(sBb + so, 16, 1024), 1);
     }
     wgmma_commit();
     fence_regs(s);
@@ -277,11 +310,13 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   auto softmax = [&](int n, auto masked) {
     constexpr bool kMasked = decltype(masked)::value;
     const int col0 = (nb + n) * T::kBc;
+    float cn = 0.f;  // kSide: the side form's block constant side*alibi*(col0 - P), not in S
     if constexpr (kMod) {
       auto& s3 = reinterpret_cast<float(&)[1][T::kBc / 8][4]>(s);
       if (kSide && !kMasked) {  // a column bias unless the block crosses the diagonal
         to_side(mods.template alibi_side<T::kBc>(rowc, min(rowc + 63, p.nq - 1), col0));
-        if (side != 0) mods.template apply_side<1, T::kBc / 8, false>(s3, side, rowc, col0, tc & 31);
+        if (side != 0 && bias_ok()) cn = (side > 0 ? mods.alibi : -mods.alibi) * float(col0 - rowc - mods.off);
+        else if (side != 0) mods.template apply_side<1, T::kBc / 8, false>(s3, side, rowc, col0, tc & 31);
         else mods.template apply<1, T::kBc / 8, false, false, true>(s3, rowc + 16 * w, col0, tc & 31);
       } else if (kMasked || kCap || kALiBi) {
         if (kSide) to_side(0);
@@ -291,12 +326,13 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     const float scale_log2 = kMod ? mods.unit_log2 : p.scale_log2;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
+      const float mo = kSide ? m[hh] - cn : m[hh];  // m in the form of S's scores
       const int row = row0 + 8 * hh;
       // The last key the row sees, relative to this thread's first column:
       // one compare with a constant per score. (Causal rows past Nq see keys
       // past Nk, which TMA filled with zeros; their outputs are not stored.)
       const int lim = (kCausal ? row + shift : p.nk - 1) - col0 - c2;
-      float mx = m[hh];
+      float mx = mo;
 #pragma unroll
       for (int i = 0; i < T::kBc / 8; ++i)
 #pragma unroll
@@ -309,8 +345,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       // A row with no key seen yet keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
       const float ms = mx == -INFINITY ? 0.f : mx * scale_log2;
-      alpha[hh] = ex2(m[hh] * scale_log2 - ms);
-      m[hh] = mx;
+      alpha[hh] = ex2(mo * scale_log2 - ms);
+      m[hh] = kSide ? mx + cn : mx;
       float rs = 0.f;
 #pragma unroll
       for (int i = 0; i < T::kBc / 8; ++i)
@@ -346,12 +382,12 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       mbar_wait(fullK + st, (gn / T::kStages) & 1);
       mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
       turn_wait();
-      s_gemm(n);
+      s_gemm(n, !decltype(masked)::value);
       pv_gemm(n - 1);
       turn_pass<T::kConsumers>();
     } else {
       mbar_wait(fullK + st, (gn / T::kStages) & 1);
-      s_gemm(n);
+      s_gemm(n, !decltype(masked)::value);
       rescale();
       mbar_wait(fullV + sp, ((gn - 1) / T::kStages) & 1);
       pv_gemm(n - 1);
@@ -383,7 +419,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     fence_regs(o);
     mbar_arrive(emptyV + sp);
     mbar_wait(fullK + st, (gn / T::kStages) & 1);
-    s_gemm(n);
+    s_gemm(n, !decltype(masked)::value);
     wgmma_wait<0>();
     fence_regs(s);
     mbar_arrive(emptyK + st);
@@ -410,6 +446,19 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
     for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
     if (kMod) mods = fa2::ScoreMods::of(p, x.h, p.nq, p.nk);
+    if constexpr (kSide) {
+      // A: this head's side*alibi in fp16 halves, row tc/2, side +1 / -1 by tc's parity
+      const bool bg = fabsf(mods.alibi) < 32768.f;
+      g = bg ? g | (1 << kBiasOk) : g & ~(1 << kBiasOk);
+      const float a = bg ? ((tc & 1) ? -mods.alibi : mods.alibi) : 0.f;
+      const __half hi = __float2half_rn(a);
+      const int r = tc >> 1, k = ((tc & 1) * 2) ^ (r % 8);
+      consumer_sync<T::kConsumers>(c);  // the last tile's S GEMMs are done with A
+      *reinterpret_cast<uint4*>(sAb + c * T::kBiasA + r * 128 + k * 16) =
+          uint4{pack(__half2float(hi), a - __half2float(hi)), 0u, 0u, 0u};
+      fence_proxy_async();
+      consumer_sync<T::kConsumers>(c);
+    }
     // Causal: the steps up to this consumer's last row's diagonal (its rows
     // see no key past it; at D64's Br 192 over Bc 128 one or two of the three
     // consumers end a block before the tile does). The blocks after are
@@ -440,7 +489,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       using Masked = std::true_type;
       using Unmasked = std::false_type;
       mbar_wait(fullK + g % T::kStages, (g / T::kStages) & 1);
-      s_gemm(0);
+      s_gemm(0, n_full <= 0 && 0 < n_mask);
       wgmma_wait<0>();
       fence_regs(s);
       mbar_arrive(emptyK + g % T::kStages);

@@ -127,6 +127,10 @@ __device__ __forceinline__ void walk_blocks(int n_begin, int n_end, int n_full, 
 // per score (and tanhf's long sequence) made the first _mod kernels 1.4-3.4x
 // the plain forward (bench/results/2026-11-30-h200-masks).
 enum : int { kModOn = 1, kModCap = 2, kModALiBi = 4 };
+// The Hopper kernels whose ALiBi column term comes out of S's GEMM
+// (fwd_sm90.cuh's kSide): ALiBi without the softcap, whose tanh would
+// come between the GEMM and the bias.
+__host__ __device__ constexpr bool sm90_alibi_gemm(int mod) { return (mod & kModALiBi) && !(mod & kModCap); }
 
 __device__ __forceinline__ float tanh_approx(float x) {  // MUFU.TANH (sm_75+): relative error <= 2^-11
   float y;

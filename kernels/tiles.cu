@@ -33,6 +33,8 @@ static void go_row(const char* pass, int a, int d, bool causal, const char* sym,
 // _varlen), fp16 and on sm_80 bf16.
 static const char* const mod_pass[] = {"FwdMod", "FwdModCap", "FwdModALiBi", "FwdModCapALiBi"};
 static const char* const mod_sfx[] = {"_mod", "_mod_cap", "_mod_alibi", "_mod_cap_alibi"};
+static const int mod_bits[] = {fa2::kModOn, fa2::kModOn | fa2::kModCap, fa2::kModOn | fa2::kModALiBi,
+                               fa2::kModOn | fa2::kModCap | fa2::kModALiBi};
 
 template <int A, int D>
 void fwd_row() {
@@ -179,13 +181,14 @@ void decode_row() {
 // plain pair on Sm90Traits<D>::type, the modified forwards (no causal twin)
 // on Sm90Traits<D>::mod; no varlen or bf16 twins.
 template <class T>
-void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk) {
+void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk, bool bias = false) {
+  const int smem = bias ? T::kBiasSmemBytes : T::kSmemBytes;
   if (is("go"))
-    go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, false, false, sm80_max_nk,
+    go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, false, false, sm80_max_nk,
            T::kPersistent);
   else if (is("sm90a"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, T::kD, causal, T::kBr, T::kBc,
-                T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+                T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", smem);
 }
 template <int D>
 void sm90a_row() {
@@ -198,7 +201,7 @@ void sm90a_row() {
   }
   for (int i = 0; i < 4; ++i) {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, mod_sfx[i]);
-    sm90a_one<M>(mod_pass[i], sym, false, 0);
+    sm90a_one<M>(mod_pass[i], sym, false, 0, fa2::sm90_alibi_gemm(mod_bits[i]));
   }
 }
 

@@ -68,6 +68,13 @@ __device__ __forceinline__ void turn_pass() {
 // The producer warpgroup's 128 arrivals that give consumer 0 the first turn.
 __device__ __forceinline__ void turn_first() { asm volatile("bar.arrive 1, 256;\n" ::: "memory"); }
 
+// Consumer c's own 128 threads: named barrier 1 + kConsumers + c, after the
+// turns' ids.
+template <int kConsumers>
+__device__ __forceinline__ void consumer_sync(int c) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + kConsumers + c) : "memory");
+}
+
 // Register budget of a warpgroup after warp specialisation (immediate operand).
 template <int kRegs>
 __device__ __forceinline__ void regs_dec() {

@@ -606,11 +606,17 @@ struct Tile90 {
   static constexpr int kBars = 2 + 4 * kStages;
   static constexpr int kPinOff = kBarOff + 8 * kBars;
   static constexpr int kSmemBytes = kPinOff + 4 * kConsumerThreads;
+  // The ALiBi kernels without the softcap (fwd_sm90.cuh's kSide) add, in
+  // the same swizzled layout, the A operand of S's ALiBi k16 step (one 64-row
+  // box per consumer) and its B (one Bc-row box), 1024-aligned after the rest.
+  static constexpr int kBiasOff = (kSmemBytes + 1023) / 1024 * 1024;
+  static constexpr int kBiasA = 64 * 128, kBiasB = kBc * 128;
+  static constexpr int kBiasSmemBytes = kBiasOff + kConsumers * kBiasA + kBiasB;
   static_assert(kBr % 64 == 0 && kConsumers >= 1, "Br is whole warpgroups of 64 rows");
   static_assert(kD % kBox == 0 && kBc % 16 == 0 && kBc <= 256, "D in 64-column boxes; Bc a wgmma N");
   static_assert(kConsumerRegs <= 240 && kConsumerRegs >= kD / 2 + kBc / 2 + kBc / 4 + 24,
                 "O, S and P of a consumer's rows must fit its registers");
-  static_assert(kSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
+  static_assert(kBiasSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one

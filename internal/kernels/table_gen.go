@@ -359,13 +359,13 @@ var sm90aVariants = []Variant{
 	{Pass: Fwd, Arch: 90, HeadDim: 64, Causal: true, Symbol: "fa2_fwd_sm90a_d64_causal", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91728, Persistent: true},
 	{Pass: FwdMod, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod", Br: 192, Bc: 128, Warps: 16, SmemBytes: 157328, Persistent: true},
 	{Pass: FwdModCap, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod_cap", Br: 192, Bc: 128, Warps: 16, SmemBytes: 157328, Persistent: true},
-	{Pass: FwdModALiBi, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod_alibi", Br: 192, Bc: 128, Warps: 16, SmemBytes: 157328, Persistent: true},
+	{Pass: FwdModALiBi, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod_alibi", Br: 192, Bc: 128, Warps: 16, SmemBytes: 198656, Persistent: true},
 	{Pass: FwdModCapALiBi, Arch: 90, HeadDim: 64, Causal: false, Symbol: "fa2_fwd_sm90a_d64_mod_cap_alibi", Br: 192, Bc: 128, Warps: 16, SmemBytes: 157328, Persistent: true},
 	{Pass: Fwd, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
 	{Pass: Fwd, Arch: 90, HeadDim: 128, Causal: true, Symbol: "fa2_fwd_sm90a_d128_causal", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
 	{Pass: FwdMod, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128_mod", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
 	{Pass: FwdModCap, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128_mod_cap", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
-	{Pass: FwdModALiBi, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128_mod_alibi", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
+	{Pass: FwdModALiBi, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128_mod_alibi", Br: 128, Bc: 128, Warps: 12, SmemBytes: 198656, Persistent: true},
 	{Pass: FwdModCapALiBi, Arch: 90, HeadDim: 128, Causal: false, Symbol: "fa2_fwd_sm90a_d128_mod_cap_alibi", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
 }
 
