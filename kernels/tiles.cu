@@ -181,8 +181,8 @@ void decode_row() {
 // plain pair on Sm90Traits<D>::type, the modified forwards (no causal twin)
 // on Sm90Traits<D>::mod; no varlen or bf16 twins.
 template <class T>
-void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk, bool bias = false) {
-  const int smem = bias ? T::kBiasSmemBytes : T::kSmemBytes;
+void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk, bool alibi_gemm = false) {
+  const int smem = alibi_gemm ? T::kBiasSmemBytes : T::kSmemBytes;  // fwd_sm90.cuh's kSide adds its A and B
   if (is("go"))
     go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, false, false, sm80_max_nk,
            T::kPersistent);
