@@ -26,10 +26,10 @@
 //     mma.sync's C layout, so FA2's S -> P register reuse carries over). Steps
 //     whose block needs no mask for any of the consumer's rows run without
 //     the mask code. A tile without the overlap (Tile90::kOverlap false)
-//     waits for each P V before it issues the next S (step_seq). The ALiBi
-//     kernels with the overlap add FA3's ping-pong: the consumers take turns
-//     (named barriers, tma.cuh's turn_wait / turn_pass) to issue a step's two
-//     GEMMs.
+//     waits for each P V before it issues the next S (step_seq). The softcap
+//     and ALiBi kernels with the overlap add FA3's ping-pong: the consumers
+//     take turns (named barriers, tma.cuh's turn_wait / turn_pass) to issue a
+//     step's two GEMMs.
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq; rows that
 // see no key get O = 0, L = -inf.
 // kMod (fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], on Sm90Traits<D>::mod's tile):
@@ -143,13 +143,15 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // spilled 40 B (nvcc 12.4).
   constexpr bool kEx2Ftz = !(kCap && kALiBi && T::kD >= 128);
   auto ex2 = [](float x) { return kEx2Ftz ? fa2::exp2_approx(x) : exp2f(x); };
-  // FA3's ping-pong (step, below) in the overlapped ALiBi kernels (D128): the
-  // consumers take turns to issue a step's S and P V, so one's softmax runs
-  // under the other's GEMMs. H200, N 8192, against the overlap alone: ALiBi
-  // +2-4% (causal +4%), softcap + ALiBi +5%; refused in the others: softcap
-  // -3%, a window -2%, the plain D64 / D128 kernels -6-15% (session 26;
-  // session 15 saw the plain kernels lose too).
-  constexpr bool kPingPong = kALiBi && T::kOverlap;
+  // FA3's ping-pong (step, below) in the overlapped softcap and ALiBi kernels
+  // (D128): the consumers take turns to issue a step's S and P V, so one's
+  // softmax runs under the other's GEMMs. H200, N 8192, against the overlap
+  // alone: ALiBi +2-4% (causal +4%), softcap + ALiBi +5% (session 26);
+  // softcap -3% then, +3-4% (causal +4%) once the consumer index is uniform
+  // (kUniformWg, session 28). Refused in the others: a window -2%, the plain
+  // D64 / D128 kernels -6-15% (session 26; session 15 saw the plain kernels
+  // lose too).
+  constexpr bool kPingPong = (kALiBi || kCap) && T::kOverlap;
   static_assert(!(kPingPong && kCausal), "the causal tail's steps take no turns");
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
   constexpr int kKVBlock = T::kBc * 128;  // bytes of one 64-column block of K_n or V_n
@@ -165,7 +167,16 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   uint64_t* emptyV = emptyK + T::kStages;
   float* pin = reinterpret_cast<float*>(smem + T::kPinOff);  // written, never read
   uint64_t* emptyQ = emptyV + T::kStages;
-  const int t = threadIdx.x, wg = t / 128;
+  // The warpgroup index broadcast from lane 0 (as CUTLASS's
+  // canonical_warp_group_idx) is warp-uniform to ptxas, so the consumer's
+  // rows, block bounds, stage indices and wgmma descriptors stay on the
+  // uniform datapath instead of per-thread registers moved (R2UR) before each
+  // wgmma. H200, N 8192 (session 28): causal D64 439 -> 501 TFLOP/s, D128
+  // 607 -> 652; ALiBi D128 570 -> 622, D64 433 -> 488; a window past every
+  // key D128 617 -> 660. Not in the non-causal plain kernels, already uniform
+  // (0.5-1% slower with it).
+  constexpr bool kUniformWg = kCausal || kMod;
+  const int t = threadIdx.x, wg = kUniformWg ? __shfl_sync(0xffffffff, t / 128, 0) : t / 128;
   // The swizzle is on address bits 4-9: every tile must start 1024-aligned.
   if (smem_u32(smem) % 1024 != 0) __trap();
   unsigned char* sAb = smem + T::kBiasOff;  // kSide: consumer c's A at sAb + c * kBiasA
