@@ -189,7 +189,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 	d.args = cuda.NewArgs(unsafe.Pointer(d.params))
 	d.hparams = new(kernels.Sm90FwdArgs)
 	d.hargs = cuda.NewArgs(unsafe.Pointer(d.hparams))
-	d.tmaps = cuda.NewTensorMapEncoder()
+	d.tmaps = d.ctx.NewTensorMapEncoder()
 	d.bparams = new(kernels.BwdParams)
 	d.bargs = cuda.NewArgs(unsafe.Pointer(d.bparams))
 	return d, nil

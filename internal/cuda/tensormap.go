@@ -8,7 +8,13 @@ import (
 
 // TMA tensor maps (CUDA 12+, sm_90): a 128-byte descriptor of a tiled view
 // of global memory that the Hopper kernels' bulk copies read, made on the
-// host by cuTensorMapEncodeTiled (no context or GPU work: it only encodes).
+// host by cuTensorMapEncodeTiled. It only encodes (no GPU work), but the
+// driver checks the address against the calling thread's current context:
+// on an OS thread where no context was ever made current it answers
+// CUDA_ERROR_INVALID_CONTEXT, which a Go program meets whenever the
+// scheduler runs the encoding goroutine on a new thread (seen once in a
+// conformance run on an H200). So the encoder belongs to a Context and
+// encodes with it current, as every other driver call here does.
 
 // TensorMapSize is the size of a CUtensorMap (16 opaque 64-bit words).
 const TensorMapSize = 128
@@ -22,10 +28,11 @@ const (
 	tensorMapOOBZero       = 0 // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
 )
 
-// TensorMapEncoder encodes rank-4 fp16 tensor maps without allocating: its
-// arrays and the driver call's argument array are reused (see Args.argv),
-// so one encoder serves one caller at a time.
+// TensorMapEncoder encodes rank-4 fp16 tensor maps of one context's memory
+// without allocating: its arrays and the driver call's argument array are
+// reused (see Args.argv), so one encoder serves one caller at a time.
 type TensorMapEncoder struct {
+	c       *Context
 	dims    [4]uint64 // innermost (contiguous) dimension first
 	strides [3]uint64 // byte strides of dimensions 1-3
 	box     [4]uint32
@@ -33,9 +40,11 @@ type TensorMapEncoder struct {
 	argv    [12]uintptr
 }
 
-// NewTensorMapEncoder returns an encoder; its first use binds the driver's
-// cuTensorMapEncodeTiled.
-func NewTensorMapEncoder() *TensorMapEncoder { return &TensorMapEncoder{elem: [4]uint32{1, 1, 1, 1}} }
+// NewTensorMapEncoder returns an encoder for c's memory; its first use binds
+// the driver's cuTensorMapEncodeTiled.
+func (c *Context) NewTensorMapEncoder() *TensorMapEncoder {
+	return &TensorMapEncoder{c: c, elem: [4]uint32{1, 1, 1, 1}}
+}
 
 // bindTensorMap binds cuTensorMapEncodeTiled once; drivers before CUDA 12
 // lack it.
@@ -83,5 +92,5 @@ func (e *TensorMapEncoder) EncodeTiledFP16(out *[TensorMapSize]byte, base uint64
 		uintptr(unsafe.Pointer(&e.dims[0])), uintptr(unsafe.Pointer(&e.strides[0])), uintptr(unsafe.Pointer(&e.box[0])),
 		uintptr(unsafe.Pointer(&e.elem[0])), tensorMapInterleave0, tensorMapSwizzle128B, tensorMapL2Promote256B,
 		tensorMapOOBZero}
-	return d.check("cuTensorMapEncodeTiled", d.call(d.cuTensorMapEncodeTiled, e.argv[:]...))
+	return e.c.do("cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled, e.argv[:]...)
 }
