@@ -266,10 +266,11 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   uint32_t pf[T::kBc / 4];  // P (fp16 pairs) of the step whose P V is next: wgmma's A fragments
   // Without the overlap, S's old values are dead when S_n is issued; S's
   // first k16 wgmma can take them write-only (wgmma_ss_init), freeing S's
-  // registers under P V. Only with the softcap: there it removed a 4-byte
-  // spill and sped the D64 kernels up 6%, in the others ptxas then scheduled
-  // the ALiBi kernel 15% slower (H200, N 8192, session 20).
-  constexpr bool kSInit = !T::kOverlap && kCap;
+  // registers under P V. Not in the ALiBi kernel whose S takes the bias k16
+  // step (kSide): there it gained nothing (session 29; ptxas scheduled it 15%
+  // slower in session 20). Softcap: a 4-byte spill gone, D64 6% faster
+  // (session 20); a window alone: D64 +3% (H200, N 8192, session 29).
+  constexpr bool kSInit = !T::kOverlap && !kSide;
 
   auto s_gemm = [&](int n, bool clean) {  // issue S = Q K_n^T; not waited for (clean: the block has no mask)
     const unsigned char* k = sK + ((g + n) % T::kStages) * T::kKVTile;
