@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 32, call 5 (kind nvidia-h100-x1; carry .build/s32: b64s6.cubin and b64s4.cubin, dev/dec64.cu
-# built by nvcc 11.8 -O3 -std=c++17 -arch=sm_90 -cubin -I kernels with -DBC=64 -DWARPS=4 -DSTAGES=6 / 4;
+# Session 32, call 5 (kind nvidia-h100-x1; carry .build/s32: b64s6.cubin and b64s4.cubin, dev/dec64.cu.txt
+# built by nvcc 11.8 -O3 -std=c++17 -arch=sm_90 -cubin -x cu -I kernels with -DBC=64 -DWARPS=4 -DSTAGES=6 / 4;
 # 0 spills). D64 decode with 64-key blocks (16 keys per warp, as the D128 row) in a 6- or 4-deep ring,
 # against the shipped 128-key, 3-stage row; then b64s6's outputs against float32 math on every bench shape.
 set -uo pipefail

@@ -1,5 +1,5 @@
 """Session 32 dev: decode_sidebyside.py's A/B (L2 flushed, interleaved, medians of 30, beside cuDNN) of
-the shipped fatbin (A) against dev cubins of dec64.cu (B, C, ...: other D64 tiles under the shipped
+the shipped fatbin (A) against dev cubins of dec64.cu.txt (B, C, ...: other D64 tiles under the shipped
 symbols; their D128 kernel is the shipped one, the control). Usage: python3 ab64.py CUBIN..."""
 import sys
 

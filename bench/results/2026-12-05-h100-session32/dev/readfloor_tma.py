@@ -1,6 +1,6 @@
 """Session 32 dev: the bare-read floor of a B 1 decode call's bytes, two ways -- session 20's
 register loads (readfloor.cu, its best of grid x threads x loads in flight) and the bulk copy engine
-(readfloor_tma.cu, best of grid x chunk x stages) -- beside the shipped decode call and cuDNN, each
+(readfloor_tma.cu.txt, best of grid x chunk x stages) -- beside the shipped decode call and cuDNN, each
 timed as decode_sidebyside times (L2 flushed before every call, events around the launch, medians).
 Usage (repository root): python3 readfloor_tma.py REGS_CUBIN BULK_CUBIN"""
 import ctypes
