@@ -44,9 +44,13 @@ for d in $devices; do
 	esac
 done
 
-bash "$repo/colab/install.sh" || exit 1
+if ! bash "$repo/colab/install.sh"; then
+	echo "bootstrap: installing Go and GoNB failed (above); nothing was run" | tee "$out/summary.txt" >&2
+	exit 1
+fi
+export PATH=/usr/local/go/bin:$PATH
 gopath=$(go env GOPATH)
-export PATH=/usr/local/go/bin:$gopath/bin:$PATH
+export PATH=$gopath/bin:$PATH
 cd "$repo" || exit 1
 
 status=0

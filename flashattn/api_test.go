@@ -235,6 +235,33 @@ func TestGPURunsScoreMods(t *testing.T) {
 	}
 }
 
+// TestWindowPastEveryKey: a reach at least Nk back or Nq ahead is the
+// unbounded side (-1), so no backend adds a huge Left to an index or passes
+// it through int32 (1<<32 would become 0, a diagonal-only window); a reach
+// inside the matrix is kept.
+func TestWindowPastEveryKey(t *testing.T) {
+	d := Dims{B: 1, Nq: 70, Nk: 40, Hq: 1, Hkv: 1, D: 8}
+	for _, c := range []struct {
+		w                    Window
+		causal               bool
+		wantLeft, wantRight  int
+		wantCausal, wantMods bool
+	}{
+		{Window{math.MaxInt, math.MaxInt}, false, -1, -1, false, false},
+		{Window{1 << 32, 3}, false, -1, 3, false, true},
+		{Window{40, 70}, false, -1, -1, false, false},
+		{Window{39, 69}, false, 39, 69, false, true},
+		{Window{math.MaxInt, 0}, false, -1, 0, true, false},
+		{Window{math.MaxInt, -1}, true, -1, 0, true, false},
+	} {
+		p, err := (&Options{Window: &c.w, Causal: c.causal}).resolve(d)
+		if err != nil || p.Left != c.wantLeft || p.Right != c.wantRight || p.Causal != c.wantCausal || p.mods() != c.wantMods {
+			t.Errorf("%+v causal %v: Left %d Right %d causal %v mods %v (%v); want %d %d %v %v",
+				c.w, c.causal, p.Left, p.Right, p.Causal, p.mods(), err, c.wantLeft, c.wantRight, c.wantCausal, c.wantMods)
+		}
+	}
+}
+
 // TestBackwardMinusInfLSE: an LSE of -Inf says the row saw no key; both
 // backends then treat its P as 0 instead of computing exp(S + Inf). Only a
 // row the causal mask hides every key from may say so: a -Inf LSE on a row

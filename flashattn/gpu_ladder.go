@@ -27,7 +27,7 @@ var ladder = []LadderStep{
 	{Rung: 2, Name: "shared memory", Idea: "the CTA copies each block of Bc keys (K_j, V_j) to shared memory once, and every row reads it there", Source: "kernels/ladder/rung2_smem.cuh"},
 	{Rung: 3, Name: "tensor cores", Idea: "a warp computes S = Q K^T and O += P V for 16 rows with mma.sync m16n8k8; online softmax per block of keys, on the mma fragments", Source: "kernels/ladder/rung3_mma.cuh"},
 	{Rung: 4, Name: "ldmatrix + swizzle", Idea: "tiles stored in XOR-swizzled 16-byte chunks, fragments loaded by ldmatrix (.trans for V): no bank conflicts, no 16-bit shuffling", Source: "kernels/ladder/rung4_ldmatrix.cuh"},
-	{Rung: 5, Name: "shipped", Idea: "copies overlap the math (sm_80+: cp.async double buffering; sm_75, which has no cp.async: the next K/V block prefetched into registers) and tuned tiles: the kernel Forward runs", Source: "kernels/fwd.cuh"},
+	{Rung: 5, Name: "shipped", Idea: "copies overlap the math (sm_80+: cp.async double buffering; sm_75, which has no cp.async: the next K/V block prefetched into registers) and tuned tiles: the kernel Forward runs (on an H100/H200 with ForcePath(80): Forward's default there is the Hopper kernel, kernels/fwd_sm90.cuh, another family)", Source: "kernels/fwd.cuh"},
 }
 
 // Ladder lists the rungs of the kernel ladder, from the simplest kernel to

@@ -70,7 +70,7 @@ type KernelInfo struct {
 	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
 	HeadDim    int    `json:"head_dim"`
 	Causal     bool   `json:"causal"`
-	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async)
+	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async); 90: the Hopper forward (wgmma, TMA)
 	Br         int    `json:"br"`   // query rows per CTA (bwd_dkdv: query rows per step)
 	Bc         int    `json:"bc"`   // key rows per step (bwd_dkdv: key rows per CTA)
 	Warps      int    `json:"warps"`

@@ -1,8 +1,11 @@
 package flashattn
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"unsafe"
 )
 
 // In-place append (flash_attn_with_kvcache's k and v): a decode step writes
@@ -86,6 +89,68 @@ func checkAppend(q, kNew, vNew, kCache Shape, c KVCache, sameKV bool) (KVCache, 
 	return after, nil
 }
 
+// appendClobbers reports whether an append of nNew entries per sequence
+// (checked to fit; after is the cache with them) would write an element of
+// one of kCache and vCache that the other holds in use (its entries below
+// after's lengths, the new ones included): views of one buffer that
+// overlap. Separate buffers, the usual case, and views that interleave
+// without sharing an element in use (a packed KV buffer) do not.
+func appendClobbers(kCache, vCache *Tensor, c, after KVCache, nNew int) bool {
+	base := func(t *Tensor) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(t.Data))) }
+	const f32 = 4
+	if kb, vb := base(kCache), base(vCache); kb+f32*uintptr(len(kCache.Data)) <= vb || vb+f32*uintptr(len(vCache.Data)) <= kb {
+		return false
+	}
+	// used[blk]: the rows of cache block (or batch) blk in use after the append.
+	used := map[int]int{}
+	for b, n := range after.SeqLens {
+		if c.BlockTable == nil {
+			used[b] = n
+			continue
+		}
+		for i, blk := range c.BlockTable[b][:ceilDiv(n, c.BlockSize)] {
+			used[blk] = max(used[blk], min(c.BlockSize, n-i*c.BlockSize))
+		}
+	}
+	// inUse(t) tells whether address a is an element of t in use, found by
+	// taking a's offset apart by t's strides, largest first (exact for a
+	// layout in which no two elements share an offset, as every real
+	// tensor's).
+	inUse := func(t *Tensor) func(a uintptr) bool {
+		ext, order := [4]int{t.Shape.B, t.Shape.N, t.Shape.H, t.Shape.D}, [4]int{0, 1, 2, 3}
+		slices.SortStableFunc(order[:], func(x, y int) int { return cmp.Compare(t.Strides[y], t.Strides[x]) })
+		return func(a uintptr) bool {
+			if a < base(t) || (a-base(t))%f32 != 0 {
+				return false
+			}
+			e := int((a - base(t)) / f32)
+			var idx [4]int
+			for _, k := range order {
+				if s := t.Strides[k]; s > 0 {
+					idx[k] = min(e/s, ext[k]-1)
+					e -= idx[k] * s
+				}
+			}
+			return e == 0 && idx[1] < used[idx[0]]
+		}
+	}
+	clobbers := func(w, other *Tensor) bool {
+		hit, held := false, inUse(other)
+		_ = appendRuns(c, nNew, func(_, _, blk, r0, n int) error {
+			for r := r0; r < r0+n && !hit; r++ {
+				for h := 0; h < w.Shape.H && !hit; h++ {
+					for x := 0; x < w.Shape.D && !hit; x++ {
+						hit = held(base(w) + f32*uintptr(w.Offset(blk, r, h, x)))
+					}
+				}
+			}
+			return nil
+		})
+		return hit
+	}
+	return clobbers(kCache, vCache) || clobbers(vCache, kCache)
+}
+
 // appendRuns calls f for each run of new entries that is contiguous in the
 // cache: new rows [i, i+rows) of batch b land at row `row` of cache block (or
 // batch) blk.
@@ -111,15 +176,20 @@ func appendRuns(c KVCache, nNew int, f func(b, i, blk, row, rows int) error) err
 // written into kCache and vCache at entries [SeqLens[b], SeqLens[b]+Nnew)
 // of each sequence (through the block table when paged), then q attends over
 // SeqLens[b]+Nnew entries. c.SeqLens are the lengths before the call and are
-// not changed: the caller adds Nnew. The cache is written once every
-// argument has been checked and the backend chosen; a *CacheFullError, a
-// *ReadOnlyCacheError or any other refusal leaves it untouched.
+// not changed: the caller adds Nnew once the call succeeds. The cache is
+// written once every argument has been checked, the backend chosen and the
+// memory reserved; a *CacheFullError, a *ReadOnlyCacheError or any other
+// refusal leaves it untouched.
 func ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *Tensor, c KVCache, opts *Options) (*Result, error) {
 	return ForwardKVCacheAppendContext(context.Background(), q, kNew, vNew, kCache, vCache, c, opts)
 }
 
 // ForwardKVCacheAppendContext is ForwardKVCacheAppend that stops early once
-// ctx is done, as ForwardContext (the cache is then already written).
+// ctx is done, as ForwardContext. A ctx done before the append leaves the
+// cache untouched; one done after it stops the attention with the new entries
+// already written. Either way the error wraps ctx.Err() and the caller keeps
+// SeqLens as they were: entries past them are not part of the cache, and the
+// next append overwrites them.
 func ForwardKVCacheAppendContext(ctx context.Context, q, kNew, vNew, kCache, vCache *Tensor, c KVCache, opts *Options) (*Result, error) {
 	if _, err := resolveKVCache(q, kCache, vCache, c, opts); err != nil {
 		return nil, err
@@ -136,6 +206,9 @@ func ForwardKVCacheAppendContext(ctx context.Context, q, kNew, vNew, kCache, vCa
 	after, err := checkAppend(q.Shape, kNew.Shape, vNew.Shape, kCache.Shape, c, same)
 	if err != nil {
 		return nil, err
+	}
+	if appendClobbers(kCache, vCache, c, after, kNew.Shape.N) {
+		return nil, &ReadOnlyCacheError{Reason: "kCache and vCache are overlapping views of one buffer: the new values would overwrite new keys"}
 	}
 	write := func() {
 		_ = appendRuns(c, kNew.Shape.N, func(b, i, blk, row, rows int) error {

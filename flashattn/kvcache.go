@@ -171,8 +171,9 @@ func ForwardKVCacheContext(ctx context.Context, q, kCache, vCache *Tensor, c KVC
 }
 
 // forwardKVCache is ForwardKVCacheContext; an in-place append passes its new
-// entries (picked on with the rest) and write, which runs once every check
-// and the backend choice have passed.
+// entries (picked on with the rest) and write, which runs once every check,
+// the backend choice and the memory reservation have passed, if ctx is not
+// done by then.
 func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, opts *Options, write func(), news ...*Tensor) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flashattn: ForwardKVCache: %w", err)
@@ -185,11 +186,23 @@ func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, o
 	if err != nil {
 		return nil, err
 	}
-	if write != nil {
+	// An append writes the cache after the last refusal (the memory
+	// reservation below), and only while ctx is live.
+	appendNow := func() error {
+		if write == nil {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("flashattn: ForwardKVCache: %w", err)
+		}
 		write()
+		return nil
 	}
 	d := kc.p.Dims
 	if g, ok := im.(gpuImpl); ok { // the whole batch in one decode call
+		if err := appendNow(); err != nil {
+			return nil, err
+		}
 		res, err := g.dev.ForwardKVCacheHost(q, kCache, vCache, c, opts)
 		return res, lostDefault(g.dev, err)
 	}
@@ -206,6 +219,9 @@ func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, o
 		}
 	}
 	if err := reserve(fmt.Sprintf("ForwardKVCache of %+v on %s", d, be), floats(d.QShape().Numel(), d.LSELen())+most); err != nil {
+		return nil, err
+	}
+	if err := appendNow(); err != nil {
 		return nil, err
 	}
 	out, lse := newOutput(d.QShape()), newBuffer(d.LSELen())

@@ -86,6 +86,42 @@ func TestMemoryLimitRefuses(t *testing.T) {
 }
 
 // TestNilDevice: a nil *Device acts as a closed one.
+// TestRefusedTensorMethods: the tensor New gives for a shape beyond the
+// limit (nil Data), a short one and a nil one go through Contiguous, Clone
+// and Fill without a panic, and what comes out is refused with a typed error.
+func TestRefusedTensorMethods(t *testing.T) {
+	withLimit(t, 1<<20)
+	big := New(Shape{B: 1, N: 1 << 20, H: 1, D: 1})
+	short := &Tensor{Shape: Shape{B: 1, N: 4, H: 1, D: 2}, Strides: Shape{B: 1, N: 4, H: 1, D: 2}.ContiguousStrides(), Data: make([]float32, 7)}
+	one := Random(Shape{B: 1, N: 1, H: 1, D: 2}, 1)
+	for _, x := range []struct {
+		what string
+		t    *Tensor
+	}{{"New beyond the limit", big}, {"short Data", short}, {"nil", nil}} {
+		x.t.Fill(1)
+		for _, c := range []*Tensor{x.t.Contiguous(), x.t.Clone()} {
+			if c != nil && c.Data != nil {
+				t.Errorf("%s: Contiguous/Clone gave data %d", x.what, len(c.Data))
+			}
+			if _, err := Forward(c, one, one, nil); err == nil {
+				t.Errorf("%s: Forward of its copy ran", x.what)
+			}
+		}
+	}
+	if short.Data[6] != 0 {
+		t.Errorf("Fill wrote a tensor it refuses")
+	}
+	// A copy beyond the limit: a strided view of small data, dense too large.
+	view := &Tensor{Shape: Shape{B: 1, N: 1 << 20, H: 1, D: 1}, Data: []float32{3}}
+	if c := view.Contiguous(); c.Data != nil {
+		t.Errorf("dense copy of a 2^20-row view under a 1 MiB limit: %d floats", len(c.Data))
+	}
+	var me *MemoryError
+	if _, err := Forward(big, big, big, nil); !errors.As(err, &me) {
+		t.Errorf("Forward of New beyond the limit: %v, want a *MemoryError", err)
+	}
+}
+
 func TestNilDevice(t *testing.T) {
 	var d *Device
 	if err := d.Close(); err != nil {

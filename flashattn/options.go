@@ -53,7 +53,8 @@ type Options struct {
 	Causal bool
 	// Window, when non-nil, is a sliding window (local attention): row i
 	// sees key j only if i+Nk-Nq-Left <= j <= i+Nk-Nq+Right, bottom-right
-	// aligned like Causal; -1 leaves a side unbounded.
+	// aligned like Causal; -1 leaves a side unbounded, as does a reach past
+	// every key (Left >= Nk, Right >= Nq; math.MaxInt is fine).
 	Window *Window
 	// Softcap, when > 0, caps every scaled score s to Softcap*tanh(s/Softcap)
 	// before the bias and the softmax (Gemma 2's logit soft-capping).
@@ -229,6 +230,16 @@ func (o *Options) resolveScores(p *problem) error {
 			return &OptionError{Option: "Window", Value: fmt.Sprintf("%+v", *w), Reason: "Causal hides every key after the diagonal: Right must be 0 or -1"}
 		}
 		p.Left, p.Right = w.Left, w.Right
+		// A reach past every key is unbounded (row i's diagonal key is at
+		// most Nk-1 keys after key 0 and Nq-1 before the last): as -1, so
+		// no backend adds it to an index (math.MaxInt for "no limit" would
+		// overflow there) or narrows it to the kernels' int32.
+		if p.Left >= p.Nk {
+			p.Left = -1
+		}
+		if p.Right >= p.Nq {
+			p.Right = -1
+		}
 	}
 	if o.Causal {
 		p.Right = 0

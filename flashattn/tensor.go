@@ -108,12 +108,24 @@ func (t *Tensor) rowInto(dst []float32, b, n, h int) {
 // IsContiguous reports whether t is a dense BSHD tensor.
 func (t *Tensor) IsContiguous() bool { return t.Strides == t.Shape.ContiguousStrides() }
 
-// Contiguous returns t if it is dense, else a dense copy.
+// Contiguous returns t if it is dense, else a dense copy. A tensor the
+// package refuses (nil or short Data, as New gives for a shape too large)
+// or a copy too large for this machine gives a tensor with nil Data, which
+// every function refuses with a typed error: Contiguous never panics.
 func (t *Tensor) Contiguous() *Tensor {
+	if t == nil {
+		return nil
+	}
+	if t.check("tensor") != nil {
+		return &Tensor{Shape: t.Shape}
+	}
 	if t.IsContiguous() && len(t.Data) == t.Shape.Numel() {
 		return t
 	}
 	c := New(t.Shape)
+	if c.Data == nil {
+		return c
+	}
 	s := t.Shape
 	for b := 0; b < s.B; b++ {
 		for n := 0; n < s.N; n++ {
@@ -127,8 +139,12 @@ func (t *Tensor) Contiguous() *Tensor {
 	return c
 }
 
-// Clone returns a dense copy of t.
+// Clone returns a dense copy of t (a tensor with nil Data where Contiguous
+// gives one).
 func (t *Tensor) Clone() *Tensor {
+	if t == nil {
+		return nil
+	}
 	c := t.Contiguous()
 	if c == t {
 		c = &Tensor{Shape: t.Shape, Strides: t.Strides, Data: append([]float32(nil), t.Data...)}
@@ -136,8 +152,12 @@ func (t *Tensor) Clone() *Tensor {
 	return c
 }
 
-// Fill sets every element reachable through the shape to x.
+// Fill sets every element reachable through the shape to x; a tensor the
+// package refuses (nil or short Data) is left as it is.
 func (t *Tensor) Fill(x float32) {
+	if t.check("tensor") != nil {
+		return
+	}
 	s := t.Shape
 	for b := 0; b < s.B; b++ {
 		for n := 0; n < s.N; n++ {

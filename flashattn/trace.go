@@ -43,8 +43,9 @@ type TraceStep struct {
 }
 
 // RowStep is the online-softmax state of the traced row after one K block
-// that was not skipped: the running max m, the running sum l (relative to m),
-// and the factor exp(m_old - m_new) by which the accumulator was rescaled.
+// that was not skipped: the running max m, the running sum l (relative to m;
+// L is l, capitalised to be exported, not the log-sum-exp L), and the factor
+// exp(m_old - m_new) by which the accumulator was rescaled.
 // Until the row has seen a key, M is -Inf, L is 0 and Rescale is 1.
 type RowStep struct {
 	KBlock  int

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -140,10 +142,27 @@ func (o *benchOpts) parseWindow() error {
 		return nil
 	}
 	var w flashattn.Window
-	if n, err := fmt.Sscanf(o.window, "%d,%d", &w.Left, &w.Right); err != nil || n != 2 || w.Left < -1 || w.Right < -1 {
+	parts := strings.Split(o.window, ",")
+	var err1, err2 error
+	if len(parts) == 2 {
+		w.Left, err1 = strconv.Atoi(parts[0])
+		w.Right, err2 = strconv.Atoi(parts[1])
+	}
+	if len(parts) != 2 || err1 != nil || err2 != nil || w.Left < -1 || w.Right < -1 {
 		return usagef("--window %q: want left,right, each >= 0 or -1 (unbounded)", o.window)
 	}
 	o.mods.window = &w
+	return nil
+}
+
+// checkMods checks --window (parsing it) and --softcap.
+func (o *benchOpts) checkMods() error {
+	if err := o.parseWindow(); err != nil {
+		return err
+	}
+	if c := o.mods.softcap; math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
+		return usagef("--softcap %v: want 0 (off) or a positive cap", c)
+	}
 	return nil
 }
 
@@ -190,7 +209,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.varlen != "" {
-		if err := o.parseWindow(); err != nil {
+		if err := o.checkMods(); err != nil {
 			return err
 		}
 		if o.dtype != "fp16" {
@@ -290,7 +309,7 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if o.reps < 0 || o.warmup < -1 || o.workers < 0 || o.device < 0 {
 		return nil, usagef("--reps, --warmup, --workers and --device must not be negative")
 	}
-	if err := o.parseWindow(); err != nil {
+	if err := o.checkMods(); err != nil {
 		return nil, err
 	}
 	if o.forceArch != 0 && o.forceArch != 75 && o.forceArch != 80 {
@@ -338,6 +357,9 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	}
 	if (o.forceArch != 0 || o.withSM75 || o.withSM80) && gpu == nil {
 		return nil, usagef("--force-arch, --with-sm75 and --with-sm80 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
+	}
+	if o.mods.any() && gpu == nil {
+		return nil, usagef("--window, --softcap and --alibi time the GPU's modified kernels and need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
 	}
 	if o.dtype != "fp16" && gpu == nil {
 		return nil, usagef("--dtype %s times the GPU kernels and needs a GPU (%s); the CPU backends compute in float32", o.dtype, orDefault(gpuWhy, "the CPU backend was chosen"))

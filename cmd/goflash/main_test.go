@@ -218,6 +218,12 @@ func TestBadInputIsOneLineUsageError(t *testing.T) {
 		{[]string{"bench", "--backend", "tpu"}, "--backend"},
 		{[]string{"bench", "--causal", "maybe"}, "want true, false or both"},
 		{[]string{"bench", "--window", "3"}, "--window"},
+		{[]string{"bench", "--window", "1,2,3"}, "--window"},
+		{[]string{"bench", "--window", "1,x"}, "--window"},
+		{[]string{"bench", "--softcap", "-1"}, "--softcap"},
+		{[]string{"bench", "--softcap", "NaN"}, "--softcap"},
+		{[]string{"bench", "--backend", "cpu", "--window", "16,0"}, "need a GPU"},
+		{[]string{"bench", "--backend", "cpu-flash", "--softcap", "30", "--alibi"}, "need a GPU"},
 		{[]string{"bench", "--varlen", "100,30", "--window", "-2,0"}, "--window"}, // parsed before --varlen's run
 		{[]string{"bench", "--reps", "-1"}, "must not be negative"},
 		{[]string{"bench", "stray"}, "unexpected argument"},

@@ -1,0 +1,35 @@
+// Package flashattn is exact attention, softmax(scale·Q·Kᵀ)·V, computed
+// as FlashAttention-2 does it: in tiles, with the online softmax, keeping
+// only the log-sum-exp L of each row for the backward pass.
+//
+// The same calls run on an NVIDIA GPU, through GoFlash's own CUDA kernels
+// (Turing sm_75 to Hopper sm_90, fp16 in with fp32 accumulation, bf16 on
+// sm_80 and newer; embedded in the package and called through the driver
+// without cgo), or on the CPU in pure Go (CPUNaive, the textbook
+// algorithm, and CPUFlash, the tiled one). Options.Backend Auto, the
+// default, takes the GPU where one is usable; Result.Backend says which
+// ran and Result.Reason why.
+//
+// Entry points:
+//   - Forward and Backward: tensors of shape (B, N, H, D), BSHD with
+//     explicit strides (Tensor), GQA when k and v have fewer heads than q;
+//   - ForwardVarlen and BackwardVarlen: sequences packed without padding
+//     (Varlen's cumulative lengths, as FA2's varlen calls);
+//   - ForwardKVCache and ForwardKVCacheAppend: decode against a key/value
+//     cache, contiguous or paged (KVCache), split over the cache on the GPU;
+//   - OpenDevice and Device: tensors that stay on the GPU (DeviceTensor),
+//     benchmarks, the kernel tables, and raw device pointers and streams for
+//     other libraries' memory.
+//
+// Options adds the causal mask, a sliding window, softcap and ALiBi; every
+// *Context variant stops early once its context is done. Bad input is a
+// typed error, never a panic: *ShapeError, *DataError, *OptionError,
+// *UnsupportedError (a case a backend does not run), *MemoryError (beyond
+// HostMemoryLimit), *CacheFullError and *ReadOnlyCacheError (an append the
+// cache cannot take), and ErrNoGPU, ErrDeviceClosed, ErrOutOfMemory,
+// ErrContextLost, ErrFreed from the GPU.
+//
+// Package attntest is the conformance suite every backend passes, against
+// a float64 reference. The repository's README and tutorial/ explain the
+// algorithm and what the kernels measure.
+package flashattn
