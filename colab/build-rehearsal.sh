@@ -2,10 +2,12 @@
 # Build, on a machine with Go, what colab/rehearse.sh runs on a GPU machine
 # that has no Go: the goflash command, the GPU tests of flashattn, and
 # notebooks 06 and 07 as programs (notebooks/internal/nbprog), into
-# .build/rehearsal/, packed as .build/rehearsal.tar.xz (git-ignored; carry the
-# packed file to the GPU machine: the four binaries are about 60 MiB, more than
-# the device tool carries beside the tree, packed about 12 MiB; rehearse.sh
-# unpacks it).
+# .build/rehearsal/, packed as .build/rehearsal.tar.xz (git-ignored; rehearse.sh
+# unpacks it on the GPU machine). Each binary embeds the kernel images: the four
+# are about 140 MiB, packed about 46 MiB (2026-12-05), more than the device tool
+# carries beside the tracked tree (64 MiB in all, the tree 61 MB). To carry them,
+# build with internal/kernels' images cut to the ones the run needs, as
+# bench/results/2026-12-05-h100-session32/README.md describes.
 #
 #   colab/build-rehearsal.sh && ls .build/rehearsal
 set -euo pipefail
