@@ -91,6 +91,7 @@ EXPECT = {
         Num(r"max \|flash - naive\| = " + NUM, 0, 1e-6, count=2),
         Num(r"^no projections: +S symmetric: true +P\[bank\]\[bank\] = " + NUM, 0.576, 0.577),
         Num(r"^W_K = W_Q \(tied\): +S symmetric: true +P\[bank\]\[bank\] = " + NUM, 0.9997, 0.9998),
+        Num(r"^tied: P\[collapsed\]\[collapsed\] = " + NUM + r", river's row = 0\.3333 0\.3333 0\.3333$", 0.9997, 0.9998),
         Charts(2),
     ],
     "02_naive_memory": SETUP + [
