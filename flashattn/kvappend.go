@@ -24,9 +24,11 @@ func (e *CacheFullError) Error() string {
 }
 
 // ReadOnlyCacheError is an append into cache memory that must not be
-// written: kCache and vCache are one buffer, or a paged block the new
-// entries land in is also in use by another sequence (or twice by one),
-// as a shared prefix block is: copy it into a block of its own first.
+// written: kCache and vCache are one buffer (or views of one that the new
+// entries of one would write where the other holds entries in use), or a
+// paged block the new entries land in is also in use by another sequence
+// (or twice by one), as a shared prefix block is: copy it into a block of
+// its own first.
 type ReadOnlyCacheError struct {
 	Reason string
 }
