@@ -131,7 +131,8 @@ func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
 	return []KernelInfo{k.info}, nil
 }
 
-// reason is the Reason of a GPU result: the device and the kernels that ran.
+// reason is the Reason of a GPU result: the device and the kernels that
+// ran; d.mu is not held.
 func (d *Device) reason(ks ...KernelInfo) string {
 	s := d.info.String() + ", kernel"
 	if len(ks) > 1 {
@@ -143,8 +144,11 @@ func (d *Device) reason(ks ...KernelInfo) string {
 		}
 		s += " " + k.Symbol
 	}
-	if d.sm90aErr != nil {
-		s += " (the Hopper kernels did not load: " + d.sm90aErr.Error() + ")"
+	d.mu.Lock() // ForcePath and a failed load write it
+	err := d.sm90aErr
+	d.mu.Unlock()
+	if err != nil {
+		s += " (the Hopper kernels did not load: " + err.Error() + ")"
 	}
 	return s
 }

@@ -136,11 +136,18 @@ func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*l
 	}
 	// A heads-fastest grid's y is the key blocks (at most maxGridY).
 	v, ok := d.lookup(fused, dt == BF16, dims.D, causal)
-	if !ok || kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY {
+	tooLong := ok && kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY
+	if !ok || tooLong {
 		passes = threePass
 	}
-	if _, three := d.lookup(kernels.BwdDKDV, dt == BF16, dims.D, causal); !ok && deterministic && !three {
-		return [3]*loadedKernel{}, d.noOrderedPass(dims.D, dt)
+	if _, three := d.lookup(kernels.BwdDKDV, dt == BF16, dims.D, causal); !three {
+		switch {
+		case tooLong: // the head dim's only backward is that pass (D 256)
+			return [3]*loadedKernel{}, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
+				Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, dims.Nk)}
+		case !ok && deterministic:
+			return [3]*loadedKernel{}, d.noOrderedPass(dims.D, dt)
+		}
 	}
 	return d.loadPasses(passes, dims, causal, dt)
 }

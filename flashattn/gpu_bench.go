@@ -222,8 +222,8 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, pass benchP
 		if pass == passFwdBwd { // and the forward's LSE
 			r.ExtraBytes += 4 * int64(dims.LSELen())
 		}
-	case p.varlen != nil:
-		r.ExtraBytes = varlenDeviceBytes(p)
+	case p.varlen != nil: // and the cumulative lengths
+		r.ExtraBytes += varlenCuBytes(p)
 	}
 	if err := d.timeCalls(&r, op, warmup, reps); err != nil {
 		return BenchResult{}, err

@@ -446,7 +446,7 @@ func (d *Device) checkProblem(p problem) error {
 		return &UnsupportedError{Backend: GPU, Feature: "scale", Value: fmt.Sprint(p.Scale),
 			Reason: fmt.Sprintf("at head dim %d the kernels' scores scale*log2(e)*q.k could exceed float32 for fp16 inputs above %.3g", p.D, m)}
 	}
-	return d.checkGrid(p.Dims)
+	return d.checkGrid(p.Dims, p.entry == kvEntry)
 }
 
 // maxGPUScale is the largest scale at which no score of fp16 inputs can
@@ -456,11 +456,18 @@ func maxGPUScale(d int) float64 {
 	return math.MaxFloat32 / (float64(d) * fp16Max * fp16Max * log2e)
 }
 
-// checkGrid rejects problems whose launch grid the device cannot express.
-func (d *Device) checkGrid(dims Dims) error {
-	if dims.B*dims.Hq > d.maxGridY {
-		return &UnsupportedError{Backend: GPU, Feature: "B*Hq", Value: fmt.Sprint(dims.B * dims.Hq),
-			Reason: fmt.Sprintf("one CTA row per (batch, head): at most %d on %s", d.maxGridY, d.info)}
+// checkGrid rejects problems whose launch grid the device cannot express:
+// one CTA row (grid y) per (batch, head), or with kvHeads per (batch, kv
+// head), as decode launches, whose query heads ride in a CTA as packed rows
+// (their grid z is checked with the kernel's tile, decodeRowTiles).
+func (d *Device) checkGrid(dims Dims, kvHeads bool) error {
+	rows, what, per := dims.B*dims.Hq, "B*Hq", "(batch, head)"
+	if kvHeads {
+		rows, what, per = dims.B*dims.Hkv, "B*Hkv", "(batch, kv head)"
+	}
+	if rows > d.maxGridY {
+		return &UnsupportedError{Backend: GPU, Feature: what, Value: fmt.Sprint(rows),
+			Reason: fmt.Sprintf("one CTA row per %s: at most %d on %s", per, d.maxGridY, d.info)}
 	}
 	if dims.Nq > math.MaxInt32 || dims.Nk > math.MaxInt32 {
 		return &UnsupportedError{Backend: GPU, Feature: "sequence length", Value: fmt.Sprint(max(dims.Nq, dims.Nk)),

@@ -169,10 +169,10 @@ func varlenHostBytes(c varlenCall, backward bool) float64 {
 	return gpuImpl{}.hostBytes(c.p, nil, backward) + 4*float64(len(varlenCuLens(c.vl)))
 }
 
-// varlenDeviceBytes is the device memory a varlen forward allocates beyond
-// its inputs and outputs: the LSE and the cumulative lengths.
-func varlenDeviceBytes(p problem) int64 {
-	return 4 * int64(p.LSELen()+len(varlenCuLens(*p.varlen)))
+// varlenCuBytes is the device memory of a varlen call's int32 cumulative
+// lengths.
+func varlenCuBytes(p problem) int64 {
+	return 4 * int64(len(varlenCuLens(*p.varlen)))
 }
 
 // uploadVarlen uploads vl's cumulative lengths (freed by the caller, also on
@@ -181,7 +181,7 @@ func varlenDeviceBytes(p problem) int64 {
 // at once; d.mu is held.
 func (d *Device) uploadVarlen(vl Varlen, dims Dims, f *launchFields) (*cuda.Buffer, error) {
 	// One CTA row per (sequence, head): the grid check of Seqs batches.
-	if err := d.checkGrid(Dims{B: vl.Seqs(), Nq: dims.Nq, Nk: dims.Nk, Hq: dims.Hq, Hkv: dims.Hkv, D: dims.D}); err != nil {
+	if err := d.checkGrid(Dims{B: vl.Seqs(), Nq: dims.Nq, Nk: dims.Nk, Hq: dims.Hq, Hkv: dims.Hkv, D: dims.D}, false); err != nil {
 		return nil, err
 	}
 	cu := varlenCuLens(vl)

@@ -85,7 +85,6 @@ func TestMemoryLimitRefuses(t *testing.T) {
 	wantMemoryError(t, "Forward(New(beyond the limit))", err)
 }
 
-// TestNilDevice: a nil *Device acts as a closed one.
 // TestRefusedTensorMethods: the tensor New gives for a shape beyond the
 // limit (nil Data), a short one and a nil one go through Contiguous, Clone
 // and Fill without a panic, and what comes out is refused with a typed error.
@@ -122,6 +121,7 @@ func TestRefusedTensorMethods(t *testing.T) {
 	}
 }
 
+// TestNilDevice: a nil *Device acts as a closed one.
 func TestNilDevice(t *testing.T) {
 	var d *Device
 	if err := d.Close(); err != nil {
@@ -140,8 +140,8 @@ func TestNilDevice(t *testing.T) {
 	if _, err := d.Kernel(Dims{1, 1, 1, 1, 1, 64}, false); !errors.Is(err, ErrDeviceClosed) {
 		t.Errorf("nil Kernel: %v", err)
 	}
-	if d.Info().Name != "" || d.HeadDims() != nil || d.BackwardHeadDims() != nil || d.ForcePath(75) == nil {
-		t.Error("nil Info/HeadDims/ForcePath")
+	if d.Info().Name != "" || d.HeadDims() != nil || d.BackwardHeadDims() != nil || d.ForcePath(75) == nil || d.Rung() != len(Ladder()) {
+		t.Error("nil Info/HeadDims/ForcePath/Rung")
 	}
 }
 

@@ -1,0 +1,88 @@
+package flashattn
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/goflash/goflash/internal/kernels"
+)
+
+// noContextDevice is an H100's Device without a CUDA context: only what
+// answers before the first driver call (the launch-limit checks, the
+// kernel choice) runs on it, so these tests need no GPU.
+func noContextDevice() *Device {
+	return &Device{path: 80, maxGridY: 65535, smemOptin: 227 << 10, smemPerSM: 228 << 10,
+		info: DeviceInfo{Name: "no-context H100", Major: 9, Minor: 0, SMs: 132}, funcs: map[string]*loadedKernel{}}
+}
+
+// TestDecodeGridPerKVHead: decode launches one CTA row per (batch, kv head),
+// its query heads packed as rows, so a serving batch whose B*Hq exceeds
+// grid y while B*Hkv does not is not refused (Auto would have run it on
+// the CPU); the forward of the same heads is, and decode past B*Hkv is.
+func TestDecodeGridPerKVHead(t *testing.T) {
+	d := noContextDevice()
+	lens := make([]int, 1024)
+	for i := range lens {
+		lens[i] = 200
+	}
+	q, kc := Shape{B: 1024, N: 1, H: 64, D: 128}, Shape{B: 1024, N: 256, H: 8, D: 128} // B*Hq 65536, B*Hkv 8192
+	p, err := resolveKVShapes(q, kc, kc, KVCache{SeqLens: lens}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.checkProblem(p); err != nil {
+		t.Errorf("decode, B*Hkv 8192: %v", err)
+	}
+	var ue *UnsupportedError
+	p.entry = ""
+	if err := d.checkProblem(p); !errors.As(err, &ue) || ue.Feature != "B*Hq" {
+		t.Errorf("forward, B*Hq 65536: %v, want the B*Hq refusal", err)
+	}
+	q.H, kc.H = 512, 512 // MHA at 512 heads: B*Hkv 524288
+	if p, err = resolveKVShapes(q, kc, kc, KVCache{SeqLens: lens}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.checkProblem(p); !errors.As(err, &ue) || ue.Feature != "B*Hkv" {
+		t.Errorf("decode, B*Hkv 524288: %v, want the B*Hkv refusal", err)
+	}
+}
+
+// TestOrderedD256TooManyKeyBlocks: the ordered single pass is D 256's only
+// deterministic backward on the sm_80 path; past grid y's key blocks it is
+// refused for that, not for a head dim it has.
+func TestOrderedD256TooManyKeyBlocks(t *testing.T) {
+	d := noContextDevice()
+	v, ok := d.lookup(kernels.BwdDKDVQDet, false, 256, false)
+	if !ok || !kernels.HeadsFastest(v) {
+		t.Fatalf("no heads-fastest ordered D256 pass on %s: %+v", d.info, v)
+	}
+	dims := Dims{B: 1, Nq: 128, Nk: d.maxGridY*v.Bc + 1, Hq: 1, Hkv: 1, D: 256}
+	_, err := d.loadBwd(dims, false, true, FP16)
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Feature != "deterministic" {
+		t.Errorf("Nk %d: %v, want the ordered pass's key-block refusal", dims.Nk, err)
+	}
+}
+
+// TestReasonWhileForcePath: a result's Reason reads what ForcePath writes
+// (run with -race to see a missing lock).
+func TestReasonWhileForcePath(t *testing.T) {
+	d := noContextDevice()
+	d.info.Major, d.info.Minor = 7, 5 // ForcePath then makes no driver call
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 200 {
+			d.mu.Lock()
+			d.path = 80 // so that ForcePath(0) resets the path, sm90aErr included
+			d.mu.Unlock()
+			_ = d.ForcePath(0)
+		}
+	})
+	for range 200 {
+		if r := d.reason(KernelInfo{Symbol: "k"}); r == "" {
+			t.Fatal("empty reason")
+		}
+	}
+	wg.Wait()
+}
