@@ -66,6 +66,7 @@ missing) or "outcome": "error" (a bad spec) and exits with status 2.
 
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -101,8 +102,29 @@ SM75_REFUSALS = {"flash": SM75_FLASH_WARNING,
                  "cudnn": "cuDNN attention needs sm80 or newer (emulated sm 7.5 gpu)"}
 
 
+# Where the one JSON document goes: stdout, kept for it alone by claim_stdout.
+RESULT = None
+
+
+def claim_stdout():
+    """Keep stdout for the JSON document: the Go side parses all of it, so a
+    library's print or warning there would lose every row; whatever else
+    writes to fd 1 (Python or native code) goes to stderr."""
+    global RESULT
+    sys.stdout.flush()
+    RESULT = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
+def emit(doc, indent=None):
+    out = RESULT or sys.stdout
+    out.write(json.dumps(doc, indent=indent) + "\n")
+    out.flush()
+
+
 def fail(msg, outcome="skipped", emulate=""):
-    print(json.dumps({"schema": SCHEMA, "error": msg, "outcome": outcome, "emulate": emulate}))
+    emit({"schema": SCHEMA, "error": msg, "outcome": outcome, "emulate": emulate})
     sys.exit(2)
 
 
@@ -211,6 +233,7 @@ def main(argv):
         check_spec(spec)
     except (OSError, ValueError) as e:
         fail("bad spec: %s" % e, outcome="error")
+    claim_stdout()
     emulate = spec.get("emulate", "")
 
     try:
@@ -226,8 +249,14 @@ def main(argv):
     except Exception:
         causal_lower_right = None
 
-    dev = torch.device("cuda", int(spec.get("device", 0)))
-    torch.cuda.set_device(dev)
+    ordinal = int(spec.get("device", 0))
+    if not 0 <= ordinal < torch.cuda.device_count():
+        fail("torch sees %d CUDA devices: no device %d" % (torch.cuda.device_count(), ordinal), outcome="error", emulate=emulate)
+    dev = torch.device("cuda", ordinal)
+    try:
+        torch.cuda.set_device(dev)
+    except RuntimeError as e:
+        fail("CUDA device %d: %s" % (ordinal, str(e).splitlines()[0][:300] if str(e) else type(e).__name__), outcome="error", emulate=emulate)
     reps = max(1, int(spec.get("reps", 20)))
     warmup = max(0, int(spec.get("warmup", 5)))
     backends = list(spec.get("backends", BACKENDS))
@@ -309,10 +338,10 @@ def main(argv):
         with sdpa_kernel([kernel_of[backend]]):
             try:
                 out = fwd()
-            except RuntimeError as e:
+            except (RuntimeError, TypeError) as e:  # TypeError: a PyTorch before 2.5 has no enable_gqa
                 if hq == hkv or "out of memory" in str(e).lower():
                     raise
-                # This backend rejects enable_gqa: give it k/v with hq heads.
+                # This backend (or this PyTorch) rejects enable_gqa: give it k/v with hq heads.
                 kw.pop("enable_gqa")
                 rep = hq // hkv
                 k = k.detach().repeat_interleave(rep, dim=1).requires_grad_(grad)
@@ -376,7 +405,7 @@ def main(argv):
             i + 1, len(cases), be, di, s["b"], s["hq"], s["hkv"], s["nq"], s["nk"], s["d"],
             s["causal"], tf, time.time() - t0))
 
-    print(json.dumps({
+    emit({
         "schema": SCHEMA,
         "emulate": emulate,
         "torch": torch.__version__,
@@ -390,7 +419,7 @@ def main(argv):
         "reps": reps,
         "warmup": warmup,
         "results": results,
-    }, indent=1))
+    }, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ import (
 // the FA2 tolerance rule (error <= 2x the error of a textbook baseline in
 // the backend's precision, plus a rounding floor).
 type Accuracy struct {
-	Precision string  `json:"precision"` // fp32 (CPU) or fp16 (GPU)
-	MaxErrOut float64 `json:"max_err_out"`
-	MaxErrLSE float64 `json:"max_err_lse"`
+	Precision string `json:"precision"` // fp32 (CPU) or fp16 (GPU)
+	MaxErrOut errNum `json:"max_err_out"`
+	MaxErrLSE errNum `json:"max_err_lse"`
 	// BaselineErrOut is the error of the baseline in the same precision
 	// (the largest over its summation orders, as the rule takes it): what a
 	// correct backend is allowed about twice of.
-	BaselineErrOut float64  `json:"baseline_err_out"`
+	BaselineErrOut errNum   `json:"baseline_err_out"`
 	Pass           bool     `json:"pass"`
 	Failures       []string `json:"failures,omitempty"`
 }
@@ -30,7 +30,8 @@ func checkForward(p attntest.Precision, q, k, v *flashattn.Tensor, causal bool, 
 	base := attntest.Baseline(p, q, k, v, nil, causal, scale)
 	c := attntest.CompareForward(p, truth, base, res)
 	acc := Accuracy{Precision: p.String(), Pass: c.Pass(), Failures: c.Mismatches}
-	acc.MaxErrOut, acc.BaselineErrOut = c.MaxErr("Out")
-	acc.MaxErrLSE, _ = c.MaxErr("LSE")
+	out, base0 := c.MaxErr("Out")
+	lse, _ := c.MaxErr("LSE")
+	acc.MaxErrOut, acc.BaselineErrOut, acc.MaxErrLSE = errNum(out), errNum(base0), errNum(lse)
 	return acc
 }

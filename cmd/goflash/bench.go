@@ -348,6 +348,8 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 			}()
 		case o.backend == "gpu":
 			return nil, fmt.Errorf("--backend gpu: %w", gerr)
+		case o.device != 0: // a GPU asked for by name: its CPU sweep would answer another question
+			return nil, fmt.Errorf("--device %d: %w", o.device, gerr)
 		default:
 			gpuWhy = gerr.Error()
 		}
@@ -385,7 +387,11 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 			cases[i].Dims.Nq, cases[i].Page = o.nq, o.page
 		}
 	}
-	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, DType: o.dtype,
+	dtype := o.dtype
+	if !onGPU {
+		dtype = "fp32" // the CPU backends compute in float32, whatever --dtype says (fp16, its default)
+	}
+	res.Settings = Settings{Reps: reps, Warmup: warmup, Deterministic: o.deterministic, Backend: o.backend, Direction: o.direction, DType: dtype,
 		Workers: o.workers, PageSize: o.page, PeakTBps: o.peakTBps}
 
 	impls, err := sweepImpls(o, res, gpu, cases, reps, warmup)
@@ -474,6 +480,14 @@ func compareTorch(ctx context.Context, o benchOpts, p *benchPlan, stderr io.Writ
 		res.Notes = append(res.Notes, "PyTorch comparison "+res.Torch.Status+": "+res.Torch.Reason)
 	} else if b, ok := bench.ChooseBaseline(res.Rows); ok {
 		res.Notes = append(res.Notes, "speedups are over "+b.Label)
+	}
+	// A speedup means something only between two runs on one device.
+	switch t := res.Torch; {
+	case t.Status != statusOK:
+	case p.gpu == nil:
+		res.Notes = append(res.Notes, fmt.Sprintf("NOT LIKE FOR LIKE: GoFlash ran on the CPU here, PyTorch on %s: the vs columns compare two devices", t.Device))
+	case t.Emulate == "" && t.Capability != res.Device.Capability:
+		res.Notes = append(res.Notes, fmt.Sprintf("NOT LIKE FOR LIKE: PyTorch ran on %s (compute capability %s), GoFlash on %s (%s): check --device and CUDA_VISIBLE_DEVICES", t.Device, t.Capability, res.Device.Name, res.Device.Capability))
 	}
 	if e := res.Torch.Emulate; e != "" {
 		res.Notes = append(res.Notes, fmt.Sprintf("REHEARSAL: PyTorch answered as on %s (--torch-emulate %s): its flash backend is reported unsupported as PyTorch does there; every timing is of %s, not of such a GPU", e, e, res.Device.Name))

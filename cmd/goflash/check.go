@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,8 +53,8 @@ type SelfTestRow struct {
 	Direction string   `json:"direction"`
 	Case      string   `json:"case"`
 	Pass      bool     `json:"pass"`
-	MaxErr    float64  `json:"max_err"`
-	BaseErr   float64  `json:"baseline_err"`
+	MaxErr    errNum   `json:"max_err"`
+	BaseErr   errNum   `json:"baseline_err"`
 	Precision string   `json:"precision"`
 	Failures  []string `json:"failures,omitempty"`
 }
@@ -78,7 +79,10 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if o.device < -1 || o.workers < 0 {
 		return usagef("--device must be >= -1 and --workers >= 0")
 	}
-	res := check(o)
+	res, err := check(o)
+	if err != nil {
+		return err
+	}
 	if o.json {
 		if err := printJSON(stdout, res); err != nil {
 			return err
@@ -105,13 +109,18 @@ func selfTestCases(d int) []Case {
 	}
 }
 
-func check(o checkOpts) *CheckResult {
+// check runs the self-tests; an error is a --device that names no GPU of
+// those the driver lists.
+func check(o checkOpts) (*CheckResult, error) {
 	t0 := time.Now()
 	res := &CheckResult{Meta: newMeta()}
 	res.CPU = cpuDeviceMeta(res.Meta).Name
 	gpus, err := listGPUs()
 	if err != nil {
 		res.NoGPU = err.Error()
+	}
+	if o.device >= 0 && len(gpus) > 0 && !slices.ContainsFunc(gpus, func(g DeviceMeta) bool { return g.Ordinal == o.device }) {
+		return nil, usagef("--device %d: the driver lists GPUs 0 to %d", o.device, len(gpus)-1)
 	}
 	usable := 0
 	for _, g := range gpus {
@@ -134,21 +143,27 @@ func check(o checkOpts) *CheckResult {
 			continue
 		}
 		usable++
-		if cg.Kernels, err = dev.Kernels(0); err != nil {
-			cg.Error = err.Error()
-		}
 		paths := []int{0} // kernel paths: the device's own, then the forced Turing one
 		if !o.noSM75 && g.Arch > 75 {
 			paths = append(paths, 75)
-			if cg.SM75, err = dev.Kernels(75); err != nil {
-				cg.Error = strings.TrimSpace(cg.Error + "; sm_75: " + err.Error())
-			}
 		}
 		for _, path := range paths {
 			target := fmt.Sprintf("gpu%d", ord)
-			kr := cg.Kernels
+			kr, err := dev.Kernels(path)
 			if path == 75 {
-				target, kr = target+"-sm75", cg.SM75
+				target, cg.SM75 = target+"-sm75", kr
+			} else {
+				cg.Kernels = kr
+			}
+			// A kernel the table lists that does not load fails the check.
+			if err != nil {
+				cg.Error = strings.TrimPrefix(cg.Error+"; "+target+": "+err.Error(), "; ")
+				res.add(SelfTestRow{Target: target, Direction: "load", Case: "kernel table", Precision: "fp16", Failures: []string{oneLine(err.Error())}})
+			}
+			for _, k := range kr {
+				if k.Error != "" {
+					res.add(SelfTestRow{Target: target, Direction: "load", Case: fmt.Sprintf("D%d causal=%t", k.HeadDim, k.Causal), Precision: "fp16", Failures: []string{k.Error}})
+				}
 			}
 			for _, d := range headDimsOf(kr) {
 				for _, c := range selfTestCases(d) {
@@ -173,7 +188,7 @@ func check(o checkOpts) *CheckResult {
 		}
 	}
 	res.Seconds = time.Since(t0).Seconds()
-	return res
+	return res, nil
 }
 
 func (r *CheckResult) add(rows ...SelfTestRow) {
@@ -257,7 +272,8 @@ func selfTest(target string, p attntest.Precision, run passes, c Case) []SelfTes
 	base := attntest.Baseline(p, q, k, v, dOut, c.Causal, scale)
 	fc := attntest.CompareForward(p, truth, base, res)
 	fwd.Pass, fwd.Failures = fc.Pass(), fc.Mismatches
-	fwd.MaxErr, fwd.BaseErr = fc.MaxErr("Out")
+	e, b := fc.MaxErr("Out")
+	fwd.MaxErr, fwd.BaseErr = errNum(e), errNum(b)
 
 	g, err := run.backward(q, k, v, res.Out, dOut, res.LSE, c.Causal)
 	var ue *flashattn.UnsupportedError
@@ -270,7 +286,8 @@ func selfTest(target string, p attntest.Precision, run passes, c Case) []SelfTes
 	}
 	bc := attntest.CompareBackward(p, truth, base, g)
 	bwd.Pass, bwd.Failures = bc.Pass(), bc.Mismatches
-	bwd.MaxErr, bwd.BaseErr = bc.MaxErr()
+	e, b = bc.MaxErr()
+	bwd.MaxErr, bwd.BaseErr = errNum(e), errNum(b)
 	return []SelfTestRow{fwd, bwd}
 }
 

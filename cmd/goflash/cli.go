@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -129,6 +130,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // printJSON writes v as a command's --json output.
+// errNum is an error figure as JSON gives it: a number, or null where it is
+// NaN or infinite (a broken kernel's), which encoding/json would refuse,
+// losing the whole document when it matters most.
+type errNum float64
+
+func (x errNum) MarshalJSON() ([]byte, error) {
+	if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(x))
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -25,9 +26,13 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	closed := false
 	defer func() {
 		if err != nil {
-			err = errors.Join(fmt.Errorf("writing %s: %w", path, err), f.Close(), os.Remove(f.Name()))
+			if !closed {
+				err = errors.Join(err, f.Close())
+			}
+			err = errors.Join(fmt.Errorf("writing %s: %w", path, err), os.Remove(f.Name()))
 		}
 	}()
 	if err := write(f); err != nil {
@@ -39,6 +44,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	if err := f.Sync(); err != nil {
 		return err
 	}
+	closed = true
 	if err := f.Close(); err != nil {
 		return err
 	}
@@ -49,6 +55,9 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 // that a file can be created there, so that a long run finds a bad --out
 // before it starts, not after.
 func checkWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() || strings.HasSuffix(path, string(filepath.Separator)) {
+		return usagef("--out %s: that is a directory, not a file to write", path)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return usagef("--out %s: %v", path, err)

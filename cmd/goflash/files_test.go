@@ -76,6 +76,15 @@ func TestCheckWritable(t *testing.T) {
 	if code != exitUsage || strings.Count(stderr, "\n") != 1 || time.Since(t0) > 5*time.Second {
 		t.Errorf("demo with a bad --out: exit %d, %q after %v", code, stderr, time.Since(t0))
 	}
+	// An --out that names a directory, existing or by its trailing slash,
+	// is refused before the work too, not when the report is renamed over it.
+	for _, out := range []string{dir, filepath.Join(dir, "new") + string(filepath.Separator)} {
+		t0 = time.Now()
+		code, _, stderr = runCLI(t, "demo", "--out", out)
+		if code != exitUsage || !strings.Contains(stderr, "is a directory") || time.Since(t0) > 5*time.Second {
+			t.Errorf("demo --out %s: exit %d, %q after %v", out, code, stderr, time.Since(t0))
+		}
+	}
 }
 
 // TestInterruptContext: SIGINT cancels the context instead of ending the

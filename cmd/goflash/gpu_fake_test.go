@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,8 @@ type fakeGPU struct {
 	closed     bool
 	noBackward bool
 	noGate     bool
+	badKernels map[int]bool // the kernel table of that path lists a D64 kernel that fails to load
+	nanOut     map[int]bool // that path's forward writes a NaN
 }
 
 func (f *fakeGPU) cc() int {
@@ -114,6 +117,10 @@ func (f *fakeGPU) Kernels(path int) ([]KernelRow, error) {
 	var out []KernelRow
 	for _, d := range []int{32, 64} {
 		for _, causal := range []bool{false, true} {
+			if f.badKernels[path] && d == 64 && !causal {
+				out = append(out, KernelRow{KernelInfo: flashattn.KernelInfo{HeadDim: d}, Error: "fake: CUDA_ERROR_INVALID_PTX"})
+				continue
+			}
 			out = append(out, KernelRow{KernelInfo: flashattn.KernelInfo{HeadDim: d, Causal: causal, Symbol: fmt.Sprintf("fake_fwd_d%d_%d", d, path), Path: max(path, 80), Br: 64, Bc: 64, Warps: 4, SmemBytes: 32 << 10, BinaryArch: 90, FromPTX: path == 75}})
 		}
 	}
@@ -127,6 +134,9 @@ func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*fl
 	res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
 	if err == nil && f.broken[path] {
 		res.Out.Data[len(res.Out.Data)/2] += 0.5
+	}
+	if err == nil && f.nanOut[path] {
+		res.Out.Data[0] = float32(math.NaN())
 	}
 	return res, err
 }
@@ -420,6 +430,47 @@ func TestCheckFailsOnWrongGPUResults(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "gpu0-sm75") || !strings.Contains(stdout, "FAIL") {
 		t.Errorf("failures not shown:\n%s", stdout)
+	}
+}
+
+// TestCheckFailsOnKernelLoadError: a kernel the table lists that does not
+// load is a failed check, not a head dim quietly left untested.
+func TestCheckFailsOnKernelLoadError(t *testing.T) {
+	withFakeGPU(t, &fakeGPU{badKernels: map[int]bool{75: true}})
+	code, stdout, stderr := runCLI(t, "check")
+	// D64's 5 cases on the sm_75 path are not run; its load fails instead.
+	if code != exitFailure || !strings.Contains(stderr, "1 of 31 self-tests failed") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "gpu0-sm75  load") || !strings.Contains(stdout, "CUDA_ERROR_INVALID_PTX") {
+		t.Errorf("the load failure is not shown:\n%s", stdout)
+	}
+}
+
+// TestCheckJSONWithNaN: a kernel that writes NaN fails the check, and
+// --json still prints the whole result (its error figures null), exactly
+// when it matters.
+func TestCheckJSONWithNaN(t *testing.T) {
+	withFakeGPU(t, &fakeGPU{nanOut: map[int]bool{0: true}})
+	code, stdout, stderr := runCLI(t, "check", "--json", "--no-sm75")
+	var res CheckResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitFailure || res.Failed == 0 {
+		t.Fatalf("exit %d, %v, failed %d; stderr %q\n%s", code, err, res.Failed, stderr, stdout)
+	}
+	if !strings.Contains(stdout, `"max_err": null`) {
+		t.Errorf("no null error figure:\n%s", stdout)
+	}
+}
+
+// TestDeviceNotThere: --device naming a GPU the driver does not list is an
+// error for check and bench, not a CPU run that exits 0.
+func TestDeviceNotThere(t *testing.T) {
+	withFakeGPU(t, &fakeGPU{})
+	if code, _, stderr := runCLI(t, "check", "--device", "3"); code != exitUsage || !strings.Contains(stderr, "--device 3") {
+		t.Errorf("check --device 3: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "bench", "--device", "3", "--seqlens", "16", "--headdims", "8", "--reps", "1", "--out", t.TempDir()); code == 0 || !strings.Contains(stderr, "--device 3") {
+		t.Errorf("bench --device 3: exit %d, %q", code, stderr)
 	}
 }
 

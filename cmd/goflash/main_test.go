@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,6 +226,9 @@ func TestBadInputIsOneLineUsageError(t *testing.T) {
 		{[]string{"bench", "--backend", "cpu", "--window", "16,0"}, "need a GPU"},
 		{[]string{"bench", "--backend", "cpu-flash", "--softcap", "30", "--alibi"}, "need a GPU"},
 		{[]string{"bench", "--varlen", "100,30", "--window", "-2,0"}, "--window"}, // parsed before --varlen's run
+		{[]string{"bench", "--varlen", "100,30", "--out", "x"}, "drop --out"},
+		{[]string{"bench", "--varlen", "100,30", "--backend", "cpu"}, "drop --out and --backend cpu"},
+		{[]string{"bench", "--varlen", "100,30", "--reps", "-3"}, "must not be negative"},
 		{[]string{"bench", "--reps", "-1"}, "must not be negative"},
 		{[]string{"bench", "stray"}, "unexpected argument"},
 		{[]string{"bench", "--seqlens", "1000000000000", "--batch", "1000", "--headdims", "128"}, "too large"},
@@ -286,8 +290,8 @@ func TestBenchCPUWritesJSONAndCSV(t *testing.T) {
 			t.Errorf("%d rows %q, want 4", counts[k], k)
 		}
 	}
-	if res.Device.Kind != "cpu" || res.Meta.Date == "" || res.Meta.Commit == "" || len(res.Notes) == 0 || len(res.Table) != 12 {
-		t.Errorf("device %+v, meta %+v, notes %q, %d table lines", res.Device, res.Meta, res.Notes, len(res.Table))
+	if res.Device.Kind != "cpu" || res.Meta.Date == "" || res.Meta.Commit == "" || len(res.Notes) == 0 || len(res.Table) != 12 || res.Settings.DType != "fp32" {
+		t.Errorf("device %+v, meta %+v, notes %q, %d table lines, dtype %q (the CPU computes in fp32)", res.Device, res.Meta, res.Notes, len(res.Table), res.Settings.DType)
 	}
 	f, err := os.Open(filepath.Join(dir, "bench.csv"))
 	if err != nil {
@@ -323,6 +327,10 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 	res := readBench(t, dir)
 	if res.Torch == nil || res.Torch.Status != statusOK || res.Torch.Device != benchtest.Device || len(res.Table) != 2 {
 		t.Fatalf("torch %+v, %d table lines", res.Torch, len(res.Table))
+	}
+	// Ours ran on the CPU, PyTorch on a GPU: the notes must say the ratios are not like for like.
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "NOT LIKE FOR LIKE: GoFlash ran on the CPU") }) {
+		t.Errorf("no note that the devices differ: %q", res.Notes)
 	}
 	for _, l := range res.Table {
 		if len(l.Torch) != 4 || l.Torch[0].Impl != "torch-flash" || l.TorchCell("math").Status != statusSkipped {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,6 +35,12 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	if o.decode || (o.direction != "fwd" && o.direction != "bwd") || o.compareTorch || o.shapes.seqLens != nil || o.shapes.kvLen != 0 {
 		return usagef("--varlen times the forward (or with --direction bwd the backward) on its own lengths: drop --decode, --compare-torch, --seqlens and --kv-len")
 	}
+	if o.out != "" || (o.backend != "auto" && o.backend != "gpu") {
+		return usagef("--varlen times the GPU and prints its table (or --json), writing no files: drop --out and --backend %s", o.backend)
+	}
+	if o.reps < 0 || o.warmup < -1 {
+		return usagef("--reps and --warmup must not be negative")
+	}
 	g, err := openGPU(o.device)
 	if err != nil {
 		return usagef("--varlen times the GPU kernels and needs a GPU (%v)", err)
@@ -64,6 +71,11 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	if len(causal) == 0 {
 		causal = causalFlag{false, true}
 	}
+	// Ctrl-C stops between calls: the runs finished before it are printed,
+	// marked partial (one call is short and not cancellable once queued).
+	ctx, stop := interruptContext(context.Background())
+	defer stop()
+	meta := newMeta()
 	var runs []varlenRun
 	for _, d := range dims {
 		hq := o.shapes.heads
@@ -75,6 +87,10 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 			hkv = hq
 		}
 		for _, c := range causal {
+			if ctx.Err() != nil {
+				meta.Partial = true
+				break
+			}
 			opts := &flashattn.Options{Causal: c, Deterministic: o.deterministic}
 			o.mods.apply(opts, hq) // --window/--softcap/--alibi: on both calls (the padded one's window on the padded lengths)
 			r, err := bench(lens, hq, hkv, d, opts, warmup, reps)
@@ -84,22 +100,39 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 			runs = append(runs, varlenRun{D: d, Hq: hq, Hkv: hkv, Causal: c, Result: r})
 		}
 	}
+	if err := printVarlen(stdout, o, meta, g.Meta(), lens, what, reps, warmup, runs); err != nil {
+		return err
+	}
+	if meta.Partial {
+		return fmt.Errorf("%w: the runs finished before it are printed above, marked partial", errInterrupted)
+	}
+	return nil
+}
+
+// printVarlen prints runVarlenBench's runs as a table, or with --json as one
+// document with the date, commit and device.
+func printVarlen(stdout io.Writer, o benchOpts, meta Meta, dev DeviceMeta, lens intList, what string, reps, warmup int, runs []varlenRun) error {
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
+			Meta   Meta        `json:"meta"`
 			Device DeviceMeta  `json:"device"`
 			Reps   int         `json:"reps"`
 			Warmup int         `json:"warmup"`
 			Runs   []varlenRun `json:"runs"`
-		}{g.Meta(), reps, warmup, runs})
+		}{meta, dev, reps, warmup, runs})
 	}
 	total := 0
 	for _, n := range lens {
 		total += n
 	}
-	fmt.Fprintf(stdout, "varlen %s on %s: %d sequences, %d tokens (lengths %d..%d), median of %d calls\n",
-		what, g.Meta().Name, len(lens), total, slices.Min(lens), slices.Max(lens), reps)
+	partial := ""
+	if meta.Partial {
+		partial = " (PARTIAL: interrupted)"
+	}
+	fmt.Fprintf(stdout, "varlen %s on %s (%s, commit %s)%s: %d sequences, %d tokens (lengths %d..%d), median of %d calls\n",
+		what, dev.Name, meta.Date, meta.Commit, partial, len(lens), total, slices.Min(lens), slices.Max(lens), reps)
 	fmt.Fprintln(stdout, "TFLOP/s count the real tokens only (each sequence alone) for both lines (padded, all tokens: the padded call's own rate);")
 	if o.direction == "bwd" {
 		fmt.Fprintln(stdout, "memory: q, k, v, O, LSE, dO, dQ, dK, dV, Di (the single pass: its dQ accumulator; varlen: the lengths) of one call")
