@@ -592,3 +592,63 @@ func TestSpeedupFallsBackToTheBaselineThatRan(t *testing.T) {
 		t.Errorf("title does not say which baseline: %s", b)
 	}
 }
+
+// TestBadInputIsInputError: inputs a chart cannot draw honestly are an
+// *InputError, not a panic, a page no browser loads, or a chart that lies.
+func TestBadInputIsInputError(t *testing.T) {
+	square := func(n int) [][]float64 {
+		w := make([][]float64, n)
+		for i := range w {
+			w[i] = make([]float64, n)
+			w[i][0] = 1
+		}
+		return w
+	}
+	big := square(257) // one row past MaxHeatCells' 256 x 256
+	speed := []viz.SpeedPoint{
+		{Backend: "a", B: 1, N: 128, H: 1, D: 64, TFLOPs: 1},
+		{Backend: "base", B: 1, N: 128, H: 1, D: 64, TFLOPs: 2},
+		{Backend: "base", B: 1, N: 128, H: 1, D: 64, TFLOPs: 3}, // the same shape twice
+	}
+	for _, c := range []struct {
+		what string
+		call func() error
+	}{
+		{"heatmap past MaxHeatCells", func() error { _, err := viz.AttentionHeatmap(big, nil, nil, "x"); return err }},
+		{"tiling grid past MaxHeatCells", func() error {
+			_, err := viz.Tiling(&flashattn.Trace{Tr: 300, Tc: 300, Steps: []flashattn.TraceStep{{}}})
+			return err
+		}},
+		{"heads past MaxHeatCells together", func() error {
+			_, err := viz.AttentionHeads([][][]float64{square(200), square(200)}, nil, nil, 0, "x")
+			return err
+		}},
+		{"Speedup over a baseline with one shape twice", func() error { _, err := viz.Speedup(speed, "base", viz.SpeedOptions{}); return err }},
+		{"Speed with an infinite rate", func() error {
+			_, err := viz.Speed([]viz.SpeedPoint{{Backend: "a", B: 1, N: 128, H: 1, D: 64, Millis: 1e-320}}, viz.SpeedOptions{})
+			return err
+		}},
+		{"Memory with negative element bytes", func() error {
+			_, err := viz.Memory(nil, viz.MemoryOptions{B: 1, H: 1, D: 64, ElemBytes: -4})
+			return err
+		}},
+	} {
+		var ie *viz.InputError
+		if err := c.call(); !errors.As(err, &ie) {
+			t.Errorf("%s: %v, want an *InputError", c.what, err)
+		}
+	}
+	// A nil q is flashattn's typed error (Scores checks it), not a panic.
+	var de *flashattn.DataError
+	if _, err := viz.TracedRow(nil, nil, &flashattn.Trace{}, nil); !errors.As(err, &de) {
+		t.Errorf("TracedRow of nil q: %v, want a *flashattn.DataError", err)
+	}
+	// A matrix whose rows do not sum to 1 is not called a softmax's.
+	h, err := viz.AttentionHeatmap([][]float64{{0.5, 0.2}, {0, 0}}, nil, nil, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(pageOf(t, h), "sums to 1") {
+		t.Error("subtitle says each row sums to 1 for rows that do not")
+	}
+}

@@ -18,6 +18,20 @@ var heatColors = []string{"#f7fbff", "#c6dbef", "#6baed6", "#2171b5", "#08306b"}
 // maxLabelledCells is the largest heatmap whose cells carry their value.
 const maxLabelledCells = 144
 
+// MaxHeatCells bounds the cells of one heatmap chart (a matrix, the heads of
+// AttentionHeads together, a Tiling grid): a page holds about 35 bytes per
+// cell and a browser draws 256 x 256 of them in a few seconds, where a
+// 2048 x 2048 matrix made a 139 MB page that did not draw. Pool a larger
+// matrix (its Br x Bc blocks' maxima, say) before drawing it.
+const MaxHeatCells = 256 * 256
+
+func checkCells(fn, arg string, cells int) error {
+	if cells > MaxHeatCells {
+		return &InputError{Func: fn, Arg: arg, Reason: fmt.Sprintf("has %d cells: one chart draws at most MaxHeatCells (%d); pool it into blocks first", cells, MaxHeatCells)}
+	}
+	return nil
+}
+
 // checkMatrix checks that w is a non-empty rows x cols matrix of finite,
 // non-negative values and returns its largest value.
 func checkMatrix(fn, arg string, w [][]float64) (rows, cols int, maxv float64, err error) {
@@ -25,6 +39,9 @@ func checkMatrix(fn, arg string, w [][]float64) (rows, cols int, maxv float64, e
 		return 0, 0, 0, &InputError{Func: fn, Arg: arg, Reason: "is empty"}
 	}
 	rows, cols = len(w), len(w[0])
+	if err := checkCells(fn, arg, rows*cols); err != nil {
+		return 0, 0, 0, err
+	}
 	for i, r := range w {
 		if len(r) != cols {
 			return 0, 0, 0, &InputError{Func: fn, Arg: fmt.Sprintf("%s[%d]", arg, i), Reason: fmt.Sprintf("has %d columns, row 0 has %d", len(r), cols)}
@@ -37,6 +54,20 @@ func checkMatrix(fn, arg string, w [][]float64) (rows, cols int, maxv float64, e
 		}
 	}
 	return rows, cols, maxv, nil
+}
+
+// rowsSumToOne reports whether every row of w sums to 1 (to 1e-6).
+func rowsSumToOne(w [][]float64) bool {
+	for _, r := range w {
+		sum := 0.0
+		for _, x := range r {
+			sum += x
+		}
+		if math.Abs(sum-1) > 1e-6 {
+			return false
+		}
+	}
+	return true
 }
 
 // axisLabels returns labels, or "0", "1", ... when labels is nil.
@@ -134,7 +165,11 @@ func AttentionHeatmap(weights [][]float64, queries, keys []string, title string)
 		title = "Attention weights"
 	}
 	h := charts.NewHeatMap()
-	h.SetGlobalOptions(baseOpts("heatmap", title, fmt.Sprintf("rows: %d queries, columns: %d keys; each row sums to 1", rows, cols), 0)...)
+	sub := fmt.Sprintf("rows: %d queries, columns: %d keys", rows, cols)
+	if rowsSumToOne(weights) { // a softmax's: not so for rows that see no key, or other matrices
+		sub += "; each row sums to 1"
+	}
+	h.SetGlobalOptions(baseOpts("heatmap", title, sub, 0)...)
 	h.SetGlobalOptions(
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}),
 		charts.WithTooltipOpts(heatTooltip(ql, kl, nil)),
@@ -170,6 +205,9 @@ func AttentionHeads(heads [][][]float64, queries, keys []string, cols int, title
 			return nil, &InputError{Func: fn, Arg: fmt.Sprintf("heads[%d]", h), Reason: fmt.Sprintf("is %dx%d, heads[0] is %dx%d", r, c, rows, ncols)}
 		}
 		rows, ncols, maxv = r, c, math.Max(maxv, m)
+	}
+	if err := checkCells(fn, "heads", len(heads)*rows*ncols); err != nil {
+		return nil, err
 	}
 	ql, err := axisLabels(fn, "queries", queries, rows)
 	if err != nil {

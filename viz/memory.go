@@ -80,6 +80,9 @@ func Memory(points []MemPoint, o MemoryOptions) (*charts.Line, error) {
 	if o.CapacityBytes < 0 || !finite(o.CapacityBytes) {
 		return nil, &InputError{Func: fn, Arg: "MemoryOptions.CapacityBytes", Reason: fmt.Sprintf("is %v", o.CapacityBytes)}
 	}
+	if o.ElemBytes < 0 || o.ScoreHeads < 0 {
+		return nil, &InputError{Func: fn, Arg: "MemoryOptions", Reason: fmt.Sprintf("has ElemBytes=%d ScoreHeads=%d (want >= 0; 0: the default)", o.ElemBytes, o.ScoreHeads)}
+	}
 	elem := o.ElemBytes
 	if elem == 0 {
 		elem = 4

@@ -41,12 +41,12 @@ func TracedRow(q, k *flashattn.Tensor, tr *flashattn.Trace, o *flashattn.Options
 	if tr == nil {
 		return nil, &InputError{Func: "TracedRow", Arg: "trace", Reason: "is nil"}
 	}
-	if tr.Row < 0 || tr.Row >= q.Shape.N {
-		return nil, &InputError{Func: "TracedRow", Arg: "trace.Row", Reason: fmt.Sprintf("is %d, q has %d rows", tr.Row, q.Shape.N)}
-	}
-	s, err := Scores(q, k, tr.Batch, tr.Head, o)
+	s, err := Scores(q, k, tr.Batch, tr.Head, o) // checks q and k first
 	if err != nil {
 		return nil, err
+	}
+	if tr.Row < 0 || tr.Row >= len(s) {
+		return nil, &InputError{Func: "TracedRow", Arg: "trace.Row", Reason: fmt.Sprintf("is %d, q has %d rows", tr.Row, len(s))}
 	}
 	return s[tr.Row], nil
 }

@@ -98,6 +98,8 @@ func checkSpeed(fn string, points []SpeedPoint) error {
 			bad = "needs TFLOPs, or Millis with B and H"
 		case p.Bytes > 0 && (p.B == 0 || p.H == 0):
 			bad = "has Bytes without B and H"
+		case !finite(p.rate()):
+			bad = "gives a rate that is not finite (Millis too small)"
 		}
 		if bad != "" {
 			return &InputError{Func: fn, Arg: fmt.Sprintf("points[%d]", i), Reason: fmt.Sprintf("%s: %+v", bad, p)}
@@ -258,9 +260,14 @@ func Speedup(points []SpeedPoint, baseline string, o SpeedOptions) (*charts.Line
 	sub := o.Subtitle
 	for i, cand := range append([]string{baseline}, o.Fallbacks...) {
 		for _, p := range points {
-			if p.Backend == cand {
-				base[key{p.B, p.N, p.H, p.D, p.Causal}] = p
+			if p.Backend != cand {
+				continue
 			}
+			k := key{p.B, p.N, p.H, p.D, p.Causal}
+			if _, twice := base[k]; twice {
+				return nil, &InputError{Func: fn, Arg: "points", Reason: fmt.Sprintf("give baseline %q two points of one shape (B %d, N %d, H %d, D %d, causal %v): a speedup needs one", cand, p.B, p.N, p.H, p.D, p.Causal)}
+			}
+			base[k] = p
 		}
 		if len(base) > 0 {
 			if i > 0 {

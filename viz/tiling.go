@@ -40,6 +40,9 @@ func Tiling(tr *flashattn.Trace) (*charts.HeatMap, error) {
 	if tr.Tr <= 0 || tr.Tc <= 0 || len(tr.Steps) == 0 {
 		return nil, &InputError{Func: fn, Arg: "trace", Reason: "has no steps: pass it in Options.Trace to a CPUFlash Forward call"}
 	}
+	if err := checkCells(fn, "trace", tr.Tr*tr.Tc); err != nil {
+		return nil, err
+	}
 	// Sorted here too: the output must not depend on the order in which
 	// parallel Q blocks recorded their steps.
 	steps := slices.Clone(tr.Steps)

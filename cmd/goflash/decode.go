@@ -80,9 +80,11 @@ func (g *cudaGPU) benchDecode(c Case, row Row, mods scoreMods, warmup, reps int)
 	return row
 }
 
-// printDecodeBandwidth prints, for a --decode run, each shape's bandwidth:
-// ours and the best PyTorch backend's, and our fraction of --peak-tbps.
-func printDecodeBandwidth(w io.Writer, res *BenchResult) {
+// decodeBandwidth is, for a --decode run, each shape's bandwidth: the bytes
+// of K and V read over the median time, the fraction of --peak-tbps, and
+// the fastest SDPA backend's time beside ours; the terminal and the HTML
+// report show it. caption says what the columns mean; no rows: no decode.
+func decodeBandwidth(res *BenchResult) (caption string, head []string, rows [][]string) {
 	type line struct {
 		ours, mod Row // mod: the --window/--softcap/--alibi call
 		torch     map[string]Row
@@ -108,17 +110,12 @@ func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 			lines[k].torch[r.Impl] = r
 		}
 	}
-	if len(order) == 0 {
-		return
-	}
 	peak := res.Settings.PeakTBps
-	fmt.Fprintf(w, "\ndecode bandwidth: bytes of K and V read (B*Nk*Hkv*D*2*2) over the median time")
+	caption = "decode bandwidth: bytes of K and V read (B*Nk*Hkv*D*2*2) over the median time"
 	if peak > 0 {
-		fmt.Fprintf(w, "; fraction of %.2f TB/s (--peak-tbps)", peak)
+		caption += fmt.Sprintf("; fraction of %.2f TB/s (--peak-tbps)", peak)
 	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "B\tHq/Hkv\tNq\tNk\tD\tKV MB\tours us\tours TB/s\tof peak\tbest SDPA\tSDPA us\tvs SDPA\t")
+	head = []string{"B", "Hq/Hkv", "Nq", "Nk", "D", "KV MB", "ours us", "ours TB/s", "of peak", "best SDPA", "SDPA us", "vs SDPA"}
 	for _, k := range order {
 		l := lines[k]
 		o := l.ours
@@ -145,8 +142,8 @@ func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 				vs = fmtRatio(b.MS / o.MS)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%d/%d\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", o.B, o.Hq, o.Hkv, o.Nq, o.Nk, o.D,
-			float64(o.KVBytes())/1e6, us, tb, frac, best, bestUS, vs)
+		rows = append(rows, []string{fmt.Sprint(o.B), fmt.Sprintf("%d/%d", o.Hq, o.Hkv), fmt.Sprint(o.Nq), fmt.Sprint(o.Nk), fmt.Sprint(o.D),
+			fmt.Sprintf("%.0f", float64(o.KVBytes())/1e6), us, tb, frac, best, bestUS, vs})
 		if m := l.mod; m.Impl != "" { // its MB: what it reads (a window's entries)
 			us, tb, mb, frac := m.Status, "-", "-", "-"
 			if m.Status == statusOK {
@@ -155,8 +152,22 @@ func printDecodeBandwidth(w io.Writer, res *BenchResult) {
 					frac = fmt.Sprintf("%.0f%%", 100*m.TBps/peak)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t\t\t\t\t\t%s\t%s\t%s\t%s\t\t\t\t\n", strings.TrimPrefix(implGPUMod, "goflash-"), mb, us, tb, frac)
+			rows = append(rows, []string{strings.TrimPrefix(implGPUMod, "goflash-"), "", "", "", "", mb, us, tb, frac, "", "", ""})
 		}
+	}
+	return caption, head, rows
+}
+
+// printDecodeBandwidth prints decodeBandwidth's table (nothing without decode rows).
+func printDecodeBandwidth(w io.Writer, res *BenchResult) {
+	caption, head, rows := decodeBandwidth(res)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n", caption)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, r := range append([][]string{head}, rows...) {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
 	}
 	tw.Flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,6 +39,15 @@ func TestBenchDecode(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
+	}
+	// The report has the same bandwidth table, and no throughput chart over N
+	// (every decode point has N = Nq, which would stack the cache lengths).
+	html, err := os.ReadFile(filepath.Join(dir, "bench.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "Decode bandwidth") || !strings.Contains(string(html), "ours TB/s") || strings.Contains(string(html), "Throughput: ") {
+		t.Errorf("bench.html: want the decode bandwidth table and no throughput chart")
 	}
 	// --window, --softcap and --alibi add the modified decode call, with its own bandwidth line.
 	code, stdout, stderr = runCLI(t, "bench", "--decode", "--seqlens", "32768", "--window", "4096,-1", "--softcap", "30",

@@ -67,7 +67,17 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 			sub += " (REHEARSAL: PyTorch answering as on " + t.Emulate + ")"
 		}
 	}
+	// Decode: one table of bandwidths (its points share one query row, N 1,
+	// so a throughput chart over N would stack every cache length on one x).
+	if caption, head, cells := decodeBandwidth(res); len(cells) > 0 {
+		rep.AddHeading("Decode bandwidth")
+		rep.AddText(caption + ".")
+		rep.AddTable(head, cells)
+	}
 	for _, g := range order {
+		if g.dir == dirDecode {
+			continue
+		}
 		ps := bench.SpeedPoints(rows[g], nil)
 		if len(ps) == 0 {
 			continue
