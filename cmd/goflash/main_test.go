@@ -305,6 +305,9 @@ func TestBenchCPUWritesJSONAndCSV(t *testing.T) {
 	if len(recs) != 1+len(res.Rows) || strings.Join(recs[0], ",") != strings.Join(csvHeader, ",") {
 		t.Errorf("CSV: %d records, header %v", len(recs), recs[0])
 	}
+	if i := slices.Index(csvHeader, "dtype"); i < 0 || len(recs) < 2 || recs[1][i] != "fp32" {
+		t.Errorf("CSV: no dtype column saying fp32 for a CPU row: %v", recs[min(1, len(recs)-1)])
+	}
 	for _, name := range []string{"bench.json", "bench.md", "bench.html"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)

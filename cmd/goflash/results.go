@@ -51,7 +51,7 @@ func caseOf(r Row) Case { return Case{Dims: r.Dims(), Causal: r.Causal} }
 
 var csvHeader = []string{"date", "commit", "device", "capability", "driver", "impl", "direction",
 	"b", "hq", "hkv", "nq", "nk", "d", "causal", "status", "ms", "tflops", "flops",
-	"extra_bytes", "host_overhead_us", "derived", "gqa", "kernel", "reason"}
+	"extra_bytes", "host_overhead_us", "derived", "gqa", "kernel", "reason", "dtype", "tb_per_s"}
 
 // writeCSV writes one line per row; the device, driver, commit and date are
 // repeated on every line so that a line means something on its own.
@@ -67,14 +67,14 @@ func writeCSV(w io.Writer, res *BenchResult) error {
 		return strconv.FormatFloat(x, 'g', 6, 64)
 	}
 	for _, r := range res.Rows {
-		dev, capab, drv := res.Device.Name, res.Device.Capability, res.Device.Driver
+		dev, capab, drv, dtype := res.Device.Name, res.Device.Capability, res.Device.Driver, res.Settings.DType
 		if strings.HasPrefix(r.Impl, implTorchPref) && res.Torch != nil {
-			dev, capab, drv = res.Torch.Device, res.Torch.Capability, res.Torch.Driver
+			dev, capab, drv, dtype = res.Torch.Device, res.Torch.Capability, res.Torch.Driver, orDefault(res.Torch.DType, "fp16")
 		}
 		rec := []string{res.Meta.Date, res.Meta.Commit, dev, capab, drv, r.Impl, r.Direction,
 			strconv.Itoa(r.B), strconv.Itoa(r.Hq), strconv.Itoa(r.Hkv), strconv.Itoa(r.Nq), strconv.Itoa(r.Nk), strconv.Itoa(r.D),
 			strconv.FormatBool(r.Causal), r.Status, f(r.MS), f(r.TFLOPs), f(r.FLOPs),
-			strconv.FormatInt(r.ExtraBytes, 10), f(r.HostOverheadUS), strconv.FormatBool(r.Derived), r.GQA, r.Kernel, r.Reason}
+			strconv.FormatInt(r.ExtraBytes, 10), f(r.HostOverheadUS), strconv.FormatBool(r.Derived), r.GQA, r.Kernel, r.Reason, dtype, f(r.TBps)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
