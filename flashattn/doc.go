@@ -8,7 +8,9 @@
 // without cgo), or on the CPU in pure Go (CPUNaive, the textbook
 // algorithm, and CPUFlash, the tiled one). Options.Backend Auto, the
 // default, takes the GPU where one is usable; Result.Backend says which
-// ran and Result.Reason why.
+// ran and Result.Reason why. The driver library is found by name
+// (libcuda.so.1) or where Colab, Kaggle and containers keep it; the
+// environment variable GOFLASH_LIBCUDA names its path elsewhere.
 //
 // Entry points:
 //   - Forward and Backward: tensors of shape (B, N, H, D), BSHD with

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/goflash/goflash/internal/cuda"
 )
 
 // The devices behind Auto and GPU, opened on first use and kept for the
 // life of the process. A failure to open is kept too, with its reason: a
 // driver or GPU does not appear while a process runs, and Auto then falls
-// back to the CPU at the cost of a map lookup.
+// back to the CPU at the cost of a map lookup. A failure that passes is
+// not kept (openPasses): a GPU whose memory another process holds (PyTorch
+// beside a notebook), or one in exclusive use, is tried again next call.
 var defaultDevices struct {
 	mu sync.Mutex
 	m  map[int]*defaultDevice
@@ -33,8 +37,26 @@ func openDefault(ordinal int) (*Device, error) {
 		defaultDevices.m[ordinal] = e
 	}
 	defaultDevices.mu.Unlock()
-	e.once.Do(func() { e.dev, e.err = OpenDevice(ordinal) })
+	e.once.Do(func() { e.dev, e.err = openDevice(ordinal) })
+	if e.err != nil && openPasses(e.err) {
+		defaultDevices.mu.Lock()
+		if defaultDevices.m[ordinal] == e {
+			delete(defaultDevices.m, ordinal)
+		}
+		defaultDevices.mu.Unlock()
+	}
 	return e.dev, e.err
+}
+
+// openDevice is OpenDevice (tests replace it).
+var openDevice = OpenDevice
+
+// openPasses reports whether a failure to open a device can pass while the
+// process runs: out of device memory for the context, or the device in
+// exclusive use by another process.
+func openPasses(err error) bool {
+	var ce *cuda.Error
+	return errors.Is(err, cuda.ErrNoMemory) || errors.As(err, &ce) && ce.Code == cuda.ErrDevUnavailable
 }
 
 // lostDefault handles the error of a call on a default device: after a

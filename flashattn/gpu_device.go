@@ -53,9 +53,12 @@ func noGPU(err error) error {
 }
 
 // Devices lists the CUDA devices. Without a driver or a device the error
-// wraps ErrNoGPU.
+// wraps ErrNoGPU. A device that cannot be read now (in exclusive use by
+// another process, its memory full, a fault) is left out when others can
+// be (Ordinal says which are listed); when none can, the error says why
+// for each.
 func Devices() ([]DeviceInfo, error) {
-	n, err := cuda.DeviceCount()
+	n, err := deviceCount()
 	if err != nil {
 		return nil, noGPU(err)
 	}
@@ -63,19 +66,33 @@ func Devices() ([]DeviceInfo, error) {
 		return nil, fmt.Errorf("%w: the CUDA driver sees no device", ErrNoGPU)
 	}
 	out := make([]DeviceInfo, 0, n)
+	var errs []error
 	for i := range n {
-		c, err := cuda.Open(i)
+		info, err := readDevice(i)
 		if err != nil {
-			return nil, noGPU(err)
-		}
-		info, err := readInfo(c)
-		cerr := c.Close()
-		if err = errors.Join(err, cerr); err != nil {
-			return nil, err
+			errs = append(errs, fmt.Errorf("GPU %d: %w", i, err))
+			continue
 		}
 		out = append(out, info)
 	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrNoGPU, errors.Join(errs...))
+	}
 	return out, nil
+}
+
+// deviceCount and readDevice are the driver's answers Devices lists (tests
+// replace them).
+var deviceCount, readDevice = cuda.DeviceCount, deviceInfo
+
+// deviceInfo reads device i's DeviceInfo through a context of its own.
+func deviceInfo(i int) (DeviceInfo, error) {
+	c, err := cuda.Open(i)
+	if err != nil {
+		return DeviceInfo{}, err
+	}
+	info, err := readInfo(c)
+	return info, errors.Join(err, c.Close())
 }
 
 func readInfo(c *cuda.Context) (DeviceInfo, error) {
@@ -472,21 +489,36 @@ func (d *Device) lookup(pass kernels.Pass, bf16 bool, headDim int, causal bool) 
 // the Hopper cubin for an Arch 90 row, else the fatbin (forced: the Turing
 // PTX); d.mu is held.
 func (d *Device) module(v kernels.Variant) (*cuda.Module, error) {
-	at, img, what := &d.mod, kernels.Fatbin, "fatbin"
+	at, img, what, built := &d.mod, kernels.Fatbin, "fatbin", kernels.FatbinCUDA
 	switch {
 	case v.Arch == kernels.SM90A:
-		at, img, what = &d.mod90, kernels.SM90ACubin, "sm_90a cubin"
+		at, img, what, built = &d.mod90, kernels.SM90ACubin, "sm_90a cubin", kernels.SM90ACubinCUDA
 	case d.forced:
 		img, what = kernels.SM75PTX, "compute_75 PTX"
 	}
 	if *at == nil {
 		m, err := d.ctx.LoadModule(img)
 		if err != nil {
-			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w", what, d.info, err)
+			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w%s", what, d.info, err, driverTooOld(err, d.info.DriverVersion, what, built))
 		}
 		*at = m
 	}
 	return *at, nil
+}
+
+// driverTooOld is what a module load's error adds when the driver may be
+// older than the image needs: its CUDA version beside the one the image
+// was built by; "" for other errors.
+func driverTooOld(err error, driver int, what, built string) string {
+	var ce *cuda.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	switch ce.Code {
+	case cuda.ErrInvalidImage, cuda.ErrNoBinaryForGPU, cuda.ErrInvalidPTX, cuda.ErrUnsupportedPTX:
+		return fmt.Sprintf(" (this driver supports CUDA %d.%d; the %s was built by CUDA %s's nvcc: a driver that old or newer is needed)", driver/1000, driver%1000/10, what, built)
+	}
+	return ""
 }
 
 // load returns variant v's function, loading the module and preparing the

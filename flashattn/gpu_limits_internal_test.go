@@ -2,9 +2,12 @@ package flashattn
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/goflash/goflash/internal/cuda"
 	"github.com/goflash/goflash/internal/kernels"
 )
 
@@ -85,4 +88,77 @@ func TestReasonWhileForcePath(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// TestDefaultDeviceRetriesPassingFailures: a default device that failed to
+// open for want of memory (another process holds it) or because another
+// process uses it exclusively is tried again on the next call; a missing
+// driver is remembered.
+func TestDefaultDeviceRetriesPassingFailures(t *testing.T) {
+	open := openDevice
+	t.Cleanup(func() {
+		openDevice = open
+		defaultDevices.mu.Lock()
+		delete(defaultDevices.m, 7)
+		defaultDevices.mu.Unlock()
+	})
+	for _, c := range []struct {
+		err       error
+		wantCalls int
+	}{
+		{&cuda.Error{Func: "cuDevicePrimaryCtxRetain", Code: cuda.ErrOutOfMemory, Name: "CUDA_ERROR_OUT_OF_MEMORY"}, 3},
+		{&cuda.Error{Func: "cuDevicePrimaryCtxRetain", Code: cuda.ErrDevUnavailable, Name: "CUDA_ERROR_DEVICE_UNAVAILABLE"}, 3},
+		{fmt.Errorf("%w: no driver", ErrNoGPU), 1},
+	} {
+		calls := 0
+		openDevice = func(int) (*Device, error) { calls++; return nil, c.err }
+		defaultDevices.mu.Lock()
+		delete(defaultDevices.m, 7)
+		defaultDevices.mu.Unlock()
+		for range 3 {
+			if _, err := openDefault(7); !errors.Is(err, c.err) {
+				t.Fatalf("openDefault: %v, want %v", err, c.err)
+			}
+		}
+		if calls != c.wantCalls {
+			t.Errorf("%v: opened %d times in 3 calls, want %d", c.err, calls, c.wantCalls)
+		}
+	}
+}
+
+// TestDevicesListsTheReadableOnes: one GPU in exclusive use elsewhere (or
+// out of memory) leaves the others listed; none readable is ErrNoGPU with
+// each one's reason.
+func TestDevicesListsTheReadableOnes(t *testing.T) {
+	count, read := deviceCount, readDevice
+	t.Cleanup(func() { deviceCount, readDevice = count, read })
+	busy := &cuda.Error{Func: "cuDevicePrimaryCtxRetain", Code: cuda.ErrDevUnavailable, Name: "CUDA_ERROR_DEVICE_UNAVAILABLE"}
+	deviceCount = func() (int, error) { return 2, nil }
+	readDevice = func(i int) (DeviceInfo, error) {
+		if i == 1 {
+			return DeviceInfo{}, busy
+		}
+		return DeviceInfo{Ordinal: i, Name: "T4", Major: 7, Minor: 5}, nil
+	}
+	if ds, err := Devices(); err != nil || len(ds) != 1 || ds[0].Ordinal != 0 {
+		t.Errorf("one of two busy: %+v, %v; want GPU 0 listed", ds, err)
+	}
+	readDevice = func(int) (DeviceInfo, error) { return DeviceInfo{}, busy }
+	if ds, err := Devices(); !errors.Is(err, ErrNoGPU) || !errors.Is(err, busy) || ds != nil {
+		t.Errorf("both busy: %+v, %v; want ErrNoGPU with the reason", ds, err)
+	}
+}
+
+// TestDriverTooOldSaysVersions: a module the driver refuses for its image
+// or PTX names the driver's CUDA version and the one the image was built
+// by; other load errors add nothing.
+func TestDriverTooOldSaysVersions(t *testing.T) {
+	ptx := &cuda.Error{Func: "cuModuleLoadDataEx", Code: cuda.ErrUnsupportedPTX, Name: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"}
+	if got := driverTooOld(ptx, 11040, "fatbin", kernels.FatbinCUDA); !strings.Contains(got, "CUDA 11.4") || !strings.Contains(got, "CUDA "+kernels.FatbinCUDA) {
+		t.Errorf("unsupported PTX on a CUDA 11.4 driver: %q", got)
+	}
+	oom := &cuda.Error{Func: "cuModuleLoadDataEx", Code: cuda.ErrOutOfMemory}
+	if got := driverTooOld(fmt.Errorf("x: %w", oom), 12020, "fatbin", kernels.FatbinCUDA); got != "" {
+		t.Errorf("out of memory: %q, want nothing added", got)
+	}
 }

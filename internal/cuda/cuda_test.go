@@ -22,6 +22,32 @@ func TestLoadMissingLibrary(t *testing.T) {
 	}
 }
 
+// TestLibraryPaths: the library by name first, then the directories hosted
+// runtimes keep it in; GOFLASH_LIBCUDA alone when set. A load that finds
+// none says each path it tried and names the variable.
+func TestLibraryPaths(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	ps := libraryPaths(getenv)
+	if ps[0] != libraryName || len(ps) != 1+len(libraryDirs) {
+		t.Errorf("paths %q, want %s then libraryDirs", ps, libraryName)
+	}
+	env[LibraryEnv] = "/opt/driver/libcuda.so.1"
+	if ps := libraryPaths(getenv); len(ps) != 1 || ps[0] != "/opt/driver/libcuda.so.1" {
+		t.Errorf("with %s set: %q", LibraryEnv, ps)
+	}
+	_, err := load("libgoflash-none-1.so", "/nonexistent/libgoflash-none-2.so")
+	if !errors.Is(err, ErrNoDriver) || !strings.Contains(err.Error(), "cannot load libgoflash-none-1.so") || !strings.Contains(err.Error(), "nor from /nonexistent ("+LibraryEnv) {
+		t.Errorf("load of two missing paths: %v", err)
+	}
+	// The first path that opens is the one bound (libc: no cuInit, said as such).
+	if runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		if _, err := load("libgoflash-none-1.so", "libc.so.6"); !errors.Is(err, ErrNoDriver) || !strings.Contains(err.Error(), "cuInit") {
+			t.Errorf("load falling through to libc: %v, want its missing cuInit", err)
+		}
+	}
+}
+
 func TestLoadLibraryWithoutSymbols(t *testing.T) {
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		t.Skip("libc test library is Linux's")
@@ -40,6 +66,7 @@ func TestErrorMatchesSentinels(t *testing.T) {
 		{ErrNoDeviceCode, false, true, false, false}, {ErrInvalidDevice, false, true, false, false}, {ErrInsufficientDrv, true, false, false, false},
 		{ErrStubLibrary, true, false, false, false}, {ErrOutOfMemory, false, false, true, false},
 		{ErrIllegalAddress, false, false, false, true}, {ErrLaunchFailed, false, false, false, true}, {ErrMisaligned, false, false, false, true},
+		{ErrECCUncorrected, false, false, false, true},
 		{701, false, false, false, false}, // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: the launch is refused, the context lives
 	} {
 		e := error(&Error{Func: "cuX", Code: c.code})

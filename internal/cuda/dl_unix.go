@@ -6,6 +6,12 @@ import "github.com/ebitengine/purego"
 
 const libraryName = "libcuda.so.1"
 
+// libraryDirs hold the driver library on Colab (/usr/lib64-nvidia), in the
+// NVIDIA container runtime's images (Kaggle: /usr/local/nvidia/lib64), on
+// WSL and in Debian/Ubuntu's multiarch directories.
+var libraryDirs = []string{"/usr/lib64-nvidia", "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib",
+	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"}
+
 func openLibrary(path string) (uintptr, error) {
 	return purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 }

@@ -12,6 +12,9 @@ import (
 // purego makes the calls.
 const libraryName = "nvcuda.dll"
 
+// libraryDirs: the loader's search by name is all there is here.
+var libraryDirs []string
+
 func openLibrary(path string) (uintptr, error) {
 	h, err := syscall.LoadLibrary(path)
 	return uintptr(h), err

@@ -3,6 +3,9 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -101,13 +104,51 @@ func (d *driver) symbols() []symbol {
 	}
 }
 
-// load opens the driver library at path, binds every entry point and calls
-// cuInit. Errors wrap ErrNoDriver (or ErrNoDevice when the driver works but
-// sees no device).
-func load(path string) (*driver, error) {
-	lib, err := openLibrary(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot load %s: %v", ErrNoDriver, path, err)
+// LibraryEnv names the environment variable that gives the driver
+// library's path, for a machine whose loader path does not reach it.
+const LibraryEnv = "GOFLASH_LIBCUDA"
+
+// libraryPaths are where get looks for the driver library, in order:
+// LibraryEnv's path alone when it is set, else the library by name (the
+// loader's path: LD_LIBRARY_PATH, the ldconfig cache), then libraryDirs,
+// where hosted runtimes and containers keep it (a launcher that drops
+// LD_LIBRARY_PATH leaves those unreached by name).
+func libraryPaths(getenv func(string) string) []string {
+	if p := getenv(LibraryEnv); p != "" {
+		return []string{p}
+	}
+	out := []string{libraryName}
+	for _, d := range libraryDirs {
+		out = append(out, filepath.Join(d, libraryName))
+	}
+	return out
+}
+
+// load opens the first of paths that opens, binds every entry point and
+// calls cuInit. Errors wrap ErrNoDriver (or ErrNoDevice when the driver
+// works but sees no device).
+func load(paths ...string) (*driver, error) {
+	var lib uintptr
+	var path string
+	var why []string
+	for _, p := range paths {
+		l, err := openLibrary(p)
+		if err == nil {
+			lib, path = l, p
+			break
+		}
+		why = append(why, err.Error())
+	}
+	if lib == 0 {
+		msg := fmt.Sprintf("cannot load %s: %s", paths[0], why[0])
+		if len(paths) > 1 { // the others are where-else: one line, not every loader message
+			dirs := make([]string, len(paths)-1)
+			for i, p := range paths[1:] {
+				dirs[i] = filepath.Dir(p)
+			}
+			msg += fmt.Sprintf("; nor from %s (%s names another path)", strings.Join(dirs, ", "), LibraryEnv)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNoDriver, msg)
 	}
 	d := &driver{lib: lib}
 	for _, s := range d.symbols() {
@@ -127,6 +168,9 @@ func load(path string) (*driver, error) {
 	}
 	if err := d.check("cuInit", d.call(d.cuInit, 0)); err != nil {
 		if errors.Is(err, ErrNoDevice) {
+			if v, set := os.LookupEnv("CUDA_VISIBLE_DEVICES"); set {
+				return nil, fmt.Errorf("%w (CUDA_VISIBLE_DEVICES=%q: the driver shows only the devices it names)", err, v)
+			}
 			return nil, err
 		}
 		// A driver library without its kernel module (or a broken install)
@@ -146,7 +190,7 @@ var (
 // get returns the process-wide driver, loading it on first use. A failure
 // is remembered: a driver does not appear while a process runs.
 func get() (*driver, error) {
-	defaultOnce.Do(func() { defaultDrv, defaultErr = load(libraryName) })
+	defaultOnce.Do(func() { defaultDrv, defaultErr = load(libraryPaths(os.Getenv)...) })
 	return defaultDrv, defaultErr
 }
 

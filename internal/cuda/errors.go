@@ -45,6 +45,11 @@ const (
 	ErrDevUnavailable  Result = 46
 	ErrNoDeviceCode    Result = 100
 	ErrInvalidDevice   Result = 101
+	ErrECCUncorrected  Result = 214 // an uncorrectable ECC error: the context is unusable after it
+	ErrInvalidImage    Result = 200 // the image's format is one this driver does not know
+	ErrNoBinaryForGPU  Result = 209
+	ErrInvalidPTX      Result = 218
+	ErrUnsupportedPTX  Result = 222 // PTX of a newer ISA than this driver's JIT
 	ErrIllegalAddress  Result = 700 // the first of the faults that leave a context unusable
 	ErrLaunchTimeout   Result = 702
 	ErrAssert          Result = 710
@@ -83,7 +88,7 @@ func (e *Error) Is(target error) bool {
 	case ErrContextLost:
 		switch e.Code {
 		case ErrIllegalAddress, ErrLaunchTimeout, ErrAssert, ErrStackError, ErrIllegalInstr,
-			ErrMisaligned, ErrAddressSpace, ErrInvalidPC, ErrLaunchFailed:
+			ErrMisaligned, ErrAddressSpace, ErrInvalidPC, ErrLaunchFailed, ErrECCUncorrected:
 			return true
 		}
 	case ErrNoDriver:

@@ -33,6 +33,14 @@ var SM75PTX []byte
 //go:embed fa2_sm90a.cubin
 var SM90ACubin []byte
 
+// The CUDA releases whose nvcc built Fatbin (and SM75PTX) and SM90ACubin
+// (kernels/build.sh, kernels/cuda12.sh): a driver older than the release
+// may refuse the image (its PTX ISA, its cubin format).
+const (
+	FatbinCUDA     = "11.8"
+	SM90ACubinCUDA = "12.4"
+)
+
 // FatbinMagic is the first 4 bytes of a CUDA fatbin (0xBA55ED50, little endian).
 var FatbinMagic = []byte{0x50, 0xed, 0x55, 0xba}
 
