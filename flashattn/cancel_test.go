@@ -11,10 +11,13 @@ import (
 	"github.com/goflash/goflash/flashattn"
 )
 
-// TestCancelStopsWithinASecond: a CPU call that would take many seconds
-// returns context.Canceled soon after the cancel, forward and backward, on
-// both CPU backends, even with one Q block as long as the problem.
-func TestCancelStopsWithinASecond(t *testing.T) {
+// TestCancelStopsSoon: a CPU call that would take tens of seconds returns
+// context.Canceled soon after the cancel, forward and backward, on both CPU
+// backends, even with one Q block as long as the problem. Unloaded it stops
+// within a second (the logs say how soon); the bound is 3 s so that a
+// machine busy with other tests (CI's parallel packages, the race detector)
+// does not fail it, still a fraction of the uncancelled call.
+func TestCancelStopsSoon(t *testing.T) {
 	d := flashattn.Dims{B: 1, Nq: 8192, Nk: 8192, Hq: 8, Hkv: 8, D: 64} // tens of seconds of CPU work
 	q, k, v := flashattn.Random(d.QShape(), 1), flashattn.Random(d.KVShape(), 2), flashattn.Random(d.KVShape(), 3)
 	lse := make([]float32, d.LSELen())
@@ -41,7 +44,7 @@ func TestCancelStopsWithinASecond(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("%v BlockQ %d backward %t: %v, want context.Canceled", o.Backend, o.BlockQ, backward, err)
 			}
-			if took > 1200*time.Millisecond {
+			if took > 200*time.Millisecond+3*time.Second {
 				t.Errorf("%v BlockQ %d backward %t: returned %v after the call began (cancelled at 200ms)", o.Backend, o.BlockQ, backward, took)
 			}
 			t.Logf("%v BlockQ %d backward %t: stopped after %v", o.Backend, o.BlockQ, backward, took)

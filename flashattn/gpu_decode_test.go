@@ -2,6 +2,7 @@ package flashattn_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -254,6 +255,10 @@ func TestGPUBenchKVCache(t *testing.T) {
 		}
 		if want := int64(2 * 4096 * 2 * 128 * 2 * 2); r.KVBytes != want || r.Splits < 1 || r.TBps <= 0 || r.MedianMs <= 0 || r.PageSize != page {
 			t.Errorf("page %d: %+v (want %d bytes)", page, r, want)
+		}
+		// TB/s is those bytes over the median time (1e12 bytes per second).
+		if want := float64(2*4096*2*128*2*2) / (r.MedianMs * 1e-3) / 1e12; math.Abs(r.TBps-want) > 1e-9*want {
+			t.Errorf("page %d: %.6g TB/s, want %.6g from %d bytes in %.6g ms", page, r.TBps, want, r.KVBytes, r.MedianMs)
 		}
 		t.Logf("page %d: %.1f us, %.2f TB/s, %d splits, kernels %d", page, 1e3*r.MedianMs, r.TBps, r.Splits, len(r.Kernels))
 	}

@@ -643,12 +643,17 @@ func TestBadInputIsInputError(t *testing.T) {
 	if _, err := viz.TracedRow(nil, nil, &flashattn.Trace{}, nil); !errors.As(err, &de) {
 		t.Errorf("TracedRow of nil q: %v, want a *flashattn.DataError", err)
 	}
-	// A matrix whose rows do not sum to 1 is not called a softmax's.
-	h, err := viz.AttentionHeatmap([][]float64{{0.5, 0.2}, {0, 0}}, nil, nil, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(pageOf(t, h), "sums to 1") {
-		t.Error("subtitle says each row sums to 1 for rows that do not")
+	// Only a matrix whose rows sum to 1 is called a softmax's.
+	for _, c := range []struct {
+		w    [][]float64
+		sums bool
+	}{{[][]float64{{0.5, 0.2}, {0, 0}}, false}, {[][]float64{{0.25, 0.75}, {1, 0}}, true}} {
+		h, err := viz.AttentionHeatmap(c.w, nil, nil, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(pageOf(t, h), "sums to 1"); got != c.sums {
+			t.Errorf("%v: subtitle says each row sums to 1: %v, want %v", c.w, got, c.sums)
+		}
 	}
 }

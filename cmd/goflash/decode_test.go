@@ -1,12 +1,18 @@
 package main
 
 import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/goflash/goflash/bench"
+	"github.com/goflash/goflash/flashattn"
 )
 
 // TestBenchDecode: --decode plans the decode sweep (Llama-like defaults,
@@ -40,6 +46,44 @@ func TestBenchDecode(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
+	// The bandwidth table's numbers, worked from the rows: ours TB/s is the
+	// cache's bytes over our time, vs SDPA the best SDPA time over ours.
+	_, head, cells := decodeBandwidth(&res)
+	col := func(name string) int { return slices.Index(head, name) }
+	for _, l := range res.Table {
+		ours, best := 0.0, math.Inf(1)
+		for _, r := range res.Rows {
+			if r.Shape != l.Shape || r.Direction != l.Direction || r.Status != statusOK {
+				continue
+			}
+			if r.Impl == implGPU {
+				ours = r.MS
+			} else if strings.HasPrefix(r.Impl, implTorchPref) {
+				best = math.Min(best, r.MS)
+			}
+		}
+		tbps := float64(4*l.B*l.Nk*l.Hkv*l.D) / (ours * 1e-3) / 1e12
+		found := false
+		for _, c := range cells {
+			if c[col("Nk")] == fmt.Sprint(l.Nk) {
+				found = true
+				if c[col("vs SDPA")] != fmtRatio(best/ours) || c[col("ours TB/s")] != fmtSig(tbps) {
+					t.Errorf("Nk %d: vs SDPA %s, ours TB/s %s; want %s, %s", l.Nk, c[col("vs SDPA")], c[col("ours TB/s")], fmtRatio(best/ours), fmtSig(tbps))
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no bandwidth line for Nk %d", l.Nk)
+		}
+	}
+	// The CSV carries each row's bandwidth and dtype.
+	recs := readCSV(t, filepath.Join(dir, "bench.csv"))
+	for _, rec := range recs[1:] {
+		impl, tb, dt := rec[slices.Index(csvHeader, "impl")], rec[slices.Index(csvHeader, "tb_per_s")], rec[slices.Index(csvHeader, "dtype")]
+		if rec[slices.Index(csvHeader, "status")] == statusOK && (tb == "" || dt != "fp16") {
+			t.Errorf("CSV %s: tb_per_s %q, dtype %q", impl, tb, dt)
+		}
+	}
 	// The report has the same bandwidth table, and no throughput chart over N
 	// (every decode point has N = Nq, which would stack the cache lengths).
 	html, err := os.ReadFile(filepath.Join(dir, "bench.html"))
@@ -54,6 +98,12 @@ func TestBenchDecode(t *testing.T) {
 		"--reps", "1", "--warmup", "0", "--out", t.TempDir())
 	if code != 0 || strings.Count(stdout, "gpu-mod") < 2 { // its TFLOP/s column and its bandwidth line
 		t.Errorf("decode with modifiers: exit %d, stderr %s, output:\n%s", code, stderr, stdout)
+	}
+	// The flags reach the GPU call as given (the plain line gets none).
+	if m := f.mods[len(f.mods)-1]; m.window == nil || *m.window != (flashattn.Window{Left: 4096, Right: -1}) || m.softcap != 30 || m.alibi {
+		t.Errorf("the modified call got %+v", m)
+	} else if f.mods[len(f.mods)-2].any() {
+		t.Errorf("the plain call got %+v", f.mods[len(f.mods)-2])
 	}
 	// --with-sm80 adds no decode line (the decode kernels are the same on
 	// both paths) and says so; --force-arch 80 on the sm_90 fake names the
@@ -82,5 +132,50 @@ func TestBenchDecode(t *testing.T) {
 		if code, _, _ := runCLI(t, append(append([]string{"bench"}, bad...), "--out", t.TempDir())...); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2 (usage)", bad, code)
 		}
+	}
+}
+
+// readCSV reads a bench.csv whole.
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("%s: %d records, %v", path, len(recs), err)
+	}
+	return recs
+}
+
+// TestPrintVarlen: the --varlen table's ratios are the varlen call's over
+// the padded one's (rates on real tokens, memory), and its first line and
+// --json name the date, commit and partial state.
+func TestPrintVarlen(t *testing.T) {
+	runs := []varlenRun{{D: 128, Hq: 16, Hkv: 16, Causal: true, Result: flashattn.VarlenBenchResult{
+		Varlen: flashattn.BenchResult{MedianMs: 2, TFLOPS: 300}, Padded: flashattn.BenchResult{MedianMs: 5, TFLOPS: 120},
+		PaddedAllTFLOPS: 400, VarlenBytes: 3e8, PaddedBytes: 6e8}}}
+	meta := Meta{Date: "2026-12-05T00:00:00Z", Commit: "abc", Partial: true}
+	var b strings.Builder
+	if err := printVarlen(&b, benchOpts{}, meta, DeviceMeta{Name: "GPU X"}, intList{100, 300}, "forward", 20, 5, runs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"GPU X (2026-12-05T00:00:00Z, commit abc) (PARTIAL: interrupted)", "2.500x TFLOP/s (0.750x all tokens)", "0.500x memory"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := printVarlen(&b, benchOpts{json: true}, meta, DeviceMeta{Name: "GPU X"}, intList{100, 300}, "forward", 20, 5, runs); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Meta Meta        `json:"meta"`
+		Runs []varlenRun `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(b.String()), &doc); err != nil || doc.Meta.Commit != "abc" || !doc.Meta.Partial || len(doc.Runs) != 1 {
+		t.Errorf("--json: %v, %+v", err, doc)
 	}
 }

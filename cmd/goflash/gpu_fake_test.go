@@ -33,6 +33,7 @@ type fakeGPU struct {
 	noGate     bool
 	badKernels map[int]bool // the kernel table of that path lists a D64 kernel that fails to load
 	nanOut     map[int]bool // that path's forward writes a NaN
+	mods       []scoreMods  // the modifiers each Bench call was given
 }
 
 func (f *fakeGPU) cc() int {
@@ -66,7 +67,8 @@ func (f *fakeGPU) HasBackward() (bool, string) {
 	return true, ""
 }
 
-func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, dt flashattn.DType, _ scoreMods, warmup, reps int) Row {
+func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, dt flashattn.DType, mods scoreMods, warmup, reps int) Row {
+	f.mods = append(f.mods, mods)
 	d := c.Dims
 	row := Row{Impl: gpuImplName(path, f.cc()), Direction: dir, Shape: bench.ShapeOf(d, c.Causal), FLOPs: d.FLOPs(c.Causal)}
 	rate := map[int]float64{0: 100, 75: 40, 80: 100}[path]

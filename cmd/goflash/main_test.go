@@ -331,6 +331,16 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 	if res.Torch == nil || res.Torch.Status != statusOK || res.Torch.Device != benchtest.Device || len(res.Table) != 2 {
 		t.Fatalf("torch %+v, %d table lines", res.Torch, len(res.Table))
 	}
+	// The CSV says each side's element type: ours float32 on the CPU, PyTorch's fp16.
+	for _, rec := range readCSV(t, filepath.Join(dir, "bench.csv"))[1:] {
+		want := "fp32"
+		if strings.HasPrefix(rec[slices.Index(csvHeader, "impl")], implTorchPref) {
+			want = "fp16"
+		}
+		if got := rec[slices.Index(csvHeader, "dtype")]; got != want {
+			t.Errorf("CSV %s: dtype %q, want %q", rec[slices.Index(csvHeader, "impl")], got, want)
+		}
+	}
 	// Ours ran on the CPU, PyTorch on a GPU: the notes must say the ratios are not like for like.
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "NOT LIKE FOR LIKE: GoFlash ran on the CPU") }) {
 		t.Errorf("no note that the devices differ: %q", res.Notes)
