@@ -1,10 +1,13 @@
 package flashattn_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -40,6 +43,34 @@ type interopOps struct {
 	Offset  uint64            `json:"offset"`
 	Strides flashattn.Strides `json:"strides"`
 	Bytes   int               `json:"bytes"`
+}
+
+// TestGPUTorchInteropWithPyTorch runs testdata/torch_interop.py on this test
+// binary where there is a GPU and a PyTorch that sees it (the GPU machine),
+// so that TestGPUTorchInterop, its child, runs with the rest of the GPU
+// tests and not only by hand. It skips without a GPU, and without PyTorch
+// (saying so: that is not a pass on a machine that has it).
+func TestGPUTorchInteropWithPyTorch(t *testing.T) {
+	if os.Getenv(torchInteropEnv) != "" {
+		t.Skip("this is the script's child: TestGPUTorchInterop runs the calls")
+	}
+	dev := openGPU(t)
+	if out, err := exec.Command("python3", "-c", "import torch; assert torch.cuda.is_available()").CombinedOutput(); err != nil {
+		t.Skipf("no PyTorch that sees a GPU here (%v): %s", err, lastLine(out))
+	}
+	if err := dev.Close(); err != nil { // the child opens the GPU itself
+		t.Fatal(err)
+	}
+	out, err := exec.Command("python3", "testdata/torch_interop.py", os.Args[0], t.TempDir()).CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil || !bytes.Contains(out, []byte("INTEROP PASS")) {
+		t.Fatalf("testdata/torch_interop.py: %v, %s", err, lastLine(out))
+	}
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	return s[strings.LastIndexByte(s, '\n')+1:]
 }
 
 // TestGPUTorchInterop runs the raw calls testdata/torch_interop.py asks
