@@ -237,8 +237,8 @@ func TestGPURunsScoreMods(t *testing.T) {
 
 // TestWindowPastEveryKey: a reach at least Nk back or Nq ahead is the
 // unbounded side (-1), so no backend adds a huge Left to an index or passes
-// it through int32 (1<<32 would become 0, a diagonal-only window); a reach
-// inside the matrix is kept.
+// it through int32 (MaxInt-3 would become -4); a reach inside the matrix is
+// kept.
 func TestWindowPastEveryKey(t *testing.T) {
 	d := Dims{B: 1, Nq: 70, Nk: 40, Hq: 1, Hkv: 1, D: 8}
 	for _, c := range []struct {
@@ -248,7 +248,7 @@ func TestWindowPastEveryKey(t *testing.T) {
 		wantCausal, wantMods bool
 	}{
 		{Window{math.MaxInt, math.MaxInt}, false, -1, -1, false, false},
-		{Window{1 << 32, 3}, false, -1, 3, false, true},
+		{Window{math.MaxInt - 3, 3}, false, -1, 3, false, true},
 		{Window{40, 70}, false, -1, -1, false, false},
 		{Window{39, 69}, false, 39, 69, false, true},
 		{Window{math.MaxInt, 0}, false, -1, 0, true, false},

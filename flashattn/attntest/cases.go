@@ -97,9 +97,10 @@ func Cases() []Case {
 		{Name: "window-l0-causal-N33", B: 1, Nq: 33, Nk: 33, Hq: 1, Hkv: 1, D: 16, Causal: true, Window: &flashattn.Window{Left: 0, Right: -1}},
 		{Name: "window-l130-Nq17-Nk200-odd-D7", B: 2, Nq: 17, Nk: 200, Hq: 3, Hkv: 3, D: 7, Window: &flashattn.Window{Left: 130, Right: 2}, Layout: StridedD},
 		// Reaches past every key ("no limit" as a huge number): the unbounded
-		// window, not an index overflow or an int32 truncation (1<<32 -> 0).
+		// window, not an index overflow or an int32 truncation (on 64-bit
+		// ints MaxInt-3 narrows to -4).
 		{Name: "window-maxint-Nq40-Nk70", B: 1, Nq: 40, Nk: 70, Hq: 2, Hkv: 1, D: 64, Window: &flashattn.Window{Left: math.MaxInt, Right: math.MaxInt}},
-		{Name: "window-l2e32-r3-Nq70-Nk40", B: 1, Nq: 70, Nk: 40, Hq: 2, Hkv: 2, D: 64, Window: &flashattn.Window{Left: 1 << 32, Right: 3}},
+		{Name: "window-lmaxint-3-r3-Nq70-Nk40", B: 1, Nq: 70, Nk: 40, Hq: 2, Hkv: 2, D: 64, Window: &flashattn.Window{Left: math.MaxInt - 3, Right: 3}},
 		{Name: "softcap5-scale1-Nq97-Nk70", B: 1, Nq: 97, Nk: 70, Hq: 2, Hkv: 2, D: 64, Scale: 1, Softcap: 5},
 		{Name: "softcap30-causal-gqa2-Nq17-Nk97", B: 2, Nq: 17, Nk: 97, Hq: 4, Hkv: 2, D: 80, Causal: true, Softcap: 30},
 		{Name: "alibi-N97-gqa4", B: 1, Nq: 97, Nk: 97, Hq: 8, Hkv: 2, D: 32, ALiBi: true},
