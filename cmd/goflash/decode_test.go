@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -133,21 +132,6 @@ func TestBenchDecode(t *testing.T) {
 			t.Errorf("bench %v: exit %d, want 2 (usage)", bad, code)
 		}
 	}
-}
-
-// readCSV reads a bench.csv whole.
-func readCSV(t *testing.T, path string) [][]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil || len(recs) < 2 {
-		t.Fatalf("%s: %d records, %v", path, len(recs), err)
-	}
-	return recs
 }
 
 // TestPrintVarlen: the --varlen table's ratios are the varlen call's over

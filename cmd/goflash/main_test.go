@@ -56,6 +56,21 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
+// readCSV reads a bench.csv whole.
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("%s: %d records, %v", path, len(recs), err)
+	}
+	return recs
+}
+
 // readBench returns the BenchResult a goflash bench run wrote to dir's bench.json.
 func readBench(t *testing.T, dir string) BenchResult {
 	t.Helper()
@@ -293,15 +308,7 @@ func TestBenchCPUWritesJSONAndCSV(t *testing.T) {
 	if res.Device.Kind != "cpu" || res.Meta.Date == "" || res.Meta.Commit == "" || len(res.Notes) == 0 || len(res.Table) != 12 || res.Settings.DType != "fp32" {
 		t.Errorf("device %+v, meta %+v, notes %q, %d table lines, dtype %q (the CPU computes in fp32)", res.Device, res.Meta, res.Notes, len(res.Table), res.Settings.DType)
 	}
-	f, err := os.Open(filepath.Join(dir, "bench.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSV(t, filepath.Join(dir, "bench.csv"))
 	if len(recs) != 1+len(res.Rows) || strings.Join(recs[0], ",") != strings.Join(csvHeader, ",") {
 		t.Errorf("CSV: %d records, header %v", len(recs), recs[0])
 	}
