@@ -107,9 +107,9 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Scale: math.NaN()}, "Scale"},
 		{Options{Scale: math.Inf(1)}, "Scale"},
 		{Options{Scale: 1e39}, "Scale"}, // beyond float32
-		{Options{Device: -1}, "Device"}, // Auto fell back to the CPU silently
+		{Options{Device: -1}, "Device"}, // Auto refuses it, not falling back to the CPU silently
 		{Options{Device: -1, Backend: CPUFlash}, "Device"},
-		{Options{Backend: CPUNaive, Trace: &Trace{}}, "Trace"}, // was left empty silently
+		{Options{Backend: CPUNaive, Trace: &Trace{}}, "Trace"}, // refused, not left empty silently
 		{Options{Backend: GPU, Trace: &Trace{}}, "Trace"},
 		{Options{Workers: MaxWorkers + 1}, "Workers"},
 		{Options{Window: &Window{Left: -2, Right: 0}}, "Window"},
@@ -131,7 +131,7 @@ func TestOptionErrors(t *testing.T) {
 			t.Errorf("%+v: got %v, want *OptionError for %s", c.o, err, c.option)
 		}
 	}
-	// An lse longer than B*Hq*Nq was accepted.
+	// An lse longer than B*Hq*Nq is refused too.
 	res, err := Forward(q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)

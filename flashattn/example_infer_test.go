@@ -7,8 +7,8 @@ import (
 )
 
 // A causal sliding window of one key back: row i sees keys i-1 and i only.
-// The GPU kernels have no window yet, so Auto would run this on the CPU and
-// say why in Result.Reason.
+// Backend CPUFlash pins the CPU, so the output is the same with or without
+// a GPU.
 func ExampleForward_slidingWindow() {
 	q := tiny([2]float32{1, 0}, [2]float32{0, 1}, [2]float32{1, 1})
 	k := tiny([2]float32{1, 0}, [2]float32{0, 1}, [2]float32{1, 1})

@@ -19,21 +19,21 @@ import (
 // per split (B*Hkv times the packed-row tiles) on a GPU of sms SMs that each
 // hold perSM decode CTAs at once (two 96 KiB CTAs on an H100/H200 SM, one on
 // an A100 or sm_86/89), whose CTA groups read at most span entries in blocks
-// of bc keys. From the sweeps of split counts on the H200 beside cuDNN
-// (kernels/dev/RESULTS.md, sessions 9-11 and 19): one CTA per SM, one split
-// once B*Hkv alone fills the wave. Since the kernel issues its first copies
-// before its other setup (session 11) a second CTA per SM no longer pays on a
-// contiguous cache (B 1, 32/8, D128: 16 splits 78.3 / 135.8 us at 64k / 128k
-// where 33 took 80.5 / 140.0; B 4 the same from 32k); on a paged cache, whose
-// copies wait on a block-table load per 16 rows that the second CTA hides, it
-// does once each split streams pagedTwoPerSMBlocks blocks (33 splits from
-// 16k). A split streams at least two blocks (the next in flight while it
-// computes one), or one of 128 keys or more (D <= 64: at 1k-2k entries 8 and
-// 16 splits of one block took 10.5 and 11.4 us where 4 and 8 of two took
-// 11.2 and 11.8); at most maxDecodeSplits. Since the last CTAs of a group
-// share its merge (session 19, decodeMergeCTAs) many splits cost no second
-// merge level: MQA (8/1) at 4k / 8k took 11.7 / 13.0 us at 32 / 64 splits
-// where 16 took 14.9 / 16.4.
+// of bc keys. The rule follows sweeps of split counts on an H200 beside
+// cuDNN (kernels/dev/RESULTS.md): one CTA per SM, one split once B*Hkv alone
+// fills the wave. The kernel issues its first copies before its other setup,
+// so a second CTA per SM does not pay on a contiguous cache (B 1, 32/8, D128
+// on an H200: 16 splits take 78.3 / 135.8 us at 64k / 128k, 33 take
+// 80.5 / 140.0; B 4 the same from 32k); on a paged cache, whose copies wait
+// on a block-table load per 16 rows that the second CTA hides, it pays once
+// each split streams pagedTwoPerSMBlocks blocks (33 splits from 16k). A
+// split streams at least two blocks (the next in flight while it computes
+// one), or one of 128 keys or more (D <= 64, at 1k-2k entries on an H200: 8
+// and 16 splits of one block take 10.5 and 11.4 us, 4 and 8 of two 11.2 and
+// 11.8); at most maxDecodeSplits. The last CTAs of a group share its merge
+// (decodeMergeCTAs), so many splits cost no second merge level: MQA (8/1)
+// at 4k / 8k on an H200 takes 11.7 / 13.0 us at 32 / 64 splits, 14.9 / 16.4
+// at 16.
 func decodeSplits(ctas, sms, perSM, span, bc int, paged bool) int {
 	if forcedSplits > 0 {
 		return forcedSplits
@@ -62,12 +62,12 @@ const decodeMergeLoads = 8
 // decodeMergeCTAs is how many of a group's split CTAs (the last to finish)
 // share its merge (kernels/decode.cuh): enough that each merging thread loads
 // at most decodeMergeLoads splits, one batch of L2 round trips (~1.3 us each
-// in the H200 probe, whatever the batch's size), for the group's rows x
+// on an H200, whatever the batch's size), for the group's rows x
 // d/8 items over threads-thread CTAs; at most one per item and split; and
 // summed over the groups at most sms/4 CTAs waiting for their group's last
 // (the waiting CTAs must never hold the slots the others need). MQA (8/1,
-// B 1) at 32k / 128k: 132 splits shared by 17 CTAs took 18.0 / 33.7 us where
-// the two-level tree took 20.4 / 40.3 (session 19).
+// B 1) at 32k / 128k on an H200: 132 splits shared by 17 CTAs take
+// 18.0 / 33.7 us, a two-level merge tree 20.4 / 40.3.
 func decodeMergeCTAs(groups, splits, rows, d, threads, sms int) int {
 	if forcedMergeCTAs > 0 {
 		return forcedMergeCTAs

@@ -359,7 +359,7 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 			Backend: flashattn.GPU, Reason: "raw on " + dev.Info().String()}, nil
 	}
 	b := attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims(),
-		Plain: true} // no window, softcap or ALiBi kernels yet: the plans refuse them
+		Plain: true} // raw plans run the plain kernels only: they refuse a window, softcap or ALiBi
 	if u.bf {
 		b.Precision = attntest.BF16
 	}

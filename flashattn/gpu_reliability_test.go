@@ -14,7 +14,7 @@ import (
 	"github.com/goflash/goflash/flashattn/attntest"
 )
 
-// GPU tests of issue 11: fp16 range and scales on the device paths, two
+// GPU reliability tests: fp16 range and scales on the device paths, two
 // GPUs in one process, and a 131072-token problem. Each skips cleanly
 // without the GPUs it needs.
 

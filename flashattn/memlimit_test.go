@@ -22,8 +22,8 @@ func wantMemoryError(t *testing.T, what string, err error) {
 	}
 }
 
-// TestMemoryLimitRefuses: inputs that made the Go runtime end the process
-// (issue 11) are refused before anything is allocated.
+// TestMemoryLimitRefuses: inputs whose allocations would make the Go runtime
+// end the process are refused before anything is allocated.
 func TestMemoryLimitRefuses(t *testing.T) {
 	withLimit(t, 1<<30)
 	// A zero-stride view of one float describing 2^31 rows: its dense

@@ -8,14 +8,16 @@ import (
 	"testing"
 )
 
-// The "silent wrong results" of issue 11: inputs that gave a wrong answer
-// with a nil error. Each test failed before its fix.
+// Silent wrong results: inputs that could give a wrong answer with a nil
+// error. Each test checks that such an input gives the right answer or a
+// typed error.
 
 func isNaN(x float32) bool { return math.IsNaN(float64(x)) }
 
-// TestBlocksNearMaxInt: Tr = ceil(Nq/Br) overflowed for Br near MaxInt, no
-// tile ran and the call returned zeros with a nil error. A block at least
-// Nq (Nk) is one block: the same bits as BlockQ = BlockK = Nq.
+// TestBlocksNearMaxInt: Tr = ceil(Nq/Br) must not overflow for Br near
+// MaxInt (no tile would run and the call would return zeros with a nil
+// error). A block at least Nq (Nk) is one block: the same bits as
+// BlockQ = BlockK = Nq.
 func TestBlocksNearMaxInt(t *testing.T) {
 	d := Dims{B: 1, Nq: 8, Nk: 8, Hq: 2, Hkv: 1, D: 8}
 	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
@@ -50,10 +52,10 @@ func TestBlocksNearMaxInt(t *testing.T) {
 	}
 }
 
-// TestNaNInputsAgree: a NaN in q or k gave NaN outputs with LSE -Inf on
-// CPUFlash (and then all-zero gradients), NaN LSE on CPUNaive. Both now give
-// NaN in exactly the rows the NaN reaches, output and LSE, and Backward
-// refuses a NaN LSE; with a finite LSE the NaN reaches the gradients.
+// TestNaNInputsAgree: a NaN in q or k gives NaN in exactly the rows the NaN
+// reaches, output and LSE, on both CPU backends (not LSE -Inf, which would
+// make all-zero gradients), and Backward refuses a NaN LSE; with a finite
+// LSE the NaN reaches the gradients.
 func TestNaNInputsAgree(t *testing.T) {
 	d := Dims{B: 1, Nq: 6, Nk: 6, Hq: 1, Hkv: 1, D: 8}
 	k, v, dO := Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
@@ -116,10 +118,10 @@ func TestNaNInputsAgree(t *testing.T) {
 	}
 }
 
-// TestOverflowingScale: scale 3.4e38 fits float32 but scale*q.k does not:
-// CPUFlash answered LSE -Inf and zero dQ. Rows whose scores overflow are
-// NaN on both CPU backends (never LSE -Inf), the same rows on both, and
-// their gradients are refused, never zero.
+// TestOverflowingScale: scale 3.4e38 fits float32 but scale*q.k does not.
+// Rows whose scores overflow are NaN on both CPU backends (never LSE -Inf,
+// which would give zero dQ), the same rows on both, and their gradients are
+// refused, never zero.
 func TestOverflowingScale(t *testing.T) {
 	d := Dims{B: 1, Nq: 9, Nk: 7, Hq: 2, Hkv: 1, D: 8}
 	q, k, v, dO := Random(d.QShape(), 1), Random(d.KVShape(), 2), Random(d.KVShape(), 3), Random(d.QShape(), 4)
@@ -151,9 +153,9 @@ func TestOverflowingScale(t *testing.T) {
 }
 
 // TestFP16Range: float32 values fp16 cannot hold (1e6, -7e4, Inf, NaN)
-// became Inf on the way to the GPU and gave NaN rows. The conversion every
-// upload goes through now refuses them, naming the argument and element;
-// 65519 still rounds to 65504. (gpu_test.go runs the device paths.)
+// would become Inf on the way to the GPU and give NaN rows, so the
+// conversion every upload goes through refuses them, naming the argument
+// and element; 65519 rounds to 65504. (gpu_test.go runs the device paths.)
 func TestFP16Range(t *testing.T) {
 	s := Shape{B: 2, N: 3, H: 2, D: 4}
 	for _, x := range []float32{1e6, -7e4, 65520, float32(math.Inf(1)), float32(math.NaN())} {

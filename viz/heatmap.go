@@ -20,8 +20,8 @@ const maxLabelledCells = 144
 
 // MaxHeatCells bounds the cells of one heatmap chart (a matrix, the heads of
 // AttentionHeads together, a Tiling grid): a page holds about 35 bytes per
-// cell and a browser draws 256 x 256 of them in a few seconds, where a
-// 2048 x 2048 matrix made a 139 MB page that did not draw. Pool a larger
+// cell and a browser draws 256 x 256 of them in a few seconds, but a
+// 2048 x 2048 matrix makes a 139 MB page that does not draw. Pool a larger
 // matrix (its Br x Bc blocks' maxima, say) before drawing it.
 const MaxHeatCells = 256 * 256
 

@@ -21,7 +21,7 @@ var ErrNoMemory = errors.New("cuda: out of device memory")
 // ErrContextLost is wrapped by the error of a kernel fault (an illegal
 // address or instruction, a trap, a launch failure) and by every later call
 // on that context. The driver keeps such a fault for the rest of the
-// process: on driver 580 (H200, 2026-11-30) cuDevicePrimaryCtxReset and
+// process: on driver 580 (H200) cuDevicePrimaryCtxReset and
 // Release succeed, but the next cuDevicePrimaryCtxRetain of that GPU still
 // answers 700, as CUDA's documentation of CUDA_ERROR_ILLEGAL_ADDRESS says
 // ("the process must be terminated and relaunched"). Other GPUs are not

@@ -12,8 +12,8 @@ import (
 // driver checks the address against the calling thread's current context:
 // on an OS thread where no context was ever made current it answers
 // CUDA_ERROR_INVALID_CONTEXT, which a Go program meets whenever the
-// scheduler runs the encoding goroutine on a new thread (seen once in a
-// conformance run on an H200). So the encoder belongs to a Context and
+// scheduler runs the encoding goroutine on a new thread (it happens in
+// conformance runs on an H200). So the encoder belongs to a Context and
 // encodes with it current, as every other driver call here does.
 
 // TensorMapSize is the size of a CUtensorMap (16 opaque 64-bit words).
