@@ -4,10 +4,7 @@
 # notebooks 06 and 07 as programs (notebooks/internal/nbprog), into
 # .build/rehearsal/, packed as .build/rehearsal.tar.xz (git-ignored; rehearse.sh
 # unpacks it on the GPU machine). Each binary embeds the kernel images: the four
-# are about 140 MiB, packed about 46 MiB (2026-12-05), more than the device tool
-# carries beside the tracked tree (64 MiB in all, the tree 61 MB). To carry them,
-# build with internal/kernels' images cut to the ones the run needs, as
-# bench/results/2026-12-05-h100-session32/README.md describes.
+# are about 140 MiB, packed (xz) about 46 MiB.
 #
 #   colab/build-rehearsal.sh && ls .build/rehearsal
 set -euo pipefail

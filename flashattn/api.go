@@ -2,8 +2,12 @@ package flashattn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
+
+	"github.com/goflash/goflash/internal/cuda"
 )
 
 // Result is the output of Forward.
@@ -216,5 +220,19 @@ func pick(p problem, o *Options, backward bool, ins ...*Tensor) (Backend, string
 	if err == nil {
 		return GPU, reason, im, nil
 	}
-	return CPUFlash, "GPU not used: " + err.Error(), flashImpl{}, nil
+	return CPUFlash, "GPU not used: " + fallbackReason(err), flashImpl{}, nil
+}
+
+// fallbackReason is why Auto did not use the GPU, in one short line: the
+// common cases (no driver, no device) by name, anything else as its error
+// says. `goflash check` prints the whole chain (every path tried for the
+// driver, each device's error).
+func fallbackReason(err error) string {
+	switch {
+	case errors.Is(err, cuda.ErrNoDriver):
+		return "no NVIDIA driver found (libcuda.so.1)"
+	case errors.Is(err, cuda.ErrNoDevice):
+		return "the NVIDIA driver sees no GPU"
+	}
+	return strings.TrimPrefix(err.Error(), "flashattn: ")
 }

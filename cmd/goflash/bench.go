@@ -220,6 +220,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if o.out == "" {
 		o.out = filepath.Join(".out", "bench-"+time.Now().UTC().Format("20060102-150405"))
 	}
+	if err := checkPublishable(o.out, sourceCommit()); err != nil {
+		return err
+	}
 	ctx, stop := interruptContext(context.Background())
 	defer stop()
 	go func() {

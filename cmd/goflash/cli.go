@@ -72,6 +72,7 @@ func commands() []command {
 		{"demo", "attention on a sample sentence and random data; writes an HTML report (default)", runDemo},
 		{"bench", "sweep shapes and time the kernels; JSON, CSV, HTML; --compare-torch adds PyTorch SDPA", runBench},
 		{"check", "list GPUs and kernel variants, run a correctness self-test", runCheck},
+		{"results", "regenerate the README's and docs' performance tables from perf/ (--check: verify them)", runResults},
 	}
 }
 
@@ -81,6 +82,7 @@ Usage:
   goflash [demo] [flags]    attention on a sample sentence and random data, HTML report
   goflash bench [flags]     time the kernels over shapes (--compare-torch: side by side with PyTorch SDPA)
   goflash check [flags]     list GPUs, the kernel variant per head dim, correctness self-test
+  goflash results [--check] regenerate the performance tables and chart from perf/
   goflash help [command]    show help
 
 Run 'goflash <command> --help' for a command's flags.
@@ -125,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goflash %s: %s\n", name, oneLine(err.Error()))
 		return exitCode(err)
 	}
-	fmt.Fprintf(stderr, "goflash: unknown command %q (want demo, bench, check or help)\n", name)
+	fmt.Fprintf(stderr, "goflash: unknown command %q (want demo, bench, check, results or help)\n", name)
 	return exitUsage
 }
 

@@ -78,8 +78,8 @@ func TestBenchDecode(t *testing.T) {
 	// The CSV carries each row's bandwidth and dtype.
 	recs := readCSV(t, filepath.Join(dir, "bench.csv"))
 	for _, rec := range recs[1:] {
-		impl, tb, dt := rec[slices.Index(csvHeader, "impl")], rec[slices.Index(csvHeader, "tb_per_s")], rec[slices.Index(csvHeader, "dtype")]
-		if rec[slices.Index(csvHeader, "status")] == statusOK && (tb == "" || dt != "fp16") {
+		impl, tb, dt := rec[slices.Index(bench.CSVHeader, "impl")], rec[slices.Index(bench.CSVHeader, "tb_per_s")], rec[slices.Index(bench.CSVHeader, "dtype")]
+		if rec[slices.Index(bench.CSVHeader, "status")] == statusOK && (tb == "" || dt != "fp16") {
 			t.Errorf("CSV %s: tb_per_s %q, dtype %q", impl, tb, dt)
 		}
 	}

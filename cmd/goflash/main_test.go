@@ -309,10 +309,10 @@ func TestBenchCPUWritesJSONAndCSV(t *testing.T) {
 		t.Errorf("device %+v, meta %+v, notes %q, %d table lines, dtype %q (the CPU computes in fp32)", res.Device, res.Meta, res.Notes, len(res.Table), res.Settings.DType)
 	}
 	recs := readCSV(t, filepath.Join(dir, "bench.csv"))
-	if len(recs) != 1+len(res.Rows) || strings.Join(recs[0], ",") != strings.Join(csvHeader, ",") {
+	if len(recs) != 1+len(res.Rows) || strings.Join(recs[0], ",") != strings.Join(bench.CSVHeader, ",") {
 		t.Errorf("CSV: %d records, header %v", len(recs), recs[0])
 	}
-	if i := slices.Index(csvHeader, "dtype"); i < 0 || len(recs) < 2 || recs[1][i] != "fp32" {
+	if i := slices.Index(bench.CSVHeader, "dtype"); i < 0 || len(recs) < 2 || recs[1][i] != "fp32" {
 		t.Errorf("CSV: no dtype column saying fp32 for a CPU row: %v", recs[min(1, len(recs)-1)])
 	}
 	for _, name := range []string{"bench.json", "bench.md", "bench.html"} {
@@ -341,11 +341,11 @@ func TestBenchCompareTorchMergesSDPA(t *testing.T) {
 	// The CSV says each side's element type: ours float32 on the CPU, PyTorch's fp16.
 	for _, rec := range readCSV(t, filepath.Join(dir, "bench.csv"))[1:] {
 		want := "fp32"
-		if strings.HasPrefix(rec[slices.Index(csvHeader, "impl")], implTorchPref) {
+		if strings.HasPrefix(rec[slices.Index(bench.CSVHeader, "impl")], implTorchPref) {
 			want = "fp16"
 		}
-		if got := rec[slices.Index(csvHeader, "dtype")]; got != want {
-			t.Errorf("CSV %s: dtype %q, want %q", rec[slices.Index(csvHeader, "impl")], got, want)
+		if got := rec[slices.Index(bench.CSVHeader, "dtype")]; got != want {
+			t.Errorf("CSV %s: dtype %q, want %q", rec[slices.Index(bench.CSVHeader, "impl")], got, want)
 		}
 	}
 	// Ours ran on the CPU, PyTorch on a GPU: the notes must say the ratios are not like for like.

@@ -125,7 +125,7 @@ func printTable(w io.Writer, lines []TableLine) {
 }
 
 // writeMarkdown writes the run's metadata and table as Markdown, ready to
-// paste into an issue or commit under bench/results.
+// paste into an issue or a pull request.
 func writeMarkdown(w io.Writer, res *BenchResult) error {
 	fmt.Fprintf(w, "# goflash bench, %s\n\n", res.Meta.Date)
 	fmt.Fprintf(w, "- device: %s", res.Device.Name)

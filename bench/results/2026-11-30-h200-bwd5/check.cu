@@ -1,2 +1,0 @@
-#include "trim.h"
-#include "dev/bwd_check.cu"

@@ -1,2 +1,0 @@
-#include "trim.h"
-#include "fa2.cu"

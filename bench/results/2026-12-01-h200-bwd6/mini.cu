@@ -1,2 +1,0 @@
-#include "trim2.h"
-#include "fa2.cu"

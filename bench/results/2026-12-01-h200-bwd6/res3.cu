@@ -1,2 +1,0 @@
-#include "trim3.h"
-#include "fa2.cu"

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The README's performance section, docs/performance.md and the chart are
+// what perf/'s published runs give: a hand-edited figure, or a run added
+// without `goflash results`, fails here.
+func TestPublishedResultsInStep(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "results", "--check", "--root", "../..")
+	if code != 0 {
+		t.Fatalf("goflash results --check: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// copyTree copies the files results reads (README, docs, perf) into a
+// temporary root.
+func copyTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	err := filepath.WalkDir("../..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("../..", p)
+		top := strings.Split(rel, string(filepath.Separator))[0]
+		if d.IsDir() {
+			if rel != "." && top != "perf" && top != "docs" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(root, rel), 0o755)
+		}
+		if top != "perf" && top != "docs" && rel != readmePath {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(root, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestPublishedResultsCatchEdits(t *testing.T) {
+	edit := func(t *testing.T, root, name string, f func(string) string) {
+		t.Helper()
+		p := filepath.Join(root, name)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := f(string(data))
+		if s == string(data) {
+			t.Fatalf("%s: the edit changed nothing", name)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first figure of the section's first table row, hand-edited.
+	bumpFigure := func(s string) string {
+		i := strings.Index(s, perfBegin)
+		j := i + strings.Index(s[i:], "| forward |")
+		k := j + strings.Index(s[j:], "| 5") // a TFLOP/s cell
+		if i < 0 || j < i || k < j {
+			t.Fatalf("no forward row in the perf section")
+		}
+		return s[:k] + "| 9" + s[k+3:]
+	}
+	for _, c := range []struct {
+		name, file string
+		f          func(string) string
+		wantStale  string
+	}{
+		{"README figure", readmePath, bumpFigure, readmePath},
+		{"docs figure", perfDoc, func(s string) string {
+			return strings.Replace(s, "| forward | 64 | no | 2048 |", "| forward | 64 | no | 2049 |", 1)
+		}, perfDoc},
+		{"data", "perf/h100-2026-12/fp16/bench.csv", func(s string) string {
+			// GoFlash's forward at N 8192, D 64, no mask: a faster figure.
+			lines := strings.Split(s, "\n")
+			for i, l := range lines {
+				if f := strings.Split(l, ","); len(f) > 16 && strings.Join(f[5:15], ",") == "goflash-gpu,fwd,2,32,32,8192,8192,64,false,ok" {
+					f[16] = "999"
+					lines[i] = strings.Join(f, ",")
+				}
+			}
+			return strings.Join(lines, "\n")
+		}, readmePath},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := copyTree(t)
+			if code, _, stderr := runCLI(t, "results", "--check", "--root", root); code != 0 {
+				t.Fatalf("unedited copy: exit %d: %s", code, stderr)
+			}
+			edit(t, root, c.file, c.f)
+			code, _, stderr := runCLI(t, "results", "--check", "--root", root)
+			if code == 0 || !strings.Contains(stderr, c.wantStale) {
+				t.Fatalf("after editing %s: exit %d, stderr %q; want a failure naming %s", c.file, code, stderr, c.wantStale)
+			}
+			// Regenerating mends it (a hand edit of generated text does not survive).
+			if code, _, stderr := runCLI(t, "results", "--root", root); code != 0 {
+				t.Fatalf("regenerate: exit %d: %s", code, stderr)
+			}
+			if code, _, stderr := runCLI(t, "results", "--check", "--root", root); code != 0 && c.file != "perf/h100-2026-12/fp16/bench.csv" {
+				t.Fatalf("after regenerating: exit %d: %s", code, stderr)
+			}
+		})
+	}
+}
+
+func TestBenchRefusesADirtyPublish(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module github.com/goflash/goflash\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(root, "perf", "x-2026-12", "fp16")
+	for _, c := range []struct {
+		out, commit string
+		refused     bool
+	}{
+		{pub, "0123456789abcdef+dirty", true},
+		{pub, "unknown", true},
+		{pub, "", true},
+		{pub, "0123456789abcdef", false},
+		{filepath.Join(root, ".out", "bench"), "0123456789abcdef+dirty", false},
+		{filepath.Join(t.TempDir(), "perf", "y"), "0123456789abcdef+dirty", false}, // a perf/ of another tree
+	} {
+		err := checkPublishable(c.out, c.commit)
+		if (err != nil) != c.refused {
+			t.Errorf("checkPublishable(%s, %q) = %v, want refused %v", c.out, c.commit, err, c.refused)
+		}
+		if err != nil && exitCode(err) != exitUsage {
+			t.Errorf("refusal exits %d, want %d", exitCode(err), exitUsage)
+		}
+	}
+	// Through the command: refused before any timing starts.
+	code, _, stderr := runCLI(t, "bench", "--backend", "cpu-flash", "--seqlens", "64", "--headdims", "32", "--reps", "1", "--out", pub)
+	if commit := sourceCommit(); strings.HasSuffix(commit, "+dirty") || commit == "unknown" {
+		if code != exitUsage || !strings.Contains(stderr, "under perf/") {
+			t.Fatalf("bench --out perf/... from build %q: exit %d, stderr %q", commit, code, stderr)
+		}
+	}
+}
