@@ -53,7 +53,7 @@ nvcc -O3 -std=c++17 -ptx -arch=compute_75 -DFA2_SM75_ONLY fa2.cu -o "$tmp/fa2_sm
 # (cuModuleLoadData) takes it as it took the PTX text.
 nvcc -Xfatbin=-compress-all -fatbin -gencode arch=compute_75,code=compute_75 "$tmp/fa2_sm75.ptx" -o "$tmp/fa2_sm75.fatbin"
 # The Hopper forward: its own module (a fatbin image holds one arch's kernels
-# and nvcc 11.8's fatbinary refuses sm_90a; RESULTS.md, Hopper), so fa2.fatbin
+# and nvcc 11.8's fatbinary refuses sm_90a; docs/kernels.md), so fa2.fatbin
 # stays nvcc 11.8's alone and its sm_90 image is what ForcePath(80) runs.
 # nvcc 12.4's cubin is byte-identical across runs and directories too.
 nvcc12=$("$here/cuda12.sh")

@@ -17,9 +17,9 @@
 // read from shared memory feeds several mmas. The single pass computes S and
 // dP once (5 products, not 7); the order of the atomic adds is not fixed, so
 // its dQ is not bit-reproducible, unless kDet fixes it (see bwd_kv_kernel: the
-// deterministic backward). Without kDQ the kernel is dK/dV alone, for a
-// deterministic path beside bwd.cuh's dQ kernel; it measured no faster than
-// bwd.cuh's dK/dV kernel (kernels/dev/RESULTS.md), so only kDQ ships.
+// deterministic backward). Without kDQ the kernel is dK/dV alone; beside
+// bwd.cuh's dQ kernel it measured no faster than bwd.cuh's dK/dV kernel (D128
+// 8.02 against 8.13 ms at N 8192, H200), so only kDQ ships.
 //
 // dq_accum ((B, Hq, Tr*Br, D) fp32, blocks in fragment order: dq_accum_index;
 // kDet: then (B, Hq, Tr) int32 counters, dq_count_base; packed sequences:
@@ -147,22 +147,22 @@ __device__ __forceinline__ void st_release(int* a, int v) {
 // linear order, which was dispatched before it: no deadlock.
 // - Grid (B*Hkv, Tc), heads fastest: key block n of a head is dispatched about
 //   a wave after n-1, which has then long added its tiles, so few adds wait
-//   (key blocks fastest, the default grid, made n wait n steps for its first
-//   adds: the staircase; its H200 numbers, kernels/dev/RESULTS.md session 8).
+//   (key blocks fastest, the default grid, makes n wait n steps for its first
+//   adds: D128 non-causal N 2048 2.93 ms against 2.65, H200).
 // - Causal key blocks start at different query blocks, so they walk them last
 //   to first (qblock): key block n reaches each block level with n-1, not
-//   Bc/Br steps behind it (D128 det/flash at N 2048 0.83 -> 0.87, session 5).
+//   Bc/Br steps behind it (D128 det/flash at N 2048 0.87, 0.83 first to last).
 // - The release goes out in the next step, after its P^T/dS^T barrier
 //   (kReleaseAfterDV: after its dV product on sm_80): its fence (st.release)
-//   then finds the adds acknowledged, where right after them it stalled
+//   then finds the adds acknowledged, where right after them it stalls
 //   thread 0's warp, and with it the CTA, for an L2 round trip every step:
-//   D128 causal N 2048 1.77 -> 1.47 ms (default single pass 1.41), D64 N 8192
-//   11.34 -> 11.10 (H200, session 8). Not later: after the next step's dK it
-//   measured 4-11% slower again (with few heads, heads fastest still has a
-//   head's key blocks resident together, one step apart, and they wait on it).
+//   D128 causal N 2048 1.47 ms against 1.77 (default single pass 1.41), D64 N
+//   8192 11.10 against 11.34 (H200). Not later: after the next step's dK it
+//   measured 4-11% slower (with few heads, heads fastest still has a head's
+//   key blocks resident together, one step apart, and they wait on it).
 // - The adds come after dK (the default kernel's go between dV and dK): there
 //   the wait for the predecessor overlaps all three products; between dV and
-//   dK it measured 2-4% slower (session 8).
+//   dK it measured 2-4% slower (H200).
 //
 // kMod (the fa2_bwd_dkdvq[det]_*_mod kernels, head dims whose only backward is
 // this pass: FA2_BWD_KVQ_ALONE): the window, softcap and ALiBi of bwd.cuh's
@@ -193,7 +193,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  // (key block, b*Hkv + hk); unsigned as blockIdx, so the default kernel's code is what it was.
+  // (key block, b*Hkv + hk); unsigned as blockIdx, so the default kernel's code does not change.
   const unsigned gx = kDet ? blockIdx.y : blockIdx.x, gy = kDet ? blockIdx.x : blockIdx.y;
   const int b = gy / p.hkv, hk = gy % p.hkv;
   const int groups = p.hq / p.hkv;

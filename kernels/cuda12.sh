@@ -8,7 +8,7 @@
 # checked, `dpkg-deb -x` into the cache. Later calls reuse the cache.
 # Usage: nvcc12=$(kernels/cuda12.sh)
 # Cache: $GOFLASH_CUDA12 (default ${XDG_CACHE_HOME:-~/.cache}/goflash-cuda12),
-# about 1 GB downloaded once (2 min 40 s here), 240 MB kept: of nvidia-cuda-dev
+# about 1 GB downloaded once (about 2 min 40 s), 240 MB kept: of nvidia-cuda-dev
 # only its headers and the static CUDA runtime (a -cubin build needs the
 # headers; the kernels/dev harnesses link libcudart_static.a).
 set -euo pipefail

@@ -222,8 +222,8 @@ __device__ __forceinline__ void store8(void* o, const float (&x)[8]) {
 
 // The splits' merge, done by the last CTAs of each (batch, kv head, row tile)
 // group to finish instead of by a second kernel (one launch, no gap between
-// two: the combine kernel was 11-14 us of a 16k-128k call at B 1 on the H200,
-// kernels/dev/RESULTS.md). The last M = DecodeParams.merge_ctas CTAs to count
+// two: a combine kernel takes 11-14 us of a 16k-128k call at B 1 on the H200).
+// The last M = DecodeParams.merge_ctas CTAs to count
 // in share it: each takes a 1/M share of the group's (row, 8 columns) items
 // and merges every split's partial rows for them into O and the LSE. A merge
 // waits on L2 round trips (the partial rows other SMs wrote: ~1.3 us per
@@ -435,7 +435,7 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
   const float cap_in = cap ? p.scale / p.softcap : 0.f;
   // Q's fragments and the ALiBi slopes are loaded after the first blocks'
   // copies are issued (load_q): the index math before those copies is what a
-  // short call waits on (H200: 1k-4k caches 4-11% faster, kernels/dev/RESULTS.md).
+  // short call waits on (H200: 1k-4k caches 4-11% faster).
   // Q straight from global (rows past Nq*G are 0): lane (g, t) holds packed
   // rows g, g+8, columns 16kk + 2t (+8) of each k16 step.
   uint32_t qf[1][KD][4];
@@ -463,7 +463,7 @@ __device__ __forceinline__ void decode_kernel(const DecodeParams& p) {
     }
   };
 
-  if constexpr (A == 75) load_q();  // Turing: first, as before (later, its D128 kernel spilled 4 B as sm_80-89 SASS)
+  if constexpr (A == 75) load_q();  // Turing: first (later, its D128 kernel spilled 4 B as sm_80-89 SASS)
   const int32_t* table = p.block_table ? p.block_table + static_cast<int64_t>(b) * p.table_stride : nullptr;
   const int64_t kb = table ? 0 : b * p.k_batch_stride, vb = table ? 0 : b * p.v_batch_stride;
   const CacheRows ck{static_cast<const __half*>(p.k) + kb + hk * p.k_head_stride, p.k_batch_stride, p.k_row_stride, table,

@@ -176,8 +176,8 @@ FA2_BWD_TILES(FA2_BWD_SHIP)
 // Each row ships fp16 and, on sm_80, bf16 twins (_bf16 after the size suffix), the same tile.
 // The ordered twins: where the row's size says so (FA2_KVQ_DET_NC_<size>,
 // FA2_KVQ_DET_C_<size>: large rows and D256's base row; D128's base row's 64
-// keys per CTA double the chain of waits, and on the H200 it was slower than the
-// three kernels: RESULTS.md). The non-causal kernels run BwdKVQTraits' nc tile
+// keys per CTA double the chain of waits, and on the H200 its ordered form ran
+// slower than the three kernels). The non-causal kernels run BwdKVQTraits' nc tile
 // (the row's, or its FA2_BWD_KVQ_NC_GRIDS warp grids).
 #define FA2_KVQ_DETNC_false(ARCH, D, SIZE, SFX, E)
 #define FA2_KVQ_DETNC_true(ARCH, D, SIZE, SFX, E)                                                                  \

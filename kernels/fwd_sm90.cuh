@@ -1,4 +1,4 @@
-// fwd_sm90.cuh: the Hopper forward (sm_90a; issue 13): FA3's structure, warp
+// fwd_sm90.cuh: the Hopper forward (sm_90a): FA3's structure, warp
 // specialisation with TMA loads and wgmma, on the tile of traits.cuh's Tile90.
 //
 // One CTA = one producer warpgroup and T::kConsumers consumer warpgroups. A
@@ -42,7 +42,7 @@
 // k16 step of S's GEMM (kSide).
 //
 // Not here (the host runs those calls on the sm_80 path): varlen, bf16.
-// Measured on the H200: kernels/dev/RESULTS.md (Hopper).
+// Measured on the H200 and H100, and what was tried: docs/kernels.md.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -68,9 +68,10 @@ namespace sm90 {
 // its rounds in snake order (odd rounds from the other end: k, 2G - 1 - k,
 // 2G + k, ...), so every CTA's tiles of a group add up to about the same
 // work; the CTAs that take a group's last, partial round rotate from group to
-// group. (A plain stride aliased with Tr: at N 16k the first CTAs took only
-// the heaviest tiles, 27% slower, RESULTS.md; kernels/dev/tile_order_check.cu
-// checks that every tile is taken once and prints each shape's balance.)
+// group. (A plain stride aliases with Tr: at N 16k the first CTAs take only
+// the heaviest tiles, 31% slower at D128 causal, H200;
+// kernels/dev/tile_order_check.cu checks that every tile is taken once and
+// prints each shape's balance.)
 template <class T, bool kCausal, int kMod>
 struct TileOrder {
   static constexpr bool kUnequal = kCausal || kMod;  // tiles of unequal work (a mask)
@@ -133,24 +134,22 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // Tile90's kBias* bytes hold A (per consumer, rewritten per tile for its
   // head) and B (set once). A slope past the halves' range (|alibi| >= 2^15)
   // takes apply_side's FADD per score. H200, N 8192, against apply_side:
-  // D128 +3% (causal +3%), D64 +3% (+2%) (session 27; the extra k16 step is
-  // 1/16 of the GEMMs at D128, 1/8 at D64).
+  // D128 +3% (causal +3%), D64 +3% (+2%) (the extra k16 step is 1/16 of the
+  // GEMMs at D128, 1/8 at D64).
   constexpr bool kSide = fa2::sm90_alibi_gemm(kMod);
   // exp2 as one MUFU op (ex2.approx.ftz, mma.cuh's exp2_approx; P's values
   // under 2^-126 flush to 0, far below fp16's smallest), not exp2f, whose
-  // denormal fix-up (FSETP, two FMULs) was 3 of the ~8 instructions per
-  // score. Except in the D128 softcap + ALiBi kernel: there the shorter code
-  // spilled 40 B (nvcc 12.4).
+  // denormal fix-up (FSETP, two FMULs) is 3 of the ~8 instructions per
+  // score: D64 +7-12% (H200). Except in the D128 softcap + ALiBi kernel:
+  // there the shorter code spilled 40 B (nvcc 12.4).
   constexpr bool kEx2Ftz = !(kCap && kALiBi && T::kD >= 128);
   auto ex2 = [](float x) { return kEx2Ftz ? fa2::exp2_approx(x) : exp2f(x); };
   // FA3's ping-pong (step, below) in the overlapped softcap and ALiBi kernels
   // (D128): the consumers take turns to issue a step's S and P V, so one's
   // softmax runs under the other's GEMMs. H200, N 8192, against the overlap
-  // alone: ALiBi +2-4% (causal +4%), softcap + ALiBi +5% (session 26);
-  // softcap -3% then, +3-4% (causal +4%) once the consumer index is uniform
-  // (kUniformWg, session 28). Refused in the others: a window -2%, the plain
-  // D64 / D128 kernels -6-15% (session 26; session 15 saw the plain kernels
-  // lose too).
+  // alone: ALiBi +2-4% (causal +4%), softcap + ALiBi +5%, softcap +3-4%
+  // (causal +4%; with kUniformWg, without which it cost 3%). Not in the
+  // others: a window -2%, the plain D64 / D128 kernels -6-15%.
   constexpr bool kPingPong = (kALiBi || kCap) && T::kOverlap;
   static_assert(!(kPingPong && kCausal), "the causal tail's steps take no turns");
   constexpr int kQBlock = 64 * 128;      // bytes of one 64-column block of a consumer's Q
@@ -171,10 +170,10 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // canonical_warp_group_idx) is warp-uniform to ptxas, so the consumer's
   // rows, block bounds, stage indices and wgmma descriptors stay on the
   // uniform datapath instead of per-thread registers moved (R2UR) before each
-  // wgmma. H200, N 8192 (session 28): causal D64 439 -> 501 TFLOP/s, D128
-  // 607 -> 652; ALiBi D128 570 -> 622, D64 433 -> 488; a window past every
-  // key D128 617 -> 660. Not in the non-causal plain kernels, already uniform
-  // (0.5-1% slower with it).
+  // wgmma. H200, N 8192, against per-thread: causal D64 501 TFLOP/s against
+  // 439, D128 652 against 607; ALiBi D128 622 against 570, D64 488 against
+  // 433; a window past every key D128 660 against 617. Not in the non-causal
+  // plain kernels, already uniform (0.5-1% slower with it).
   constexpr bool kUniformWg = kCausal || kMod;
   const int t = threadIdx.x, wg = kUniformWg ? __shfl_sync(0xffffffff, t / 128, 0) : t / 128;
   // The swizzle is on address bits 4-9: every tile must start 1024-aligned.
@@ -267,9 +266,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // Without the overlap, S's old values are dead when S_n is issued; S's
   // first k16 wgmma can take them write-only (wgmma_ss_init), freeing S's
   // registers under P V. Not in the ALiBi kernel whose S takes the bias k16
-  // step (kSide): there it gained nothing (session 29; ptxas scheduled it 15%
-  // slower in session 20). Softcap: a 4-byte spill gone, D64 6% faster
-  // (session 20); a window alone: D64 +3% (H200, N 8192, session 29).
+  // step (kSide): there it gains nothing. Softcap: a 4-byte spill gone, D64
+  // 6% faster; a window alone: D64 +3% (H200, N 8192).
   constexpr bool kSInit = !T::kOverlap && !kSide;
 
   auto s_gemm = [&](int n, bool clean) {  // issue S = Q K_n^T; not waited for (clean: the block has no mask)

@@ -100,10 +100,10 @@ __device__ __forceinline__ WindowBlocks window_blocks(int m0, int nq, int nk, in
 // (not wholly inside every row's window: it needs the mask), 0 for one inside,
 // -1 where the step decides at run time. kPeel walks them as FA2 walks masked
 // and unmasked steps: a masked block one step at a time, the run of clean
-// blocks in a loop of its own whose body holds no mask code. With both in one
-// loop body the D64 modified kernels ran behind the plain one on the same
-// blocks (window only 1.05x, softcap 1.30x at N 8192 on the H200; peeled 0.97x
-// and 1.11x: kernels/dev/RESULTS.md, session 10).
+// blocks in a loop of its own whose body holds no mask code. Peeled, the D64
+// modified kernels cost 0.96-0.98x (window only) and 1.10x (softcap) the
+// plain one's time at N 8192 on the H200; with both in one loop body, 1.05x
+// and 1.30x.
 template <bool kPeel, class Step>
 __device__ __forceinline__ void walk_blocks(int n_begin, int n_end, int n_full, int n_mask, Step&& step) {
   if constexpr (kPeel) {
@@ -123,9 +123,9 @@ __device__ __forceinline__ void walk_blocks(int n_begin, int n_end, int n_full, 
 // The modified kernels' template flag (fwd_kernel's kMod): kModOn for every
 // one, plus which score modifiers are compiled in, one kernel each
 // (fa2_fwd_*_mod, _mod_cap, _mod_alibi, _mod_cap_alibi; the window is a
-// parameter of all), so each score runs straight-line code: run-time tests
-// per score (and tanhf's long sequence) made the first _mod kernels 1.4-3.4x
-// the plain forward (bench/results/2026-11-30-h200-masks).
+// parameter of all), so each score runs straight-line code: with run-time
+// tests per score (and tanhf's long sequence) a _mod kernel cost 1.4-3.4x the
+// plain forward (H200).
 enum : int { kModOn = 1, kModCap = 2, kModALiBi = 4 };
 // The Hopper kernels whose ALiBi column term comes out of S's GEMM
 // (fwd_sm90.cuh's kSide): ALiBi without the softcap, whose tanh would

@@ -16,10 +16,9 @@
 // are packed GQA rows, one group per kv head; Q^T from shared memory, its
 // prefetch leaves no room) and the Turing D256 forward (fwd.cuh's fwd_n8: Br =
 // 8 x Warps, one head's query rows; QRegs, the Tile's, 3-4% faster on the
-// H200's forced sm_75 path, bench/results/2026-12-03-h200-session22). On the H200 this
-// form ran 1.00-1.02x as fast as the m16 one as the sm_80 decode
-// (bench/results/2026-12-02-h200-session21): not worth a second kernel
-// family where the m16 form fits.
+// H200's forced sm_75 path). As the sm_80 decode this form ran 1.00-1.02x as
+// fast as the m16 one (H200): not worth a second kernel family where the m16
+// form fits.
 #pragma once
 #include <cmath>
 #include <cuda_fp16.h>

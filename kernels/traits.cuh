@@ -1,7 +1,10 @@
-// traits.cuh: THE tile table. One row per (arch path, head dim) in the lists
-// FA2_FWD_TILES and FA2_BWD_TILES; every size a kernel uses is derived from
-// them here, fa2.cu instantiates exactly them, and tiles.cu turns them into the
-// Go table internal/kernels/table_gen.go (whose test reads the rows back).
+// traits.cuh: THE tile table. One X(...) row per shipped (arch path, head dim)
+// in FA2_FWD_TILES, FA2_BWD_TILES, FA2_BWD_KVQ_TILES, FA2_DECODE_TILES and
+// FA2_SM90A_TILES; every size a kernel uses derives from them here, fa2.cu and
+// fa2_sm90a.cu instantiate exactly them, and tiles.cu turns them into the Go
+// table internal/kernels/table_gen.go (whose test parses the X(...) rows).
+// Each row carries its reason; the measurements behind the rows, and what was
+// tried and not kept, are in docs/kernels.md.
 //
 // Notation (FA2 paper): a CTA owns Br query rows (one block of the Tr = ceil(Nq/Br)
 // row blocks) and walks Tc = ceil(Nk/Bc) key/value blocks of Bc rows. Each warp
@@ -9,12 +12,9 @@
 // memory feeds MTiles tensor-core ops.
 #pragma once
 
-// Shared memory holds fp16 rows of D elements, split in 16-byte chunks. Chunks
-// are XOR-swizzled by row so the 8 row addresses of one ldmatrix (or 8 lanes of
-// one 16-byte store) fall in 8 different bank groups without padding bytes:
-// D/8 a multiple of 8 (D 64,128,256): chunk ^= row&7 (rows are >=128 B apart);
-// D/8 a multiple of 4 (D 32,96): rows are 64 or 192 B, i.e. odd rows sit half a
-// 128-B line over, so chunk ^= (row>>1)&3 spreads the row pairs.
+// Rows of D 16-bit elements in 16-byte chunks, XOR-swizzled by row so the 8
+// rows of one ldmatrix fall in 8 bank groups without padding: chunk ^= row&7
+// (D 64, 128, 256), chunk ^= (row>>1)&3 (D 32, 96: odd rows sit half a line over).
 template <int D>
 struct Swizzle {
   static_assert(D % 32 == 0, "head dim must be a multiple of 32");
@@ -74,40 +74,33 @@ struct Tile {
 
 // FA2_FWD_TILES(X): THE list of shipped forward kernels, one
 // X(arch, d, Br, Bc, warps, stages, splits, qregs, minblocks) per (arch path,
-// head dim). It expands into FwdTraits below, fa2.cu's extern "C" kernels and
-// tiles.cu's tables; internal/kernels' test parses the X(...) lines. Every
-// sm_80 row ships twice: fp16 and bf16 (fa2_fwd_sm80_d{D}_bf16[_causal], the
-// same tile on bf16 operands; Turing has no bf16 tensor cores).
+// head dim), expanded into FwdTraits below, fa2.cu's kernels and tiles.cu's
+// tables. Every sm_80 row also ships bf16 (fa2_fwd_sm80_d{D}_bf16[_causal]).
 //
-// Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM). 8 warps of 16 rows: one CTA
-// of 256 threads may use up to 255 registers, which the next K/V block held in
-// registers (the prefetch; Turing has no cp.async) needs on top of O and S.
-// Q in registers lets Q share the K/V area (smem max(Q, K+V)).
-// D256: an m16 tile's O is 128 registers, which beside the prefetch and S
-// spilled 24-480 B at every Br 64-128 x Bc 16-32 tile tried (nvcc 11.8, Q in
-// registers or shared memory); its row is Br = 8 x Warps, each warp 8 rows as
-// the mma's n8 (n8.cuh, fwd.cuh's fwd_n8: O^T 64 registers).
+// Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM): 8 warps of 16 rows, one
+// CTA of 256 threads with up to 255 registers, which the next K/V block held
+// in registers (Turing has no cp.async) needs on top of O and S. Q in
+// registers lets Q share the K/V area (smem max(Q, K+V)). D256: every m16 tile
+// spilled 24-480 B, so its warps own 8 rows as the mma's n8 (n8.cuh).
 //
-// sm_80+ (A100 164 KiB smem, sm_86/89 99 KiB, H100/H200 227 KiB); <= 99 KiB so
-// one table serves them all. 4 warps x 32 rows (MTiles 2): each K/V fragment read
-// from shared memory feeds two mmas, halving smem traffic against 16-row warps,
-// which were smem-bound on the H200; at <= 255 registers two CTAs fit an SM's
-// registers and, where shared memory allows (resources.md: every D on sm_90, D <= 96
-// on sm_80, D32 on sm_86/89), overlap each other's softmax and barriers. Stages 2: the next block's cp.async
-// runs under a whole step, one barrier per block. Splits keep S in registers at
-// 32 keys while copies and barriers go per Bc. (H200 numbers: kernels/dev/RESULTS.md.)
+// sm_80+: <= 99 KiB (sm_86/89's limit) so one table serves A100, sm_86/89 and
+// H100/H200. 4 warps x 32 rows: each K/V fragment feeds two mmas; 16-row warps
+// were shared-memory bound (D128 N 2048, H200: 280 TFLOP/s, 0.85x SDPA flash).
+// Two CTAs per SM where shared memory allows (every D on sm_90, D <= 96 on
+// sm_80, D32 on sm_86/89) overlap each other's softmax and barriers. Stages 2:
+// the next block's cp.async runs under a whole step. Splits: S at Bc/Splits keys.
 #define FA2_FWD_TILES(X)                                                                                              \
   X(75, 32, 128, 64, 8, 1, 1, true, 1)    /* D32: 8 KiB smem (a 128-register cap for 2 CTAs/SM spilled) */           \
   X(75, 64, 128, 64, 8, 1, 1, true, 1)    /* D64: 16 KiB smem, ~160 regs */                                          \
   X(75, 96, 128, 64, 8, 1, 1, true, 1)    /* D96: 24 KiB smem, ~210 regs */                                          \
   X(75, 128, 128, 64, 8, 1, 1, false, 1)  /* D128: 128x64, 8 warps (the best Turing FA2 shape); Q in registers       \
                                              would spill, so Q|K|V = 64 KiB exactly */                               \
-  X(75, 256, 64, 32, 8, 1, 1, true, 1)    /* D256: 8 warps of 8 rows (n8), Q^T's fragments in registers (32);     \
-                                             Q|K|V = 64 KiB exactly */                                               \
+  X(75, 256, 64, 32, 8, 1, 1, true, 1)    /* D256: 8 warps of 8 rows (n8), Q^T's fragments in registers (32):     \
+                                             1.03-1.04x (H200, forced sm_75); Q|K|V = 64 KiB */                      \
   X(80, 32, 128, 128, 4, 2, 2, true, 1)   /* D32: Q fragments in registers (8), 40 KiB smem */                       \
-  X(80, 64, 128, 128, 4, 2, 2, true, 1)   /* D64: Q fragments in registers (32), 80 KiB smem */                      \
+  X(80, 64, 128, 128, 4, 2, 2, true, 1)   /* D64: Q fragments in registers (32), 80 KiB smem; 326 TFLOP/s at N 8192, H200 */ \
   X(80, 96, 128, 64, 4, 2, 1, false, 1)   /* D96: 72 KiB smem */                                                     \
-  X(80, 128, 128, 64, 4, 2, 2, false, 1)  /* D128: O takes 128 regs; unsplit 128x64 spilled (44 B) */                \
+  X(80, 128, 128, 64, 4, 2, 2, false, 1)  /* D128: O takes 128 regs; unsplit 128x64 spilled 44 B; 358 TFLOP/s at N 8192, H200 */ \
   X(80, 256, 64, 64, 4, 1, 1, false, 1)   /* D256: O is 128 regs at 16 rows/warp, 64x64 single-buffered = 96 KiB */
 
 // FwdTraits<Arch, D>::type is the configuration that ships.
@@ -118,12 +111,8 @@ FA2_FWD_TILES(FA2_FWD_TRAITS)
 #undef FA2_FWD_TRAITS
 
 // ---------------------------------------------------------------------------
-// Backward tiles (bwd.cuh). Two kernels, each owning the rows it accumulates:
-//   dK/dV: a CTA owns Bc key rows of one kv head (warps own 16*MTiles of them)
-//          and streams Br query rows per step over every Q block of every
-//          query head of its GQA group;
-//   dQ:    a CTA owns Br query rows of one head and streams Bc key rows per step.
-// No atomics: each output element has one owner, so results are bit-reproducible.
+// Backward tiles (bwd.cuh): the dK/dV kernel owns Bc key rows and streams Br
+// query rows per step, the dQ kernel owns Br query rows and streams Bc keys.
 //
 // BwdTile<Arch, D, Rows, Cols, Warps, Stages, Chunk, Regs, MinBlocks, ColGroups, KV>:
 //   Rows    rows owned and accumulated (Bc for dK/dV, Br for dQ)
@@ -172,52 +161,35 @@ struct BwdTile {
   static_assert(Arch_ != 80 || kSmemBytes <= 99 * 1024, "sm_86/89 allow at most 99 KiB per CTA");
 };
 
-// FA2_BWD_TILES(X): THE list of shipped backward kernels, one
+// FA2_BWD_TILES(X): THE list of shipped three-kernel backwards, one
 // X(arch, d, (Bc, Br, warps, stages, chunk, regs, minblocks, colgroups), (Br, Bc, warps, stages, chunk, regs, minblocks, colgroups))
 // per (arch path, head dim): the dK/dV tile, then the dQ tile (each pair also
-// ships a pre kernel). Expanded like FA2_FWD_TILES; internal/kernels' test
-// parses the X(...) lines. Every sm_80 row ships twice, fp16 and bf16
-// (fa2_bwd_{pre,dkdv,dq}_sm80_d{D}_bf16[_causal], the same tiles on bf16
-// operands), as the forward rows do. On the sm_80 path D 256 has no row: its
-// backward is the single pass alone (FA2_BWD_KVQ_TILES, FA2_BWD_KVQ_ALONE),
-// whose 2-D warp grids split the accumulators.
+// ships a pre kernel); every sm_80 row also ships bf16. On the sm_80 path D 256
+// has no row: its backward is the single pass alone (FA2_BWD_KVQ_ALONE).
 //
 // Turing: single-buffered, <= 64 KiB. dK/dV warps own 16 key rows (the two
 // fp32 accumulators are D/2 registers each per thread); K, V fragments in
-// registers where D <= 64. 8 resident warps per SM (two per scheduler, see
-// resources.md) at every D but 128 and 256 (why: FA2_SM75_UNDER8). D 256: a
-// warp owning all 256 columns of 16 rows would hold 256 accumulator registers
-// (dK and dV), so two warps share each 16 rows, 128 columns each (ColGroups 2),
-// each computing half the chunk's S^T and dP^T columns (over all of D) and
-// taking the other half's P^T and dS^T fragments through shared memory: 32 key
-// rows (K, V: 32 KiB) beside 16 streamed query rows; dQ the same, 32 query rows
-// beside 16 streamed keys. Forced sm_75 path on the H200 (no T4 measured):
-// 1.17-1.24x as fast as both warps computing all of S^T and dP^T (session 25).
-// dQ streams 16 keys because the shared fragments leave no room for 32 in 64 KiB.
-// D 128 on 8 warps the same way (two column groups of 64, dK/dV 64 x 32, dQ
-// 64 x 32-48): 0.54-0.63x the 4-warp rows below (session 26), so they stay.
+// registers where D <= 64. 8 resident warps per SM at every D but 128 and 256
+// (FA2_SM75_UNDER8 says why). D 256: all 256 columns of 16 rows would be 256
+// accumulator registers, so two warps share each 16 rows, 128 columns each
+// (ColGroups 2), each computing half the chunk's S^T and dP^T and swapping
+// the P^T and dS^T fragments through shared memory: 1.17-1.24x as fast as
+// both computing all of them (H200, forced sm_75 path). dQ streams 16 keys:
+// the shared fragments leave no room for 32 in 64 KiB.
+// D128 on 8 warps the same way ran 0.54-0.63x the 4-warp rows below.
 //
 // sm_80+: <= 99 KiB, double-buffered streams. dK/dV: 128 key rows per CTA so
 // each streamed Q/dO block feeds 128 keys; 8 warps x 16 key rows, except D64:
-// 4 warps x 32 key rows (MTiles 2: each Q/dO fragment read from shared memory
-// feeds two mmas; an H200 ncu profile of the 16-row layout, D128, showed it
-// shared-memory bound at 12.5% occupancy); at D >= 96 two 32-row dK and dV
-// accumulators would not fit 255 registers. dQ: 4 warps x 32 rows
-// (MTiles 2, as the forward: each K/V fragment read from shared memory feeds
-// two mmas); its fp32 dQ accumulator is D registers per thread, so S and dP
-// go 16 keys at a time at D >= 96. D64 (ncu, H200, N 4096, RESULTS.md session 5):
-// dK/dV and dQ keep the tensor pipe 53-58% busy at 8 warps/SM, shared memory
-// 64-74%, stalled on mma and ldmatrix latency; no bank conflicts to remove.
+// 4 warps x 32 key rows, each Q/dO fragment feeding two mmas (16-row warps
+// were shared-memory bound); at D >= 96 two 32-row dK and dV accumulators
+// would not fit 255 registers. dQ: 4 warps x 32 rows as the forward; its fp32
+// dQ is D registers per thread, so S and dP go 16 keys at a time at D >= 96.
 //
-// Every row and dtype also ships the modified backward's dK/dV and dQ
-// (fa2_bwd_{dkdv,dq}_sm{A}_d{D}[_bf16]_mod, bwd.cuh's kMod), the same tiles:
-// one pair with the window, softcap and ALiBi as run-time flags, not the
-// forward's one kernel per softcap/ALiBi combination (24 symbols instead of
-// 96 in a fatbin already ~20 MB). Measured, H200, N 8192 causal (RESULTS.md,
-// bench/results/2026-12-01-h200-modbwd): 1.5-1.7x the plain three kernels'
-// time with a softcap or ALiBi, at 236-251 registers and no spills; per-score
-// flags and index math are the suspects, so the next step is compile-time bits
-// for the costly ones (as the forward) where that cost matters.
+// Every row and dtype also ships the modified dK/dV and dQ
+// (fa2_bwd_{dkdv,dq}_sm{A}_d{D}[_bf16]_mod, bwd.cuh's kMod) on the same tiles:
+// one pair with the window, softcap and ALiBi as run-time flags (24 symbols,
+// not the forward's 96): 1.5-1.7x the plain kernels' time with a softcap or
+// ALiBi (N 8192 causal, H200), no spills.
 #define FA2_BWD_TILES(X)                                                                                              \
   X(75, 32, (128, 64, 8, 1, 32, true, 1, 1), (128, 64, 8, 1, 32, true, 1, 1))    /* 24.5 KiB | 24 KiB */                  \
   X(75, 64, (128, 64, 8, 1, 32, true, 1, 1), (128, 64, 8, 1, 32, true, 1, 1))    /* 48.5 KiB | 48 KiB */                  \
@@ -231,7 +203,7 @@ struct BwdTile {
   X(80, 32, (128, 64, 8, 2, 32, true, 1, 1), (128, 64, 4, 2, 32, true, 1, 1))    /* 33 KiB | 32 KiB, Q and dO fragments   \
                                                                               in registers (16) */                  \
   X(80, 64, (128, 64, 4, 2, 16, false, 1, 1), (128, 64, 4, 2, 32, false, 1, 1))  /* 65 KiB, 2 CTAs/SM on sm_80/90: dK/dV 13-17% \
-       faster than 8 warps x 16 rows (H200, RESULTS.md); 32-query chunks spilled 16 B | 64 KiB */             \
+       faster than 8 warps x 16 rows (H200); 32-query chunks spilled 16 B | 64 KiB */                         \
   X(80, 96, (128, 64, 8, 2, 32, false, 1, 1), (128, 64, 4, 2, 16, false, 1, 1))  /* 97 KiB | 96 KiB */                    \
   X(80, 128, (128, 32, 8, 2, 32, false, 1, 1), (128, 32, 4, 2, 16, false, 1, 1)) /* 96.5 KiB: 64 query rows per step      \
                                                                               would not fit twice | 96 KiB */
@@ -252,10 +224,8 @@ FA2_BWD_TILES(FA2_BWD_TRAITS)
 enum KVRegs { kRegsNone, kRegsKV, kRegsV };
 
 // ---------------------------------------------------------------------------
-// The sm_80 backward with FA2's 2-D warp layout (bwd_kv.cuh): a CTA owns Bc key
-// rows and streams Br query rows per step; the three products of a step use
-// three warp grids, so dK and dV (and the single pass's dQ) are split over the
-// warps by rows and head-dim columns, and P^T and dS^T go through shared memory.
+// The single pass (bwd_kv.cuh, FA2's 2-D warp layout): a CTA owns Bc key rows
+// and streams Br query rows per step, each product on its own warp grid.
 //
 // BwdKVQTile<Arch, D, Bc, Br, Warps, SK, VK, QM, Regs, Stages, MinBlocks>:
 //   SK      warps along the keys for S^T and dP^T (Warps/SK along the queries)
@@ -300,100 +270,41 @@ struct BwdKVQTile {
 };
 
 // FA2_BWD_KVQ_TILES(X): THE list of the single pass's kernels, one
-// X(arch, d, size, Bc, Br, warps, SK, VK, QM, regs, stages, minblocks) per (head dim,
-// size); each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK, dV and dQ by
-// atomics: the default backward), for a large row its ordered twin
-// fa2_bwd_dkdvqdet_sm80_d{D}{sfx}[_causal] (the same tile, kDet: the dQ additions
-// in a fixed order, Options.Deterministic, causal walking the query blocks last
-// to first; D128's base row's measured slower than
-// the three kernels, which run instead) and fa2_bwd_dqconv_sm80_d{D}{sfx} (its accumulator order is
-// the tile's; both kernels' accumulators). size: base (<= 99 KiB, every sm_80+ part; no suffix;
-// base_det: with the ordered twins, for a head dim without the three kernels) or large
-// (> 99 KiB, suffix _large; FA2's own sm_80 tiles use the room; large_causaldet:
-// the same with the causal ordered twin alone, so Options.Deterministic runs the
-// three kernels without a mask). Per head dim
-// the list holds at most one row of each, the large one first (a large row may
-// stand alone: D256, D64 beside the three kernels), and a device runs the first row whose shared memory fits
-// its opt-in limit per block
-// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: A100 163 KiB, H100/H200
-// 227 KiB; sm_86/89 99 KiB keep the base row; internal/kernels.LookupFit).
-// Every row also ships bf16 twins (_bf16 after the size suffix: the same tile on
-// bf16 mma, as FA2_BWD_TILES' rows). Head dims without a row run the
-// three-kernel backward on both paths, as does Turing (these kernels stream with
-// cp.async).
-// The dQ accumulator is the cost that decides (H200, kernels/dev/RESULTS.md):
-// added in the mma C layout (8 half-used 32-byte sectors per atomic
-// instruction) it made the D128 kernel 18.5 ms against 8.0 ms without dQ (N
-// 8192; ncu: L2 59% busy with atomics, issue slots 18%, 0.23 eligible warps);
-// in fragment order (4 whole sectors) 11.3 ms, against 13.2 ms for dK/dV + dQ.
-//   D128 large: 128 keys x 64 queries, 8 warps (FA2's sm_80 D128 shape): each
-//         dQ atomic now covers 128 keys, half the atomics per FLOP of the base
-//         row. S^T 2x4 (64 keys x 16 queries), dK/dV 4x2 (32 keys x 64 columns),
-//         dQ 2x4; K and V in shared memory (their fragments and the 128 dK/dV
-//         accumulator registers would not fit 255); 161 KiB, 251-255 registers,
-//         1 CTA/SM, no spills. H200, N 2048, non-causal (RESULTS.md): fused
-//         kernel 2.47 ms against the base row's 2.94, whole backward 3.17 ms
-//         against 3.63. FA2's own grids (S^T 4x2, dK/dV 4x2: 2.36 ms) spilled
-//         40 B (nvcc 11.8, sm_90, non-causal) and S^T 4x2 with dK/dV 2x4 (2.27
-//         ms) 8-36 B (causal); S^T 8x1 4-12 B, and with K, V in registers
-//         200-300 B. Now (nvcc 11.8) S^T 4x2 with dK/dV 2x4 spills on no
-//         non-causal kernel where a large tile runs (sm_80, sm_90; fp16, bf16,
-//         ordered twin) but causal 12-16 B on sm_90: the non-causal kernels
-//         take that grid (FA2_BWD_KVQ_NC_GRIDS): S^T and dP^T read 64
-//         ldmatrix per step instead of 80; whole backward 2.510 -> 2.363 ms
-//         (N 2048), 9.383 -> 8.717 (N 8192) (H200, session 8), while causal it
-//         measured 1-3% slower.
-//   D128: 64 keys x 64 queries, 8 warps: S^T 4x2 (16 keys x 32 queries, K and
-//         V fragments in registers), dK/dV 2x4 (32 keys x 32 columns), dQ 2x4;
-//         97 KiB, 235-239 registers, 1 CTA/SM. 4 warps x 32 keys (2 CTAs/SM)
-//         doubles the atomics per FLOP: 20% slower; 32 query rows per step:
-//         dK/dV alone 25% slower.
-//   D64: no row: 128 keys x 64 queries (S^T 4x4 warps of 32x32) measured 1.00-1.06x
-//        the three-kernel backward but its causal kernel spills (24 B of stack
-//        on sm_80, 8 B on sm_90, nvcc 11.8). Its spill-free variants (nvcc 11.8:
-//        232-254 registers) are slower than the three kernels (H200, fragment-
-//        order accumulator, RESULTS.md "Backward, turn 5"; N 2048-8192): K, V in
-//        shared memory 0.79-0.96x, S^T 8x1 (16 keys x 64 queries) 0.79-0.98x,
-//        S^T 8x1 with dK/dV 8x1 or with K, V in shared memory 0.77-0.95x.
-//   D64 large (size large_causaldet: a causal ordered twin only): FA2's D64
-//        shape, 128 keys x 128 queries, 8 warps, S^T 2x4 (64 keys x 32
-//        queries), dK/dV 4x2 (32 keys x 32 columns), dQ 4x2, K and V in shared
-//        memory; 162 KiB, 1 CTA/SM, no spills (nvcc 11.8, sm_80/90). H200
-//        (session 8, bench/results/2026-12-01-h200-session8-det "Call 8"):
-//        whole backward 4-9% faster than the 192 x 64 tile it replaced
-//        (N 2048 2.519 vs 2.764 ms, causal 1.477 vs 1.620), which padded N
-//        2048 and 4096 by 3%; S^T 4x2 with dK/dV 4x2 spilled 16-40 B, dK/dV
-//        and dQ 8x1 ran slower. A 128-row query block takes two pre/convert
-//        CTAs (kPreRows 64): the pre kernel's last CTA zeroes the whole last
-//        block. The 192 x 64 tile's ordered twin, against the three kernels
-//        (session 8): causal 1.00x at N 2048 and 1.06x at N 8192, non-causal
-//        0.94x / 1.02x: so Options.Deterministic runs it causal only. No base
-//        row: sm_86/89 run the three kernels.
-//   D256 large: 64 keys x 32 queries, 8 warps, the smallest tile whose S^T warp
-//        tiles are whole (16 keys x 16 queries: S^T 4x2); dK/dV 2x4 (32 keys x
-//        64 columns: 128 accumulator registers), dQ 1x8 (32 queries x 32
-//        columns: each dS fragment feeds two mmas); K and V in shared memory
-//        (their fragments would be 128 more registers). 136.5 KiB (two Q|dO
-//        stages), 238-244 registers, no spills (nvcc 11.8, sm_80-90; resources.md),
-//        1 CTA/SM. With the base row below the only D256 backward (they ship
-//        their own pre kernels and the modified twins, FA2_BWD_KVQ_ALONE). H200, N 8192 (session 17,
-//        bench/results/2026-12-02-h200-session17-d256-modbwd): 204-205
-//        TFLOP/s, 0.79-0.84x SDPA flash; the modified twin costs 1.03-1.04x
-//        with a softcap or ALiBi (its ordered twin 1.04-1.10x).
-//   D256 base (sm_86/89, 99 KiB): FA2's sm_86 D256 shape, 32 keys x 64
-//        queries, 8 warps, one Q|dO stage (the next block's copies issued
-//        once dK's product has read the buffer, under dQ only) and V's
-//        fragments in registers (64), so V's shared memory is only staged:
-//        89 KiB. S^T 2x4 (16 keys x 16 queries), dK/dV 1x8 (32 keys x 32
-//        columns: 64 accumulator registers), dQ 1x8 (64 queries x 32
-//        columns); 237-255 registers, no spills (nvcc 11.8, sm_80-90). dK/dV
-//        2x8 or dQ 2x4 / 4x2 spilled 4-20 B on sm_86 or sm_90 (causal). Two
-//        stages fit nothing sane in 99 KiB (8 warps at 64 x 32 are 136 KiB;
-//        4 warps at 32 x 32 100.5 KiB, and one stage of those spilled 4-28 B:
-//        their dK, dV accumulators are 128 registers). Its ordered twins
-//        (base_det) release a step's counters after the next step's dV
-//        product (bwd_kv.cuh says where else they spilled): 240-255
-//        registers, no spills.
+// X(arch, d, size, Bc, Br, warps, SK, VK, QM, regs, stages, minblocks) per
+// (head dim, size). Each row ships fa2_bwd_dkdvq_sm80_d{D}{sfx}[_causal] (dK,
+// dV and dQ by atomics: the default backward), fa2_bwd_dqconv_sm80_d{D}{sfx}
+// (the convert kernel: the accumulator's order is the tile's) and, where the
+// size says so, its ordered twin fa2_bwd_dkdvqdet_sm80_d{D}{sfx}[_causal]
+// (kDet: the dQ additions in a fixed order, Options.Deterministic). Every row
+// also ships bf16 twins (_bf16 after the size suffix).
+// size: base (<= 99 KiB, every sm_80+ part; no suffix), base_det (the same
+// with ordered twins, for a head dim without the three kernels), large
+// (> 99 KiB, suffix _large, with ordered twins; FA2's own sm_80 tiles use the
+// room), large_causaldet (the same with the causal ordered twin alone). Per
+// head dim at most one row of each, the large one first; a device runs the
+// first row whose shared memory fits its opt-in limit per block (A100 163
+// KiB, H100/H200 227 KiB; sm_86/89 99 KiB keep the base row;
+// internal/kernels.LookupFit). Head dims without a row run the three kernels
+// on both paths, as does Turing (these kernels stream with cp.async).
+// The dQ accumulator in fragment order (32 consecutive floats per atomic)
+// makes it pay: D128 base kernel 11.3 ms, 18.5 in the mma C layout, the three
+// kernels 13.2 (N 8192, H200).
+//   D128 large: FA2's sm_80 D128 shape; 128 keys per CTA halve the atomics
+//        per FLOP: whole backward 1.08x the three kernels (N 2048, H200). K, V
+//        in shared memory (in registers beside 128 dK/dV accumulators they
+//        would not fit). Non-causal grid: FA2_BWD_KVQ_NC_GRIDS.
+//   D128 base: K, V fragments in registers. No ordered twin: 64 keys per CTA
+//        double the chain of waits, slower than the three kernels (H200).
+//   D64 large: FA2's D64 shape: 4-9% faster than 192 x 64 (H200). A 128-row
+//        query block spans two pre CTAs (kPreRows 64): the last zeroes it
+//        whole. Causal ordered twin only: without a mask the three kernels
+//        measured as fast. No base row: 128 x 64 spilled causal, its
+//        spill-free variants ran 0.77-0.98x the three kernels (H200).
+//   D256 large: the smallest tile with whole 16 x 16 S^T warp tiles; dK/dV
+//        2x4 (128 accumulator registers), dQ 1x8; 0.79-0.84x SDPA flash (H200).
+//   D256 base: FA2's sm_86 D256 shape; one Q|dO stage (the next copies issued
+//        once dK's product has read it: they overlap dQ), V's fragments in
+//        registers. Two stages fit nothing in 99 KiB; other grids spilled 4-20 B.
 #define FA2_BWD_KVQ_TILES(X)                                                                        \
   X(80, 128, large, 128, 64, 8, 2, 4, 2, kRegsNone, 2, 1) /* 161 KiB (A100, H100/H200) */ \
   X(80, 128, base, 64, 64, 8, 4, 2, 2, kRegsKV, 2, 1)    /* 97 KiB */                     \
@@ -402,14 +313,11 @@ struct BwdKVQTile {
   X(80, 256, base_det, 32, 64, 8, 2, 1, 1, kRegsV, 1, 1)  /* 89 KiB (sm_86/89) */
 
 // FA2_BWD_KVQ_ALONE(X): X(arch, d, large size, base size) for the head dims whose only
-// backward is the single pass (no FA2_BWD_TILES row, which ships pre and the
-// modified pair otherwise), so they need both rows (every device runs one):
-// they ship fa2_bwd_pre_sm{A}_d{D}[_bf16][_varlen] with it, and on each row
-// the modified single pass fa2_bwd_dkdvq_sm{A}_d{D}{sfx}[_bf16]_mod (bwd_kv.cuh's
-// kMod: window, softcap and ALiBi at run time, as bwd.cuh's modified pair; it
-// also takes packed sequences, so it is these head dims' varlen backward), and
-// on the rows with ordered twins (FA2_KVQ_DET_NC_<size>) the ordered one,
-// fa2_bwd_dkdvqdet_..._mod.
+// backward is the single pass (no FA2_BWD_TILES row), so both rows exist (every
+// device runs one). They ship fa2_bwd_pre_sm{A}_d{D}[_bf16][_varlen] and, per
+// row, the modified single pass fa2_bwd_dkdvq_sm{A}_d{D}{sfx}[_bf16]_mod
+// (bwd_kv.cuh's kMod: window, softcap, ALiBi at run time; also these head
+// dims' varlen backward) and, with ordered twins, fa2_bwd_dkdvqdet_..._mod.
 #define FA2_BWD_KVQ_ALONE(X) X(80, 256, large, base_det)
 
 // size -> symbol suffix and BwdKVQTraits' Large key; a base row must fit 99 KiB
@@ -437,10 +345,12 @@ struct BwdKVQTile {
 
 // FA2_BWD_KVQ_NC_GRIDS(X): X(arch, d, size, SK, VK): the non-causal kernels'
 // S^T and dK/dV warp grids (default and ordered twin) where they differ from
-// the row's, which the causal kernels keep (they spill with these; D128 large
-// above says what each measured). Bc, Br, warps and the dQ grid stay the row's,
-// so shared memory, the dQ accumulator's order, the convert kernel and the host
-// see one tile.
+// the row's. D128 large: S^T 4x2 with dK/dV 2x4 (FA2's grid for S) reads 64
+// ldmatrix per step for S^T and dP^T instead of 80: whole backward 2.510 ->
+// 2.363 ms at N 2048 (H200); causal it spills 16 B on sm_90 and measured 1-3%
+// slower, so the causal kernels keep the row's. Bc, Br, warps and the dQ grid
+// stay the row's, so shared memory, the dQ accumulator's order, the convert
+// kernel and the host see one tile.
 #define FA2_BWD_KVQ_NC_GRIDS(X) X(80, 128, large, 4, 2)
 
 // BwdKVQNCGrid<Arch, D, Large, Row>::type: the non-causal kernels' tile.
@@ -532,10 +442,10 @@ struct DecodeTile {
 // no room for an m16 tile's O (128 more): its row packs 8 rows (O^T 64).
 // sm_80+: a 3-4 deep cp.async ring of <= 96 KiB, 2-3 blocks (48-64 KiB) in
 // flight per CTA; two such CTAs fit an H100/H200 SM (227 KiB), one an A100's or
-// an sm_86/89 SM's (resources.md). H200 numbers: kernels/dev/RESULTS.md; at
-// D128, B 1, six other tiles (Bc 16-64, 1-4 warps, 2-6 stages, 2-6 CTAs per SM:
-// dev/decode_tiles.cu, now in git history) all ran slower than X(80, 128, ...) on contiguous caches.
-// D256 runs 2 warps so that a warp still takes 16 keys of a 32-key block.
+// an sm_86/89 SM's (resources.md). At D128, B 1, six other tiles (Bc 16-64,
+// 1-4 warps, 2-6 stages, 2-6 CTAs per SM) all ran slower on contiguous caches,
+// and 4 or 6 stages within noise (H200). D256 runs 2 warps so that a warp
+// still takes 16 keys of a 32-key block.
 #define FA2_DECODE_TILES(X)                                                                       \
   X(75, 32, 128, 4, 1, 16)  /* 16 KiB: 32 keys per warp; the prefetch is 32 registers */          \
   X(75, 64, 128, 4, 1, 16)  /* 32 KiB; prefetch 64 registers */                                   \
@@ -546,7 +456,7 @@ struct DecodeTile {
   X(80, 32, 128, 4, 4, 16)  /* 64 KiB, 3 x 16 KiB in flight */                                    \
   X(80, 64, 128, 4, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
   X(80, 96, 64, 4, 4, 16)   /* 96 KiB, 3 x 24 KiB in flight */                                    \
-  X(80, 128, 64, 4, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight */                                    \
+  X(80, 128, 64, 4, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight; 1.01-1.09x cuDNN from 4k entries (B 1, H200) */ \
   X(80, 256, 32, 2, 3, 16)  /* 96 KiB, 2 x 32 KiB in flight */
 
 // DecodeTraits<Arch, D>::type ships.
@@ -557,24 +467,13 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 #undef FA2_DECODE_TRAITS
 
 // ---------------------------------------------------------------------------
-// Hopper (sm_90a) forward tiles (fwd_sm90.cuh, issue 13): built by nvcc 12.4
-// (kernels/cuda12.sh) into fa2_sm90a.cubin, SASS for sm_90a only (wgmma and TMA
-// have no PTX an older driver could JIT, and sm_90a code runs on cc 9.0 alone).
-// Flashattn runs them for fp16 dense forwards on an H100/H200 unless
-// ForcePath(80); every other call keeps the sm_80 path.
-//
-// One CTA = one producer warpgroup + Br/64 consumer warpgroups (wgmma's M is 64
-// rows per warpgroup). The producer issues every load as a TMA bulk copy into the
-// 128-byte swizzled layout the wgmma descriptors read (wgmma.cuh) and gives its
-// registers away (setmaxnreg); each consumer keeps S (Bc/2 fp32), O (D/2 fp32)
-// and P (Bc/4 f16x2) of its 64 rows in registers and overlaps the softmax of
-// S_n with the GEMM O += P_{n-1} V_{n-1} (FA3's intra-warpgroup overlap).
-// Persistent (kPersistent, the launch contract's grid): one CTA per SM walks
-// Br-row work tiles (fwd_sm90.cuh's TileOrder), its producer loading the next
-// tile's Q and K/V under the last tile's P V and O store.
-// Registers: one CTA per SM, 64K registers = kThreads x 65536/kThreads at
-// launch, then the producer drops to kProducerRegs and the consumers take the
-// rest (setmaxnreg takes multiples of 8).
+// Hopper (sm_90a) forward tiles (fwd_sm90.cuh; fa2_sm90a.cubin, nvcc 12.4 of
+// kernels/cuda12.sh, SASS for sm_90a only): fp16 dense forwards on an H100/H200
+// unless ForcePath(80). One CTA = one producer warpgroup (TMA loads) + Br/64
+// consumer warpgroups, each keeping S (Bc/2 fp32), O (D/2 fp32) and P (Bc/4
+// f16x2) of its 64 rows in registers; persistent (kPersistent: one CTA per SM
+// walks the tiles). Registers: 64K per CTA at launch, then the producer drops
+// to kProducerRegs and the consumers take the rest (multiples of 8).
 template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_, bool Overlap_ = true>
 struct Tile90 {
   static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
@@ -625,27 +524,23 @@ struct Tile90 {
 // modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}_mod[_cap][_alibi],
 // no causal twin) on (mod_br, mod_bc), with or without the intra-warpgroup
 // overlap (Tile90::kOverlap). fp16 and dense only: varlen and bf16 calls run the
-// sm_80 path, as do causal calls of at most sm80_causal_max_nk keys.
-// H200 numbers: kernels/dev/RESULTS.md (Hopper). No threshold now: session
-// 12's D64 kernel (one CTA per tile) lost to the sm_80 one at causal N 512 /
-// 1024 (149 / 207 TFLOP/s against 175 / 227); persistent, with each consumer
-// stopping at its own rows' last key block, it measured 194 / 254 against
-// 174 / 222 (session 14, call 6). The modified D64 kernels keep the plain
-// tile's three consumers of 160 registers (latency-bound: two warps per
-// scheduler left issue slots idle, ncu) and its Bc 128, without the
-// intra-warpgroup overlap: overlapped, the window bounds, the ALiBi distances
-// and the softcap spilled 240-344 bytes at Bc 128 (nvcc 12.4), 4-36 at Bc 96,
-// none at Bc 80, the tile of sessions 18-19. Bc 128 without the overlap against
-// Bc 80 with it, N 8192 (causal): softcap 1.09x (1.08x) as fast, ALiBi 1.15x
-// (1.13x), both 1.06x (1.06x), a window past every key 1.13x (1.13x), a
-// 2048-key window 1.13x (1.11x); 4 stages over 2: a window past every key
-// 1.03x, the rest equal (H200, session 20). Before: against Br 128 / Bc 128
-// (two consumers of 240), at Bc 64, softcap 1.12-1.21x as fast, ALiBi 1.06x
-// (causal 0.98x), a 2048-key window 1.06-1.10x (session 16).
+// sm_80 path, as do causal calls of at most sm80_causal_max_nk keys: none, since
+// the persistent D64 kernel, each consumer stopping at its own rows' last key
+// block, beats the sm_80 one at causal N 512 / 1024 (204 / 258 TFLOP/s against
+// 173 / 217, H200).
+// D64: Br 192 (three consumers of 160); Br 128 (two of 240) ran 8-17% slower
+// non-causal, 2-6% causal (H200). Its modified kernels keep the three consumers of 160
+// registers and Bc 128 without the overlap: overlapped, the window bounds, the
+// ALiBi distances and the softcap spilled 240-344 B at Bc 128 and 4-36 B at
+// Bc 96. Against Bc 80 overlapped (N 8192, H200): softcap 1.09x, ALiBi 1.15x,
+// both 1.06x, a window past every key 1.13x as fast; 4 stages over 2: a
+// window past every key 1.03x, the rest equal.
 #define FA2_SM90A_TILES(X)                                                                                  \
   X(64, 192, 128, 2, 0, 192, 128, 4, false) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem; \
-                                               mod: 4 stages of 16 KiB K and V, 154 KiB smem */       \
-  X(128, 128, 128, 2, 0, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem */
+                                               mod: 4 stages of 16 KiB K and V, 154 KiB smem;       \
+                                               1.01-1.10x cuDNN, causal or not (N >= 2048, H200) */ \
+  X(128, 128, 128, 2, 0, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem; \
+                                               0.94-1.01x cuDNN, causal 1.04-1.10x (N >= 2048, H200) */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.
 template <int D> struct Sm90Traits;

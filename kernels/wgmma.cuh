@@ -1,5 +1,5 @@
 // wgmma.cuh: the sm_90a tensor-core pieces of the Hopper forward (fwd_sm90.cuh;
-// also dev/wgmma_check.cu): the 128-byte swizzled
+// checked alone by dev/wgmma_check.cu): the 128-byte swizzled
 // shared-memory layout, the wgmma matrix descriptor, the wgmma shapes of an FA2
 // step (N 64 or 128: Bc for S, D for O) and the fences.
 // Compile for sm_90a only (wgmma has no sm_90 or PTX-JIT form).
@@ -13,7 +13,7 @@
 //     with row = key; a k16 step advances the start by 16 rows = 2 KiB.
 // Descriptor: start >> 4 in bits 0-13, "leading" byte offset >> 4 in 16-29,
 // "stride" byte offset >> 4 in 32-45, swizzle mode in 62-63 (1 = 128 B).
-// Checked on the H200 (wgmma_check.cu, RESULTS.md): K-major: stride = 1 KiB,
+// Checked on the H200 (dev/wgmma_check.cu): K-major: stride = 1 KiB,
 // leading ignored; N-major: leading = the column block stride, stride = 1 KiB.
 #pragma once
 #include <cuda_fp16.h>

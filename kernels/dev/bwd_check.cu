@@ -28,7 +28,7 @@
 // only where the truth is ~0, e.g. Nk = 1); rows that see no key must give
 // dQ = 0 exactly.
 //
-// Measured results (machine, date, command): RESULTS.md, "Backward kernels".
+// Modes and output: README.md; the figures measured with it: docs/kernels.md.
 #include <cuda_runtime.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -465,8 +465,8 @@ static bool selected(const Bwd& bw) {
 // BWD_BENCH=1: times every tpl80 backward on the FA2 paper shapes at N 2048 and
 // 8192 (B = 16384/N, H = 2048/D, D 64 and 128) on random data, O and LSE from the
 // shipped forward kernel: median of 20 CUDA-event-timed calls after 3 warm-ups,
-// the whole call and each kernel. For tile tuning and ncu; the committed numbers
-// beside PyTorch come from sidebyside.py --bwd.
+// the whole call and each kernel. For tile tuning and ncu; the figures beside
+// PyTorch come from sidebyside.py --bwd.
 template <int D, bool C>
 static void fwd_launch(const BwdParams& b) {
   using T = typename FwdTraits<80, D>::type;

@@ -25,8 +25,7 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
   --sweep: ours at forced split counts beside cuDNN (the split rule's data);
-  --sweep-levels: split counts on short caches with few kv heads (MQA-like shapes, 2k-16k; named
-                  for the two merge levels of the tree merge before session 19);
+  --sweep-levels: split counts on short caches with few kv heads (MQA-like shapes, 2k-16k);
   --sweep-paged: the same on paged caches (blocks of 16 and 256) beside the contiguous one;
   --mods: window, softcap and ALiBi timed beside the plain call, checked;
   --module PATH: load the kernels from PATH (a dev cubin) instead of the fatbin;
@@ -34,9 +33,6 @@ Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--saniti
   --rows N: that module's decode tile packs N query rows per CTA (not resources.md's);
   --ab PATH[,PATH...]: these kernels against each PATH's (dev cubins of the same symbols), interleaved;
      --hnd: each also on the cache laid out as SDPA gets it, (B, Hkv, N, D).
-(The candidate tiles and the one-launch merge's first form were dev kernels,
-decode_tiles.cu and decode_fused.cu, measured by --tiles and --profile modes
-that left with them: git history, kernels/dev/RESULTS.md.)
 """
 import ctypes
 import math
@@ -110,8 +106,8 @@ def decode_call(m, arch, q, k, v, o, lse, seqlens, table=None, page=0, causal=Fa
     rows = b * hq * nq
     opart = torch.full((max(s, 2) * rows * d,), float("nan"), device="cuda") if s > 1 else None
     lpart = torch.full((max(s, 2) * rows,), float("nan"), device="cuda") if s > 1 else None
-    # zero once; the kernel resets them. Two per group; s + 1 also covers the tree-merge builds
-    # before session 19 (one per run of 16 splits and one more), e.g. an --ab baseline.
+    # zero once; the kernel resets them. Two per group; s + 1 per group also covers a dev
+    # build with a merge tree (one counter per run of 16 splits and one more), e.g. an --ab baseline.
     counts = torch.zeros(b * hkv * tiles * (s + 1), dtype=torch.int32, device="cuda")
     mc = merge_ctas(b * hkv * tiles, s, min(br, nq * (hq // hkv)), d, warps * 32, sms)
     p = DecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),

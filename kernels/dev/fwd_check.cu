@@ -5,7 +5,7 @@
 // Build and run on a GPU machine, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -DFA2_TUNE kernels/dev/fwd_check.cu -o .build/fwd_check -ldl
 //   .build/fwd_check all internal/kernels     # check | tune | bench | all | ladder | ladder-check
-// The Hopper forward (fa2_sm90a.cu; issue 13): build with nvcc 12+ (kernels/cuda12.sh)
+// The Hopper forward (fa2_sm90a.cu): build with nvcc 12+ (kernels/cuda12.sh)
 // for sm_90a and -DFA2_SM90A, then mode sm90a (check of its kernels as compiled
 // here and from the committed fa2_sm90a.cubin, then timed beside the fatbin's
 // sm_80 kernels of the same head dims on the paper shapes; sm90a-check: no timing):
@@ -23,7 +23,7 @@
 // max error on O and on LSE must be <= 2x the baseline's. Outputs are NaN-poisoned
 // first, with guard words after them; rows that see no key need O = 0, LSE = -inf.
 //
-// Measured results (machine, date, command): RESULTS.md.
+// Modes and output: README.md; the figures measured with it: docs/kernels.md.
 #include <cuda_runtime.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -231,7 +231,7 @@ static std::vector<Kernel> sm90a_cubin(const std::string& path, const std::strin
 // A candidate cubin of other tiles: "NAME=PATH,D:Br:Bc:stages[:n][,D:Br:Bc:stages[:n]...]"
 // (one group per head dim it holds; sizes as traits.cuh's Tile90 derives them;
 // persistent as the shipped kernels, or under :n one CTA per tile: a cubin of
-// the kernels before they were persistent, such as the last commit's).
+// non-persistent kernels).
 static std::vector<Kernel> sm90a_candidate(const std::string& arg) {
   const size_t eq = arg.find('=');
   std::stringstream ss(arg.substr(eq + 1));

@@ -2,8 +2,8 @@
 // (fwd_sm90.cuh's TileOrder, the kernel's own code run on the host), checked
 // without a GPU: for every shape and CTA count, the CTAs' rounds take each
 // (query block, batch, head) tile exactly once; and how even the causal
-// CTAs' work comes out (key blocks per CTA, max / mean), beside the plain
-// round-robin the session-12 candidate used.
+// CTAs' work comes out (key blocks per CTA, max / mean), beside a plain
+// round-robin stride (which aliases with Tr).
 //   $(kernels/cuda12.sh) -std=c++17 -arch=sm_90a kernels/dev/tile_order_check.cu -o /tmp/toc && /tmp/toc
 #include <algorithm>
 #include <cstdio>
@@ -34,7 +34,7 @@ static bool check(int b, int hq, int nq, int nk, int ctas, double* spread, doubl
       ++seen[bh * order.tr + mb];
       work[first] += x.n_end;
     }
-  // Session 12's order: a plain stride over the tiles, (b, h) slowest, each
+  // The plain round-robin: a stride over the tiles, (b, h) slowest, each
   // (b, h)'s heaviest query block first.
   const int tc = (nk + T::kBc - 1) / T::kBc;
   for (int first = 0; first < stride; ++first)

@@ -1,12 +1,12 @@
-// wgmma_check.cu: the first building block of the sm_90a forward (issue 13),
-// checked on one tile before a kernel is built on it. One warpgroup (128
-// threads) of one CTA computes, as an FA2 iteration does for Br = Bc = 64, D 128:
+// wgmma_check.cu: the building block of the sm_90a forward (wgmma.cuh),
+// checked on one tile. One warpgroup (128 threads) of one CTA computes, as an
+// FA2 iteration does for Br = Bc = 64, D 128:
 //   S = Q K^T   wgmma m64n64k16, A = Q and B = K from shared memory (K-major)
 //   O = P V     wgmma m64n128k16, A = P = fp16(S) from the S accumulators'
 //               registers, B = V from shared memory (N-major: trans-b)
 // with Q, K, V in the 128-byte swizzled layout the wgmma matrix descriptors
 // name, and compares S and O with a CPU reference. Both readings of the V
-// descriptor's two byte offsets are run: the H200 (2026-11-30) gives an exact
+// descriptor's two byte offsets are run: the hardware (H200) gives an exact
 // O only with "leading" = the 8 KiB stride between 64-wide d blocks and
 // "stride" = the 1 KiB stride between 8-row atoms; the other reading is kept
 // as a control that must come out wrong (so the check can fail). For K-major
