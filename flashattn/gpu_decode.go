@@ -20,7 +20,7 @@ import (
 // hold perSM decode CTAs at once (two 96 KiB CTAs on an H100/H200 SM, one on
 // an A100 or sm_86/89), whose CTA groups read at most span entries in blocks
 // of bc keys. The rule follows sweeps of split counts on an H200 beside
-// cuDNN (kernels/dev/RESULTS.md): one CTA per SM, one split once B*Hkv alone
+// cuDNN (docs/kernels.md): one CTA per SM, one split once B*Hkv alone
 // fills the wave. The kernel issues its first copies before its other setup,
 // so a second CTA per SM does not pay on a contiguous cache (B 1, 32/8, D128
 // on an H200: 16 splits take 78.3 / 135.8 us at 64k / 128k, 33 take

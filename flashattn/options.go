@@ -78,7 +78,7 @@ type Options struct {
 	// query block), elsewhere the three-kernel backward (dK/dV and dQ kernels
 	// that each own their outputs, no atomics). Every other backward (CPU, Turing, other head
 	// dims) and every forward is deterministic whatever its value. What it
-	// costs is measured in kernels/dev/RESULTS.md.
+	// costs: docs/performance.md ("det" columns) and docs/kernels.md.
 	Deterministic bool
 	// Backend chooses the implementation; Auto by default.
 	Backend Backend
