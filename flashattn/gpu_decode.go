@@ -480,6 +480,11 @@ func (d *Device) ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *DeviceTenso
 	if err != nil {
 		return nil, err
 	}
+	for i, n := range []*DeviceTensor{kNew, vNew} {
+		if n.buf == kCache.buf || n.buf == vCache.buf { // the copies would read what they write
+			return nil, &ReadOnlyCacheError{Reason: fmt.Sprintf("%s is a cache's own buffer: pass the new entries in a tensor of their own", []string{"kNew", "vNew"}[i])}
+		}
+	}
 	p, err := resolveKVShapes(q.shape, kCache.shape, vCache.shape, after, o)
 	if err != nil {
 		return nil, err

@@ -25,10 +25,12 @@ func (e *CacheFullError) Error() string {
 
 // ReadOnlyCacheError is an append into cache memory that must not be
 // written: kCache and vCache are one buffer (or views of one that the new
-// entries of one would write where the other holds entries in use), or a
-// paged block the new entries land in is also in use by another sequence
-// (or twice by one), as a shared prefix block is: copy it into a block of
-// its own first.
+// entries of one would write where the other holds entries in use), a
+// cache view gives two positions one element (heads, rows or batches on one
+// storage, as a zero stride does: the append would write one new entry over
+// another, or over an entry in use), or a paged block the new entries land
+// in is also in use by another sequence (or twice by one), as a shared
+// prefix block is: copy it into a block of its own first.
 type ReadOnlyCacheError struct {
 	Reason string
 }
@@ -181,7 +183,11 @@ func appendRuns(c KVCache, nNew int, f func(b, i, blk, row, rows int) error) err
 // not changed: the caller adds Nnew once the call succeeds. The cache is
 // written once every argument has been checked, the backend chosen and the
 // memory reserved; a *CacheFullError, a *ReadOnlyCacheError or any other
-// refusal leaves it untouched.
+// refusal leaves it untouched, and so does a failure of the GPU after the
+// write (the host cache is written before its upload, and put back). q,
+// kNew and vNew may be views of the cache: those that share its memory are
+// copied first, so the call is as if every input were read before the
+// first write.
 func ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *Tensor, c KVCache, opts *Options) (*Result, error) {
 	return ForwardKVCacheAppendContext(context.Background(), q, kNew, vNew, kCache, vCache, c, opts)
 }
@@ -209,19 +215,120 @@ func ForwardKVCacheAppendContext(ctx context.Context, q, kNew, vNew, kCache, vCa
 	if err != nil {
 		return nil, err
 	}
+	for _, a := range []struct {
+		name string
+		t    *Tensor
+	}{{"kCache", kCache}, {"vCache", vCache}} {
+		if !a.t.nests() {
+			return nil, &ReadOnlyCacheError{Reason: fmt.Sprintf("%s's strides %v give positions of its shape %v one element (a view whose heads, rows or batches share storage): the new entries would overwrite one another or entries in use", a.name, a.t.Strides, a.t.Shape)}
+		}
+	}
 	if appendClobbers(kCache, vCache, c, after, kNew.Shape.N) {
 		return nil, &ReadOnlyCacheError{Reason: "kCache and vCache are overlapping views of one buffer: the new values would overwrite new keys"}
 	}
-	write := func() {
+	// Inputs that are views of the cache are read before the first write:
+	// copies of those that share its memory.
+	ins := []*Tensor{q, kNew, vNew}
+	for i, name := range []string{"q", "kNew", "vNew"} {
+		if sharesMemory(ins[i], kCache) || sharesMemory(ins[i], vCache) {
+			if ins[i], err = snapshot(name, ins[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	q, kNew, vNew = ins[0], ins[1], ins[2]
+	return forwardKVCache(ctx, q, kCache, vCache, after, opts, appendWriter(kNew, vNew, kCache, vCache, c), kNew, vNew)
+}
+
+// appendWriter returns the write of an append of kNew and vNew into kCache
+// and vCache at c's lengths. The write returns its undo, which puts back
+// the elements it overwrote.
+func appendWriter(kNew, vNew, kCache, vCache *Tensor, c KVCache) func() (undo func()) {
+	return func() func() {
+		var saved [][]float32 // k's and v's old row, in write order
 		_ = appendRuns(c, kNew.Shape.N, func(b, i, blk, row, rows int) error {
 			for r := 0; r < rows; r++ {
 				for h := 0; h < kNew.Shape.H; h++ {
+					saved = append(saved, kCache.Row(blk, row+r, h), vCache.Row(blk, row+r, h))
+					if kCache.Strides[3] == 1 { // Row gave a view: keep a copy
+						saved[len(saved)-2] = append([]float32(nil), saved[len(saved)-2]...)
+					}
+					if vCache.Strides[3] == 1 {
+						saved[len(saved)-1] = append([]float32(nil), saved[len(saved)-1]...)
+					}
 					kCache.setRow(blk, row+r, h, kNew.Row(b, i+r, h))
 					vCache.setRow(blk, row+r, h, vNew.Row(b, i+r, h))
 				}
 			}
 			return nil
 		})
+		return func() {
+			at := len(saved)
+			var runs [][3]int // blk, row, rows
+			_ = appendRuns(c, kNew.Shape.N, func(_, _, blk, row, rows int) error {
+				runs = append(runs, [3]int{blk, row, rows})
+				return nil
+			})
+			for x := len(runs) - 1; x >= 0; x-- { // in reverse order of the writes
+				blk, row, rows := runs[x][0], runs[x][1], runs[x][2]
+				for r := rows - 1; r >= 0; r-- {
+					for h := kNew.Shape.H - 1; h >= 0; h-- {
+						at -= 2
+						vCache.setRow(blk, row+r, h, saved[at+1])
+						kCache.setRow(blk, row+r, h, saved[at])
+					}
+				}
+			}
+		}
 	}
-	return forwardKVCache(ctx, q, kCache, vCache, after, opts, write, kNew, vNew)
+}
+
+// nests reports whether t's strides give every position of its shape an
+// element of its own by nesting: taken by increasing stride, each dimension
+// of extent above 1 steps past every offset the smaller ones reach (a
+// dense tensor's layout, a permutation of it, or a view of a larger buffer
+// such as a packed KV one). A layout that does not nest (a zero stride, two
+// dimensions of one stride, steps that interleave) is taken as one whose
+// positions may share elements.
+func (t *Tensor) nests() bool {
+	ext, order := [4]int{t.Shape.B, t.Shape.N, t.Shape.H, t.Shape.D}, [4]int{0, 1, 2, 3}
+	slices.SortStableFunc(order[:], func(x, y int) int { return cmp.Compare(t.Strides[x], t.Strides[y]) })
+	reach := 0 // the largest offset the dimensions so far reach
+	for _, k := range order {
+		if ext[k] == 1 {
+			continue
+		}
+		if t.Strides[k] <= reach {
+			return false
+		}
+		reach += t.Strides[k] * (ext[k] - 1)
+	}
+	return true
+}
+
+// sharesMemory reports whether a's and b's data slices overlap.
+func sharesMemory(a, b *Tensor) bool {
+	if len(a.Data) == 0 || len(b.Data) == 0 {
+		return false
+	}
+	const f32 = 4
+	base := func(t *Tensor) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(t.Data))) }
+	return base(a) < base(b)+f32*uintptr(len(b.Data)) && base(b) < base(a)+f32*uintptr(len(a.Data))
+}
+
+// snapshot is a dense copy of t (a *MemoryError beyond HostMemoryLimit).
+func snapshot(name string, t *Tensor) (*Tensor, error) {
+	if err := reserve(fmt.Sprintf("copy of %s %v", name, t.Shape), floats(t.Shape.Numel())); err != nil {
+		return nil, err
+	}
+	s := t.Shape
+	c := &Tensor{Shape: s, Strides: s.ContiguousStrides(), Data: make([]float32, s.Numel())}
+	for b := 0; b < s.B; b++ {
+		for n := 0; n < s.N; n++ {
+			for h := 0; h < s.H; h++ {
+				t.rowInto(c.Row(b, n, h), b, n, h)
+			}
+		}
+	}
+	return c, nil
 }

@@ -173,8 +173,8 @@ func ForwardKVCacheContext(ctx context.Context, q, kCache, vCache *Tensor, c KVC
 // forwardKVCache is ForwardKVCacheContext; an in-place append passes its new
 // entries (picked on with the rest) and write, which runs once every check,
 // the backend choice and the memory reservation have passed, if ctx is not
-// done by then.
-func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, opts *Options, write func(), news ...*Tensor) (*Result, error) {
+// done by then, and returns its undo.
+func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, opts *Options, write func() (undo func()), news ...*Tensor) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flashattn: ForwardKVCache: %w", err)
 	}
@@ -188,23 +188,21 @@ func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, o
 	}
 	// An append writes the cache after the last refusal (the memory
 	// reservation below), and only while ctx is live.
-	appendNow := func() error {
+	appendNow := func() (undo func(), err error) {
 		if write == nil {
-			return nil
+			return func() {}, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("flashattn: ForwardKVCache: %w", err)
+			return nil, fmt.Errorf("flashattn: ForwardKVCache: %w", err)
 		}
-		write()
-		return nil
+		return write(), nil
 	}
 	d := kc.p.Dims
 	if g, ok := im.(gpuImpl); ok { // the whole batch in one decode call
-		if err := appendNow(); err != nil {
-			return nil, err
-		}
-		res, err := g.dev.ForwardKVCacheHost(q, kCache, vCache, c, opts)
-		return res, lostDefault(g.dev, err)
+		return runAppended(appendNow, func() (*Result, error) {
+			res, err := g.dev.ForwardKVCacheHost(q, kCache, vCache, c, opts)
+			return res, lostDefault(g.dev, err)
+		})
 	}
 	// Outputs, plus the largest batch's scratch and (paged) its gathered k and v.
 	var most float64
@@ -221,7 +219,7 @@ func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, o
 	if err := reserve(fmt.Sprintf("ForwardKVCache of %+v on %s", d, be), floats(d.QShape().Numel(), d.LSELen())+most); err != nil {
 		return nil, err
 	}
-	if err := appendNow(); err != nil {
+	if _, err := appendNow(); err != nil {
 		return nil, err
 	}
 	out, lse := newOutput(d.QShape()), newBuffer(d.LSELen())
@@ -243,4 +241,22 @@ func forwardKVCache(ctx context.Context, q, kCache, vCache *Tensor, c KVCache, o
 		}
 	}
 	return &Result{Dims: d, Out: out, LSE: lse, Backend: be, Reason: reason}, nil
+}
+
+// runAppended writes an append (appendNow) and runs the call that reads it
+// from the cache (the GPU's: upload, decode, download). The host cache must
+// hold the new entries for the upload, so the write comes first; when the
+// call fails (device memory full at the upload, a fault), the write is
+// undone, and a failed call leaves the cache as it was.
+func runAppended(appendNow func() (undo func(), err error), run func() (*Result, error)) (*Result, error) {
+	undo, err := appendNow()
+	if err != nil {
+		return nil, err
+	}
+	res, err := run()
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	return res, nil
 }
