@@ -73,8 +73,11 @@ func Forward(q, k, v *Tensor, opts *Options) (*Result, error) {
 
 // ForwardContext is Forward that stops early once ctx is done, returning
 // ctx.Err() (wrapped): the CPU backends check it between jobs (a Q block of
-// CPUFlash, a row of CPUNaive), so a cancel takes effect within one job;
-// a GPU call, already queued, runs to its end.
+// CPUFlash, a row of CPUNaive) and CPUFlash also between the K blocks of a
+// job and every few rows of a tile (about 2^18 multiply-adds apart), so a
+// cancel takes effect within milliseconds even when one tile is as large
+// as the problem (BlockQ = BlockK >= N); a GPU call, already queued, runs
+// to its end.
 func ForwardContext(ctx context.Context, q, k, v *Tensor, opts *Options) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flashattn: Forward: %w", err)

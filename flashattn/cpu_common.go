@@ -98,9 +98,14 @@ func noScratch() struct{} { return struct{}{} }
 // Each goroutine makes its own scratch s once and reuses it. A job's result
 // must depend only on i (never on which goroutine ran it, or when), so the
 // output is the same for every w: the CPU backends are deterministic. Once
-// ctx is done no further job starts; the caller returns ctx.Err().
+// ctx is done no further job starts, and no scratch is made (a tile as
+// large as the problem is hundreds of MB to clear); the caller returns
+// ctx.Err().
 func parallelFor[S any](ctx context.Context, n, w int, scratch func() S, job func(s S, i int)) {
 	w = min(w, n)
+	if isDone(ctx) {
+		return
+	}
 	if w <= 1 {
 		s := scratch()
 		for i := 0; i < n && !isDone(ctx); i++ {
@@ -114,6 +119,9 @@ func parallelFor[S any](ctx context.Context, n, w int, scratch func() S, job fun
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if isDone(ctx) {
+				return
+			}
 			s := scratch()
 			for i := int(next.Add(1) - 1); i < n && !isDone(ctx); i = int(next.Add(1) - 1) {
 				job(s, i)
@@ -124,7 +132,8 @@ func parallelFor[S any](ctx context.Context, n, w int, scratch func() S, job fun
 }
 
 // isDone reports whether ctx is done, without blocking; jobs whose rows
-// are long also ask it between K (or Q) blocks.
+// are long also ask it between K (or Q) blocks, and every pollRows rows
+// inside a tile.
 func isDone(ctx context.Context) bool {
 	select {
 	case <-ctx.Done(): // nil for context.Background: never ready
@@ -132,6 +141,23 @@ func isDone(ctx context.Context) bool {
 	default:
 		return false
 	}
+}
+
+// pollWork is about how many multiply-adds a CPU job does between two
+// looks at its context (a fraction of a millisecond in pure Go): a tile as
+// large as the problem (BlockQ = BlockK = N, one job of N^2*D work) still
+// stops soon after a cancel, while a default 64 x 64 tile (at D >= 64)
+// needs no look inside it: the one between K blocks covers it.
+const pollWork = 1 << 18
+
+// pollRows is how many rows of a tile with nc keys of head dim dd a job
+// computes between two looks at its context: at least 1.
+func pollRows(nc, dd int) int { return max(1, pollWork/max(1, nc*dd)) }
+
+// polled reports whether row r of a tile, polling every `every` rows, is
+// one at which to look at ctx, and ctx is done then.
+func polled(ctx context.Context, r, every int) bool {
+	return r > 0 && r%every == 0 && isDone(ctx)
 }
 
 // stopped is the error of a CPU call once its jobs are done: nil, or the

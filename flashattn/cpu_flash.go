@@ -194,7 +194,11 @@ func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 				k.rowInto(s.Kj[c*d.D:(c+1)*d.D], b, c0+c, kh)
 				v.rowInto(s.Vj[c*d.D:(c+1)*d.D], b, c0+c, kh)
 			}
+			every := pollRows(nc, d.D)
 			for r := 0; r < nr; r++ {
+				if polled(ctx, r, every) {
+					return // one tile as large as the problem takes seconds
+				}
 				qr, Sr := s.Qi[r*d.D:(r+1)*d.D], s.S[r*bc:r*bc+nc]
 				// S_ij = scale * Q_i K_j^T for this row, capped and biased; the
 				// mask is applied element by element only on tiles at its edges.
@@ -302,7 +306,11 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 	Di := make([]float32, d.LSELen())
 	parallelFor(ctx, d.B*d.Hq, w, func() []float32 { return make([]float32, 2*d.D) }, func(buf []float32, bh int) {
 		b, h := bh/d.Hq, bh%d.Hq
+		every := pollRows(1, 2*d.D)
 		for i := 0; i < d.Nq; i++ {
+			if polled(ctx, i, every) {
+				return // Nq rows of one head: long for a long sequence
+			}
 			out.rowInto(buf[:d.D], b, i, h)
 			dOut.rowInto(buf[d.D:], b, i, h)
 			Di[d.LSEIndex(b, h, i)] = dot(buf[:d.D], buf[d.D:])
@@ -330,10 +338,15 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 	// tile recomputes P and dS = P * (dP - Di) of the tile for query head h,
 	// dP = dO_i V_j^T being formed one element at a time; dS is taken on to
 	// the gradient of scale*Q_i K_j^T (softcap's derivative).
-	tile := func(s *bwdScratch, h, r0, r1, c0, c1 int) {
+	// It reports false, leaving the tile unfinished, once ctx is done.
+	tile := func(s *bwdScratch, h, r0, r1, c0, c1 int) bool {
 		kind := t.kind(r0, r1, c0, c1)
 		nc := c1 - c0
+		every := pollRows(nc, 2*d.D)
 		for r := 0; r < r1-r0; r++ {
+			if polled(ctx, r, every) {
+				return false // one tile as large as the problem takes seconds
+			}
 			qr, dor := s.Qi[r*d.D:(r+1)*d.D], s.dOi[r*d.D:(r+1)*d.D]
 			P, dS := s.P[r*bc:r*bc+nc], s.dS[r*bc:r*bc+nc]
 			for c := range P {
@@ -347,6 +360,7 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 				dS[c] = P[c] * (dot(dor, s.Vj[c*d.D:(c+1)*d.D]) - s.Di[r]) * dx
 			}
 		}
+		return true
 	}
 
 	// Pass 1: dK_j and dV_j; outer loop over K/V blocks, inner over Q blocks.
@@ -362,8 +376,14 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 					return // a whole row of blocks can take seconds
 				}
 				r0, r1 := loadQ(s, b, h, i)
-				tile(s, h, r0, r1, c0, c1)
+				if !tile(s, h, r0, r1, c0, c1) {
+					return
+				}
+				every := pollRows(nc, 2*d.D)
 				for r := 0; r < r1-r0; r++ {
+					if polled(ctx, r, every) {
+						return
+					}
 					qr, dor := s.Qi[r*d.D:(r+1)*d.D], s.dOi[r*d.D:(r+1)*d.D]
 					for c := 0; c < nc; c++ {
 						if p := s.P[r*bc+c]; p != 0 {
@@ -397,8 +417,14 @@ func (flashImpl) backward(ctx context.Context, p problem, q, k, v, out, dOut *Te
 				return // a whole row of blocks can take seconds
 			}
 			c0, c1 := loadKV(s, b, d.KVHead(h), j)
-			tile(s, h, r0, r1, c0, c1)
+			if !tile(s, h, r0, r1, c0, c1) {
+				return
+			}
+			every := pollRows(c1-c0, d.D)
 			for r := 0; r < nr; r++ {
+				if polled(ctx, r, every) {
+					return
+				}
 				dqr := s.dQi[r*d.D : (r+1)*d.D]
 				for c := 0; c < c1-c0; c++ {
 					if ds := s.dS[r*bc+c]; ds != 0 {
