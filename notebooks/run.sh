@@ -11,6 +11,13 @@
 #   GOFLASH_NB_HTML=1 notebooks/run.sh   # also write an HTML page of each executed notebook
 #   GOFLASH_NB_BROWSER=0 notebooks/run.sh   # do not load the charts in headless Chromium
 #   GOFLASH_NB_FAKE_SDPA=t4 notebooks/run.sh 07   # PyTorch's part answered by bench/benchtest, as on a T4 (CI)
+#   GOFLASH_NB_SOLVED=1 notebooks/run.sh  # every exercise answered by its solution cell (copies in .build/notebooks/solved)
+#
+# By default the notebooks run as committed, their exercises blank: check.py
+# then expects each exercise's hint and no "correct". With GOFLASH_NB_SOLVED=1
+# each notebook is first copied with its exercise cells replaced by their
+# solutions' code (check.py --solve), and check.py expects every exercise to
+# print "correct". CI runs both.
 #
 # A headless run opts into the CPU path of the notebooks that ask for a GPU
 # (GOFLASH_CPU_OK=1, see bench.Gate) unless GOFLASH_CPU_OK is set otherwise.
@@ -26,8 +33,14 @@ out=${GOFLASH_NB_OUT:-$root/.build/notebooks}
 limit=${GOFLASH_NB_LIMIT:-120}
 jupyter=${JUPYTER:-jupyter}
 python=${PYTHON:-/usr/bin/python3} # Debian's: it has nbformat (a pyenv python3 may not)
+solved=${GOFLASH_NB_SOLVED:-0}
+if [ "$solved" = 1 ]; then
+	out=$out/solved
+fi
 mkdir -p "$out"
 export GOFLASH_CPU_OK=${GOFLASH_CPU_OK:-1}
+# setup.sh finds the checkout here when a notebook runs from a copy (solved).
+export GOFLASH_DIR=$root
 if [ -n "${GOFLASH_NB_FAKE_SDPA:-}" ]; then
 	# No PyTorch here: notebook 07 runs bench/sdpa.py's stand-in instead
 	# (fixed rates, labelled fake), and check.py expects its kind of answer.
@@ -57,6 +70,17 @@ for nb in "${nbs[@]}"; do
 	name=$(basename "$nb" .ipynb)
 	names+=("$name")
 	rm -f "$out/$name.ipynb"
+	if [ "$solved" = 1 ]; then
+		# The solved copy runs beside a copy of setup.sh, which its first cell runs.
+		mkdir -p "$out/src"
+		cp "$here/setup.sh" "$out/src/setup.sh"
+		if ! "$python" "$here/check.py" --solve "$nb" "$out/src/$name.ipynb"; then
+			printf '%-28s cannot fill in its solutions\n' "$name"
+			fail=1
+			continue
+		fi
+		nb=$out/src/$name.ipynb
+	fi
 	s=$(date +%s%N)
 	# --allow-errors: the executed notebook is always written, and check.py
 	# (not nbconvert) decides; a failing shell cell would not stop nbconvert anyway.
@@ -84,7 +108,9 @@ for nb in "${nbs[@]}"; do
 			echo "    (HTML export of $name failed)"
 	fi
 done
-echo "notebooks executed in $(($(date +%s) - t0)) s; executed copies in $out"
+mode=blank
+if [ "$solved" = 1 ]; then mode=solved; fi
+echo "notebooks executed ($mode exercises) in $(($(date +%s) - t0)) s; executed copies in $out"
 
 # Charts are also loaded in a headless browser when Chromium is there
 # (GOFLASH_NB_BROWSER=0 skips it, =PATH names the browser).
