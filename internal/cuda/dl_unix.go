@@ -2,7 +2,7 @@
 
 package cuda
 
-import "github.com/ebitengine/purego"
+import "github.com/goflash/goflash/internal/dl"
 
 const libraryName = "libcuda.so.1"
 
@@ -12,20 +12,14 @@ const libraryName = "libcuda.so.1"
 var libraryDirs = []string{"/usr/lib64-nvidia", "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib",
 	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"}
 
-func openLibrary(path string) (uintptr, error) {
-	return purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-}
+// The loading itself is internal/dl's, shared with internal/nvrtc.
+func openLibrary(path string) (uintptr, error) { return dl.Open(path) }
 
-func lookupSymbol(lib uintptr, name string) (uintptr, error) { return purego.Dlsym(lib, name) }
+func lookupSymbol(lib uintptr, name string) (uintptr, error) { return dl.Sym(lib, name) }
 
-func closeLibrary(lib uintptr) { _ = purego.Dlclose(lib) }
+func closeLibrary(lib uintptr) { dl.Close(lib) }
 
-// registerFunc makes fptr call the C function at fn, with purego's ABI
-// handling (for arguments SyscallN cannot pass: structs by value).
-func registerFunc(fptr any, fn uintptr) { purego.RegisterFunc(fptr, fn) }
+func registerFunc(fptr any, fn uintptr) { dl.RegisterFunc(fptr, fn) }
 
 //go:uintptrescapes
-func syscallN(fn uintptr, args ...uintptr) uintptr {
-	r, _, _ := purego.SyscallN(fn, args...)
-	return r
-}
+func syscallN(fn uintptr, args ...uintptr) uintptr { return dl.Call(fn, args...) }
