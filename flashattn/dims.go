@@ -49,11 +49,25 @@ func (d Dims) LSELen() int { return d.B * d.Hq * d.Nq }
 // LSEIndex is the position of row i of query head h of batch b in the LSE buffer.
 func (d Dims) LSEIndex(b, h, i int) int { return (b*d.Hq+h)*d.Nq + i }
 
-// Groups is the number of query heads that share one key/value head.
-func (d Dims) Groups() int { return d.Hq / d.Hkv }
+// Groups is the number of query heads that share one key/value head: 0
+// for dims without a key/value head or with fewer query heads (Hkv < 1 or
+// Hq < Hkv), which Validate refuses.
+func (d Dims) Groups() int {
+	if d.Hkv < 1 {
+		return 0
+	}
+	return d.Hq / d.Hkv
+}
 
-// KVHead is the key/value head read by query head h.
-func (d Dims) KVHead(h int) int { return h / d.Groups() }
+// KVHead is the key/value head read by query head h: -1 (none) where
+// Groups is 0.
+func (d Dims) KVHead(h int) int {
+	g := d.Groups()
+	if g < 1 {
+		return -1
+	}
+	return h / g
+}
 
 // CausalOffset is added to a query row index before comparing it with a key
 // index: row i may attend to key j iff j <= i + Nk - Nq (bottom-right aligned

@@ -17,8 +17,11 @@ type DeviceGrads struct {
 	Kernels []KernelInfo  // the kernels that ran, in launch order: pre (Di), dK/dV, dQ (or dK/dV/dQ, dQ convert)
 }
 
-// Free releases dQ, dK and dV.
+// Free releases dQ, dK and dV (nil for a nil *DeviceGrads).
 func (g *DeviceGrads) Free() error {
+	if g == nil {
+		return nil
+	}
 	return errors.Join(g.DQ.Free(), g.DK.Free(), g.DV.Free())
 }
 

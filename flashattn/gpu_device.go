@@ -237,15 +237,17 @@ func (d *Device) Info() DeviceInfo {
 // Close frees every buffer, kernel module and stream of the device and
 // releases its context; after a kernel fault (ErrContextLost) it resets and
 // releases the context instead (the GPU stays unusable in this process).
-// Tensors of a closed device return ErrDeviceClosed or ErrFreed. A second Close returns nil. A nil *Device acts as a closed
-// one: Close returns nil, the other methods ErrDeviceClosed.
+// Tensors of a closed device return ErrDeviceClosed or ErrFreed. A second Close returns nil. A nil *Device, or a zero
+// Device (one not made by OpenDevice), acts as a closed one: Close returns
+// nil, the other methods ErrDeviceClosed (the getters their zero results).
 func (d *Device) Close() error {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed || d.ctx == nil {
+		d.closed = true
 		return nil
 	}
 	d.closed = true
@@ -254,12 +256,20 @@ func (d *Device) Close() error {
 	return err
 }
 
-// lock takes the device for one call; it fails on a closed device.
+// errZeroDevice is ErrDeviceClosed for a Device not made by OpenDevice.
+var errZeroDevice = fmt.Errorf("%w (a zero Device: use OpenDevice)", ErrDeviceClosed)
+
+// lock takes the device for one call; it fails on a closed device, and on
+// a zero one (no context: not made by OpenDevice).
 func (d *Device) lock() error {
 	if d == nil {
 		return ErrDeviceClosed
 	}
 	d.mu.Lock()
+	if d.ctx == nil {
+		d.mu.Unlock()
+		return errZeroDevice
+	}
 	if d.closed {
 		d.mu.Unlock()
 		return ErrDeviceClosed

@@ -387,17 +387,33 @@ func (d *Device) NewStream() (*Stream, error) {
 }
 
 // Handle is the stream's CUstream, to pass to Enqueue (or to other CUDA
-// code in the process).
-func (s *Stream) Handle() uintptr { return s.s.Handle() }
+// code in the process); 0 (the legacy default stream) for a nil or zero
+// *Stream.
+func (s *Stream) Handle() uintptr {
+	if s == nil || s.s == nil {
+		return 0
+	}
+	return s.s.Handle()
+}
 
 // Synchronize waits for the work enqueued on the stream. A kernel fault is
-// reported here, wrapping ErrContextLost.
+// reported here, wrapping ErrContextLost. A nil or zero *Stream (not made
+// by NewStream) acts as one of a closed Device: ErrDeviceClosed.
 func (s *Stream) Synchronize() error {
+	if s == nil || s.s == nil || s.d == nil {
+		return fmt.Errorf("flashattn: stream: %w (a nil or zero Stream: use Device.NewStream)", ErrDeviceClosed)
+	}
 	if err := s.s.Synchronize(); err != nil {
 		return fmt.Errorf("flashattn: stream of %s: %w", s.d.info, err)
 	}
 	return nil
 }
 
-// Destroy releases the stream; a second Destroy returns nil.
-func (s *Stream) Destroy() error { return s.s.Destroy() }
+// Destroy releases the stream; a second Destroy returns nil, as does
+// Destroy of a nil or zero *Stream.
+func (s *Stream) Destroy() error {
+	if s == nil || s.s == nil {
+		return nil
+	}
+	return s.s.Destroy()
+}

@@ -83,11 +83,28 @@ func newRawForward(r rawPlan, kern, alt *loadedKernel, ctas int) *RawForward {
 	return f
 }
 
-// Dims is the problem the plan is for.
-func (f *RawForward) Dims() Dims { return f.p.Dims }
+// Dims is the problem the plan is for (the zero Dims for a nil *RawForward).
+func (f *RawForward) Dims() Dims {
+	if f == nil {
+		return Dims{}
+	}
+	return f.p.Dims
+}
 
-// Kernel is the kernel Enqueue launches.
-func (f *RawForward) Kernel() KernelInfo { return f.kern.info }
+// Kernel is the kernel Enqueue launches (the zero KernelInfo for a nil or
+// zero plan).
+func (f *RawForward) Kernel() KernelInfo {
+	if f == nil || f.kern == nil {
+		return KernelInfo{}
+	}
+	return f.kern.info
+}
+
+// errZeroPlan is the error of Enqueue on a plan not made by NewRawForward
+// or NewRawBackward.
+func errZeroPlan(what string) error {
+	return &DataError{Arg: "plan", Reason: fmt.Sprintf("a nil or zero %s (not made by Device.New%[1]s)", what)}
+}
 
 // CheckRawForward checks a raw forward call's operands for problem dims
 // in element type dt as far as it can without a GPU: every address set and
@@ -140,6 +157,9 @@ func (f *RawForward) fill(a *RawForwardArgs) {
 // there, and a kernel fault is reported by a later synchronisation. Every
 // error comes before the launch.
 func (f *RawForward) Enqueue(stream uintptr, a *RawForwardArgs) error {
+	if f == nil || f.d == nil || f.kern == nil {
+		return errZeroPlan("RawForward")
+	}
 	ops, err := fwdOps(f.p.Dims, f.dt, a)
 	if err != nil {
 		return err
@@ -223,11 +243,20 @@ func newRawBackward(r rawPlan, ks [3]*loadedKernel) *RawBackward {
 	return b
 }
 
-// Dims is the problem the plan is for.
-func (b *RawBackward) Dims() Dims { return b.p.Dims }
+// Dims is the problem the plan is for (the zero Dims for a nil *RawBackward).
+func (b *RawBackward) Dims() Dims {
+	if b == nil {
+		return Dims{}
+	}
+	return b.p.Dims
+}
 
-// Kernels are the kernels Enqueue launches, in order: pre (Di), dK/dV, dQ.
+// Kernels are the kernels Enqueue launches, in order: pre (Di), dK/dV, dQ
+// (nil for a nil or zero plan).
 func (b *RawBackward) Kernels() []KernelInfo {
+	if b == nil || b.ks[0] == nil || b.ks[1] == nil || b.ks[2] == nil {
+		return nil
+	}
 	return []KernelInfo{b.ks[0].info, b.ks[1].info, b.ks[2].info}
 }
 
@@ -280,6 +309,9 @@ func (b *RawBackward) fill(a *RawBackwardArgs) {
 // q, k, v and options (a -Inf LSE row is read as one that sees no key,
 // which the raw call cannot check on the host).
 func (b *RawBackward) Enqueue(stream uintptr, a *RawBackwardArgs) error {
+	if b == nil || b.d == nil || b.ks[0] == nil || b.ks[1] == nil || b.ks[2] == nil {
+		return errZeroPlan("RawBackward")
+	}
 	ops, err := bwdOps(b.p.Dims, b.dt, a)
 	if err != nil {
 		return err

@@ -20,8 +20,13 @@ type DeviceTensor struct {
 	freed bool
 }
 
-// Shape is the tensor's shape.
-func (t *DeviceTensor) Shape() Shape { return t.shape }
+// Shape is the tensor's shape (the zero Shape for a nil *DeviceTensor).
+func (t *DeviceTensor) Shape() Shape {
+	if t == nil {
+		return Shape{}
+	}
+	return t.shape
+}
 
 // Ptr is the tensor's device address (CUdeviceptr), dense BSHD, for raw
 // calls (Raw) and other CUDA code of the process. It is valid until Free or
@@ -36,8 +41,13 @@ func (t *DeviceTensor) Ptr() uint64 {
 }
 
 // DType is the tensor's element type: FP16, or BF16 for UploadBF16's tensors
-// and the outputs of Forward on them.
-func (t *DeviceTensor) DType() DType { return t.dtype }
+// and the outputs of Forward on them (0 for a nil *DeviceTensor).
+func (t *DeviceTensor) DType() DType {
+	if t == nil {
+		return 0
+	}
+	return t.dtype
+}
 
 // Upload converts t (float32, any strides) to fp16 on the host, rounding to
 // nearest even, and copies it to the device as a dense tensor. Every GPU
@@ -141,10 +151,14 @@ func (d *Device) allocAs(s Shape, dt DType) (*DeviceTensor, error) {
 	return &DeviceTensor{dev: d, shape: s, dtype: dt, buf: b}, nil
 }
 
-// usable reports why t cannot be used on d (nil, freed, other device, closed).
+// usable reports why t cannot be used on d (nil, zero, freed, other
+// device, closed).
 func (t *DeviceTensor) usable(arg string, d *Device) error {
 	if t == nil {
 		return &DataError{Arg: arg, Reason: "device tensor is nil"}
+	}
+	if t.buf == nil || t.dev == nil {
+		return &DataError{Arg: arg, Reason: "a zero DeviceTensor (not made by a Device's Upload or calls)"}
 	}
 	t.mu.Lock()
 	freed := t.freed
@@ -183,6 +197,9 @@ func (t *DeviceTensor) downloadBits(dt DType) ([]uint16, error) {
 // Download copies the tensor back as a dense float32 Tensor (exact: every
 // fp16 and bf16 value is a float32 value).
 func (t *DeviceTensor) Download() (*Tensor, error) {
+	if err := t.usable("tensor", nil); err != nil {
+		return nil, err
+	}
 	out, err := Make(t.shape)
 	if err != nil {
 		return nil, err
@@ -206,14 +223,16 @@ func (t *DeviceTensor) downloadInto(dst []float32) error {
 	return nil
 }
 
-// Free releases the device memory; a second Free returns nil.
+// Free releases the device memory; a second Free returns nil, as does
+// Free of a nil or zero DeviceTensor.
 func (t *DeviceTensor) Free() error {
 	if t == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.freed {
+	if t.freed || t.buf == nil {
+		t.freed = true
 		return nil
 	}
 	t.freed = true
@@ -234,18 +253,29 @@ type DeviceResult struct {
 }
 
 // LSE downloads the log-sum-exp (B, Hq, Nq) (natural log; -Inf for a row
-// that sees no key).
+// that sees no key). A nil or zero DeviceResult is a *DataError.
 func (r *DeviceResult) LSE() ([]float32, error) {
-	if err := r.Out.usable("result", nil); err != nil {
+	if err := r.usable(); err != nil {
 		return nil, err
 	}
 	out := make([]float32, r.Dims.LSELen())
 	return out, r.lseInto(out)
 }
 
+// usable reports why r cannot be read (nil, zero, freed, closed).
+func (r *DeviceResult) usable() error {
+	if r == nil {
+		return &DataError{Arg: "result", Reason: "device result is nil"}
+	}
+	if r.lse == nil {
+		return &DataError{Arg: "result", Reason: "a zero DeviceResult (not made by a Device's Forward or UploadResult)"}
+	}
+	return r.Out.usable("result", nil)
+}
+
 // lseInto downloads the log-sum-exp into dst.
 func (r *DeviceResult) lseInto(dst []float32) error {
-	if err := r.Out.usable("result", nil); err != nil {
+	if err := r.usable(); err != nil {
 		return err
 	}
 	if err := r.Out.dev.lock(); err != nil {
@@ -255,9 +285,16 @@ func (r *DeviceResult) lseInto(dst []float32) error {
 	return cuda.CopyFromDevice(dst, r.lse)
 }
 
-// Free releases O and the LSE buffer.
+// Free releases O and the LSE buffer; Free of a nil or zero DeviceResult
+// returns nil.
 func (r *DeviceResult) Free() error {
+	if r == nil {
+		return nil
+	}
 	err := r.Out.Free()
+	if r.lse == nil {
+		return err
+	}
 	if ferr := r.lse.Free(); err == nil {
 		err = ferr
 	}

@@ -29,8 +29,10 @@ func Make(s Shape) (*Tensor, error) {
 
 // New returns a dense zero tensor of shape s. For a shape Make refuses it
 // allocates nothing and returns a tensor with nil Data, which every function
-// of the package refuses with a typed error (a *MemoryError for a shape too
-// large for this machine): New never panics. Make says why at once.
+// of the package refuses with Make's typed error (a *ShapeError, a
+// *DataError, a *MemoryError for a shape too large for this machine), and
+// whose methods hold nothing: At reads 0, Set and Fill write nothing, Row
+// is nil. New never panics; Make says why at once.
 func New(s Shape) *Tensor {
 	t, err := Make(s)
 	if err != nil {
@@ -67,21 +69,59 @@ func Random(s Shape, seed uint64) *Tensor {
 	return t
 }
 
-// Offset is the position of element (b, n, h, d) in Data.
+// Offset is the position of element (b, n, h, d) in Data, from the strides
+// alone: it does not check the indices against the shape or Data (At, Set
+// and Row do). A nil *Tensor has no positions: -1.
 func (t *Tensor) Offset(b, n, h, d int) int {
+	if t == nil {
+		return -1
+	}
 	return b*t.Strides[0] + n*t.Strides[1] + h*t.Strides[2] + d*t.Strides[3]
 }
 
-// At returns element (b, n, h, d).
-func (t *Tensor) At(b, n, h, d int) float32 { return t.Data[t.Offset(b, n, h, d)] }
+// elem is Offset of an element inside the shape whose position lies in
+// Data; ok is false for any other (and for a nil *Tensor).
+func (t *Tensor) elem(b, n, h, d int) (o int, ok bool) {
+	if t == nil {
+		return 0, false
+	}
+	s := t.Shape
+	if b < 0 || n < 0 || h < 0 || d < 0 || b >= s.B || n >= s.N || h >= s.H || d >= s.D {
+		return 0, false
+	}
+	o = t.Offset(b, n, h, d)
+	return o, o >= 0 && o < len(t.Data)
+}
 
-// Set sets element (b, n, h, d).
-func (t *Tensor) Set(b, n, h, d int, x float32) { t.Data[t.Offset(b, n, h, d)] = x }
+// At returns element (b, n, h, d); 0 for an index outside the shape or a
+// position outside Data (a nil *Tensor, New's tensor of a refused shape).
+func (t *Tensor) At(b, n, h, d int) float32 {
+	o, ok := t.elem(b, n, h, d)
+	if !ok {
+		return 0
+	}
+	return t.Data[o]
+}
+
+// Set sets element (b, n, h, d); it writes nothing for an index outside
+// the shape or a position outside Data.
+func (t *Tensor) Set(b, n, h, d int, x float32) {
+	if o, ok := t.elem(b, n, h, d); ok {
+		t.Data[o] = x
+	}
+}
 
 // Row returns the D values of row n of head h of batch b. When the D stride
-// is 1 it is a view into Data, otherwise a copy.
+// is 1 it is a view into Data, otherwise a copy. It is nil for an index
+// outside the shape or a row that Data does not hold whole.
 func (t *Tensor) Row(b, n, h int) []float32 {
-	o := t.Offset(b, n, h, 0)
+	if t == nil {
+		return nil
+	}
+	o, ok := t.elem(b, n, h, 0)
+	if _, okLast := t.elem(b, n, h, t.Shape.D-1); !ok || !okLast {
+		return nil
+	}
 	if t.Strides[3] == 1 {
 		return t.Data[o : o+t.Shape.D : o+t.Shape.D]
 	}
@@ -105,8 +145,11 @@ func (t *Tensor) rowInto(dst []float32, b, n, h int) {
 	}
 }
 
-// IsContiguous reports whether t is a dense BSHD tensor.
-func (t *Tensor) IsContiguous() bool { return t.Strides == t.Shape.ContiguousStrides() }
+// IsContiguous reports whether t is a dense BSHD tensor (false for a nil
+// *Tensor).
+func (t *Tensor) IsContiguous() bool {
+	return t != nil && t.Strides == t.Shape.ContiguousStrides()
+}
 
 // Contiguous returns t if it is dense, else a dense copy. A tensor the
 // package refuses (nil or short Data, as New gives for a shape too large)

@@ -113,8 +113,12 @@ func (t *Trace) sortSteps() {
 	t.mu.Unlock()
 }
 
-// Kind returns the kind of step (i, j), or false if it was not recorded.
+// Kind returns the kind of step (i, j), or false if it was not recorded
+// (always for a nil *Trace).
 func (t *Trace) Kind(i, j int) (StepKind, bool) {
+	if t == nil {
+		return 0, false
+	}
 	for _, s := range t.Steps {
 		if s.QBlock == i && s.KBlock == j {
 			return s.Kind, true
