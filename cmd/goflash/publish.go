@@ -133,7 +133,14 @@ func loadPublished(root string) ([]pubRun, error) {
 		}
 		run.env = strings.TrimSpace(string(env))
 		csvs, _ := filepath.Glob(filepath.Join(dir, "*", "bench.csv"))
-		sort.Strings(csvs)
+		// fp16 first (the README leads with it), then the rest by name.
+		sort.Slice(csvs, func(i, j int) bool {
+			fi, fj := filepath.Base(filepath.Dir(csvs[i])) == "fp16", filepath.Base(filepath.Dir(csvs[j])) == "fp16"
+			if fi != fj {
+				return fi
+			}
+			return csvs[i] < csvs[j]
+		})
 		for _, c := range csvs {
 			res, err := bench.ReadCSV(c)
 			if err != nil {
@@ -492,7 +499,7 @@ func perfSVG(r pubRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">Forward, fp16, D %d, no mask: TFLOP/s by sequence length (%s, perf/%s)</text>`+"\n", left, d, r.gpu(), r.name)
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">Forward, fp16, D %d, no mask: TFLOP/s (%s)</text>`+"\n", left, d, r.gpu())
 	for t := 0.0; t <= top; t += 100 {
 		y := float64(up) + ph*(1-t/top)
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n", left, y, w-right, y, left-6, y+4, t)
