@@ -145,6 +145,8 @@ type Device struct {
 	mod90    *cuda.Module
 	funcs    map[string]*loadedKernel
 	rung     int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
+	// nvrtc: the rungs whose edited sources Forward runs (LoadRungSource, gpu_nvrtc.go).
+	nvrtc map[int]*nvrtcRung
 	// ctas is the grid of the persistent kernels (KernelInfo.Persistent):
 	// one CTA per SM; internal tests set fewer, so that small problems
 	// still give each CTA several tiles.
@@ -455,6 +457,9 @@ func (d *Device) Kernel(dims Dims, causal bool) (KernelInfo, error) {
 
 // kernel finds, loads and prepares the forward variant for dims; d.mu is held.
 func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
+	if k, ok, err := d.nvrtcKernel(dims, causal); ok {
+		return k, err
+	}
 	if d.rung != 0 {
 		return d.rungKernel(dims, causal)
 	}

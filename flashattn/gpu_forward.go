@@ -325,7 +325,7 @@ func (op *fwdOp) relaunch() error {
 // and for causal calls short enough that the sm_80 kernel is faster
 // (Variant.SM80CausalMaxNk); d.mu is held.
 func (d *Device) sm90aKernel(pass kernels.Pass, dims Dims, causal bool) (kern *loadedKernel, ok bool, err error) {
-	if !d.sm90a || d.rung != 0 {
+	if !d.sm90a || d.rung != 0 || d.nvrtcReplacesHopper(pass) {
 		return nil, false, nil
 	}
 	v, ok := kernels.LookupSM90A(pass, dims.D, causal)
