@@ -119,10 +119,15 @@ func Backward(q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads,
 
 // BackwardContext is Backward that stops early once ctx is done, as
 // ForwardContext.
+//
+// Backward records no trace and ignores Options.Trace on every backend (it
+// runs as with a nil Trace), so that one Options serves a Forward call and
+// its Backward.
 func BackwardContext(ctx context.Context, q, k, v, out, dOut *Tensor, lse []float32, opts *Options) (*Grads, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flashattn: Backward: %w", err)
 	}
+	opts = opts.withoutTrace()
 	p, err := checkBackward(q, k, v, out, dOut, lse, opts)
 	if err != nil {
 		return nil, err

@@ -145,7 +145,10 @@ func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 	var tr *Trace
 	if o != nil && o.Trace != nil {
 		tr = o.Trace
-		tr.reset(t.Br, t.Bc, t.Tr, t.Tc)
+		if err := tr.start(t.Br, t.Bc, t.Tr, t.Tc); err != nil {
+			return err
+		}
+		defer tr.done()
 	}
 	br, bc := t.scratchTiles(d)
 	newScratch := func() *fwdScratch {

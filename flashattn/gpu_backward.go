@@ -268,6 +268,7 @@ func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *Device
 // backwardProblem checks the operands of a backward call on the device
 // (Backward, BackwardVarlen) and returns their problem, o resolved.
 func (d *Device) backwardProblem(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (problem, error) {
+	o = o.withoutTrace() // a backward call ignores it (BackwardContext)
 	if fwd == nil {
 		return problem{}, &DataError{Arg: "fwd", Reason: "forward result is nil"}
 	}
@@ -296,6 +297,7 @@ func (d *Device) backwardProblem(q, k, v *DeviceTensor, fwd *DeviceResult, dOut 
 // download. All device memory is freed on return; Grads.Reason names the
 // device and the kernels.
 func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Options) (*Grads, error) {
+	o = o.withoutTrace() // a backward call ignores it (BackwardContext)
 	p, err := checkBackward(q, k, v, out, dOut, lse, o)
 	if err != nil {
 		return nil, err

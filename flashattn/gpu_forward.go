@@ -36,6 +36,9 @@ func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 	if d == nil {
 		return problem{}, ErrDeviceClosed
 	}
+	if err := noTrace(o, "a GPU call"); err != nil {
+		return problem{}, err
+	}
 	for i, t := range ts {
 		if err := t.usable(argNames[i], d); err != nil {
 			return problem{}, err
@@ -56,6 +59,9 @@ func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 // ForcePath): upload (fp16), Forward, download. All device memory is freed
 // on return; Result.Reason names the device and the kernel.
 func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
+	if err := noTrace(o, "a GPU call"); err != nil {
+		return nil, err
+	}
 	p, err := checkForward(q, k, v, o)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,8 @@ type LadderStep struct {
 	Source string // the CUDA source, relative to the repository root
 	// Kernels are the rung's kernels and tiles (no GPU needed; Registers
 	// and the like are known once a device loads one). The last rung's are
-	// the shipped forward kernels: KernelTable(arch).
+	// the shipped forward kernels of both kernel paths, KernelTable(75)
+	// then KernelTable(80) (KernelInfo.Path tells them apart).
 	Kernels []KernelInfo
 }
 
@@ -37,6 +38,8 @@ func Ladder() []LadderStep {
 	for _, v := range kernels.LadderVariants() {
 		out[v.Rung-1].Kernels = append(out[v.Rung-1].Kernels, kernelInfo(v))
 	}
+	last := &out[len(out)-1]
+	last.Kernels = append(KernelTable(75), KernelTable(80)...)
 	return out
 }
 

@@ -173,7 +173,10 @@ func (r *DeviceResult) RawLSE() RawBuffer {
 	return RawBuffer{Ptr: r.lse.Ptr(), Bytes: r.Dims.LSEBytes()}
 }
 
-// RawForwardArgs are the operands of RawForward.Enqueue.
+// RawForwardArgs are the operands of RawForward.Enqueue. The outputs (Out,
+// LSE) must share no byte with any other operand (the checks refuse it);
+// the inputs may overlap each other (q, k and v views of one packed QKV
+// buffer, or one tensor passed as all three).
 type RawForwardArgs struct {
 	Q    RawTensor // (B, Nq, Hq, D), read
 	K, V RawTensor // (B, Nk, Hkv, D), read
@@ -183,7 +186,8 @@ type RawForwardArgs struct {
 
 // RawBackwardArgs are the operands of RawBackward.Enqueue. Outputs must not
 // overlap inputs or each other (packed dQKV, like packed QKV, interleaves
-// without overlapping).
+// without overlapping): the checks refuse an output (dQ, dK, dV, Di) that
+// shares a byte with any other operand. Inputs may overlap each other.
 type RawBackwardArgs struct {
 	Q, Out, DOut RawTensor // (B, Nq, Hq, D), read: the forward's inputs, output, and dL/dO
 	K, V         RawTensor // (B, Nk, Hkv, D), read
@@ -200,7 +204,17 @@ type rawOp struct {
 	bytes int    // given by the caller; 0: ask the driver
 	need  uint64 // bytes the kernels may touch from ptr
 	align uint64
+	out   bool // written by the call: it may overlap no other operand
+	// The bytes it touches: ptr + sum of i_k*dims[k].step for
+	// 0 <= i_k < dims[k].n, k < ndim (a buffer: one dim of need bytes; a
+	// tensor: B, N, H, D and the element's bytes).
+	dims [5]byteDim
+	ndim int
 }
+
+// byteDim is one dimension of the bytes an operand touches: n indices,
+// step bytes apart.
+type byteDim struct{ n, step int64 }
 
 // tensorOp checks t's strides against shape s (out: also that no two
 // elements share an address) and returns it as a rawOp.
@@ -228,12 +242,29 @@ func tensorOp(arg string, t *RawTensor, s Shape, dt DType, out bool) (rawOp, err
 	if out && !injective(s, st) {
 		return rawOp{}, &DataError{Arg: arg, Reason: fmt.Sprintf("strides %v map two elements of %v to one address: an output needs each its own", st, s)}
 	}
-	return rawOp{arg: arg, ptr: t.Ptr, bytes: t.Bytes, need: n, align: 16}, nil
+	o := rawOp{arg: arg, ptr: t.Ptr, bytes: t.Bytes, need: n, align: 16, out: out}
+	es := int64(dt.Size())
+	for i, e := range [4]int{s.B, s.N, s.H, s.D} {
+		o.add(int64(e), es*int64(st[i])) // each at most n bytes: checked above
+	}
+	o.add(es, 1)
+	return o, nil
+}
+
+// add appends a dimension of n indices step bytes apart; one of a single
+// index or step 0 (a broadcast input) adds no byte and is left out.
+func (o *rawOp) add(n, step int64) {
+	if n > 1 && step > 0 {
+		o.dims[o.ndim] = byteDim{n, step}
+		o.ndim++
+	}
 }
 
 // bufferOp is a float32 buffer of need bytes as a rawOp.
-func bufferOp(arg string, b *RawBuffer, need int) rawOp {
-	return rawOp{arg: arg, ptr: b.Ptr, bytes: b.Bytes, need: uint64(need), align: 4}
+func bufferOp(arg string, b *RawBuffer, need int, out bool) rawOp {
+	o := rawOp{arg: arg, ptr: b.Ptr, bytes: b.Bytes, need: uint64(need), align: 4, out: out}
+	o.add(int64(need), 1)
+	return o
 }
 
 // injective reports whether distinct elements of shape s with strides st
@@ -278,10 +309,126 @@ func checkOps(ops []rawOp) error {
 			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("Bytes is %d, want >= 0 (0: ask the driver)", o.bytes)}
 		case o.bytes > 0 && o.need > uint64(o.bytes):
 			return o.short(uint64(o.bytes), "the caller gives")
+		case o.need > 0 && o.ptr > math.MaxUint64-(o.need-1):
+			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("the call reaches %d bytes from %#x: past the end of the 64-bit address space", o.need, o.ptr)}
+		}
+	}
+	for j := range ops {
+		for i := range j {
+			a, b := &ops[i], &ops[j]
+			if !a.out && !b.out || !overlap(a, b) {
+				continue
+			}
+			if !b.out { // name the output
+				a, b = b, a
+			}
+			return &DataError{Arg: b.arg, Reason: fmt.Sprintf("shares bytes with %s (%d bytes from %#x): an output may not overlap any other operand", a.arg, a.need, a.ptr)}
 		}
 	}
 	return nil
 }
+
+// overlapBudget bounds the search of overlap: beyond it two operands are
+// taken to overlap (strides that far from any layout the kernels are
+// given; the nested layouts of dense, packed and BHSD tensors take a few
+// dozen steps).
+const overlapBudget = 1 << 16
+
+// overlap reports whether operands a and b, each within the address space,
+// touch a common byte: whether a.ptr + sum i_k*a.step_k = b.ptr + sum
+// j_k*b.step_k for indices within their dims. Disjoint ranges answer at
+// once; otherwise the dims of both, equal steps merged (their index
+// differences form one range), are searched from the largest step down,
+// each index confined to what the smaller steps can still make up.
+func overlap(a, b *rawOp) bool {
+	if a.need == 0 || b.need == 0 || a.ptr >= b.ptr+b.need || b.ptr >= a.ptr+a.need {
+		return false
+	}
+	if a.need > math.MaxInt64/2 || b.need > math.MaxInt64/2 {
+		return true // no int64 search; no GPU has such a range
+	}
+	// The ranges meet, so |b.ptr - a.ptr| < max(a.need, b.need).
+	var s overlapSearch
+	for _, d := range a.dims[:a.ndim] {
+		s.add(d.step, 0, d.n-1)
+	}
+	for _, d := range b.dims[:b.ndim] {
+		s.add(d.step, -(d.n - 1), 0)
+	}
+	s.prepare()
+	s.budget = overlapBudget
+	return s.find(0, int64(b.ptr-a.ptr))
+}
+
+// overlapSearch finds indices d_k in [lo_k, hi_k] with sum d_k*step_k = t.
+type overlapSearch struct {
+	m            int
+	step, lo, hi [10]int64
+	sufLo, sufHi [11]int64 // the least and most dims k.. make up
+	interval     [11]bool  // dims k.. make up every value between
+	budget       int
+}
+
+// add merges a dimension into the one of the same step, if any.
+func (s *overlapSearch) add(step, lo, hi int64) {
+	for k := range s.m {
+		if s.step[k] == step {
+			s.lo[k] += lo
+			s.hi[k] += hi
+			return
+		}
+	}
+	s.step[s.m], s.lo[s.m], s.hi[s.m] = step, lo, hi
+	s.m++
+}
+
+// prepare sorts the dims by step, largest first, and sums from the bottom.
+func (s *overlapSearch) prepare() {
+	for i := 1; i < s.m; i++ { // insertion sort, ten at most
+		for j := i; j > 0 && s.step[j] > s.step[j-1]; j-- {
+			s.step[j], s.step[j-1] = s.step[j-1], s.step[j]
+			s.lo[j], s.lo[j-1] = s.lo[j-1], s.lo[j]
+			s.hi[j], s.hi[j-1] = s.hi[j-1], s.hi[j]
+		}
+	}
+	s.interval[s.m] = true // the empty sum: {0}
+	for k := s.m - 1; k >= 0; k-- {
+		s.sufLo[k] = s.sufLo[k+1] + s.lo[k]*s.step[k]
+		s.sufHi[k] = s.sufHi[k+1] + s.hi[k]*s.step[k]
+		// Every value of [sufLo, sufHi] when the dims below leave no gap
+		// as wide as this step (or this dim has one index).
+		s.interval[k] = s.interval[k+1] && (s.lo[k] == s.hi[k] || s.step[k] <= s.sufHi[k+1]-s.sufLo[k+1]+1)
+	}
+}
+
+// find reports whether dims k.. make up t (true too once the budget is spent).
+func (s *overlapSearch) find(k int, t int64) bool {
+	if t < s.sufLo[k] || t > s.sufHi[k] {
+		return false
+	}
+	if s.interval[k] {
+		return true
+	}
+	st := s.step[k]
+	first := max(s.lo[k], ceilDiv64(t-s.sufHi[k+1], st))
+	last := min(s.hi[k], floorDiv64(t-s.sufLo[k+1], st))
+	for d := first; d <= last; d++ {
+		if s.budget--; s.budget <= 0 || s.find(k+1, t-d*st) {
+			return true
+		}
+	}
+	return false
+}
+
+func floorDiv64(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func ceilDiv64(a, b int64) int64 { return -floorDiv64(-a, b) }
 
 func (o *rawOp) short(have uint64, whose string) error {
 	return &DataError{Arg: o.arg, Reason: fmt.Sprintf("the call reaches %d bytes from %#x, %s %d", o.need, o.ptr, whose, have)}

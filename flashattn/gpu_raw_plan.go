@@ -135,7 +135,7 @@ func fwdOps(d Dims, dt DType, a *RawForwardArgs) ([5]rawOp, error) {
 			return ops, err
 		}
 	}
-	ops[4] = bufferOp("lse", &a.LSE, d.LSEBytes())
+	ops[4] = bufferOp("lse", &a.LSE, d.LSEBytes(), true)
 	return ops, checkOps(ops[:])
 }
 
@@ -283,8 +283,8 @@ func bwdOps(d Dims, dt DType, a *RawBackwardArgs) ([10]rawOp, error) {
 			return ops, err
 		}
 	}
-	ops[8] = bufferOp("lse", &a.LSE, d.LSEBytes())
-	ops[9] = bufferOp("Di", &a.Di, d.DiBytes())
+	ops[8] = bufferOp("lse", &a.LSE, d.LSEBytes(), false)
+	ops[9] = bufferOp("Di", &a.Di, d.DiBytes(), true)
 	return ops, checkOps(ops[:])
 }
 

@@ -16,6 +16,9 @@ import (
 // the modified kernel, Pass "fwd_mod*", takes the packed sequences). The LSE
 // is (1, Hq, total_q), as ForwardVarlen's.
 func (d *Device) ForwardVarlen(q, k, v *DeviceTensor, vl Varlen, o *Options) (*DeviceResult, error) {
+	if err := varlenDeviceBatch(q, k, v); err != nil {
+		return nil, err
+	}
 	p, err := d.problemOf(o, q, k, v)
 	if err != nil {
 		return nil, err
@@ -80,6 +83,9 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 // int32 counter per query block's rows: kernels.DQAccumLenPacked), freed on
 // return.
 func (d *Device) BackwardVarlen(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, vl Varlen, o *Options) (*DeviceGrads, error) {
+	if err := varlenDeviceBatch(q, k, v); err != nil {
+		return nil, err
+	}
 	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)
 	if err != nil {
 		return nil, err
@@ -296,4 +302,18 @@ func (d *Device) benchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, re
 		}
 	}
 	return r, nil
+}
+
+// varlenDeviceBatch is varlenBatch for device tensors (nil ones are left to
+// problemOf).
+func varlenDeviceBatch(ts ...*DeviceTensor) error {
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		if err := varlenBatch(argNames[i], t.shape.B); err != nil {
+			return err
+		}
+	}
+	return nil
 }

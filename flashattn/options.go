@@ -88,7 +88,12 @@ type Options struct {
 	// Workers bounds the CPU goroutines (0: GOMAXPROCS, at most MaxWorkers).
 	Workers int
 	// Trace, when non-nil, is filled by the CPUFlash forward pass (Auto then
-	// picks CPUFlash; CPUNaive and GPU refuse it).
+	// picks CPUFlash). A forward call that records none refuses it with an
+	// *OptionError: on CPUNaive or GPU, the Device methods, the varlen calls
+	// (forward and backward) and the KV-cache calls. Backward, BackwardContext,
+	// Device.Backward and BackwardHost ignore it on every backend, so one
+	// Options serves a Forward and its Backward. One call at a time may
+	// fill a Trace (see Trace).
 	Trace *Trace
 	// Device is the GPU ordinal used by the GPU backend (default 0; >= 0).
 	Device int
@@ -265,4 +270,23 @@ func (o *Options) resolveScores(p *problem) error {
 		p.ALiBi = o.ALiBi
 	}
 	return nil
+}
+
+// noTrace refuses a Trace in a call that records none (what names it).
+func noTrace(o *Options, what string) error {
+	if o != nil && o.Trace != nil {
+		return &OptionError{Option: "Trace", Value: "set", Reason: what + " records no trace: only Forward on cpu-flash (or auto, which then picks it) fills one"}
+	}
+	return nil
+}
+
+// withoutTrace is o with Trace nil (o itself when it has none): what a
+// backward call, which ignores a Trace, runs with.
+func (o *Options) withoutTrace() *Options {
+	if o == nil || o.Trace == nil {
+		return o
+	}
+	c := *o
+	c.Trace = nil
+	return &c
 }

@@ -1,6 +1,7 @@
 package flashattn
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"unsafe"
@@ -57,6 +58,8 @@ type RowStep struct {
 // every step of the Tr x Tc grid, and the running softmax state of one row.
 // Set Batch, Head and Row, pass it in Options.Trace, and read the rest after
 // Forward returns. Scores are in the scaled domain (m is a max of scale*q.k).
+// A Trace serves one call at a time: a call given a Trace that another
+// call is filling returns an *OptionError (steps of two calls would mix).
 type Trace struct {
 	Batch, Head, Row int // what to trace (query head index)
 
@@ -66,15 +69,31 @@ type Trace struct {
 	// Final M and L of the traced row: LSE = M + log(L).
 	M, L float64
 
-	mu sync.Mutex
+	mu   sync.Mutex
+	busy bool // a call is filling it
 }
 
-// reset prepares the trace of a tr x tc grid, with room for every step
-// (traceBytes counts it).
-func (t *Trace) reset(br, bc, tr, tc int) {
+// start takes the trace for one call and prepares it for a tr x tc grid,
+// with room for every step (traceBytes counts it); it fails while another
+// call has it. The call gives it back with done.
+func (t *Trace) start(br, bc, tr, tc int) error {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy {
+		return &OptionError{Option: "Trace", Value: fmt.Sprintf("batch %d head %d row %d", t.Batch, t.Head, t.Row),
+			Reason: "another call is filling this Trace: give each concurrent call its own"}
+	}
+	t.busy = true
 	t.Br, t.Bc, t.Tr, t.Tc = br, bc, tr, tc
 	t.Steps, t.RowSteps = make([]TraceStep, 0, tr*tc), make([]RowStep, 0, tc)
+	t.M, t.L = 0, 0
+	return nil
+}
+
+// done gives the trace back (start).
+func (t *Trace) done() {
+	t.mu.Lock()
+	t.busy = false
 	t.mu.Unlock()
 }
 

@@ -78,8 +78,26 @@ type varlenCall struct {
 	vl Varlen
 }
 
+// varlenBatch refuses a varlen tensor with B != 1 by its own name: the
+// sequences are packed along N, so q, k and v each have one batch (the
+// shapes' agreement is checked after).
+func varlenBatch(arg string, b int) error {
+	if b != 1 {
+		return &ShapeError{Arg: arg, Dim: "B", Got: b, Want: "== 1 (varlen packs the sequences along N, see Varlen)"}
+	}
+	return nil
+}
+
 // resolveVarlen checks a varlen call's tensors and options.
 func resolveVarlen(q, k, v *Tensor, vl Varlen, opts *Options) (varlenCall, error) {
+	for i, t := range []*Tensor{q, k, v} {
+		if t == nil {
+			continue // DimsOf says so
+		}
+		if err := varlenBatch(argNames[i], t.Shape.B); err != nil {
+			return varlenCall{}, err
+		}
+	}
 	d, err := DimsOf(q, k, v)
 	if err != nil {
 		return varlenCall{}, err

@@ -223,12 +223,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := checkPublishable(o.out, sourceCommit()); err != nil {
 		return err
 	}
-	ctx, stop := interruptContext(context.Background())
+	ctx, stop := benchContext(context.Background())
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop() // the first Ctrl-C keeps what was measured; a second one quits at once
-	}()
 	res, err := sweep(ctx, o, stderr)
 	if err != nil {
 		return err
@@ -311,6 +307,9 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	}
 	if o.reps < 0 || o.warmup < -1 || o.workers < 0 || o.device < 0 {
 		return nil, usagef("--reps, --warmup, --workers and --device must not be negative")
+	}
+	if err := checkWorkers(o.workers); err != nil {
+		return nil, err
 	}
 	if err := o.checkMods(); err != nil {
 		return nil, err

@@ -20,7 +20,8 @@ each: GPU results, forward and backward, against a float64 reference by the
 FlashAttention-2 tolerance rule (error at most twice a textbook fp16
 computation's), for the device's own kernels and for the Turing (sm_75)
 kernels forced through PTX.
-Without a GPU it says so and self-tests the CPU backends instead.
+Without a GPU it says so and self-tests the CPU backends instead; --device N
+names a GPU to check, and one that is not there is an error (exit 2).
 
 The exit status is 1 when any self-test fails.`
 
@@ -79,6 +80,9 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if o.device < -1 || o.workers < 0 {
 		return usagef("--device must be >= -1 and --workers >= 0")
 	}
+	if err := checkWorkers(o.workers); err != nil {
+		return err
+	}
 	res, err := check(o)
 	if err != nil {
 		return err
@@ -118,6 +122,15 @@ func check(o checkOpts) (*CheckResult, error) {
 	gpus, err := listGPUs()
 	if err != nil {
 		res.NoGPU = err.Error()
+	}
+	if o.device >= 0 && len(gpus) == 0 {
+		// A GPU asked for by number that is not there is an error, not a
+		// CPU self-test that passes.
+		why := "the driver lists none"
+		if err != nil {
+			why = err.Error()
+		}
+		return nil, usagef("--device %d: no GPU to check (%s); without --device the CPU backends are self-tested", o.device, why)
 	}
 	if o.device >= 0 && len(gpus) > 0 && !slices.ContainsFunc(gpus, func(g DeviceMeta) bool { return g.Ordinal == o.device }) {
 		return nil, usagef("--device %d: the driver lists GPUs 0 to %d", o.device, len(gpus)-1)

@@ -150,6 +150,15 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// checkWorkers refuses a --workers the library would refuse once the work
+// has started (flashattn.Options.Workers: 0 to MaxWorkers), up front.
+func checkWorkers(n int) error {
+	if n < 0 || n > flashattn.MaxWorkers {
+		return usagef("--workers %d: want 0 (GOMAXPROCS) to %d", n, flashattn.MaxWorkers)
+	}
+	return nil
+}
+
 func isHelp(s string) bool { return s == "-h" || s == "-help" || s == "--help" }
 
 // oneLine keeps an error message on one line.

@@ -161,6 +161,9 @@ func (o demoOpts) validate() error {
 	if o.workers < 0 || o.device < 0 {
 		return usagef("--workers and --device must not be negative")
 	}
+	if err := checkWorkers(o.workers); err != nil {
+		return err
+	}
 	for _, n := range o.sizes {
 		d := flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: o.heads, Hkv: o.heads, D: o.headDim}
 		if err := d.Validate(); err != nil {
