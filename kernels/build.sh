@@ -45,11 +45,11 @@ gencode=(-gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80
          -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89
          -gencode arch=compute_90,code=sm_90
          -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=compute_80)
-# -compress-all: fatbinary compresses the SASS images too (by default only PTX), 46 ->
-# ~12 MB; the driver decompresses at cuModuleLoadData (what PyTorch's wheels do).
+# -compress-all: fatbinary compresses the SASS images too (by default only PTX), to
+# about a quarter; the driver decompresses at cuModuleLoadData (what PyTorch's wheels do).
 nvcc "${flags[@]}" -Xfatbin=-compress-all -fatbin "${gencode[@]}" fa2.cu -o "$tmp/fa2.fatbin" 2>"$tmp/ptxas.log"
 nvcc -O3 -std=c++17 -ptx -arch=compute_75 -DFA2_SM75_ONLY fa2.cu -o "$tmp/fa2_sm75.ptx"
-# Committed as a PTX-only fatbin: compressed (8.2 -> 1.7 MB), and every loader
+# Committed as a PTX-only fatbin: compressed (to about a fifth), and every loader
 # (cuModuleLoadData) takes it as it took the PTX text.
 nvcc -Xfatbin=-compress-all -fatbin -gencode arch=compute_75,code=compute_75 "$tmp/fa2_sm75.ptx" -o "$tmp/fa2_sm75.fatbin"
 # The Hopper forward: its own module (a fatbin image holds one arch's kernels

@@ -392,7 +392,11 @@ func fullTable(w io.Writer, p pubPart) {
 			passes = append(passes, n)
 		}
 	}
-	fmt.Fprintf(w, "\n### %s: %s, %s\n\n", p.name, strings.Join(passes, ", "), p.res.Settings.DType)
+	title := p.name + ": " + strings.Join(passes, ", ")
+	if p.name != p.res.Settings.DType {
+		title += ", " + p.res.Settings.DType
+	}
+	fmt.Fprintf(w, "\n### %s\n\n", title)
 	others := map[string]bool{}
 	for _, l := range lines {
 		for _, c := range l.Others {
@@ -437,7 +441,7 @@ func fullTable(w io.Writer, p pubPart) {
 // decodeTable writes a decode run: time per call and bandwidth beside SDPA's
 // fastest backend.
 func decodeTable(w io.Writer, p pubPart, lines []bench.TableLine) {
-	fmt.Fprintf(w, "\n### %s: KV-cache decode, %s (one new row per sequence)\n\n", p.name, p.res.Settings.DType)
+	fmt.Fprintf(w, "\n### %s: KV-cache, %s, one new row per sequence\n\n", p.name, p.res.Settings.DType)
 	fmt.Fprintln(w, "| B | heads (q/kv) | D | cache length | GoFlash µs | TB/s | SDPA's fastest µs | backend | vs fastest |")
 	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---|---:|")
 	for _, l := range lines {
