@@ -273,6 +273,7 @@ func (flashImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 	if tr != nil {
 		tr.sortSteps()
 	}
+	markNonFinite(ctx, p, q, k, v, out, lse, workers(o))
 	return stopped(ctx)
 }
 

@@ -91,6 +91,7 @@ func (naiveImpl) forward(ctx context.Context, p problem, q, k, v *Tensor, o *Opt
 			})
 		}
 	}
+	markNonFinite(ctx, p, q, k, v, out, lse, w)
 	return stopped(ctx)
 }
 

@@ -31,6 +31,24 @@
 // cache cannot take), and ErrNoGPU, ErrDeviceClosed, ErrOutOfMemory,
 // ErrContextLost, ErrFreed from the GPU.
 //
+// NaN and Inf inputs. On the CPU they are computed, by one rule: a NaN or
+// an Inf that a row reaches (an element of its q row, or of the k or v row
+// of a key the causal mask or window lets it see) makes that row NaN,
+// output and LSE, whatever that key's softmax weight. A V value whose
+// weight rounds to 0 in float32 counts (float64 and PyTorch carry its NaN
+// too), and so does an Inf that only makes a score -Inf or that a softcap
+// bounds (tanh(Inf) = 1), which evaluating the formula would drop or
+// bound. A key the mask hides is not reached, and a row that sees no key
+// has output 0 and LSE -Inf as always. A row whose score scale·q·k
+// overflows float32 is NaN too. Backward refuses a NaN LSE (*DataError).
+// Both CPU backends scan the inputs for non-finite values once per call.
+// On the GPU they are refused: the uploads take only values the element
+// type holds (fp16: finite, |x| < 65520; bf16: finite), so with Backend GPU
+// a NaN or Inf is a *DataError naming the element, and Auto runs the call
+// on the CPU and says why in Result.Reason. Bits written to device memory
+// directly (UploadFP16, DeviceTensor.Ptr, the raw-pointer API) skip that
+// check, and a NaN or Inf there makes NaN rows.
+//
 // Package attntest is the conformance suite every backend passes, against
 // a float64 reference. The repository's README and tutorial/ explain the
 // algorithm and what the kernels measure.
