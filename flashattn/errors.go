@@ -64,6 +64,13 @@ func (e *UnsupportedError) Error() string {
 // and no usable CUDA driver or device is present.
 var ErrNoGPU = errors.New("flashattn: no usable NVIDIA GPU")
 
+// ErrNoKernels is wrapped, with ErrNoGPU, by OpenDevice and every GPU call
+// of a program built with the goflash_nogpu tag: such a build embeds no
+// kernel images (internal/kernels), so it runs the CPU backends alone, and
+// Auto says why in Result.Reason. The CPU backends are the same in every
+// build.
+var ErrNoKernels = errors.New("built without GPU kernels (goflash_nogpu)")
+
 // ErrOutOfMemory is wrapped by a GPU call that failed because the device
 // is out of memory: the problem is too large for it, not a fault.
 var ErrOutOfMemory = cuda.ErrNoMemory

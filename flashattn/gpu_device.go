@@ -174,8 +174,13 @@ type loadedKernel struct {
 
 // OpenDevice opens CUDA device ordinal. It fails with an error wrapping
 // ErrNoGPU without a driver or device, and with an *UnsupportedError on a
-// GPU older than Turing (sm_75).
+// GPU older than Turing (sm_75). A program built with the goflash_nogpu tag
+// has no kernels to run: the error wraps ErrNoGPU and ErrNoKernels, before
+// any driver is loaded.
 func OpenDevice(ordinal int) (*Device, error) {
+	if !kernels.Embedded {
+		return nil, fmt.Errorf("%w: %w", ErrNoGPU, ErrNoKernels)
+	}
 	c, err := cuda.Open(ordinal)
 	if err != nil {
 		return nil, noGPU(err)
