@@ -321,25 +321,24 @@ func ptxTile(ptx, symbol string) ([4]int, error) {
 		if m[2] != want {
 			continue
 		}
-		var vals []int
-		for _, f := range strings.Split(m[4], ",") {
+		size, _ := strconv.Atoi(m[3])
+		if size != 16 && size != 4 || size == 16 && m[1] != "b8" || size == 4 && m[1] == "b8" {
+			return t, fmt.Errorf("flashattn: %s in the PTX: %q", want, m[0])
+		}
+		// The initialiser may stop at its last non-zero element (newer NVRTCs).
+		vals := make([]int, size)
+		for i, f := range strings.Split(m[4], ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
+			if err != nil || i >= size {
 				return t, fmt.Errorf("flashattn: %s in the PTX: %q", want, m[0])
 			}
-			vals = append(vals, n)
+			vals[i] = n
 		}
 		if m[1] == "b8" {
-			if len(vals) != 16 {
-				return t, fmt.Errorf("flashattn: %s in the PTX: %q", want, m[0])
-			}
 			for i := range t {
 				t[i] = int(int32(uint32(vals[4*i]) | uint32(vals[4*i+1])<<8 | uint32(vals[4*i+2])<<16 | uint32(vals[4*i+3])<<24))
 			}
 			return t, nil
-		}
-		if len(vals) != 4 {
-			return t, fmt.Errorf("flashattn: %s in the PTX: %q", want, m[0])
 		}
 		copy(t[:], vals)
 		return t, nil
