@@ -28,7 +28,7 @@ func lib(t *testing.T) *Library {
 	return l
 }
 
-func TestOpenMissingLibrary(t *testing.T) {
+func TestNVRTCOpenMissingLibrary(t *testing.T) {
 	_, err := Open("/nonexistent/libnvrtc.so.12", "libgoflash-no-such-nvrtc.so")
 	if !errors.Is(err, ErrNoNVRTC) {
 		t.Fatalf("Open of missing files: %v, want ErrNoNVRTC", err)
@@ -63,7 +63,7 @@ func TestOpenMissingLibrary(t *testing.T) {
 // LibraryPaths: the variable alone when set; else the names on the
 // loader's path, then the files that exist where toolkits and wheels keep
 // them (a fake file system here).
-func TestLibraryPaths(t *testing.T) {
+func TestNVRTCLibraryPaths(t *testing.T) {
 	env := map[string]string{"HOME": "/home/u"}
 	getenv := func(k string) string { return env[k] }
 	files := map[string]bool{
@@ -103,7 +103,7 @@ func TestLibraryPaths(t *testing.T) {
 
 // IncludeDirs: beside the library first (a wheel's cuda_runtime/include),
 // then the usual places; the variable alone when set.
-func TestIncludeDirs(t *testing.T) {
+func TestNVRTCIncludeDirs(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
 	has := map[string]bool{
@@ -127,7 +127,7 @@ func TestIncludeDirs(t *testing.T) {
 	}
 }
 
-func TestParseLog(t *testing.T) {
+func TestNVRTCParseLog(t *testing.T) {
 	log := `ladder/rung4_ldmatrix.cuh(37): error: identifier "frob" is undefined
 
 mask.cuh(12): warning #177-D: variable "z" was declared but never referenced
@@ -155,7 +155,7 @@ goflash_rung4.cu(3): catastrophic error: cannot open source file "nope.cuh"
 
 // A compile error's log points at the file and line of the mistake, and
 // Error() quotes that line.
-func TestCompileErrorLine(t *testing.T) {
+func TestNVRTCCompileErrorLine(t *testing.T) {
 	l := lib(t)
 	src := "__global__ void k(float* p) {\n  p[0] = 1.f;\n  p[1] = undefined_thing;\n}\n"
 	_, err := l.CompilePTX(Program{Name: "broken.cu", Source: src}, 80)
@@ -174,7 +174,7 @@ func TestCompileErrorLine(t *testing.T) {
 
 // Headers by name, quoted includes resolved beside the including header
 // (one name per file, so #pragma once holds), and the standard headers.
-func TestCompileHeaders(t *testing.T) {
+func TestNVRTCCompileHeaders(t *testing.T) {
 	l := lib(t)
 	hs := append(StdHeaders(),
 		Header{"dir/a.h", "#pragma once\n#include \"b.h\"\n#include \"../c.h\"\n"},
@@ -204,7 +204,7 @@ extern "C" __global__ void k(float* p) { p[0] = -INFINITY; p[1] = (float)from_b;
 	t.Logf("NVRTC %s (%s), archs %v, PTX %d bytes", l.VersionString(), l.Path(), l.SupportedArchs(), len(out.PTX))
 }
 
-func TestArchError(t *testing.T) {
+func TestNVRTCArchError(t *testing.T) {
 	l := lib(t)
 	_, err := l.CompilePTX(Program{Name: "a.cu", Source: "__global__ void k() {}\n"}, 999)
 	var ae *ArchError
@@ -222,7 +222,7 @@ func TestArchError(t *testing.T) {
 // The cache compiles a program once per (sources, options, arch, NVRTC):
 // the second call and a second cache on the same directory answer without
 // NVRTC; another arch or source compiles; a torn file compiles again.
-func TestCache(t *testing.T) {
+func TestNVRTCCache(t *testing.T) {
 	l := lib(t)
 	dir := t.TempDir()
 	c := NewCache(dir)
@@ -270,7 +270,7 @@ func TestCache(t *testing.T) {
 	}
 }
 
-func TestKeyCoversInputs(t *testing.T) {
+func TestNVRTCKeyCoversInputs(t *testing.T) {
 	p := Program{Name: "a.cu", Source: "s", Headers: []Header{{"h", "1"}, {"g", "2"}}, Options: []string{"-std=c++17"}}
 	k := Key(nil, p, 80)
 	q := p
@@ -296,7 +296,7 @@ func TestKeyCoversInputs(t *testing.T) {
 	}
 }
 
-func TestDefaultCacheDir(t *testing.T) {
+func TestNVRTCDefaultCacheDir(t *testing.T) {
 	t.Setenv(CacheEnv, "off")
 	if d := DefaultCacheDir(); d != "" {
 		t.Errorf("%s=off: %q", CacheEnv, d)
