@@ -28,6 +28,8 @@ A notebook fails when
     or the Go program panicked;
   * a key result it must print is missing, or a number it prints is out of
     its bound (EXPECT below);
+  * with GOFLASH_REQUIRE_NVRTC=1: notebook 06 did not find NVRTC (without
+    it, either what NVRTC compiled or the line saying it is not found);
   * it shows fewer charts than EXPECT says;
   * with --browser: the notebook exported to HTML (nbconvert) and loaded in
     headless Chromium draws fewer charts than it has chart outputs.
@@ -91,6 +93,22 @@ class Num:
         return None
 
 
+class When:
+    """The checks in `then` when the notebook's stdout matches pattern, those
+    in `otherwise` when it does not (a result that only some machines can
+    print, such as what NVRTC compiled)."""
+
+    def __init__(self, pattern, then=(), otherwise=()):
+        self.pattern, self.then, self.otherwise = pattern, then, otherwise
+
+    def check(self, out, charts):
+        for c in self.then if re.search(self.pattern, out, re.M) else self.otherwise:
+            p = c.check(out, charts)
+            if p:
+                return p
+        return None
+
+
 class Charts:
     """At least n chart outputs (HTML that draws with ECharts)."""
 
@@ -102,6 +120,12 @@ class Charts:
             return None
         return f"{charts} charts shown, want >= {self.n}"
 
+
+# Notebook 06 compiles an edited kernel with NVRTC where there is one and
+# says so where there is none; GOFLASH_REQUIRE_NVRTC=1 (CI, which installs
+# it) requires the first.
+NVRTC_FOUND = r"^NVRTC \d+\.\d+ \("
+NVRTC_MISSING = r"^NVRTC not found: "
 
 # What each notebook must print. The setup cell's line is required everywhere.
 SETUP = [Text(r"^packages of github\.com/goflash/goflash imported from "), Text(r"GoNB v0\.11\.5 ")]
@@ -168,6 +192,14 @@ EXPECT = {
         Text(r"^(CPU tiles|tiles of \S+): Br = \d+, Bc = \d+ -> \d+ x \d+ steps"),
         Text(r"^rung 5: shipped \(kernels/fwd\.cuh\)"),
         Text(r"^(Kernel ladder: not timed, no GPU here|shipped / scalar: \d+x$)"),
+        Text(r"^flashattn\.RungSource\(4\): ladder/rung4_ldmatrix\.cuh, \d+ lines"),
+        Text(r"^ +\d+ \|     return row \* D \+ \(\(c \^ key\(row\)\) << 3\);$"),
+        Text("(" + NVRTC_FOUND + "|" + NVRTC_MISSING + ")"),
+        When(NVRTC_FOUND, then=[
+            Text(r"^  fa2_ladder4_d64: tile Br = \d+, Bc = \d+, \d+ warps; shared memory [1-9]\d* B static"),
+            Text(r"^NVRTC points at ladder/rung4_ldmatrix\.cuh line (\d+), the line edited \(\1\): "),
+        ], otherwise=[Text(r"^No compile error to show: NVRTC not found")]),
+        Text(r"^(Edited rung 4: not (run, no GPU here|loaded, NVRTC not found)|(your edit|unedited) \(NVRTC\) / shipped: )"),
         Charts(1),
     ],
     "07_benchmarks": SETUP + [
@@ -189,7 +221,9 @@ EXPECT = {
 }
 
 # The exercises of each notebook, in order: the label each prints and the
-# start of the hint it gives blank, as committed.
+# start of the hint it gives blank, as committed; and, for an exercise that
+# some machines cannot check, the pattern of the line that says so, with
+# which a solved run prints "LABEL: cannot check" instead of "correct".
 EXERCISES = {
     "01_qkv": [
         ("exercise 1", r"myWQ must be W_Q with one row changed"),
@@ -209,7 +243,10 @@ EXERCISES = {
         ("exercise 1", r"ds is 0"),
         ("exercise 2", r"dV is 0: did you add P\^T dO to it\?"),
     ],
-    "06_cuda_from_go": [("exercise", r"set predict1 and predict2")],
+    "06_cuda_from_go": [
+        ("exercise 1", r"set predict1 and predict2"),
+        ("exercise 2", r"the source still swizzles \(it is rung 4 as shipped\)", NVRTC_MISSING),
+    ],
     "07_benchmarks": [("exercise", r"set prediction, the bytes")],
 }
 
@@ -226,15 +263,21 @@ SOLVED = {
         Num(r"^softmax backward vs finite differences over \d+ scores: max error " + NUM, 0, 1e-8),
         Num(r"max \|dQ, dK, dV - Backward\| = " + NUM, 0, 1e-3, count=5),
     ],
-    "06_cuda_from_go": [Text(r"^rung 1 reads 64x the bytes of rung 2 \(= Br = 64\)$")],
+    "06_cuda_from_go": [
+        Text(r"^rung 1 reads 64x the bytes of rung 2 \(= Br = 64\)$"),
+        When(NVRTC_FOUND, then=[Text(NVRTC_FOUND + r".*\): rung 4 \(edited: ladder/rung4_ldmatrix\.cuh\) for compute_75")]),
+    ],
     "07_benchmarks": [Num(r"^you predicted [\d.e+]+ bytes, the call allocated " + NUM, 1.8e7, 2.3e7)],
 }
 
 SOLVED_RUN = os.environ.get("GOFLASH_NB_SOLVED") == "1"
 for name, exercises in EXERCISES.items():
-    for label, hint in exercises:
+    for label, hint, *unchecked in exercises:
         if SOLVED_RUN:
-            EXPECT[name].append(Text(r"^" + label + r": correct$"))
+            answered = Text(r"^" + label + r": correct$")
+            if unchecked:
+                answered = When(unchecked[0], then=[Text(r"^" + label + r": cannot check ")], otherwise=[answered])
+            EXPECT[name].append(answered)
         else:
             EXPECT[name].append(Text(r"^" + label + r": not yet: " + hint))
     if SOLVED_RUN:
@@ -242,6 +285,8 @@ for name, exercises in EXERCISES.items():
     else:
         # Blank, nothing may say it is right.
         EXPECT[name].append(NoText(r"\bcorrect\b"))
+if os.environ.get("GOFLASH_REQUIRE_NVRTC") == "1":
+    EXPECT["06_cuda_from_go"].append(Text(NVRTC_FOUND))
 
 # notebooks/run.sh with GOFLASH_NB_FAKE_SDPA=t4: notebook 07's PyTorch part got
 # a T4's answer (flash unsupported), and must have fallen back to
@@ -399,7 +444,7 @@ def check_clean(path):
     ex, _, ep = exercises_of(nb)
     problems += ep
     name = os.path.basename(path).removesuffix(".ipynb")
-    want = [label for label, _ in EXERCISES.get(name, [])]
+    want = [label for label, *_ in EXERCISES.get(name, [])]
     if len(ex) != len(want):
         problems.append(f"{len(ex)} exercise cells, check.py's EXERCISES lists {len(want)}")
     return problems
