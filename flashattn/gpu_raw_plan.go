@@ -53,6 +53,12 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	if err != nil {
 		return nil, err
 	}
+	if kern.mod != d.mod && kern.mod != d.mod90 {
+		// A rung compiled by LoadRungSource lives in a module of its own that
+		// ResetRungSource unloads: a plan must not outlive it.
+		return nil, &UnsupportedError{Backend: GPU, Feature: "raw plan", Value: kern.info.Symbol,
+			Reason: "raw plans run the shipped kernels; ResetRungSource first (an NVRTC-compiled rung is for Forward and BenchForward)"}
+	}
 	var alt *loadedKernel
 	if kern.v.Arch == kernels.SM90A {
 		if alt, err = d.passKernel(kernels.Fwd, dims, r.p.Causal, false); err != nil { // the sm_80 path's

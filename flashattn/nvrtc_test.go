@@ -16,10 +16,15 @@ import (
 // skip, where libnvrtc is missing (CI sets it: it installs CUDA 11.8's).
 const requireNVRTC = "GOFLASH_REQUIRE_NVRTC"
 
-// needNVRTC skips the test where NVRTC is missing, unless requireNVRTC is set.
+// needNVRTC skips the test where NVRTC is missing, or cannot compile a rung
+// (a libnvrtc without the CUDA headers, as a lone pip wheel has), unless
+// requireNVRTC is set.
 func needNVRTC(t *testing.T) {
 	t.Helper()
 	v, path, err := flashattn.NVRTCVersion()
+	if err == nil {
+		_, err = flashattn.CompileRung(1, flashattn.RungSource(1), 75)
+	}
 	if err != nil {
 		if errors.Is(err, flashattn.ErrNoNVRTC) && os.Getenv(requireNVRTC) == "" {
 			t.Skipf("no NVRTC (%s unset): %v", requireNVRTC, err)

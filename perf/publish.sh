@@ -4,14 +4,26 @@
 #
 #   perf/publish.sh OUTDIR PEAK_TBPS PART...   PART: env check fp16 bf16 decode
 #
-# Runs `goflash` from the repository (go run) or $GOFLASH (a built binary).
-# goflash bench refuses to write under perf/ from a modified tree, so a
-# published run names the clean commit it measured.
+# Runs $GOFLASH (a binary built elsewhere from a clean commit), else builds
+# goflash once from this checkout, which must be a clean commit: the parts
+# rewrite the folder's tracked files, so the commit is taken before the first.
+# goflash bench refuses to write under perf/ from a modified tree.
 set -euo pipefail
 out=$1 peak=$2
 shift 2
 cd "$(dirname "$0")/.."
-read -r -a goflash <<<"${GOFLASH:-go run ./cmd/goflash}"
+if [ -n "${GOFLASH:-}" ]; then
+	goflash=$GOFLASH
+else
+	if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+		echo "publish.sh: the checkout has changes; a published run needs a clean commit" >&2
+		exit 2
+	fi
+	bin=$(mktemp -d)
+	trap 'rm -rf "$bin"' EXIT
+	go build -ldflags "-X main.commit=$(git rev-parse HEAD)" -o "$bin/goflash" ./cmd/goflash
+	goflash=$bin/goflash
+fi
 mkdir -p "$out"
 for p in "$@"; do
 	case $p in
@@ -21,10 +33,10 @@ for p in "$@"; do
 			python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
 		} >"$out/env.txt"
 		;;
-	check) "${goflash[@]}" check >"$out/check.txt" ;;
-	fp16) "${goflash[@]}" bench --compare-torch --direction both --no-report --out "$out/fp16" ;;
-	bf16) "${goflash[@]}" bench --compare-torch --direction both --dtype bf16 --no-report --out "$out/bf16" ;;
-	decode) "${goflash[@]}" bench --decode --compare-torch --peak-tbps "$peak" --no-report --out "$out/decode" ;;
+	check) "$goflash" check >"$out/check.txt" ;;
+	fp16) "$goflash" bench --compare-torch --direction both --no-report --out "$out/fp16" ;;
+	bf16) "$goflash" bench --compare-torch --direction both --dtype bf16 --no-report --out "$out/bf16" ;;
+	decode) "$goflash" bench --decode --compare-torch --peak-tbps "$peak" --no-report --out "$out/decode" ;;
 	*)
 		echo "publish.sh: unknown part $p" >&2
 		exit 2

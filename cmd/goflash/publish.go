@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"math"
@@ -503,7 +504,7 @@ func perfSVG(r pubRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">Forward, fp16, D %d, no mask: TFLOP/s (%s)</text>`+"\n", left, d, r.gpu())
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">Forward, fp16, D %d, no mask: TFLOP/s (%s)</text>`+"\n", left, d, html.EscapeString(r.gpu()))
 	for t := 0.0; t <= top; t += 100 {
 		y := float64(up) + ph*(1-t/top)
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n", left, y, w-right, y, left-6, y+4, t)

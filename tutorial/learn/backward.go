@@ -25,6 +25,9 @@ func Backward(q, k, v, o, dO *flashattn.Tensor, L []float32, t Tiles, step BwdSt
 	if err != nil {
 		return nil, err
 	}
+	if o == nil || dO == nil {
+		return nil, fmt.Errorf("learn: o and dO must not be nil")
+	}
 	if o.Shape != d.QShape() || dO.Shape != d.QShape() || len(L) != d.LSELen() {
 		return nil, fmt.Errorf("learn: o %v, dO %v and %d LSE values do not fit q %v", o.Shape, dO.Shape, len(L), d.QShape())
 	}
