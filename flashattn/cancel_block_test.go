@@ -40,17 +40,7 @@ func TestCancelSingleBlock(t *testing.T) {
 	const after, within, tries = 100 * time.Millisecond, time.Second, 3
 	for _, backward := range []bool{false, true} {
 		for try := 1; ; try++ {
-			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(after, cancel)
-			t0 := time.Now()
-			var err error
-			if backward {
-				_, err = flashattn.BackwardContext(ctx, q, k, v, q, q, lse, o)
-			} else {
-				_, err = flashattn.ForwardContext(ctx, q, k, v, o)
-			}
-			took := time.Since(t0)
-			cancel()
+			took, err := cancelledCall(after, backward, q, k, v, lse, o)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("backward %t: %v, want context.Canceled", backward, err)
 			}

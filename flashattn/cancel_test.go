@@ -30,17 +30,7 @@ func TestCancelStopsSoon(t *testing.T) {
 			if backward && o.Backend == flashattn.CPUNaive {
 				continue // its 3 x 8192^2 buffers: the forward shows the same loop
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(200*time.Millisecond, cancel)
-			t0 := time.Now()
-			var err error
-			if backward {
-				_, err = flashattn.BackwardContext(ctx, q, k, v, q, q, lse, o)
-			} else {
-				_, err = flashattn.ForwardContext(ctx, q, k, v, o)
-			}
-			took := time.Since(t0)
-			cancel()
+			took, err := cancelledCall(200*time.Millisecond, backward, q, k, v, lse, o)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("%v BlockQ %d backward %t: %v, want context.Canceled", o.Backend, o.BlockQ, backward, err)
 			}
@@ -93,4 +83,21 @@ func TestContextVariantsSameBits(t *testing.T) {
 			t.Errorf("%v: the context variants differ", be)
 		}
 	}
+}
+
+// cancelledCall runs a forward (or, with backward, a backward with dOut = q
+// and out = q) whose context is cancelled after the given time, and returns
+// how long the call took and its error.
+func cancelledCall(after time.Duration, backward bool, q, k, v *flashattn.Tensor, lse []float32, o *flashattn.Options) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(after, cancel)
+	t0 := time.Now()
+	var err error
+	if backward {
+		_, err = flashattn.BackwardContext(ctx, q, k, v, q, q, lse, o)
+	} else {
+		_, err = flashattn.ForwardContext(ctx, q, k, v, o)
+	}
+	return time.Since(t0), err
 }
