@@ -14,7 +14,8 @@ import (
 // name and leaves a column an older file lacks at its zero value.
 var CSVHeader = []string{"date", "commit", "device", "capability", "driver", "impl", "direction",
 	"b", "hq", "hkv", "nq", "nk", "d", "causal", "status", "ms", "tflops", "flops",
-	"extra_bytes", "host_overhead_us", "derived", "gqa", "kernel", "reason", "dtype", "tb_per_s"}
+	"extra_bytes", "host_overhead_us", "derived", "gqa", "kernel", "reason", "dtype", "tb_per_s",
+	"registers", "smem_bytes", "occupancy", "err_used"}
 
 // WriteCSV writes one line per row of res; the device, driver, commit and
 // date are repeated on every line so that a line means something on its own.
@@ -29,6 +30,12 @@ func WriteCSV(w io.Writer, res *Result) error {
 		}
 		return strconv.FormatFloat(x, 'g', 6, 64)
 	}
+	i := func(x int) string {
+		if x == 0 {
+			return ""
+		}
+		return strconv.Itoa(x)
+	}
 	for _, r := range res.Rows {
 		dev, capab, drv, dtype := res.Device.Name, res.Device.Capability, res.Device.Driver, res.Settings.DType
 		if strings.HasPrefix(r.Impl, ImplTorchPref) && res.Torch != nil {
@@ -40,7 +47,8 @@ func WriteCSV(w io.Writer, res *Result) error {
 		rec := []string{res.Meta.Date, res.Meta.Commit, dev, capab, drv, r.Impl, r.Direction,
 			strconv.Itoa(r.B), strconv.Itoa(r.Hq), strconv.Itoa(r.Hkv), strconv.Itoa(r.Nq), strconv.Itoa(r.Nk), strconv.Itoa(r.D),
 			strconv.FormatBool(r.Causal), r.Status, f(r.MS), f(r.TFLOPs), f(r.FLOPs),
-			strconv.FormatInt(r.ExtraBytes, 10), f(r.HostOverheadUS), strconv.FormatBool(r.Derived), r.GQA, r.Kernel, r.Reason, dtype, f(r.TBps)}
+			strconv.FormatInt(r.ExtraBytes, 10), f(r.HostOverheadUS), strconv.FormatBool(r.Derived), r.GQA, r.Kernel, r.Reason, dtype, f(r.TBps),
+			i(r.Registers), i(r.SmemBytes), f(r.Occupancy), f(r.ErrUsed)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
@@ -124,6 +132,7 @@ func ParseCSV(r io.Reader) (*Result, error) {
 			MS: atof("ms"), FLOPs: atof("flops"), TFLOPs: atof("tflops"),
 			ExtraBytes: int64(atof("extra_bytes")), HostOverheadUS: atof("host_overhead_us"),
 			Derived: get("derived") == "true", GQA: get("gqa"), Kernel: get("kernel"), TBps: atof("tb_per_s"),
+			Registers: atoi("registers"), SmemBytes: atoi("smem_bytes"), Occupancy: atof("occupancy"), ErrUsed: atof("err_used"),
 		}
 		if perr != nil {
 			return nil, perr

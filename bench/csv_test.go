@@ -21,6 +21,8 @@ func TestCSVRoundTrip(t *testing.T) {
 					Status: StatusUnsupported, Reason: "no, \"quoted\", reason", Derived: true, GQA: "native"},
 				{Impl: ImplGPU, Direction: DirDecode, Shape: Shape{B: 1, Hq: 32, Hkv: 8, Nq: 1, Nk: 1 << 17, D: 128},
 					Status: StatusOK, MS: 0.18, TBps: 3.0},
+				{Impl: ImplRungEdit, Direction: DirFwd, Shape: Shape{B: 4, Hq: 32, Hkv: 32, Nq: 4096, Nk: 4096, D: 64},
+					Status: StatusOK, MS: 2.5, TFLOPs: 110.25, Kernel: "fa2_ladder4_d64", Registers: 96, SmemBytes: 24576, Occupancy: 0.375, ErrUsed: 0.21},
 			},
 		}
 		var buf bytes.Buffer

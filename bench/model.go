@@ -26,7 +26,16 @@ const (
 	ImplCPUFlash  = "goflash-cpu-flash"
 	ImplCPUNaive  = "goflash-cpu-naive"
 	ImplTorchPref = "torch-" // + a TorchBackends name
+	// ImplRungPref + a rung number names a kernel-ladder rung below the
+	// shipped kernel (goflash bench --ladder; tutorial chapter 6), whose
+	// shipped rung keeps the GPU line's name.
+	ImplRungPref = "goflash-rung"
+	ImplRungEdit = "goflash-rung-edit" // a ladder rung compiled at run time from an edited source (--rung-source)
 )
+
+// ImplRung is the implementation name of kernel-ladder rung r below the
+// shipped kernel.
+func ImplRung(r int) string { return fmt.Sprintf("%s%d", ImplRungPref, r) }
 
 // TorchBackends are PyTorch SDPA's backends that bench/sdpa.py times, in
 // table order.
@@ -85,6 +94,15 @@ type Row struct {
 	// TBps (decode rows): the bytes of K and V one call must read
 	// (Shape.KVBytes) over MS, in TB/s.
 	TBps float64 `json:"tbps,omitempty"`
+	// Kernel-ladder rows (goflash bench --ladder): what the driver made of
+	// the kernel (flashattn.KernelStats: registers per thread, shared memory
+	// per CTA, resident warps over the SM's most) and ErrUsed, the largest
+	// share of the allowed error (attntest's 2x-baseline rule) its output
+	// used on the check problem it passed before it was timed.
+	Registers int     `json:"registers,omitempty"`
+	SmemBytes int     `json:"smem_bytes,omitempty"`
+	Occupancy float64 `json:"occupancy,omitempty"`
+	ErrUsed   float64 `json:"err_used,omitempty"`
 }
 
 // KVBytes is what a decode call must read of the cache: every sequence's K

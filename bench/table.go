@@ -28,7 +28,8 @@ type Cell struct {
 const StatusAbsent = "absent"
 
 // OtherImpls are shown beside the primary implementation, in this order.
-var OtherImpls = []string{ImplGPUDet, ImplGPUMod, ImplGPUSM75, ImplGPUSM80, ImplCPUFlash, ImplCPUNaive}
+var OtherImpls = []string{ImplGPUDet, ImplGPUMod, ImplGPUSM75, ImplGPUSM80, ImplCPUFlash, ImplCPUNaive,
+	ImplRung(1), ImplRung(2), ImplRung(3), ImplRung(4), ImplRungEdit}
 
 // primaryRank orders the implementations that can be a run's primary one
 // (the GPU line; under --force-arch the forced path's): the higher ranks

@@ -2,7 +2,11 @@
 # The body of every perf/*/run.sh: GoFlash beside PyTorch SDPA on one GPU, each
 # part one `goflash bench` (or check) run whose files land in OUTDIR/PART.
 #
-#   perf/publish.sh OUTDIR PEAK_TBPS PART...   PART: env check fp16 bf16 decode
+#   perf/publish.sh OUTDIR PEAK_TBPS PART...   PART: env check fp16 bf16 decode ladder ladder75
+#
+# ladder and ladder75 time the kernel ladder (on the device's kernels, and on
+# the sm_75 kernels forced through their PTX); RUNG_SOURCE=R=FILE adds rung R
+# compiled with NVRTC from FILE.
 #
 # Runs $GOFLASH (a binary built elsewhere from a clean commit), else builds
 # goflash once from this checkout, which must be a clean commit: the parts
@@ -37,6 +41,8 @@ for p in "$@"; do
 	fp16) "$goflash" bench --compare-torch --direction both --no-report --out "$out/fp16" ;;
 	bf16) "$goflash" bench --compare-torch --direction both --dtype bf16 --no-report --out "$out/bf16" ;;
 	decode) "$goflash" bench --decode --compare-torch --peak-tbps "$peak" --no-report --out "$out/decode" ;;
+	ladder) "$goflash" bench --ladder ${RUNG_SOURCE:+--rung-source "$RUNG_SOURCE"} --no-report --out "$out/ladder" ;;
+	ladder75) "$goflash" bench --ladder --force-arch 75 ${RUNG_SOURCE:+--rung-source "$RUNG_SOURCE"} --no-report --out "$out/ladder-sm75" ;;
 	*)
 		echo "publish.sh: unknown part $p" >&2
 		exit 2

@@ -47,6 +47,7 @@ Examples:
   goflash bench --seqlens 8192 --window 1024,0 --softcap 30 --alibi   # the modified forward beside the plain one
   goflash bench --seqlens 8192 --direction bwd --deterministic --softcap 30   # the modified backward beside the plain one
   goflash bench --varlen 512,8192,1000,3000 --headdims 128   # packed sequences beside the same batch padded
+  goflash bench --rung-source 4=rung4.cuh   # the kernel ladder, and rung 4 compiled from an edited source
 
 The --with-sm80 example times, on an sm_90 GPU, the ` + implGPU + ` line's default
 Hopper forward (wgmma and TMA, dense fp16 at flashattn.HopperHeadDims) beside
@@ -71,6 +72,16 @@ new rows per sequence (default 1) against caches of --seqlens entries (default
 --headdims (default 128), contiguous or paged in blocks of --page entries. Its
 figure is the bytes of K and V read over the median time (TB/s), beside SDPA
 timing the same forward (q of Nq rows over the whole cache, enable_gqa).
+
+--ladder times the kernel ladder of tutorial chapter 6 instead (fp16 forward,
+D 64; --seqlens default 1024 to 8192): rungs 1-4 as goflash-rung1..4 and the
+shipped kernel as the GPU line (on an sm_90 GPU the sm_80 kernels, the
+ladder's family). Each rung first passes attntest's check on a causal GQA
+problem of 300 rows; its rows give the share of the allowed error it used and
+what the driver made of the kernel (registers, shared memory per CTA,
+occupancy). --rung-source R=FILE adds goflash-rung-edit: rung R compiled at
+run time with NVRTC from FILE (flashattn.Device.LoadRungSource), checked and
+timed the same way.
 
 --varlen LENS times the varlen forward on the GPU (Device.ForwardVarlen: one
 launch over the packed sequences of those lengths, each Nq = Nk) beside the
@@ -109,6 +120,9 @@ type benchOpts struct {
 	varlen        string  // --varlen: comma-separated sequence lengths
 	dtype         string  // --dtype: the GPU lines' (and PyTorch's) element type, fp16 or bf16
 	mods          scoreMods
+	ladder        bool      // --ladder: the kernel ladder's rungs
+	rungSource    string    // --rung-source R=FILE
+	rungEdit      *rungEdit // --rung-source, read
 }
 
 // benchDType is --dtype's flashattn.DType (planBench checked it).
@@ -170,6 +184,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	o := benchOpts{}
 	fs := newFlags("bench", benchSynopsis, stdout)
 	fs.StringVar(&o.varlen, "varlen", "", "time the varlen forward on the GPU on sequences of these comma-separated lengths, beside the padded forward (see above)")
+	fs.BoolVar(&o.ladder, "ladder", false, "time the kernel ladder on the GPU: each rung (tutorial chapter 6) checked, then timed, fp16 forward, D 64 (see above)")
+	fs.StringVar(&o.rungSource, "rung-source", "", "with --ladder: also time rung R compiled with NVRTC from FILE, an edited source (R=FILE; implies --ladder)")
 	fs.BoolVar(&o.decode, "decode", false, "time KV-cache decode on the GPU: --nq rows per sequence against caches of --seqlens entries (see above)")
 	fs.IntVar(&o.nq, "nq", 1, "--decode: new query rows per sequence (1-16 typical)")
 	fs.IntVar(&o.page, "page", 0, "--decode: paged cache in blocks of this many entries, a multiple of 16 dividing every cache length (0: contiguous)")
@@ -323,6 +339,17 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	if o.dtype != "fp16" && o.decode {
 		return nil, usagef("--dtype %s: --decode times fp16 caches only", o.dtype)
 	}
+	if o.rungSource != "" {
+		o.ladder = true
+		if o.rungEdit, err = parseRungSource(o.rungSource); err != nil {
+			return nil, err
+		}
+	}
+	if o.ladder {
+		if err := checkLadderOpts(o); err != nil {
+			return nil, err
+		}
+	}
 	if o.torchEmulate != "" && (!o.compareTorch || !slices.Contains(bench.Emulations, o.torchEmulate)) {
 		return nil, usagef("--torch-emulate %q: want one of %q, with --compare-torch", o.torchEmulate, bench.Emulations)
 	}
@@ -361,6 +388,9 @@ func planBench(o benchOpts) (p *benchPlan, err error) {
 	}
 	if (o.forceArch != 0 || o.withSM75 || o.withSM80) && gpu == nil {
 		return nil, usagef("--force-arch, --with-sm75 and --with-sm80 need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
+	}
+	if o.ladder && gpu == nil {
+		return nil, usagef("--ladder times the GPU's kernel ladder and needs a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
 	}
 	if o.mods.any() && gpu == nil {
 		return nil, usagef("--window, --softcap and --alibi time the GPU's modified kernels and need a GPU (%s)", orDefault(gpuWhy, "the CPU backend was chosen"))
@@ -506,9 +536,15 @@ func sweepShapes(o benchOpts, onGPU bool, gpuWhy string) (shapeFlags, string) {
 	if onGPU {
 		if sf.seqLens == nil {
 			sf.seqLens = paperSeqLens
+			if o.ladder {
+				sf.seqLens = ladderSeqLens
+			}
 		}
 		if sf.headDims == nil {
 			sf.headDims = paperHeadDims
+			if o.ladder {
+				sf.headDims = intList{ladderCheck.Dims.D}
+			}
 		}
 	} else {
 		// The FA2 paper's sizes would take hours on a CPU: B and H default
@@ -574,6 +610,9 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 				o.withSM80 = false
 				res.Notes = append(res.Notes, "--with-sm80 ignored: "+note)
 			}
+		}
+		if o.ladder {
+			return ladderImpls(o, res, gpu, reps, warmup), nil
 		}
 		arch, dt := o.forceArch, benchDType(o.dtype)
 		// A GPU case is short and not cancellable once queued: run checks

@@ -17,6 +17,13 @@ type gpuDevice interface {
 	// kernels (on an sm_90 GPU instead of its Hopper forward; elsewhere
 	// sm_80+ devices' own).
 	Use(path int) error
+	// UseRung makes Forward and Bench's forward on path run kernel-ladder
+	// rung rung (1..len(flashattn.Ladder())), compiled with NVRTC from src
+	// when src is not empty; restore puts the shipped kernels back.
+	UseRung(path, rung int, src string) (restore func(), err error)
+	// KernelStats is what the driver made of the forward kernel that case c
+	// runs now: registers, shared memory, occupancy.
+	KernelStats(c Case) (flashattn.KernelStats, error)
 	// HasBackward says whether the GPU backward pass exists, and if not why.
 	HasBackward() (bool, string)
 	// Kernels lists the kernel variant per head dim for path (0 or 75).

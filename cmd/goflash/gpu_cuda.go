@@ -94,6 +94,32 @@ func (g *cudaGPU) Use(path int) error {
 	return nil
 }
 
+func (g *cudaGPU) UseRung(path, rung int, src string) (func(), error) {
+	if err := g.Use(path); err != nil {
+		return nil, err
+	}
+	if err := g.dev.UseRung(rung); err != nil {
+		return nil, err
+	}
+	shipped := len(flashattn.Ladder())
+	if src != "" {
+		if _, err := g.dev.LoadRungSource(rung, src); err != nil {
+			g.dev.UseRung(shipped)
+			return nil, err
+		}
+	}
+	return func() {
+		if src != "" {
+			g.dev.ResetRungSource(rung)
+		}
+		g.dev.UseRung(shipped)
+	}, nil
+}
+
+func (g *cudaGPU) KernelStats(c Case) (flashattn.KernelStats, error) {
+	return g.dev.KernelStats(c.Dims, c.Causal)
+}
+
 func (g *cudaGPU) HasBackward() (bool, string) {
 	if len(g.dev.BackwardHeadDims()) == 0 {
 		return false, "this device has no GPU backward kernels"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -34,6 +35,8 @@ type fakeGPU struct {
 	badKernels map[int]bool // the kernel table of that path lists a D64 kernel that fails to load
 	nanOut     map[int]bool // that path's forward writes a NaN
 	mods       []scoreMods  // the modifiers each Bench call was given
+	rung       int          // the ladder rung UseRung selected (0: the shipped kernels)
+	rungSrc    string       // its edited source ("" when shipped); one containing "BROKEN" computes wrong results
 }
 
 func (f *fakeGPU) cc() int {
@@ -60,6 +63,31 @@ func (f *fakeGPU) Use(path int) error {
 	return nil
 }
 
+// UseRung selects a rung; the rate of a rung r below the shipped kernel
+// (fakeLadder of them) is r/fakeLadder of the path's.
+func (f *fakeGPU) UseRung(path, rung int, src string) (func(), error) {
+	if err := f.Use(path); err != nil {
+		return nil, err
+	}
+	if rung < 1 || rung > len(flashattn.Ladder()) {
+		return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "ladder rung", Value: fmt.Sprint(rung), Reason: "fake"}
+	}
+	if strings.Contains(src, "NOCOMPILE") {
+		return nil, errors.New("fake: rung.cuh(3): error: identifier \"NOCOMPILE\" is undefined")
+	}
+	f.rung, f.rungSrc = rung, src
+	return func() { f.rung, f.rungSrc = 0, "" }, nil
+}
+
+func (f *fakeGPU) KernelStats(c Case) (flashattn.KernelStats, error) {
+	regs := 40 + 8*f.rung
+	if f.rungSrc != "" {
+		regs++
+	}
+	return flashattn.KernelStats{KernelInfo: flashattn.KernelInfo{Symbol: fmt.Sprintf("fake_rung%d", f.rung), Registers: regs, HeadDim: c.Dims.D, Causal: c.Causal},
+		Loaded: true, NVRTC: f.rungSrc != "", StaticSmemBytes: 16 << 10, BlocksPerSM: 4, WarpsPerSM: 16, Occupancy: 0.25}, nil
+}
+
 func (f *fakeGPU) HasBackward() (bool, string) {
 	if f.noBackward {
 		return false, "fake: no backward kernels on this device"
@@ -74,6 +102,9 @@ func (f *fakeGPU) Bench(c Case, dir string, path int, deterministic bool, dt fla
 	rate := map[int]float64{0: 100, 75: 40, 80: 100}[path]
 	if path == 80 && f.cc() == 90 {
 		rate = 70 // the sm_80 kernels beside the Hopper forward
+	}
+	if n := len(flashattn.Ladder()); f.rung > 0 {
+		rate *= float64(f.rung) / float64(n)
 	}
 	if dir == dirDecode { // 4 TB/s (2.8 on the forced sm_80 path, 1.6 on the sm_75 path)
 		row.Status, row.MS = statusOK, float64(row.KVBytes())/(rate/25*1e12)*1e3
@@ -134,7 +165,7 @@ func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*fl
 		return nil, err
 	}
 	res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
-	if err == nil && f.broken[path] {
+	if err == nil && (f.broken[path] || strings.Contains(f.rungSrc, "BROKEN")) {
 		res.Out.Data[len(res.Out.Data)/2] += 0.5
 	}
 	if err == nil && f.nanOut[path] {

@@ -90,6 +90,17 @@ type pubPart struct {
 
 func (r pubRun) gpu() string { return r.parts[0].res.Device.Name }
 
+// ladder reports whether the part is a kernel-ladder run (goflash bench --ladder).
+func (p pubPart) ladder() bool {
+	return slices.ContainsFunc(p.res.Rows, func(r bench.Row) bool { return strings.HasPrefix(r.Impl, bench.ImplRungPref) })
+}
+
+// sweeps reports whether the run has a part the README's tables and chart
+// summarize (a sweep beside PyTorch, not the kernel ladder).
+func (r pubRun) sweeps() bool {
+	return slices.ContainsFunc(r.parts, func(p pubPart) bool { return !p.ladder() })
+}
+
 // commit is the run's source revision, short, and whether the tree was modified.
 func (r pubRun) commit() (string, bool) {
 	c := r.parts[0].res.Meta.Commit
@@ -188,8 +199,18 @@ func publishedFiles(root string) (map[string][]byte, error) {
 	return map[string][]byte{
 		readmePath: []byte(s),
 		perfDoc:    []byte(doc.String()),
-		perfChart:  []byte(perfSVG(runs[len(runs)-1])),
+		perfChart:  []byte(perfSVG(chartRun(runs))),
 	}, nil
+}
+
+// chartRun is the run the README's chart draws: the last, in name order, with a sweep.
+func chartRun(runs []pubRun) pubRun {
+	for i := len(runs) - 1; i > 0; i-- {
+		if runs[i].sweeps() {
+			return runs[i]
+		}
+	}
+	return runs[0]
 }
 
 // passName is a direction as the tables say it.
@@ -230,6 +251,9 @@ var summaryBackends = []struct{ be, name, short string }{
 }
 
 func summarize(p pubPart) []summaryLine {
+	if p.ladder() {
+		return nil
+	}
 	var out []summaryLine
 	idx := map[string]int{}
 	for _, l := range bench.BuildTable(p.res.Rows) {
@@ -305,6 +329,9 @@ func fmtRate(x float64) string {
 func readmeSection(w io.Writer, runs []pubRun) {
 	t4 := false
 	for _, r := range runs {
+		if !r.sweeps() {
+			continue
+		}
 		t4 = t4 || strings.Contains(r.gpu(), "T4")
 		var lines []summaryLine
 		for _, p := range r.parts {
@@ -387,6 +414,10 @@ func fullTable(w io.Writer, p pubPart) {
 		decodeTable(w, p, lines)
 		return
 	}
+	if p.ladder() {
+		ladderTable(w, p)
+		return
+	}
 	var passes []string
 	for _, l := range lines {
 		if n := passName(l.Direction); !slices.Contains(passes, n) {
@@ -437,6 +468,104 @@ func fullTable(w io.Writer, p pubPart) {
 			fmtRatio(l.VsCuDNN), fmtRatio(l.VsFlash), kernels[bench.Row{Direction: l.Direction, Shape: l.Shape}.Key()])
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
+}
+
+// ladderTable writes a kernel-ladder run: per rung its kernel, what the
+// driver made of it and the check it passed, and its TFLOP/s by sequence
+// length beside the shipped rung's.
+func ladderTable(w io.Writer, p pubPart) {
+	var impls []string // the rungs in ladder order, the shipped rung last but the edit
+	var ns []int
+	type key struct {
+		impl   string
+		n      int
+		causal bool
+	}
+	rows := map[key]bench.Row{}
+	shipped := ""
+	for _, r := range p.res.Rows {
+		if r.Direction != bench.DirFwd || strings.HasPrefix(r.Impl, bench.ImplTorchPref) {
+			continue
+		}
+		if !slices.Contains(impls, r.Impl) {
+			impls = append(impls, r.Impl)
+		}
+		if !slices.Contains(ns, r.Nq) {
+			ns = append(ns, r.Nq)
+		}
+		if bench.PrimaryRank(r.Impl) > 0 {
+			shipped = r.Impl
+		}
+		rows[key{r.Impl, r.Nq, r.Causal}] = r
+	}
+	rank := func(impl string) string {
+		switch {
+		case impl == shipped:
+			return "5"
+		case impl == bench.ImplRungEdit:
+			return "6"
+		}
+		return strings.TrimPrefix(impl, bench.ImplRungPref)
+	}
+	slices.SortFunc(impls, func(a, b string) int { return strings.Compare(rank(a), rank(b)) })
+	sort.Ints(ns)
+	name := func(impl string) string {
+		switch impl {
+		case shipped:
+			return "shipped"
+		case bench.ImplRungEdit:
+			return "edited (NVRTC)"
+		}
+		return "rung " + strings.TrimPrefix(impl, bench.ImplRungPref)
+	}
+	path := "the device's own kernels"
+	if p.res.Device.ForcedArch != 0 {
+		path = fmt.Sprintf("the sm_%d kernels forced", p.res.Device.ForcedArch)
+	} else if shipped == bench.ImplGPUSM80 {
+		path = "the sm_80 kernels"
+	}
+	fmt.Fprintf(w, "\n### %s: kernel ladder, forward, %s, %s\n\n", p.name, p.res.Settings.DType, path)
+	fmt.Fprintln(w, "Each rung passed the check before it was timed; \"error used\" is the largest share of the allowed error (attntest's rule) its output used there.")
+	fmt.Fprintln(w)
+	head := []string{"rung", "kernel", "registers", "shared B / CTA", "occupancy", "error used"}
+	for _, causal := range []bool{false, true} {
+		for _, n := range ns {
+			c := fmt.Sprintf("N %d", n)
+			if causal {
+				c += " causal"
+			}
+			head = append(head, c)
+		}
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	for _, impl := range impls {
+		var first bench.Row
+		used := 0.0
+		var cells []string
+		for _, causal := range []bool{false, true} {
+			for _, n := range ns {
+				r, ok := rows[key{impl, n, causal}]
+				if first.Impl == "" && ok && r.Status == bench.StatusOK {
+					first = r
+				}
+				used = math.Max(used, r.ErrUsed)
+				cells = append(cells, fmtTF(bench.Cell{Status: map[bool]string{true: r.Status, false: bench.StatusAbsent}[ok], TFLOPs: r.TFLOPs}))
+			}
+		}
+		head := []string{name(impl), first.Kernel, fmt.Sprint(first.Registers), fmt.Sprint(first.SmemBytes),
+			fmt.Sprintf("%.0f%%", 100*first.Occupancy), fmtShare(used)}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(append(head, cells...), " | "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "TFLOP/s of the forward, B = 16384 / N, H = 2048 / D, D 64.")
+}
+
+// fmtShare is a share as a whole percentage, "<1%" for a small one.
+func fmtShare(x float64) string {
+	if x > 0 && x < 0.005 {
+		return "<1%"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 // decodeTable writes a decode run: time per call and bandwidth beside SDPA's

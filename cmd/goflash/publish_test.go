@@ -169,3 +169,64 @@ func TestBenchRefusesADirtyPublish(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedLadderRun: a kernel-ladder run in perf/ gets its own table
+// in docs/performance.md (each rung, the edited one, their kernel figures);
+// the README's tables and chart stay the sweeps'.
+func TestPublishedLadderRun(t *testing.T) {
+	f := &fakeGPU{}
+	withFakeGPU(t, f)
+	src := filepath.Join(t.TempDir(), "rung4.cuh")
+	if err := os.WriteFile(src, []byte("// edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if code, _, stderr := runCLI(t, "bench", "--rung-source", "4="+src, "--seqlens", "1024,4096", "--reps", "1", "--warmup", "0", "--no-report", "--out", out); code != exitOK {
+		t.Fatalf("bench --rung-source: exit %d: %s", code, stderr)
+	}
+	root := copyTree(t)
+	read := func(name string) string {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	readme, chart := read(readmePath), read(perfChart)
+	run := filepath.Join(root, "perf", "zz-ladder")
+	csv, err := os.ReadFile(filepath.Join(out, "bench.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"run.sh": "#!/bin/sh\n", "env.txt": "Fake GPU\n", "ladder/bench.csv": string(csv)} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(run, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(run, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, _ := runCLI(t, "results", "--check", "--root", root); code == exitOK {
+		t.Errorf("results --check passed with a new run not yet in docs/performance.md")
+	}
+	if code, _, stderr := runCLI(t, "results", "--root", root); code != exitOK {
+		t.Fatalf("results: exit %d: %s", code, stderr)
+	}
+	if read(readmePath) != readme || read(perfChart) != chart {
+		t.Errorf("a ladder run changed the README's tables or chart")
+	}
+	doc := read(perfDoc)
+	i := strings.Index(doc, "### ladder: kernel ladder, forward, fp16, the sm_80 kernels")
+	if i < 0 {
+		t.Fatalf("docs/performance.md has no ladder table:\n%s", doc)
+	}
+	table := doc[i:]
+	for _, want := range []string{"| rung 1 | fake_rung1 | 48 | 16384 | 25% |", "| rung 4 | fake_rung4 | 72 |", "| shipped | fake_rung5 | 80 |", "| edited (NVRTC) | fake_rung4 | 73 |", "N 4096 causal"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("ladder table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Index(table, "| rung 4 |") > strings.Index(table, "| shipped |") || strings.Index(table, "| shipped |") > strings.Index(table, "| edited (NVRTC) |") {
+		t.Errorf("ladder table rows out of order:\n%s", table)
+	}
+}
