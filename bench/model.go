@@ -96,9 +96,9 @@ type Row struct {
 	TBps float64 `json:"tbps,omitempty"`
 	// Kernel-ladder rows (goflash bench --ladder): what the driver made of
 	// the kernel (flashattn.KernelStats: registers per thread, shared memory
-	// per CTA, resident warps over the SM's most) and ErrUsed, the largest
-	// share of the allowed error (attntest's 2x-baseline rule) its output
-	// used on the check problem it passed before it was timed.
+	// per CTA, resident warps over the SM's most) and ErrUsed, the share of
+	// the allowed error (attntest's 2x-baseline rule) its output used on the
+	// check problem it passed before it was timed.
 	Registers int     `json:"registers,omitempty"`
 	SmemBytes int     `json:"smem_bytes,omitempty"`
 	Occupancy float64 `json:"occupancy,omitempty"`

@@ -238,6 +238,9 @@ func (d *Device) prepare(mod *cuda.Module, ki KernelInfo) (*loadedKernel, error)
 // stats reads a loaded kernel's shared memory and occupancy; d.mu is held.
 func (d *Device) stats(k *loadedKernel) (KernelStats, error) {
 	s := KernelStats{KernelInfo: k.info, Loaded: true}
+	for _, r := range d.nvrtc {
+		s.NVRTC = s.NVRTC || (r.mod != nil && r.mod == k.mod)
+	}
 	threads := 32 * k.info.Warps
 	var errs []error
 	var err error

@@ -518,11 +518,9 @@ func ladderTable(w io.Writer, p pubPart) {
 		}
 		return "rung " + strings.TrimPrefix(impl, bench.ImplRungPref)
 	}
-	path := "the device's own kernels"
-	if p.res.Device.ForcedArch != 0 {
-		path = fmt.Sprintf("the sm_%d kernels forced", p.res.Device.ForcedArch)
-	} else if shipped == bench.ImplGPUSM80 {
-		path = "the sm_80 kernels"
+	path := map[string]string{bench.ImplGPUSM75: "the sm_75 kernels forced through their PTX", bench.ImplGPUSM80: "the sm_80 kernels"}[shipped]
+	if path == "" {
+		path = "the device's own kernels"
 	}
 	fmt.Fprintf(w, "\n### %s: kernel ladder, forward, %s, %s\n\n", p.name, p.res.Settings.DType, path)
 	fmt.Fprintln(w, "Each rung passed the check before it was timed; \"error used\" is the largest share of the allowed error (attntest's rule) its output used there.")
