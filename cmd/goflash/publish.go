@@ -523,7 +523,7 @@ func ladderTable(w io.Writer, p pubPart) {
 		path = "the device's own kernels"
 	}
 	fmt.Fprintf(w, "\n### %s: kernel ladder, forward, %s, %s\n\n", p.name, p.res.Settings.DType, path)
-	fmt.Fprintln(w, "Each rung passed the check before it was timed; \"error used\" is the largest share of the allowed error (attntest's rule) its output used there.")
+	fmt.Fprintln(w, "Each rung passed the check before it was timed; \"error used\" is the output's largest error as a share of what attntest's rule allows there.")
 	fmt.Fprintln(w)
 	head := []string{"rung", "kernel", "registers", "shared B / CTA", "occupancy", "error used"}
 	for _, causal := range []bool{false, true} {
