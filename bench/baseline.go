@@ -1,54 +1,45 @@
 package bench
 
-import (
-	"fmt"
+import "fmt"
 
-	"github.com/goflash/goflash/viz"
+// Series names: one per backend, the same in every chart, table and
+// summary. viz gives each a fixed colour; other names get palette colours.
+const (
+	SeriesCPUNaive      = "cpu-naive"
+	SeriesCPUFlash      = "cpu-flash"
+	SeriesGPUFlash      = "gpu-flash"
+	SeriesSDPAFlash     = "sdpa-flash"     // PyTorch scaled_dot_product_attention, flash backend
+	SeriesSDPACuDNN     = "sdpa-cudnn"     // PyTorch SDPA, cuDNN backend
+	SeriesSDPAEfficient = "sdpa-efficient" // PyTorch SDPA, memory-efficient backend
+	SeriesSDPAMath      = "sdpa-math"      // PyTorch SDPA, math backend
 )
 
-// SeriesName maps a row's implementation to the series name (and colour)
-// that viz uses everywhere.
+// SeriesName maps a row's implementation to its series name; an
+// implementation without one is its own name.
 func SeriesName(impl string) string {
 	switch impl {
 	case ImplGPU:
-		return viz.GPUFlash
+		return SeriesGPUFlash
 	case ImplGPUSM75:
-		return viz.GPUFlash + " (sm_75 path)"
+		return SeriesGPUFlash + " (sm_75 path)"
 	case ImplGPUSM80:
-		return viz.GPUFlash + " (sm_80 path)"
+		return SeriesGPUFlash + " (sm_80 path)"
 	case ImplGPUDet:
-		return viz.GPUFlash + " (deterministic)"
+		return SeriesGPUFlash + " (deterministic)"
 	case ImplCPUFlash:
-		return viz.CPUFlash
+		return SeriesCPUFlash
 	case ImplCPUNaive:
-		return viz.CPUNaive
+		return SeriesCPUNaive
 	case ImplTorchPref + "flash":
-		return viz.SDPAFlash
+		return SeriesSDPAFlash
 	case ImplTorchPref + "cudnn":
-		return viz.SDPACuDNN
+		return SeriesSDPACuDNN
 	case ImplTorchPref + "efficient":
-		return viz.SDPAEfficient
+		return SeriesSDPAEfficient
 	case ImplTorchPref + "math":
-		return viz.SDPAMath
+		return SeriesSDPAMath
 	}
 	return impl
-}
-
-// SpeedPoint is the chart point of a row that ran (Status ok).
-func SpeedPoint(r Row) viz.SpeedPoint {
-	return viz.SpeedPoint{Backend: SeriesName(r.Impl), B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.MS, TFLOPs: r.TFLOPs}
-}
-
-// SpeedPoints are the chart points of the rows that ran and keep accepts
-// (nil keeps all).
-func SpeedPoints(rows []Row, keep func(Row) bool) []viz.SpeedPoint {
-	var out []viz.SpeedPoint
-	for _, r := range rows {
-		if r.Status == StatusOK && r.TFLOPs > 0 && (keep == nil || keep(r)) {
-			out = append(out, SpeedPoint(r))
-		}
-	}
-	return out
 }
 
 // BaselineOrder is the preference of PyTorch backends as the baseline of a
@@ -59,7 +50,7 @@ var BaselineOrder = []string{"flash", "efficient"}
 // Baseline is the PyTorch backend that speedups are measured against.
 type Baseline struct {
 	Impl   string // "torch-flash" or "torch-efficient"
-	Series string // its viz series name
+	Series string // its series name (SeriesName)
 	// Label names it for a title or a table note, and says why when it is
 	// not flash ("PyTorch SDPA memory-efficient (flash unsupported: ...)").
 	Label string

@@ -12,7 +12,6 @@ import (
 	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/bench/benchtest"
 	"github.com/goflash/goflash/flashattn"
-	"github.com/goflash/goflash/viz"
 )
 
 // With GOFLASH_FAKE_SDPA set, the test binary is the "python" that runs
@@ -67,7 +66,7 @@ func TestT4AnswerFallsBackToEfficient(t *testing.T) {
 		t.Fatalf("%d rows, want 2 shapes x 4 backends", len(rows))
 	}
 	base, ok := bench.ChooseBaseline(rows)
-	if !ok || base.Impl != "torch-efficient" || base.Series != viz.SDPAEfficient ||
+	if !ok || base.Impl != "torch-efficient" || base.Series != bench.SeriesSDPAEfficient ||
 		!strings.Contains(base.Label, "memory-efficient (flash unsupported: No available kernel") {
 		t.Fatalf("baseline %+v, %v", base, ok)
 	}
@@ -89,17 +88,6 @@ func TestT4AnswerFallsBackToEfficient(t *testing.T) {
 			l.VsCuDNN != 0 || l.VsEff != 3 || l.VsMath != 12 {
 			t.Errorf("line %+v: want flash and cudnn unsupported, 3x efficient, 12x math", l)
 		}
-	}
-	pts := bench.SpeedPoints(all, nil)
-	if len(pts) != 6 {
-		t.Fatalf("%d points, want ours, efficient and math at 2 shapes", len(pts))
-	}
-	c, err := viz.Speedup(pts, base.Series, viz.SpeedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Title.Title != "Speedup over sdpa-efficient" {
-		t.Errorf("title %q", c.Title.Title)
 	}
 }
 
@@ -218,7 +206,7 @@ print(sdpa.refusal_reason([
 // path's), and the primary line where it runs without the default one
 // (--force-arch 80), before the sm_75 path's.
 func TestSM80Line(t *testing.T) {
-	if got, want := bench.SeriesName(bench.ImplGPUSM80), viz.GPUFlash+" (sm_80 path)"; got != want {
+	if got, want := bench.SeriesName(bench.ImplGPUSM80), bench.SeriesGPUFlash+" (sm_80 path)"; got != want {
 		t.Errorf("SeriesName(%s) = %q, want %q", bench.ImplGPUSM80, got, want)
 	}
 	if i := slices.Index(bench.OtherImpls, bench.ImplGPUSM75); i < 0 || i+1 >= len(bench.OtherImpls) || bench.OtherImpls[i+1] != bench.ImplGPUSM80 {
@@ -278,5 +266,55 @@ func TestDecodeBytes(t *testing.T) {
 	}
 	if got := bench.DecodeTBps(s, 0.028); math.Abs(got-4.7935) > 1e-3 {
 		t.Errorf("DecodeTBps(28 us) = %v, want 4.7935", got)
+	}
+}
+
+// Every implementation a run writes has its series name; an unknown one is
+// its own name.
+func TestSeriesName(t *testing.T) {
+	want := map[string]string{
+		bench.ImplGPU:      bench.SeriesGPUFlash,
+		bench.ImplGPUSM75:  "gpu-flash (sm_75 path)",
+		bench.ImplGPUSM80:  "gpu-flash (sm_80 path)",
+		bench.ImplGPUDet:   "gpu-flash (deterministic)",
+		bench.ImplCPUFlash: bench.SeriesCPUFlash,
+		bench.ImplCPUNaive: bench.SeriesCPUNaive,
+		"torch-flash":      bench.SeriesSDPAFlash,
+		"torch-cudnn":      bench.SeriesSDPACuDNN,
+		"torch-efficient":  bench.SeriesSDPAEfficient,
+		"torch-math":       bench.SeriesSDPAMath,
+		"someone-else":     "someone-else",
+	}
+	for _, be := range bench.TorchBackends {
+		if _, ok := want[bench.ImplTorchPref+be]; !ok {
+			t.Errorf("TorchBackends has %q, which this test does not name", be)
+		}
+	}
+	seen := map[string]string{}
+	for impl, name := range want {
+		if got := bench.SeriesName(impl); got != name {
+			t.Errorf("SeriesName(%q) = %q, want %q", impl, got, name)
+		}
+		if other, ok := seen[name]; ok {
+			t.Errorf("%s and %s share the series %q", impl, other, name)
+		}
+		seen[name] = impl
+	}
+}
+
+// bench sits below viz: it must not import it (viz colours bench's series
+// and turns its rows into chart points).
+func TestBenchDoesNotImportViz(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/goflash/goflash/bench").CombinedOutput()
+	if err != nil && strings.Contains(string(out), "import cycle") {
+		t.Fatalf("bench and viz import each other:\n%s", out)
+	}
+	if err != nil {
+		t.Skipf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/goflash/goflash/viz") {
+			t.Fatalf("package bench depends on %s", dep)
+		}
 	}
 }

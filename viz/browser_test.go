@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/viz"
 	"github.com/goflash/goflash/viz/internal/browser"
 	"github.com/goflash/goflash/viz/internal/gallery"
@@ -31,7 +32,7 @@ func browserPage(t *testing.T) (*viz.Report, []viz.Chart) {
 		t.Fatal(err)
 	}
 	items, err := gallery.Build(gallery.Data{
-		Speed: sp, SpeedSubtitle: "CPU, test run", Baseline: viz.CPUNaive,
+		Speed: sp, SpeedSubtitle: "CPU, test run", Baseline: bench.SeriesCPUNaive,
 		// Any roof works for the test; it is not a claim about this CPU.
 		Peak: viz.GPUPeak{Name: "test roof", TFLOPs: 1, GBps: 50},
 		Mem:  mp, MemOptions: viz.MemoryOptions{B: 1, H: 1, D: 32, ScoreHeads: 1, CapacityBytes: 1 << 20, CapacityLabel: "1 MiB line"},

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goflash/goflash/bench"
+	"github.com/goflash/goflash/bench/benchtest"
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/viz"
 	"github.com/goflash/goflash/viz/internal/gallery"
@@ -109,13 +111,13 @@ func TestReportIsSelfContained(t *testing.T) {
 func testPage(t *testing.T) (*viz.Report, []viz.Chart) {
 	t.Helper()
 	sp := []viz.SpeedPoint{
-		{Backend: viz.CPUNaive, B: 1, H: 2, N: 256, D: 64, Millis: 8},
-		{Backend: viz.CPUFlash, B: 1, H: 2, N: 256, D: 64, Millis: 4},
-		{Backend: viz.CPUNaive, B: 1, H: 2, N: 512, D: 64, Millis: 40},
-		{Backend: viz.CPUFlash, B: 1, H: 2, N: 512, D: 64, Millis: 10},
+		{Backend: bench.SeriesCPUNaive, B: 1, H: 2, N: 256, D: 64, Millis: 8},
+		{Backend: bench.SeriesCPUFlash, B: 1, H: 2, N: 256, D: 64, Millis: 4},
+		{Backend: bench.SeriesCPUNaive, B: 1, H: 2, N: 512, D: 64, Millis: 40},
+		{Backend: bench.SeriesCPUFlash, B: 1, H: 2, N: 512, D: 64, Millis: 10},
 	}
-	mp := []viz.MemPoint{{Backend: viz.CPUNaive, N: 256, Bytes: 600e3}, {Backend: viz.CPUNaive, N: 512, Bytes: 2.2e6}, {Backend: viz.CPUFlash, N: 256, Bytes: 70e3}}
-	items, err := gallery.Build(gallery.Data{Speed: sp, Baseline: viz.CPUNaive, Peak: viz.GPUPeak{Name: "test roof", TFLOPs: 1, GBps: 50},
+	mp := []viz.MemPoint{{Backend: bench.SeriesCPUNaive, N: 256, Bytes: 600e3}, {Backend: bench.SeriesCPUNaive, N: 512, Bytes: 2.2e6}, {Backend: bench.SeriesCPUFlash, N: 256, Bytes: 70e3}}
+	items, err := gallery.Build(gallery.Data{Speed: sp, Baseline: bench.SeriesCPUNaive, Peak: viz.GPUPeak{Name: "test roof", TFLOPs: 1, GBps: 50},
 		Mem: mp, MemOptions: viz.MemoryOptions{B: 1, H: 1, D: 64, ScoreHeads: 1, CapacityBytes: 1 << 24, CapacityLabel: "16 MiB"}})
 	if err != nil {
 		t.Fatal(err)
@@ -461,18 +463,18 @@ func TestMemoryChart(t *testing.T) {
 
 func TestSpeedCharts(t *testing.T) {
 	pts := []viz.SpeedPoint{
-		{Backend: viz.GPUFlash, B: 1, H: 1, N: 1024, D: 64, Millis: 1},
-		{Backend: viz.SDPAMath, B: 1, H: 1, N: 1024, D: 64, Millis: 4},
-		{Backend: viz.GPUFlash, B: 1, H: 1, N: 512, D: 64, TFLOPs: 0.1},
-		{Backend: viz.SDPAMath, B: 1, H: 1, N: 512, D: 64, TFLOPs: 0.02},
-		{Backend: viz.SDPAMath, B: 1, H: 1, N: 2048, D: 64, Millis: 50},
+		{Backend: bench.SeriesGPUFlash, B: 1, H: 1, N: 1024, D: 64, Millis: 1},
+		{Backend: bench.SeriesSDPAMath, B: 1, H: 1, N: 1024, D: 64, Millis: 4},
+		{Backend: bench.SeriesGPUFlash, B: 1, H: 1, N: 512, D: 64, TFLOPs: 0.1},
+		{Backend: bench.SeriesSDPAMath, B: 1, H: 1, N: 512, D: 64, TFLOPs: 0.02},
+		{Backend: bench.SeriesSDPAMath, B: 1, H: 1, N: 2048, D: 64, Millis: 50},
 	}
 	c, err := viz.Speed(pts, viz.SpeedOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := series(t, c)
-	if len(s) != 2 || s[0]["name"] != viz.GPUFlash || s[1]["name"] != viz.SDPAMath {
+	if len(s) != 2 || s[0]["name"] != bench.SeriesGPUFlash || s[1]["name"] != bench.SeriesSDPAMath {
 		t.Fatalf("series %v", s)
 	}
 	// 4*1024*1024*64 FLOPs in 1 ms.
@@ -483,12 +485,12 @@ func TestSpeedCharts(t *testing.T) {
 	if !strings.Contains(p[1][2].(string), "B=1 H=1 N=1024 D=64: 1 ms, 0.2684 TFLOP/s") {
 		t.Errorf("tooltip text %q", p[1][2])
 	}
-	up, err := viz.Speedup(pts, viz.SDPAMath, viz.SpeedOptions{})
+	up, err := viz.Speedup(pts, bench.SeriesSDPAMath, viz.SpeedOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	us := series(t, up)
-	if len(us) != 2 || us[0]["name"] != viz.GPUFlash || us[1]["name"] != "sdpa-math (= 1)" {
+	if len(us) != 2 || us[0]["name"] != bench.SeriesGPUFlash || us[1]["name"] != "sdpa-math (= 1)" {
 		t.Fatalf("speedup series %v", us)
 	}
 	if p := points(t, us[0]); len(p) != 2 || !near(num(p[0][1]), 5) || !near(num(p[1][1]), 4) {
@@ -523,7 +525,7 @@ func TestSpeedCharts(t *testing.T) {
 		t.Error("peak without bandwidth accepted")
 	}
 	// Points mixing D and causality get one series each.
-	mixed := append(pts[:1:1], viz.SpeedPoint{Backend: viz.GPUFlash, B: 1, H: 1, N: 1024, D: 128, Causal: true, Millis: 1})
+	mixed := append(pts[:1:1], viz.SpeedPoint{Backend: bench.SeriesGPUFlash, B: 1, H: 1, N: 1024, D: 128, Causal: true, Millis: 1})
 	c3, _ := viz.Speed(mixed, viz.SpeedOptions{})
 	if s := series(t, c3); len(s) != 2 || s[0]["name"] != "gpu-flash D=64 full" || s[1]["name"] != "gpu-flash D=128 causal" {
 		t.Errorf("mixed series %v", s)
@@ -565,19 +567,19 @@ func TestVizDoesNotImportGoNB(t *testing.T) {
 // SDPAFlash falls back to SDPAEfficient and says so.
 func TestSpeedupFallsBackToTheBaselineThatRan(t *testing.T) {
 	pts := []viz.SpeedPoint{
-		{Backend: viz.GPUFlash, B: 1, H: 1, N: 1024, D: 64, Millis: 1},
-		{Backend: viz.SDPAEfficient, B: 1, H: 1, N: 1024, D: 64, Millis: 2},
-		{Backend: viz.SDPAMath, B: 1, H: 1, N: 1024, D: 64, Millis: 8},
+		{Backend: bench.SeriesGPUFlash, B: 1, H: 1, N: 1024, D: 64, Millis: 1},
+		{Backend: bench.SeriesSDPAEfficient, B: 1, H: 1, N: 1024, D: 64, Millis: 2},
+		{Backend: bench.SeriesSDPAMath, B: 1, H: 1, N: 1024, D: 64, Millis: 8},
 	}
-	if _, err := viz.Speedup(pts, viz.SDPAFlash, viz.SpeedOptions{}); err == nil || !strings.Contains(err.Error(), `"sdpa-flash" has no points`) {
+	if _, err := viz.Speedup(pts, bench.SeriesSDPAFlash, viz.SpeedOptions{}); err == nil || !strings.Contains(err.Error(), `"sdpa-flash" has no points`) {
 		t.Fatalf("no fallback: err %v", err)
 	}
-	up, err := viz.Speedup(pts, viz.SDPAFlash, viz.SpeedOptions{Subtitle: "T4", Fallbacks: []string{viz.SDPAEfficient}})
+	up, err := viz.Speedup(pts, bench.SeriesSDPAFlash, viz.SpeedOptions{Subtitle: "T4", Fallbacks: []string{bench.SeriesSDPAEfficient}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := series(t, up)
-	if len(s) != 3 || s[0]["name"] != viz.GPUFlash || s[2]["name"] != "sdpa-efficient (= 1)" {
+	if len(s) != 3 || s[0]["name"] != bench.SeriesGPUFlash || s[2]["name"] != "sdpa-efficient (= 1)" {
 		t.Fatalf("series %v", s)
 	}
 	if p := points(t, s[0]); !near(num(p[0][1]), 2) {
@@ -590,6 +592,81 @@ func TestSpeedupFallsBackToTheBaselineThatRan(t *testing.T) {
 	b, _ := json.Marshal(title)
 	if !strings.Contains(string(b), `T4\nbaseline sdpa-efficient: sdpa-flash has no points`) || !strings.Contains(string(b), "Speedup over sdpa-efficient") {
 		t.Errorf("title does not say which baseline: %s", b)
+	}
+}
+
+// Rows of a T4 run (PyTorch without flash) and GoFlash's: the points are the
+// rows that ran, named by their series, and the speedup is over the baseline
+// bench chooses.
+func TestSpeedPointsOfBenchRows(t *testing.T) {
+	spec := bench.Spec{Reps: 1, Emulate: bench.EmulateSM75, Backends: bench.TorchBackends, Directions: []string{bench.DirFwd}}
+	for _, n := range []int{64, 128} {
+		spec.Shapes = append(spec.Shapes, bench.ShapeOf(flashattn.Dims{B: 1, Nq: n, Nk: n, Hq: 4, Hkv: 4, D: 32}, true))
+	}
+	out, err := benchtest.Answer(benchtest.T4, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := out.Rows()
+	for _, sh := range spec.Shapes {
+		rows = append(rows, bench.Row{Impl: bench.ImplGPU, Direction: bench.DirFwd, Shape: sh, Status: bench.StatusOK, MS: 0.5, TFLOPs: 3e-3})
+	}
+	rows = append(rows,
+		bench.Row{Impl: bench.ImplGPUDet, Direction: bench.DirFwd, Shape: spec.Shapes[0], Status: bench.StatusError, Reason: "boom"},
+		bench.Row{Impl: bench.ImplCPUFlash, Direction: bench.DirFwd, Shape: spec.Shapes[0], Status: bench.StatusOK})
+	pts := viz.SpeedPoints(rows, nil)
+	count := map[string]int{}
+	for _, p := range pts {
+		count[p.Backend]++
+	}
+	if len(pts) != 6 || count[bench.SeriesGPUFlash] != 2 || count[bench.SeriesSDPAEfficient] != 2 || count[bench.SeriesSDPAMath] != 2 {
+		t.Fatalf("points per series %v, want gpu-flash, sdpa-efficient and sdpa-math at 2 shapes each", count)
+	}
+	if kept := viz.SpeedPoints(rows, func(r bench.Row) bool { return r.Nq == 128 }); len(kept) != 3 || kept[0].N != 128 {
+		t.Errorf("keep N = 128: %+v", kept)
+	}
+	base, ok := bench.ChooseBaseline(rows)
+	if !ok || base.Series != bench.SeriesSDPAEfficient {
+		t.Fatalf("baseline %+v, %v", base, ok)
+	}
+	c, err := viz.Speedup(pts, base.Series, viz.SpeedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Title.Title != "Speedup over sdpa-efficient" {
+		t.Errorf("title %q", c.Title.Title)
+	}
+
+	r := bench.Row{Impl: bench.ImplGPUSM80, Shape: bench.Shape{B: 2, Hq: 4, Hkv: 4, Nq: 64, Nk: 64, D: 32, Causal: true},
+		Status: bench.StatusError, MS: 1.5, TFLOPs: 2}
+	want := viz.SpeedPoint{Backend: "gpu-flash (sm_80 path)", B: 2, N: 64, H: 4, D: 32, Causal: true, Millis: 1.5, TFLOPs: 2}
+	if got := viz.SpeedPointOf(r); got != want {
+		t.Errorf("SpeedPointOf = %+v, want %+v", got, want)
+	}
+}
+
+// bench's series keep their colours whatever their order in a chart; other
+// names take the palette colour of their place (the fourth: red).
+func TestSeriesColours(t *testing.T) {
+	pts := []viz.SpeedPoint{
+		{Backend: bench.SeriesSDPAMath, B: 1, H: 1, N: 1024, D: 64, Millis: 4},
+		{Backend: bench.SeriesGPUFlash, B: 1, H: 1, N: 1024, D: 64, Millis: 1},
+		{Backend: bench.SeriesCPUNaive, B: 1, H: 1, N: 1024, D: 64, Millis: 9},
+		{Backend: "mine", B: 1, H: 1, N: 1024, D: 64, Millis: 2},
+	}
+	c, err := viz.Speed(pts, viz.SpeedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{bench.SeriesSDPAMath: "#009E73", bench.SeriesGPUFlash: "#0072B2", bench.SeriesCPUNaive: "#8c8c8c", "mine": "#D55E00"}
+	s := series(t, c)
+	if len(s) != len(want) {
+		t.Fatalf("%d series, want %d", len(s), len(want))
+	}
+	for _, x := range s {
+		if name, _ := x["name"].(string); x["color"] != want[name] {
+			t.Errorf("series %q colour %v, want %s", name, x["color"], want[name])
+		}
 	}
 }
 

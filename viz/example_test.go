@@ -9,6 +9,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/viz"
 )
@@ -129,10 +130,10 @@ func ExampleMemory() {
 // when left zero.
 func ExampleSpeed() {
 	points := []viz.SpeedPoint{
-		{Backend: viz.CPUNaive, B: 1, H: 8, N: 1024, D: 64, Millis: 250},
-		{Backend: viz.CPUFlash, B: 1, H: 8, N: 1024, D: 64, Millis: 200},
-		{Backend: viz.CPUNaive, B: 1, H: 8, N: 2048, D: 64, Millis: 1100},
-		{Backend: viz.CPUFlash, B: 1, H: 8, N: 2048, D: 64, Millis: 800},
+		{Backend: bench.SeriesCPUNaive, B: 1, H: 8, N: 1024, D: 64, Millis: 250},
+		{Backend: bench.SeriesCPUFlash, B: 1, H: 8, N: 1024, D: 64, Millis: 200},
+		{Backend: bench.SeriesCPUNaive, B: 1, H: 8, N: 2048, D: 64, Millis: 1100},
+		{Backend: bench.SeriesCPUFlash, B: 1, H: 8, N: 2048, D: 64, Millis: 800},
 	}
 	c, err := viz.Speed(points, viz.SpeedOptions{Subtitle: "example numbers"})
 	if err != nil {
@@ -145,10 +146,10 @@ func ExampleSpeed() {
 // How many times faster than a baseline, shape by shape.
 func ExampleSpeedup() {
 	points := []viz.SpeedPoint{
-		{Backend: viz.CPUNaive, B: 1, H: 8, N: 1024, D: 64, Millis: 250},
-		{Backend: viz.CPUFlash, B: 1, H: 8, N: 1024, D: 64, Millis: 200},
+		{Backend: bench.SeriesCPUNaive, B: 1, H: 8, N: 1024, D: 64, Millis: 250},
+		{Backend: bench.SeriesCPUFlash, B: 1, H: 8, N: 1024, D: 64, Millis: 200},
 	}
-	c, err := viz.Speedup(points, viz.CPUNaive, viz.SpeedOptions{})
+	c, err := viz.Speedup(points, bench.SeriesCPUNaive, viz.SpeedOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func ExampleSpeedup() {
 // Points under a GPU's roofline; peak and bandwidth come from the caller
 // (here a T4's data sheet: 65 TFLOP/s fp16, 320 GB/s).
 func ExampleRoofline() {
-	points := []viz.SpeedPoint{{Backend: viz.GPUFlash, N: 4096, D: 64, TFLOPs: 20}}
+	points := []viz.SpeedPoint{{Backend: bench.SeriesGPUFlash, N: 4096, D: 64, TFLOPs: 20}}
 	c, err := viz.Roofline(points, viz.GPUPeak{Name: "T4", TFLOPs: 65, GBps: 320}, viz.SpeedOptions{Subtitle: "example point"})
 	if err != nil {
 		log.Fatal(err)

@@ -9,25 +9,16 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 )
 
-// Backend names with fixed colours, so one backend looks the same in every
-// chart. Other names get colours from a palette in order of appearance.
-const (
-	CPUNaive      = "cpu-naive"
-	CPUFlash      = "cpu-flash"
-	GPUNaive      = "gpu-naive"
-	GPUFlash      = "gpu-flash"
-	SDPAFlash     = "sdpa-flash"     // PyTorch scaled_dot_product_attention, flash backend
-	SDPACuDNN     = "sdpa-cudnn"     // PyTorch SDPA, cuDNN backend
-	SDPAEfficient = "sdpa-efficient" // PyTorch SDPA, memory-efficient backend
-	SDPAMath      = "sdpa-math"      // PyTorch SDPA, math backend
-)
-
+// Series with fixed colours (bench owns the names), so one backend looks the
+// same in every chart. Other names get colours from a palette in order of
+// appearance.
 var backendColors = map[string]string{
-	CPUNaive: colGrey, CPUFlash: colSky, GPUNaive: colOrange, GPUFlash: colBlue,
-	SDPAFlash: colRed, SDPACuDNN: colYellow, SDPAEfficient: colPurple, SDPAMath: colGreen,
+	bench.SeriesCPUNaive: colGrey, bench.SeriesCPUFlash: colSky, bench.SeriesGPUFlash: colBlue,
+	bench.SeriesSDPAFlash: colRed, bench.SeriesSDPACuDNN: colYellow, bench.SeriesSDPAEfficient: colPurple, bench.SeriesSDPAMath: colGreen,
 }
 
 var palette = []string{colBlue, colOrange, colGreen, colRed, colPurple, colSky, "#999933", colGrey}
@@ -44,7 +35,7 @@ func backendColor(name string, i int) string {
 // (median of repeated runs). The CLI and the notebooks fill these, from
 // their own runs or from the PyTorch SDPA anchor's JSON.
 type SpeedPoint struct {
-	Backend    string // CPUNaive, GPUFlash, SDPAFlash, ... or any name
+	Backend    string // a series name (bench.SeriesGPUFlash, ...) or any name
 	B, N, H, D int
 	Causal     bool
 	Millis     float64
@@ -54,6 +45,24 @@ type SpeedPoint struct {
 	// Bytes is the memory traffic of the call, for the roofline; 0 means
 	// the minimum, Q, K and V read and O written once in fp16.
 	Bytes float64
+}
+
+// SpeedPointOf is the point of a benchmark row, named by its series
+// (bench.SeriesName); it does not look at the row's Status.
+func SpeedPointOf(r bench.Row) SpeedPoint {
+	return SpeedPoint{Backend: bench.SeriesName(r.Impl), B: r.B, N: r.Nq, H: r.Hq, D: r.D, Causal: r.Causal, Millis: r.MS, TFLOPs: r.TFLOPs}
+}
+
+// SpeedPoints are the points of the rows that ran (Status ok, a rate above
+// 0) and keep accepts (nil keeps all).
+func SpeedPoints(rows []bench.Row, keep func(bench.Row) bool) []SpeedPoint {
+	var out []SpeedPoint
+	for _, r := range rows {
+		if r.Status == bench.StatusOK && r.TFLOPs > 0 && (keep == nil || keep(r)) {
+			out = append(out, SpeedPointOf(r))
+		}
+	}
+	return out
 }
 
 func (p SpeedPoint) dims() flashattn.Dims {

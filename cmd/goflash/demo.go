@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goflash/goflash/bench"
 	"github.com/goflash/goflash/flashattn"
 	"github.com/goflash/goflash/flashattn/attntest"
 	"github.com/goflash/goflash/viz"
@@ -497,9 +498,9 @@ func (r *demoRun) timeRandom(p randomProblem, rr *checkedRun) ([]viz.SpeedPoint,
 		if row.Status != statusOK {
 			return nil, 0, fmt.Errorf("random N=%d on %s: %s", n, cb, row.Reason)
 		}
-		name := viz.CPUFlash
+		name := bench.SeriesCPUFlash
 		if cb == flashattn.CPUNaive {
-			name, rr.NaiveMS = viz.CPUNaive, row.MS
+			name, rr.NaiveMS = bench.SeriesCPUNaive, row.MS
 		} else {
 			rr.FlashMS = row.MS
 		}
@@ -518,7 +519,7 @@ func (r *demoRun) timeRandom(p randomProblem, rr *checkedRun) ([]viz.SpeedPoint,
 		return nil, 0, fmt.Errorf("random N=%d on the GPU: %s", n, row.Reason)
 	}
 	rr.MS = row.MS
-	speed = append(speed, viz.SpeedPoint{Backend: viz.GPUFlash, B: d.B, N: n, H: d.Hq, D: d.D, Causal: p.c.Causal, Millis: row.MS})
+	speed = append(speed, viz.SpeedPoint{Backend: bench.SeriesGPUFlash, B: d.B, N: n, H: d.Hq, D: d.D, Causal: p.c.Causal, Millis: row.MS})
 	return speed, row.ExtraBytes, nil
 }
 
@@ -536,10 +537,10 @@ func (r *demoRun) memoryRandom(p randomProblem) (MemoryRun, []viz.MemPoint, erro
 		}
 		if cb == flashattn.CPUNaive {
 			mr.NaiveBytes = row.ExtraBytes
-			mem = append(mem, viz.MemPoint{Backend: viz.CPUNaive, N: n, Bytes: float64(row.ExtraBytes)})
+			mem = append(mem, viz.MemPoint{Backend: bench.SeriesCPUNaive, N: n, Bytes: float64(row.ExtraBytes)})
 		} else {
 			mr.FlashBytes = row.ExtraBytes
-			mem = append(mem, viz.MemPoint{Backend: viz.CPUFlash, N: n, Bytes: float64(row.ExtraBytes)})
+			mem = append(mem, viz.MemPoint{Backend: bench.SeriesCPUFlash, N: n, Bytes: float64(row.ExtraBytes)})
 		}
 	}
 	return mr, mem, nil

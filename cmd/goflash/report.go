@@ -78,7 +78,7 @@ func benchReport(res *BenchResult) (*viz.Report, error) {
 		if g.dir == dirDecode {
 			continue
 		}
-		ps := bench.SpeedPoints(rows[g], nil)
+		ps := viz.SpeedPoints(rows[g], nil)
 		if len(ps) == 0 {
 			continue
 		}

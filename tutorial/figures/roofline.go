@@ -172,7 +172,7 @@ func runRoofline(path string, peak viz.GPUPeak, report string, w io.Writer) erro
 		cells = append(cells, c)
 		fmt.Fprintf(w, "%-26s %3s %6s %5s %3s %6s %9s %8s %10s\n", c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
 	}
-	ch, err := viz.Roofline(bench.SpeedPoints(rows, nil), peak, viz.SpeedOptions{Title: "Forward passes on the roofline of " + res.Device.Name,
+	ch, err := viz.Roofline(viz.SpeedPoints(rows, nil), peak, viz.SpeedOptions{Title: "Forward passes on the roofline of " + res.Device.Name,
 		Subtitle: fmt.Sprintf("goflash bench, %s; peaks: %s", path, source)})
 	if err != nil {
 		return err

@@ -66,7 +66,7 @@ func benchPoints(path, device string, sdpa []viz.SpeedPoint) ([]viz.SpeedPoint, 
 	for _, p := range sdpa {
 		want[fmt.Sprint(p.B, p.N, p.H, p.D, p.Causal)] = true
 	}
-	pts := bench.SpeedPoints(f.Rows, func(r bench.Row) bool {
+	pts := viz.SpeedPoints(f.Rows, func(r bench.Row) bool {
 		return (r.Impl == bench.ImplGPU || strings.HasPrefix(r.Impl, bench.ImplTorchPref)) && r.Direction == bench.DirFwd &&
 			r.Nq == r.Nk && r.Hq == r.Hkv && want[fmt.Sprint(r.B, r.Nq, r.Hq, r.D, r.Causal)]
 	})
@@ -99,7 +99,7 @@ func run(out, sdpaPath, benchPath string, peak viz.GPUPeak, capacity float64, ca
 		if err != nil {
 			return err
 		}
-		d = gallery.Data{Speed: sp, Mem: mp, Baseline: viz.CPUNaive, SpeedSubtitle: "CPU forward passes, B=1 H=1 D=64, this machine",
+		d = gallery.Data{Speed: sp, Mem: mp, Baseline: bench.SeriesCPUNaive, SpeedSubtitle: "CPU forward passes, B=1 H=1 D=64, this machine",
 			MemOptions: viz.MemoryOptions{B: 1, H: 1, D: 64, ScoreHeads: 1}, Peak: peak}
 		if peak.TFLOPs == 0 {
 			return fmt.Errorf("without -sdpa, give -peak-tflops and -peak-gbps for the roofline")
@@ -117,7 +117,7 @@ func run(out, sdpaPath, benchPath string, peak viz.GPUPeak, capacity float64, ca
 		if peak.Name == "" {
 			peak.Name = f.Device
 		}
-		d = gallery.Data{Baseline: viz.SDPAMath, Peak: peak, SpeedSubtitle: src + ", fp16, 16k tokens per batch, H x D = 2048"}
+		d = gallery.Data{Baseline: bench.SeriesSDPAMath, Peak: peak, SpeedSubtitle: src + ", fp16, 16k tokens per batch, H x D = 2048"}
 		// Two sets of shapes: 16k tokens per batch (B*N = 16384, the FA2
 		// paper's) for speed, one sequence (B = 1) growing for memory. A
 		// shape in both is timed twice; the first run counts.
@@ -131,7 +131,7 @@ func run(out, sdpaPath, benchPath string, peak viz.GPUPeak, capacity float64, ca
 			if k := fmt.Sprint(be, r.B, r.Nq, r.Hq, r.D, r.Causal); !seen[k] {
 				seen[k] = true
 				if r.B*r.Nq == 16384 {
-					d.Speed = append(d.Speed, bench.SpeedPoint(r))
+					d.Speed = append(d.Speed, viz.SpeedPointOf(r))
 				}
 				if r.B == 1 {
 					d.Mem = append(d.Mem, viz.MemPoint{Backend: be, N: r.Nq, Bytes: float64(r.ExtraBytes)})
