@@ -123,14 +123,15 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 		k.Mods, k.Packed, k.Causal = kernels.FwdMods(p.Softcap > 0, p.ALiBi != nil), false, false
 	}
 	var pl plan
-	v, ok, err := c.hopper(k, p)
+	var err error
+	v, ok := c.hopper(k, p)
 	switch {
 	case ok:
 	case bf16:
 		if err := checkDType(BF16, c.path); err != nil {
 			return plan{}, err
 		}
-		if c.rung != 0 && k.Mods == 0 && !k.Packed {
+		if c.rung != 0 {
 			return plan{}, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
 				Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", c.rung)}
 		}
@@ -165,7 +166,9 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 		pl.alt, pl.altCfg = &alt, fwdConfig(alt, f, c.ctas)
 	}
 	if r.op != opKernel {
-		return pl, c.checkPacked(p)
+		if err := c.checkPacked(p); err != nil {
+			return plan{}, err
+		}
 	}
 	return pl, nil
 }
@@ -175,16 +178,16 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 // ladder rung, not where an NVRTC build replaces the plain forward, and not
 // for causal calls short enough that the sm_80 kernel is faster
 // (Variant.SM80CausalMaxNk).
-func (c planDevice) hopper(k kernels.Key, p problem) (kernels.Variant, bool, error) {
+func (c planDevice) hopper(k kernels.Key, p problem) (kernels.Variant, bool) {
 	if !c.sm90a || c.rung != 0 || k.BF16 || p.varlen != nil || k.Mods == 0 && c.nvrtc != nil {
-		return kernels.Variant{}, false, nil
+		return kernels.Variant{}, false
 	}
 	k.Arch = kernels.SM90A
 	v, ok := kernels.Lookup(k)
 	if !ok || p.Nk <= v.SM80CausalMaxNk {
-		return kernels.Variant{}, false, nil
+		return kernels.Variant{}, false
 	}
-	return v, true, nil
+	return v, true
 }
 
 // lookup is the table's kernel of key k on the path in use: its Large row
@@ -271,16 +274,16 @@ func (c planDevice) backward(r planRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	var pl plan
-	for _, k := range keys {
-		if err := p.Validate(); err != nil {
+	if r.dt == BF16 {
+		if err := checkDType(BF16, c.path); err != nil {
 			return plan{}, err
 		}
-		if r.dt == BF16 {
-			if err := checkDType(BF16, c.path); err != nil {
-				return plan{}, err
-			}
-		}
+	}
+	if err := p.Validate(); err != nil {
+		return plan{}, err
+	}
+	var pl plan
+	for _, k := range keys {
 		v, err := c.shipped(k)
 		if err != nil {
 			return plan{}, err

@@ -639,7 +639,7 @@ func TestResources(t *testing.T) {
 // the same pass, head dim, mask and dtype (its symbol without _large) or, as
 // D 64's single pass (no base row) and the ordered twins at head dims with the
 // three kernels (D 128), none (then parts below its need have no such kernel:
-// the three kernels run), and LookupFit picks it exactly where every Large
+// the three kernels run), and lookupFit picks it exactly where every Large
 // kernel of its set fits.
 func TestLargeRows(t *testing.T) {
 	for _, v := range variants {
@@ -689,7 +689,7 @@ func TestLargeRows(t *testing.T) {
 			}
 		}
 		if got, _ := lookupPass(passOf(v.Key), 90, v.HeadDim, v.Causal); got.Large {
-			t.Errorf("lookupPass(%v, D%d) = %s: LookupPass assumes %d bytes", passOf(v.Key), v.HeadDim, got.Symbol, BaseSmemBytes)
+			t.Errorf("lookupPass(%v, D%d) = %s: lookupPass assumes %d bytes", passOf(v.Key), v.HeadDim, got.Symbol, BaseSmemBytes)
 		}
 	}
 }
