@@ -74,7 +74,7 @@ func SetPersistentCTAs(d *Device, n int) (undo func()) {
 
 // SetSharedMemoryOptin makes d choose its kernels as if its opt-in shared
 // memory per block were n bytes, so an H100/H200 runs the <= 99 KiB rows an
-// sm_86/89 runs (kernels.LookupFit), and returns the limit it had (pass it
+// sm_86/89 runs (kernels.LargeFits), and returns the limit it had (pass it
 // back to restore). Kernels are cached by symbol, so the choice follows at
 // once. Test builds only.
 func SetSharedMemoryOptin(d *Device, n int) (previous int) {

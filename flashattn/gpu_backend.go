@@ -119,7 +119,7 @@ func (p problem) modFeature() (feature, value string) {
 }
 
 // mods reports whether p has a window, softcap or ALiBi: the forward runs
-// a modified kernel (kernels.ModPass).
+// a modified kernel (kernels.FwdMods).
 func (p problem) mods() bool {
 	f, _ := p.modFeature()
 	return f != ""
@@ -132,25 +132,18 @@ func (d *Device) kernelsFor(p problem, backward bool) ([]KernelInfo, error) {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	if p.entry == kvEntry {
-		dec, err := d.decodeKernel(p, FP16)
-		if err != nil {
-			return nil, err
-		}
-		return []KernelInfo{dec.info}, nil
+	r := planRequest{op: opForward, p: p, dt: FP16}
+	switch {
+	case p.entry == kvEntry:
+		r.op = opDecode
+	case backward:
+		r.op = opBackward
 	}
-	if backward {
-		ks, err := d.bwdKernels(p, FP16)
-		if err != nil {
-			return nil, err
-		}
-		return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
-	}
-	k, err := d.fwdKernel(p)
+	_, ks, err := d.plan(r)
 	if err != nil {
 		return nil, err
 	}
-	return []KernelInfo{k.info}, nil
+	return infos(ks), nil
 }
 
 // reason is the Reason of a GPU result: the device and the kernels that

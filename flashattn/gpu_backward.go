@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/goflash/goflash/internal/cuda"
-	"github.com/goflash/goflash/internal/kernels"
 )
 
 // DeviceGrads is the output of Device.Backward: the gradients on the device,
@@ -102,137 +101,21 @@ func (d *Device) backwardKernels(dims Dims, causal, deterministic bool) ([]Kerne
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	ks, err := d.loadBwd(dims, causal, deterministic, FP16)
+	p := problem{Dims: dims, Causal: causal, Left: -1, Right: -1, Deterministic: deterministic}
+	_, ks, err := d.plan(planRequest{op: opBwdKernels, p: p, dt: FP16})
 	if err != nil {
 		return nil, err
 	}
-	return []KernelInfo{ks[0].info, ks[1].info, ks[2].info}, nil
+	return infos(ks), nil
 }
 
-// The kernels of the backward paths, in launch order.
-var (
-	singlePass    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQ, kernels.BwdDQConv}
-	singlePassDet = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDet, kernels.BwdDQConv}
-	threePass     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ}
-	varlenPasses  = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVVarlen, kernels.BwdDQVarlen}
-	modPasses     = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVMod, kernels.BwdDQMod}
-	// Packed sequences with modifiers: the varlen pre, then the modified
-	// pair, which takes the cumulative lengths at run time (kernels/varlen.cuh).
-	varlenModPasses = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVMod, kernels.BwdDQMod}
-	// A head dim whose only backward is the single pass (D 256): its modified
-	// twin (atomic dQ), or with Options.Deterministic the ordered one.
-	singlePassMod    = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQMod, kernels.BwdDQConv}
-	singlePassDetMod = [3]kernels.Pass{kernels.BwdPre, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
-	// There, packed sequences (modifiers or not) run the modified single pass
-	// after the varlen pre, or its ordered twin.
-	singlePassModVarlen    = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQMod, kernels.BwdDQConv}
-	singlePassDetModVarlen = [3]kernels.Pass{kernels.BwdPreVarlen, kernels.BwdDKDVQDetMod, kernels.BwdDQConv}
-)
-
-// loadBwd loads the backward kernels for dims in element type dt: the
-// single pass (deterministic: its ordered twin, which large rows have) where
-// the device has one for dims and dt, else the three-kernel backward; d.mu is held.
-func (d *Device) loadBwd(dims Dims, causal, deterministic bool, dt DType) ([3]*loadedKernel, error) {
-	passes, fused := singlePass, kernels.BwdDKDVQ
-	if deterministic {
-		passes, fused = singlePassDet, kernels.BwdDKDVQDet
+// infos are the KernelInfos of loaded kernels.
+func infos(ks []*loadedKernel) []KernelInfo {
+	out := make([]KernelInfo, len(ks))
+	for i, k := range ks {
+		out[i] = k.info
 	}
-	// A heads-fastest grid's y is the key blocks (at most maxGridY).
-	v, ok := d.lookup(fused, dt == BF16, dims.D, causal)
-	tooLong := ok && kernels.HeadsFastest(v) && (dims.Nk+v.Bc-1)/v.Bc > d.maxGridY
-	if !ok || tooLong {
-		passes = threePass
-	}
-	if _, three := d.lookup(kernels.BwdDKDV, dt == BF16, dims.D, causal); !three {
-		switch {
-		case tooLong: // the head dim's only backward is that pass (D 256)
-			return [3]*loadedKernel{}, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
-				Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, dims.Nk)}
-		case !ok && deterministic:
-			return [3]*loadedKernel{}, d.noOrderedPass(dims.D, dt)
-		}
-	}
-	return d.loadPasses(passes, dims, causal, dt)
-}
-
-// noOrderedPass is the error for Options.Deterministic at a head dim whose
-// only backward is the single pass (D 256) where no ordered twin of it fits
-// the device's shared memory (every sm_80+ part has one; the check keeps a
-// table without it from reaching the three kernels it lacks); d.mu is held.
-func (d *Device) noOrderedPass(headDim int, dt DType) error {
-	return &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
-		Reason: fmt.Sprintf("head dim %d has no ordered single pass within %s's %d bytes of shared memory per block", headDim, d.info, d.smemOptin)}
-}
-
-// loadPasses loads the kernels of passes for dims in element type dt; d.mu is held.
-func (d *Device) loadPasses(passes [3]kernels.Pass, dims Dims, causal bool, dt DType) ([3]*loadedKernel, error) {
-	var ks [3]*loadedKernel
-	for i, pass := range passes {
-		k, err := d.kernelAs(pass, dims, causal, dt)
-		if err != nil {
-			return ks, err
-		}
-		ks[i] = k
-	}
-	return ks, nil
-}
-
-// bwdKernels is loadBwd for p, a problem the device can run
-// (checkProblem), or for packed sequences the varlen three (deterministic
-// already), or with a window, softcap or ALiBi the modified three (pre, then
-// BwdDKDVMod and BwdDQMod: deterministic, and even where the plain call
-// runs the single pass: it has no modifiers, and one kernel pair with
-// run-time flags is all the fatbin carries for them; causal is the window's
-// right edge, so the variant is the non-causal one), packed: after the
-// varlen pre. A head dim without that pair and the varlen three (D 256: the
-// single pass alone) runs the modified single pass instead (atomic dQ) for
-// both, packed sequences after the varlen pre; with Options.Deterministic
-// its ordered twin (packed sequences too); d.mu is held.
-func (d *Device) bwdKernels(p problem, dt DType) ([3]*loadedKernel, error) {
-	var ks [3]*loadedKernel
-	var err error
-	_, pair := d.lookup(kernels.BwdDKDVMod, dt == BF16, p.D, false)
-	_, fusedMod := d.lookup(kernels.BwdDKDVQMod, dt == BF16, p.D, false)
-	switch {
-	case p.mods() && d.rung != 0:
-		f, v := p.modFeature()
-		return ks, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
-	case (p.mods() || p.varlen != nil) && !pair && fusedMod:
-		passes, nk := singlePassMod, p.Nk
-		switch {
-		case p.varlen != nil && p.Deterministic:
-			passes, nk = singlePassDetModVarlen, maxSeqlen(p.varlen.CuSeqlensK)
-		case p.varlen != nil:
-			passes = singlePassModVarlen
-		case p.Deterministic:
-			passes = singlePassDetMod
-		}
-		if p.Deterministic {
-			v, ok := d.lookup(passes[1], dt == BF16, p.D, false)
-			if !ok {
-				return ks, d.noOrderedPass(p.D, dt)
-			}
-			if (nk+v.Bc-1)/v.Bc > d.maxGridY {
-				return ks, &UnsupportedError{Backend: GPU, Feature: "deterministic", Value: "true",
-					Reason: fmt.Sprintf("the ordered single pass's grid takes at most %d key blocks of %d (Nk %d)", d.maxGridY, v.Bc, nk)}
-			}
-		}
-		ks, err = d.loadPasses(passes, p.Dims, false, dt)
-	case p.mods():
-		passes := modPasses
-		if p.varlen != nil {
-			passes = varlenModPasses
-		}
-		ks, err = d.loadPasses(passes, p.Dims, false, dt)
-	case p.varlen != nil:
-		ks, err = d.loadPasses(varlenPasses, p.Dims, p.Causal, dt)
-	default:
-		ks, err = d.loadBwd(p.Dims, p.Causal, p.Deterministic, dt)
-	}
-	if err != nil {
-		return ks, err
-	}
-	return ks, d.checkProblem(p)
+	return out
 }
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs
@@ -361,91 +244,42 @@ func (d *Device) backward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, d
 	return op.g, nil
 }
 
-// bwdOp is one backward call: its kernels (pre, dK/dV, dQ, or pre, the
-// single pass, dQ convert), operands, parameter values, gradients, Di and
-// the single pass's dQ accumulator.
+// bwdOp is one backward call: its plan, kernels (pre, dK/dV, dQ, or pre,
+// the single pass, dQ convert), operands, parameter values, gradients, Di
+// and the single pass's dQ accumulator.
 type bwdOp struct {
 	d           *Device
-	ks          [3]*loadedKernel
+	pl          plan
+	ks          []*loadedKernel
 	f           launchFields
 	q, k, v, dO *DeviceTensor
 	fwd         *DeviceResult
-	di          *cuda.Buffer // Di = rowsum(dO * O), written by the pre kernel
+	bufs        callBuffers  // dQ, dK, dV; Di = rowsum(dO * O), written by the pre kernel; the cumulative lengths and slopes
 	acc         *cuda.Buffer // the single pass's fp32 dQ accumulator [and counters] (zero between calls); nil on the three-kernel path
-	cu          *cuda.Buffer // varlen: the cumulative lengths (varlenCuLens), or nil
-	slopes      *cuda.Buffer // ALiBi's slopes (float32, Hq), or nil
-	seqs        int          // varlen: the number of sequences
 	g           *DeviceGrads
-}
-
-// dqAccum is the 4-byte length of the dQ accumulator (and the ordered
-// twin's counters) the call's kernels need, and its rows per slab
-// (BwdParams.DQAccumRows): 0, 0 unless they are the single pass (its fused
-// kernel's tile, Large or not, sets the accumulator's query blocks; on packed
-// sequences Nq is their total).
-func (op *bwdOp) dqAccum() (length, rows int) {
-	v, dims := op.ks[1].v, op.g.Dims
-	switch {
-	case !v.Pass.Fused():
-		return 0, 0
-	case op.cu != nil:
-		return kernels.DQAccumLenPacked(v, op.seqs, dims.Nq, dims.Hq), kernels.DQAccumRowsPacked(op.seqs, dims.Nq)
-	}
-	return kernels.DQAccumLen(v, dims.B, dims.Nq, dims.Hq), kernels.DQAccumRows(v, dims.Nq)
 }
 
 // extraBytes is the device memory the call allocates beyond its operands:
 // Di, and the dQ accumulator (and counters) on the single pass, or the
 // cumulative lengths for packed sequences, and ALiBi's slopes.
 func (op *bwdOp) extraBytes() int64 {
-	acc, _ := op.dqAccum()
-	n := int64(op.di.Size()) + 4*int64(acc)
-	for _, b := range []*cuda.Buffer{op.cu, op.slopes} {
-		if b != nil {
-			n += int64(b.Size())
-		}
-	}
-	return n
+	return int64(op.bufs.rows.Size()) + 4*int64(op.pl.dqAccumLen) + op.bufs.uploadBytes()
 }
 
-// newBackward finds the kernels, checks the grid and allocates the
-// gradients (poisoned) and Di; d.mu is held.
+// newBackward plans the call, loads its kernels and allocates the
+// gradients (poisoned), Di and the dQ accumulator; d.mu is held.
 func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor) (*bwdOp, error) {
-	ks, err := d.bwdKernels(p, q.dtype)
+	pl, ks, err := d.plan(planRequest{op: opBackward, p: p, dt: q.dtype})
 	if err != nil {
 		return nil, err
 	}
-	op := &bwdOp{d: d, ks: ks, f: fieldsOf(p), q: q, k: k, v: v, dO: dOut, fwd: fwd,
-		g: &DeviceGrads{Dims: p.Dims, Kernels: []KernelInfo{ks[0].info, ks[1].info, ks[2].info}}}
-	for _, x := range []struct {
-		dst **DeviceTensor
-		s   Shape
-	}{{&op.g.DQ, p.QShape()}, {&op.g.DK, p.KVShape()}, {&op.g.DV, p.KVShape()}} {
-		t, err := d.allocAs(x.s, q.dtype)
-		if err != nil {
-			return nil, errors.Join(err, op.free())
-		}
-		*x.dst = t
-		if err := t.buf.Memset32(poisonOf(q.dtype), t.buf.Size()/4); err != nil {
-			return nil, errors.Join(err, op.free())
-		}
+	bufs, err := d.allocCall(p, q.dtype, "Di", p.QShape(), p.KVShape(), p.KVShape())
+	if err != nil {
+		return nil, err
 	}
-	if op.di, err = d.ctx.Alloc(4 * p.LSELen()); err != nil {
-		return nil, errors.Join(fmt.Errorf("flashattn: allocating Di on %s: %w", d.info, err), op.free())
-	}
-	if err := op.di.Memset32(nanF32, p.LSELen()); err != nil {
-		return nil, errors.Join(err, op.free())
-	}
-	if p.varlen != nil {
-		op.seqs = p.varlen.Seqs()
-		if op.cu, err = d.uploadVarlen(*p.varlen, p.Dims, &op.f); err != nil {
-			return nil, errors.Join(err, op.free())
-		}
-	}
-	if op.slopes, err = d.uploadSlopes(p); err != nil {
-		return nil, errors.Join(err, op.free())
-	}
-	if n, _ := op.dqAccum(); n > 0 {
+	op := &bwdOp{d: d, pl: pl, ks: ks, f: fieldsOf(p), q: q, k: k, v: v, dO: dOut, fwd: fwd, bufs: bufs,
+		g: &DeviceGrads{Dims: p.Dims, DQ: bufs.outs[0], DK: bufs.outs[1], DV: bufs.outs[2], Kernels: infos(ks)}}
+	if n := pl.dqAccumLen; n > 0 {
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
 		}
@@ -459,24 +293,12 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 func (op *bwdOp) kernels() []KernelInfo { return op.g.Kernels }
 
 // free releases the gradients, Di and the dQ accumulator.
-func (op *bwdOp) free() error {
-	var err error
-	for _, t := range []*DeviceTensor{op.g.DQ, op.g.DK, op.g.DV} {
-		err = errors.Join(err, t.Free())
-	}
-	return errors.Join(err, op.freeScratch())
-}
+func (op *bwdOp) free() error { return errors.Join(op.bufs.free(), freeBuffers(op.acc)) }
 
 // freeScratch releases Di, the dQ accumulator, the cumulative lengths and
 // the ALiBi slopes (not the gradients).
 func (op *bwdOp) freeScratch() error {
-	var err error
-	for _, b := range []*cuda.Buffer{op.di, op.acc, op.cu, op.slopes} {
-		if b != nil && !b.Freed() {
-			err = errors.Join(err, b.Free())
-		}
-	}
-	return err
+	return errors.Join(freeBuffers(op.bufs.rows, op.acc), op.bufs.freeUploads())
 }
 
 // enqueue fills the backward parameter block and launches the three kernels
@@ -485,15 +307,14 @@ func (op *bwdOp) enqueue() error {
 	d, f := op.d, op.f
 	p := d.bparams
 	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
-	p.LSE, p.Di = op.fwd.lse.Ptr(), op.di.Ptr()
+	p.LSE, p.Di = op.fwd.lse.Ptr(), op.bufs.rows.Ptr()
 	p.DQAccum, p.DQAccumRows = 0, 0
 	if op.acc != nil {
-		_, rows := op.dqAccum()
-		p.DQAccum, p.DQAccumRows = op.acc.Ptr(), int32(rows)
+		p.DQAccum, p.DQAccumRows = op.acc.Ptr(), int32(op.pl.dqAccumRows)
 	}
 	p.DQ, p.DK, p.DV = op.g.DQ.buf.Ptr(), op.g.DK.buf.Ptr(), op.g.DV.buf.Ptr()
-	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
-	p.ALiBi = slopesPtr(op.slopes)
+	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.bufs.cu, op.bufs.seqs)
+	p.ALiBi = slopesPtr(op.bufs.slopes)
 	set3(f.qs, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	set3(f.qs, &p.DOBatchStride, &p.DORowStride, &p.DOHeadStride)
@@ -503,9 +324,8 @@ func (op *bwdOp) enqueue() error {
 	set3(f.kvs, &p.DKBatchStride, &p.DKRowStride, &p.DKHeadStride)
 	set3(f.kvs, &p.DVBatchStride, &p.DVRowStride, &p.DVHeadStride)
 	f.setBwd(p)
-	cfgs := bwdConfigs(op.ks, f)
 	for i, k := range op.ks {
-		if err := k.fn.Launch(cfgs[i], d.stream, d.bargs); err != nil {
+		if err := k.fn.Launch(op.pl.cfgs[i], d.stream, d.bargs); err != nil {
 			return fmt.Errorf("flashattn: launching %s on %s: %w", k.info.Symbol, d.info, err)
 		}
 	}
@@ -513,9 +333,8 @@ func (op *bwdOp) enqueue() error {
 }
 
 func (op *bwdOp) relaunch() error {
-	cfgs := bwdConfigs(op.ks, op.f)
 	for i, k := range op.ks {
-		if err := k.fn.LaunchBound(cfgs[i], op.d.stream.Handle(), op.d.bargs); err != nil {
+		if err := k.fn.LaunchBound(op.pl.cfgs[i], op.d.stream.Handle(), op.d.bargs); err != nil {
 			return err
 		}
 	}

@@ -166,11 +166,11 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, pass benchP
 	}
 	defer d.mu.Unlock()
 	// The kernels first: a problem they cannot run costs no device memory.
-	if _, err := d.fwdKernelAs(p, dt); err != nil {
+	if _, _, err := d.plan(planRequest{op: opForward, p: p, dt: dt}); err != nil {
 		return BenchResult{}, err
 	}
 	if backward {
-		if _, err := d.bwdKernels(p, dt); err != nil {
+		if _, _, err := d.plan(planRequest{op: opBackward, p: p, dt: dt}); err != nil {
 			return BenchResult{}, err
 		}
 	}

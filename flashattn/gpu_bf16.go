@@ -1,11 +1,6 @@
 package flashattn
 
-import (
-	"fmt"
-	"math"
-
-	"github.com/goflash/goflash/internal/kernels"
-)
+import "math"
 
 // Float32ToBF16 returns the bfloat16 bits nearest to f (the top 16 bits of
 // its float32 encoding), rounding ties to even as the GPU's cvt.rn.bf16x2.f32:
@@ -66,31 +61,3 @@ func (d *Device) UploadResultBF16(dims Dims, out *Tensor, lse []float32) (*Devic
 
 // DownloadBF16 copies a bf16 tensor back as dense BSHD bfloat16 bits.
 func (t *DeviceTensor) DownloadBF16() ([]uint16, error) { return t.downloadBits(BF16) }
-
-// kernelAs finds, loads and prepares the variant of a pass for dims in
-// element type dt: the fp16 kernels (the forward through Device.kernel, which
-// honours UseRung), or bf16Kernel's. d.mu is held.
-func (d *Device) kernelAs(pass kernels.Pass, dims Dims, causal bool, dt DType) (*loadedKernel, error) {
-	switch {
-	case dt == BF16:
-		return d.bf16Kernel(pass, dims, causal)
-	case pass == kernels.Fwd:
-		return d.kernel(dims, causal)
-	}
-	return d.passKernel(pass, dims, causal, false)
-}
-
-// bf16Kernel finds, loads and prepares the bf16 variant of a pass for dims:
-// the sm_80 path has one per fp16 kernel, the same tile; the sm_75 path (no
-// bf16 tensor cores) and the kernel ladder have none, and say so with an
-// *UnsupportedError rather than run fp16. d.mu is held.
-func (d *Device) bf16Kernel(pass kernels.Pass, dims Dims, causal bool) (*loadedKernel, error) {
-	if err := checkDType(BF16, d.path); err != nil {
-		return nil, err
-	}
-	if d.rung != 0 && pass == kernels.Fwd {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "dtype", Value: BF16.String(),
-			Reason: fmt.Sprintf("the kernel ladder's rung %d is fp16 only", d.rung)}
-	}
-	return d.passKernel(pass, dims, causal, true)
-}

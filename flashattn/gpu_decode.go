@@ -80,10 +80,10 @@ func decodeMergeCTAs(groups, splits, rows, d, threads, sms int) int {
 }
 
 // decodePerSM is how many decode CTAs of smem bytes of shared memory one SM
-// of the device holds at once (the kernels' kMinBlocks, 2, at most): the
-// second CTA of a split wave runs beside the first only where it fits.
-func (d *Device) decodePerSM(smem int) int {
-	return max(1, min(2, d.smemPerSM/max(smem, 1)))
+// of smemPerSM bytes holds at once (the kernels' kMinBlocks, 2, at most):
+// the second CTA of a split wave runs beside the first only where it fits.
+func decodePerSM(smemPerSM, smem int) int {
+	return max(1, min(2, smemPerSM/max(smem, 1)))
 }
 
 // decodeSpan is the most cache entries one CTA group reads: the longest
@@ -126,34 +126,6 @@ func decodeWorkspace(d Dims, splits, groups int) (oPart, lsePart, counters int) 
 // call: Nq*Hq/Hkv query rows read each kv head, br of them per CTA.
 func decodeRowTiles(d Dims, br int) int { return ceilDiv(d.Nq*d.Groups(), br) }
 
-// decodeKernel finds and loads the decode kernel for p and element type dt;
-// d.mu is held.
-func (d *Device) decodeKernel(p problem, dt DType) (dec *loadedKernel, err error) {
-	if err := checkDType(dt, d.path); err != nil {
-		return nil, err
-	}
-	if d.rung != 0 {
-		return nil, &UnsupportedError{Backend: GPU, Feature: kvEntry, Value: fmt.Sprintf("rung %d", d.rung),
-			Reason: "the kernel ladder has no decode kernels"}
-	}
-	if err := d.checkProblem(p); err != nil {
-		return nil, err
-	}
-	dv, ok := kernels.LookupDecode(d.path, p.D, dt == BF16)
-	if !ok {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(p.D),
-			Reason: fmt.Sprintf("the sm_%d decode kernels exist for head dims %v", d.path, kernels.PassHeadDims(kernels.Decode, d.path))}
-	}
-	if dec, err = d.load(dv); err != nil {
-		return nil, err
-	}
-	if n := decodeRowTiles(p.Dims, dv.Br); n > 65535 {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "Nq*Hq/Hkv", Value: fmt.Sprint(p.Nq * p.Groups()),
-			Reason: fmt.Sprintf("%d packed-row tiles of %d: at most 65535 (grid z)", n, dv.Br)}
-	}
-	return dec, nil
-}
-
 // decodeOp is one decode call: its kernels, the uploaded sequence lengths
 // and block table, the split workspace and the parameter block.
 type decodeOp struct {
@@ -169,17 +141,17 @@ type decodeOp struct {
 	cacheBytes int64 // K and V bytes the kernel reads: sum over batches of min(SeqLens[b], decodeSpan)*Hkv*D*2 elements
 }
 
-// newDecode allocates the outputs (poisoned) and the workspace, uploads the
-// cache description and fills the parameter block; d.mu is held and
-// q, k, v are checked (resolveKVShapes, one dtype).
+// newDecode plans the call, loads its kernel, allocates the outputs
+// (poisoned) and the workspace, uploads the cache description and fills
+// the parameter block; d.mu is held and q, k, v are checked
+// (resolveKVShapes, one dtype).
 func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *decodeOp, err error) {
-	dec, err := d.decodeKernel(p, q.dtype)
+	pl, loaded, err := d.plan(planRequest{op: opDecode, p: p, dt: q.dtype, paged: c.BlockTable != nil})
 	if err != nil {
 		return nil, err
 	}
-	groups := p.B * p.Hkv * decodeRowTiles(p.Dims, dec.info.Br) // CTAs per split
-	op = &decodeOp{d: d, dec: dec, splits: decodeSplits(groups, d.info.SMs, d.decodePerSM(dec.info.SmemBytes), decodeSpan(p), dec.info.Bc, c.BlockTable != nil),
-		params: new(kernels.DecodeParams), paged: c.BlockTable != nil}
+	dec := loaded[0]
+	op = &decodeOp{d: d, dec: dec, splits: pl.splits, params: new(kernels.DecodeParams), paged: c.BlockTable != nil, cfg: pl.cfgs[0]}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, op.free())
@@ -233,7 +205,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		}
 		pm.BlockTable, pm.TableStride, pm.PageSize = table.Ptr(), int32(stride), int32(c.BlockSize)
 	}
-	if o, l, n := decodeWorkspace(p.Dims, op.splits, groups); o > 0 {
+	if o, l, n := pl.oPart, pl.lsePart, pl.counters; o > 0 {
 		oPart, err := alloc("partial O", 4*o)
 		if err != nil {
 			return op, err
@@ -255,45 +227,28 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 		pm.OPart, pm.LSEPart, pm.SplitCount = oPart.Ptr(), lPart.Ptr(), count.Ptr()
 	}
 
-	out, err := d.allocAs(p.QShape(), q.dtype)
+	bufs, err := d.allocCall(p, q.dtype, "the LSE", p.QShape())
 	if err != nil {
 		return op, err
 	}
-	lse, err := d.ctx.Alloc(p.LSEBytes())
-	if err != nil {
-		return op, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
-	}
-	op.res = &DeviceResult{Dims: p.Dims, Out: out, Kernel: dec.info, lse: lse, lastNoKey: -1}
-	if err := op.poison(); err != nil {
-		return op, err
+	op.res = &DeviceResult{Dims: p.Dims, Out: bufs.outs[0], Kernel: dec.info, lse: bufs.rows, lastNoKey: -1}
+	if bufs.slopes != nil {
+		op.scratch = append(op.scratch, bufs.slopes)
+		pm.ALiBi = bufs.slopes.Ptr()
 	}
 
 	f := fieldsOf(p)
 	ks := k.shape.ContiguousStrides() // the cache's own: (B or blocks, Ncache or BlockSize, Hkv, D)
 	kvs := [3]int64{int64(ks[0]), int64(ks[1]), int64(ks[2])}
-	pm.Q, pm.K, pm.V, pm.O, pm.LSE = q.buf.Ptr(), k.buf.Ptr(), v.buf.Ptr(), out.buf.Ptr(), lse.Ptr()
+	pm.Q, pm.K, pm.V, pm.O, pm.LSE = q.buf.Ptr(), k.buf.Ptr(), v.buf.Ptr(), bufs.outs[0].buf.Ptr(), bufs.rows.Ptr()
 	set3(f.qs, &pm.QBatchStride, &pm.QRowStride, &pm.QHeadStride)
 	set3(kvs, &pm.KBatchStride, &pm.KRowStride, &pm.KHeadStride)
 	set3(kvs, &pm.VBatchStride, &pm.VRowStride, &pm.VHeadStride)
 	set3(f.qs, &pm.OBatchStride, &pm.ORowStride, &pm.OHeadStride)
 	pm.B, pm.Nq, pm.Hq, pm.Hkv, pm.D = int32(p.B), int32(p.Nq), int32(p.Hq), int32(p.Hkv), int32(p.D)
 	pm.Splits, pm.Scale, pm.ScaleLog2 = int32(op.splits), f.scale, f.scaleLog2
-	pm.MergeCTAs = int32(decodeMergeCTAs(groups, op.splits, min(dec.info.Br, p.Nq*p.Groups()), p.D, 32*dec.info.Warps, d.info.SMs))
+	pm.MergeCTAs = int32(pl.mergeCTAs)
 	pm.WindowLeft, pm.WindowRight, pm.Softcap = f.window[0], f.window[1], f.softcap
-	slopes, err := d.uploadSlopes(p)
-	if err != nil {
-		return op, err
-	}
-	if slopes != nil {
-		op.scratch = append(op.scratch, slopes)
-		pm.ALiBi = slopes.Ptr()
-	}
-	di := dec.info
-	op.cfg = cuda.LaunchConfig{
-		Grid:      [3]uint32{uint32(op.splits), uint32(p.B * p.Hkv), uint32(decodeRowTiles(p.Dims, di.Br))},
-		Block:     [3]uint32{uint32(32 * di.Warps), 1, 1},
-		SharedMem: uint32(di.SmemBytes),
-	}
 	return op, nil
 }
 
@@ -301,11 +256,7 @@ func (d *Device) newDecode(p problem, c KVCache, q, k, v *DeviceTensor) (op *dec
 // unwritten shows.
 func (op *decodeOp) poison() error {
 	out := op.res.Out
-	poison := uint32(nanFP16x2)
-	if out.dtype == BF16 {
-		poison = nanBF16x2
-	}
-	return errors.Join(out.buf.Memset32(poison, out.buf.Size()/4), op.res.lse.Memset32(nanF32, op.res.Dims.LSELen()))
+	return errors.Join(out.buf.Memset32(poisonOf(out.dtype), out.buf.Size()/4), op.res.lse.Memset32(nanF32, op.res.Dims.LSELen()))
 }
 
 func (op *decodeOp) kernels() []KernelInfo { return []KernelInfo{op.dec.info} }
@@ -493,7 +444,7 @@ func (d *Device) ForwardKVCacheAppend(q, kNew, vNew, kCache, vCache *DeviceTenso
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	if _, err := d.decodeKernel(p, q.dtype); err != nil { // refused before the cache is written
+	if _, _, err := d.plan(planRequest{op: opDecode, p: p, dt: q.dtype, paged: c.BlockTable != nil}); err != nil { // refused before the cache is written
 		return nil, err
 	}
 	es := q.dtype.Size()

@@ -66,7 +66,7 @@ func (d *Device) BenchKVCache(dims Dims, pageSize int, o *Options, warmup, reps 
 	}
 	defer d.mu.Unlock()
 	// The kernels first: a problem they cannot run costs no device memory.
-	if _, err := d.decodeKernel(p, FP16); err != nil {
+	if _, _, err := d.plan(planRequest{op: opDecode, p: p, dt: FP16, paged: c.BlockTable != nil}); err != nil {
 		return DecodeBenchResult{}, err
 	}
 	in, err := d.benchInputs(p.Dims, FP16, false)

@@ -123,7 +123,7 @@ type Device struct {
 	maxGridY int
 	// smemOptin is the shared memory per block a kernel may opt in to
 	// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN): it decides
-	// whether the table's Large rows run here (kernels.LookupFit).
+	// whether the table's Large rows run here (kernels.LargeFits).
 	smemOptin int
 	// smemPerSM is the shared memory of one SM
 	// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR): how many
@@ -136,8 +136,8 @@ type Device struct {
 	path   int
 	forced bool
 	// sm90a: dense fp16 forwards, plain or with a window, softcap or ALiBi,
-	// run the Hopper kernels (kernels.LookupSM90A, from mod90, a module of
-	// its own) on a compute capability 9.0 device
+	// run the Hopper kernels (Arch 90 keys, from mod90, a module of its
+	// own) on a compute capability 9.0 device
 	// whose driver encodes TMA tensor maps, unless ForcePath(80) or 75.
 	sm90a    bool
 	sm90aErr error // why a 9.0 device runs the sm_80 path after all (the cubin did not load), or nil
@@ -206,7 +206,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 	if d.stream, err = c.NewStream(); err != nil {
 		return fail(err)
 	}
-	d.path = defaultPath(d.info.Arch())
+	d.path = kernels.Path(d.info.Arch())
 	d.sm90a = hasSM90A(d.info.Arch())
 	d.ctas = d.info.SMs
 	d.params = new(kernels.FwdParams)
@@ -217,15 +217,6 @@ func OpenDevice(ordinal int) (*Device, error) {
 	d.bparams = new(kernels.BwdParams)
 	d.bargs = cuda.NewArgs(unsafe.Pointer(d.bparams))
 	return d, nil
-}
-
-// defaultPath is the kernel path for a compute capability: Turing's for
-// sm_75..sm_79, the sm_80 code (tensor-core m16n8k16, cp.async) above.
-func defaultPath(cc int) int {
-	if cc >= 80 {
-		return 80
-	}
-	return 75
 }
 
 // hasSM90A says whether a device of compute capability cc runs the Hopper
@@ -300,7 +291,7 @@ func (d *Device) ForcePath(path int) error {
 		return err
 	}
 	defer d.mu.Unlock()
-	own, hopper := defaultPath(d.info.Arch()), hasSM90A(d.info.Arch())
+	own, hopper := kernels.Path(d.info.Arch()), hasSM90A(d.info.Arch())
 	use, forced, sm90a := own, false, hopper
 	switch {
 	case path == 0 || path == kernels.SM90A && hopper:
@@ -338,15 +329,9 @@ func (d *Device) ForceArch(path int) error { return d.ForcePath(path) }
 
 // HeadDims lists the head dims the kernel path in use has forward kernels for.
 func (d *Device) HeadDims() []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.rung != 0 {
-		return kernels.RungHeadDims(d.rung)
-	}
-	return kernels.HeadDims(d.path)
+	return d.headDims(func(hd int) planRequest {
+		return planRequest{op: opKernel, p: queryProblem(hd, false), dt: FP16}
+	})
 }
 
 // KVCacheHeadDims lists the head dims the kernel path in use has decode
@@ -354,15 +339,11 @@ func (d *Device) HeadDims() []int {
 // D 256 forward and decode both run 8 query rows per warp as the mma's n8,
 // kernels/n8.cuh); none on a ladder rung.
 func (d *Device) KVCacheHeadDims() []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.rung != 0 {
-		return []int{} // the ladder has no decode kernels
-	}
-	return kernels.PassHeadDims(kernels.Decode, d.path)
+	return d.headDims(func(hd int) planRequest {
+		p := queryProblem(hd, false)
+		p.entry = kvEntry
+		return planRequest{op: opDecode, p: p, dt: FP16}
+	})
 }
 
 // PackedModHeadDims lists the head dims at which varlen calls of element
@@ -370,21 +351,11 @@ func (d *Device) KVCacheHeadDims() []int {
 // modified forwards, which all take packed sequences (their backward:
 // RawBackwardHeadDims).
 func (d *Device) PackedModHeadDims(dt DType) []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var dims []int
-	if d.rung != 0 {
-		return nil
-	}
-	for _, hd := range kernels.HeadDims(d.path) {
-		if _, ok := d.lookup(kernels.FwdMod, dt == BF16, hd, false); ok {
-			dims = append(dims, hd)
-		}
-	}
-	return dims
+	return d.headDims(func(hd int) planRequest {
+		p := queryProblem(hd, false)
+		p.Left, p.entry, p.varlen = 1, varlenEntry, &Varlen{CuSeqlensQ: []int{0, 1}, CuSeqlensK: []int{0, 1}}
+		return planRequest{op: opForward, p: p, dt: dt}
+	})
 }
 
 // ModBackwardHeadDims lists the head dims at which Backward of element type
@@ -393,23 +364,11 @@ func (d *Device) PackedModHeadDims(dt DType) []int {
 // and, where the single pass is a head dim's only backward, its modified twin
 // (D 256 on the sm_80 path).
 func (d *Device) ModBackwardHeadDims(dt DType) []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.rung != 0 {
-		return nil
-	}
-	var dims []int
-	for _, hd := range kernels.HeadDims(d.path) {
-		_, pair := d.lookup(kernels.BwdDKDVMod, dt == BF16, hd, false)
-		_, fused := d.lookup(kernels.BwdDKDVQMod, dt == BF16, hd, false)
-		if pair || fused {
-			dims = append(dims, hd)
-		}
-	}
-	return dims
+	return d.headDims(func(hd int) planRequest {
+		p := queryProblem(hd, false)
+		p.Left = 1
+		return planRequest{op: opBackward, p: p, dt: dt}
+	})
 }
 
 // BackwardHeadDims lists the head dims the kernel path in use has backward
@@ -417,32 +376,38 @@ func (d *Device) ModBackwardHeadDims(dt DType) []int {
 // by its single pass (the large tile on A100, H100/H200, the base one on
 // sm_86/89), on Turing by the three kernels. See
 // DeterministicBackwardHeadDims and RawBackwardHeadDims.
-func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQ) }
+func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(opBackward, false) }
 
 // DeterministicBackwardHeadDims lists the head dims Options.Deterministic
 // runs on the GPU here: the three kernels' and those whose ordered single
 // pass fits the device (D 256 on the sm_80 path, as BackwardHeadDims).
-func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(kernels.BwdDKDVQDet) }
+func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(opBackward, true) }
 
 // RawBackwardHeadDims lists the head dims of the raw backward (NewRawBackward:
 // the three kernels, which hold no dQ accumulator); D 256 only on Turing.
-func (d *Device) RawBackwardHeadDims() []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return kernels.BwdHeadDims(d.path)
+func (d *Device) RawBackwardHeadDims() []int { return d.bwdHeadDims(opRawBackward, false) }
+
+// bwdHeadDims lists the head dims at which a plain fp16 backward of op runs.
+func (d *Device) bwdHeadDims(op planOp, deterministic bool) []int {
+	return d.headDims(func(hd int) planRequest {
+		p := queryProblem(hd, false)
+		p.Deterministic = deterministic
+		return planRequest{op: op, p: p, dt: FP16}
+	})
 }
 
-// bwdHeadDims is BackwardHeadDims with the single pass fused.
-func (d *Device) bwdHeadDims(fused kernels.Pass) []int {
+// headDims lists the head dims at which the plan of req succeeds on d
+// (planDevice.headDims) with its shipped kernels or ladder rung: an NVRTC
+// build of a rung keeps the rung's head dims.
+func (d *Device) headDims(req func(hd int) planRequest) []int {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return kernels.BwdHeadDimsFit(fused, d.path, d.smemOptin)
+	c := d.planDevice()
+	d.mu.Unlock()
+	c.nvrtc = nil
+	return c.headDims(req)
 }
 
 // Kernel returns the variant that Forward runs for d (causal or not), loading
@@ -460,49 +425,15 @@ func (d *Device) Kernel(dims Dims, causal bool) (KernelInfo, error) {
 	return k.info, nil
 }
 
-// kernel finds, loads and prepares the forward variant for dims; d.mu is held.
+// kernel plans and loads the plain fp16 forward Forward runs for dims
+// (Kernel, KernelStats); d.mu is held.
 func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
-	if k, ok, err := d.nvrtcKernel(dims, causal); ok {
-		return k, err
-	}
-	if d.rung != 0 {
-		return d.rungKernel(dims, causal)
-	}
-	if err := dims.Validate(); err != nil {
+	p := problem{Dims: dims, Causal: causal, Left: -1, Right: -1}
+	_, ks, err := d.plan(planRequest{op: opKernel, p: p, dt: FP16})
+	if err != nil {
 		return nil, err
 	}
-	if k, ok, err := d.sm90aKernel(kernels.Fwd, dims, causal); ok || err != nil {
-		return k, err
-	}
-	return d.passKernel(kernels.Fwd, dims, causal, false)
-}
-
-// passKernel finds, loads and prepares the variant of a pass for dims, fp16
-// or bf16 (bf16Kernel checks first that the path has bf16); d.mu is held.
-func (d *Device) passKernel(pass kernels.Pass, dims Dims, causal, bf16 bool) (*loadedKernel, error) {
-	if err := dims.Validate(); err != nil {
-		return nil, err
-	}
-	v, ok := d.lookup(pass, bf16, dims.D, causal)
-	if !ok {
-		what := "kernels"
-		if pass != kernels.Fwd && !pass.IsMod() && pass != kernels.FwdVarlen {
-			what = "backward kernels"
-		}
-		if bf16 {
-			what = "bf16 " + what
-		}
-		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
-			Reason: fmt.Sprintf("the sm_%d %s exist for head dims %v", d.path, what, kernels.PassHeadDims(pass, d.path))}
-	}
-	return d.load(v)
-}
-
-// lookup is the table's variant of a pass for the path in use, a head dim
-// and dtype on this device: the Large rows where its opt-in shared memory
-// fits them (kernels.LookupFit).
-func (d *Device) lookup(pass kernels.Pass, bf16 bool, headDim int, causal bool) (kernels.Variant, bool) {
-	return kernels.LookupFit(pass, bf16, d.path, headDim, causal, d.smemOptin)
+	return ks[0], nil
 }
 
 // module returns the module that holds variant v, loading it on first use:

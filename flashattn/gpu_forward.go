@@ -160,51 +160,113 @@ func opName(op deviceOp) string {
 	return s
 }
 
-// fwdOp is one forward call: its kernel, operands and parameter values.
+// fwdOp is one forward call: its plan, kernel, operands and buffers.
 type fwdOp struct {
 	d       *Device
+	pl      plan
 	kern    *loadedKernel
 	f       launchFields
 	q, k, v *DeviceTensor
 	res     *DeviceResult
-	slopes  *cuda.Buffer // ALiBi's slopes (float32, Hq), or nil
-	cu      *cuda.Buffer // varlen: the cumulative lengths (varlenCuLens), or nil
-	seqs    int          // varlen: the number of sequences
+	bufs    callBuffers // O and the LSE (res's), the cumulative lengths and ALiBi's slopes
 }
 
-// newForward finds the kernel, checks the grid and allocates O and the LSE,
+// newForward plans the call, loads its kernel and allocates O and the LSE,
 // poisoned; d.mu is held.
 func (d *Device) newForward(p problem, q, k, v *DeviceTensor) (*fwdOp, error) {
-	kern, err := d.fwdKernelAs(p, q.dtype)
+	pl, ks, err := d.plan(planRequest{op: opForward, p: p, dt: q.dtype})
 	if err != nil {
 		return nil, err
 	}
-	out, err := d.allocAs(p.QShape(), q.dtype)
+	bufs, err := d.allocCall(p, q.dtype, "the LSE", p.QShape())
 	if err != nil {
 		return nil, err
 	}
-	lse, err := d.ctx.Alloc(p.LSEBytes())
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("flashattn: allocating the LSE on %s: %w", d.info, err), out.buf.Free())
-	}
-	op := &fwdOp{d: d, kern: kern, f: fieldsOf(p), q: q, k: k, v: v,
-		res: &DeviceResult{Dims: p.Dims, Out: out, Kernel: kern.info, lse: lse, lastNoKey: -1}}
-	if err := out.buf.Memset32(poisonOf(q.dtype), out.buf.Size()/4); err != nil {
-		return nil, errors.Join(err, op.free())
-	}
-	if err := lse.Memset32(nanF32, p.LSELen()); err != nil {
-		return nil, errors.Join(err, op.free())
-	}
-	if p.varlen != nil {
-		op.seqs = p.varlen.Seqs()
-		if op.cu, err = d.uploadVarlen(*p.varlen, p.Dims, &op.f); err != nil {
-			return nil, errors.Join(err, op.free())
+	return &fwdOp{d: d, pl: pl, kern: ks[0], f: fieldsOf(p), q: q, k: k, v: v, bufs: bufs,
+		res: &DeviceResult{Dims: p.Dims, Out: bufs.outs[0], Kernel: ks[0].info, lse: bufs.rows, lastNoKey: -1}}, nil
+}
+
+// callBuffers are what a forward, backward or decode call allocates beside
+// its operands: its outputs and float32 rows (the LSE, or the backward's
+// Di), poisoned so that an element the kernels leave unwritten shows, and
+// its uploads: the cumulative lengths of packed sequences and ALiBi's
+// slopes (nil where the problem has none).
+type callBuffers struct {
+	outs   []*DeviceTensor
+	rows   *cuda.Buffer
+	cu     *cuda.Buffer // varlenCuLens, seqs sequences
+	seqs   int
+	slopes *cuda.Buffer // float32, Hq
+}
+
+// allocCall allocates the buffers of p's call: outputs of dtype dt and
+// shapes outs, and one float32 per LSE entry, named rows in errors; on
+// failure nothing stays allocated. d.mu is held.
+func (d *Device) allocCall(p problem, dt DType, rows string, outs ...Shape) (b callBuffers, err error) {
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, b.free())
+		}
+	}()
+	for _, s := range outs {
+		t, err := d.allocAs(s, dt)
+		if err != nil {
+			return b, err
+		}
+		b.outs = append(b.outs, t)
+		if err := t.buf.Memset32(poisonOf(dt), t.buf.Size()/4); err != nil {
+			return b, err
 		}
 	}
-	if op.slopes, err = d.uploadSlopes(p); err != nil {
-		return nil, errors.Join(err, op.free())
+	if b.rows, err = d.ctx.Alloc(p.LSEBytes()); err != nil {
+		return b, fmt.Errorf("flashattn: allocating %s on %s: %w", rows, d.info, err)
 	}
-	return op, nil
+	if err := b.rows.Memset32(nanF32, p.LSELen()); err != nil {
+		return b, err
+	}
+	if p.varlen != nil {
+		b.seqs = p.varlen.Seqs()
+		if b.cu, err = d.uploadVarlen(*p.varlen); err != nil {
+			return b, err
+		}
+	}
+	b.slopes, err = d.uploadSlopes(p)
+	return b, err
+}
+
+// free releases every buffer of b.
+func (b callBuffers) free() error {
+	var err error
+	for _, t := range b.outs {
+		err = errors.Join(err, t.Free())
+	}
+	return errors.Join(err, freeBuffers(b.rows), b.freeUploads())
+}
+
+// freeUploads releases the cumulative lengths and the slopes, which no
+// caller sees.
+func (b callBuffers) freeUploads() error { return freeBuffers(b.cu, b.slopes) }
+
+// uploadBytes is the device memory of the uploads.
+func (b callBuffers) uploadBytes() int64 {
+	var n int64
+	for _, x := range []*cuda.Buffer{b.cu, b.slopes} {
+		if x != nil {
+			n += int64(x.Size())
+		}
+	}
+	return n
+}
+
+// freeBuffers frees the buffers not nil and not freed yet.
+func freeBuffers(bs ...*cuda.Buffer) error {
+	var err error
+	for _, b := range bs {
+		if b != nil && !b.Freed() {
+			err = errors.Join(err, b.Free())
+		}
+	}
+	return err
 }
 
 // uploadSlopes copies p's ALiBi slopes (float32, Hq) to the device for the
@@ -235,63 +297,12 @@ func slopesPtr(b *cuda.Buffer) uint64 {
 	return b.Ptr()
 }
 
-// fwdKernel is the fp16 forward kernel for p, a problem the device can run
-// (checkProblem); d.mu is held.
-func (d *Device) fwdKernel(p problem) (*loadedKernel, error) { return d.fwdKernelAs(p, FP16) }
-
-// fwdKernelAs is fwdKernel for element type dt: the plain kernel (on an
-// H100/H200, fp16 at the Hopper forward's head dims: that one, unless
-// ForcePath), or with a
-// window, softcap or ALiBi the modified one with exactly p's softcap and
-// ALiBi compiled in (kernels.ModPass; the window, and causal as its right
-// edge 0, are parameters), for packed sequences the FwdVarlen one (with
-// modifiers the modified one, which takes the cumulative lengths at run
-// time); d.mu is held.
-func (d *Device) fwdKernelAs(p problem, dt DType) (*loadedKernel, error) {
-	pass, causal := kernels.Fwd, p.Causal
-	if p.varlen != nil {
-		if d.rung != 0 {
-			return nil, &UnsupportedError{Backend: GPU, Feature: varlenEntry, Value: fmt.Sprintf("rung %d", d.rung),
-				Reason: "the kernel ladder has no varlen kernels"}
-		}
-		pass = kernels.FwdVarlen
-	}
-	if p.mods() {
-		if d.rung != 0 {
-			f, v := p.modFeature()
-			return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: fmt.Sprintf("the kernel ladder's rung %d has no score modifiers", d.rung)}
-		}
-		pass, causal = kernels.ModPass(p.Softcap > 0, p.ALiBi != nil), false
-	}
-	if p.varlen == nil && dt == FP16 {
-		if kern, ok, err := d.sm90aKernel(pass, p.Dims, causal); ok || err != nil {
-			if err != nil {
-				return nil, err
-			}
-			return kern, d.checkProblem(p)
-		}
-	}
-	kern, err := d.kernelAs(pass, p.Dims, causal, dt)
-	if err != nil {
-		return nil, err
-	}
-	return kern, d.checkProblem(p)
-}
-
 func (op *fwdOp) kernels() []KernelInfo { return []KernelInfo{op.kern.info} }
-func (op *fwdOp) free() error           { return errors.Join(op.res.Free(), op.freeScratch()) }
+func (op *fwdOp) free() error           { return op.bufs.free() }
 
 // freeScratch frees the ALiBi slopes and the varlen lengths, which no caller
 // sees.
-func (op *fwdOp) freeScratch() error {
-	var err error
-	for _, b := range []*cuda.Buffer{op.slopes, op.cu} {
-		if b != nil && !b.Freed() {
-			err = errors.Join(err, b.Free())
-		}
-	}
-	return err
-}
+func (op *fwdOp) freeScratch() error { return op.bufs.freeUploads() }
 
 // enqueue fills the pinned parameter block and launches the kernel on the
 // device's stream (the launch contract of internal/kernels).
@@ -307,14 +318,14 @@ func (op *fwdOp) enqueue() error {
 	set3(f.kvs, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
 	set3(f.qs, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
 	f.setFwd(p)
-	p.ALiBi = slopesPtr(op.slopes)
-	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.cu, op.seqs)
+	p.ALiBi = slopesPtr(op.bufs.slopes)
+	p.CuSeqlensQ, p.CuSeqlensK = cuPtrs(op.bufs.cu, op.bufs.seqs)
 	if op.kern.v.Arch == kernels.SM90A {
 		if err := encodeSM90A(d.tmaps, op.kern.v, d.hparams); err != nil {
 			return fmt.Errorf("flashattn: %s on %s: %w", ki.Symbol, d.info, err)
 		}
 	}
-	return op.kern.fn.Launch(fwdConfig(ki, f, d.ctas), d.stream, args)
+	return op.kern.fn.Launch(op.pl.cfgs[0], d.stream, args)
 }
 
 func (op *fwdOp) relaunch() error {
@@ -322,32 +333,7 @@ func (op *fwdOp) relaunch() error {
 	if op.kern.v.Arch == kernels.SM90A {
 		args = op.d.hargs
 	}
-	return op.kern.fn.LaunchBound(fwdConfig(op.kern.info, op.f, op.d.ctas), op.d.stream.Handle(), args)
-}
-
-// sm90aKernel is the Hopper forward of pass (Fwd or a modified one) for
-// dims (fp16, dense), loaded, where the device runs it (Device.sm90a, not a
-// ladder rung); ok is false elsewhere, for passes and head dims it lacks,
-// and for causal calls short enough that the sm_80 kernel is faster
-// (Variant.SM80CausalMaxNk); d.mu is held.
-func (d *Device) sm90aKernel(pass kernels.Pass, dims Dims, causal bool) (kern *loadedKernel, ok bool, err error) {
-	if !d.sm90a || d.rung != 0 || d.nvrtcReplacesHopper(pass) {
-		return nil, false, nil
-	}
-	v, ok := kernels.LookupSM90A(pass, dims.D, causal)
-	if !ok || dims.Nk <= v.SM80CausalMaxNk {
-		return nil, false, nil
-	}
-	if d.mod90 == nil {
-		if _, err := d.module(v); err != nil {
-			// A driver that cannot load sm_90a code: the sm_80 path runs
-			// every call from now on, and results say why (reason).
-			d.sm90a, d.sm90aErr = false, err
-			return nil, false, nil
-		}
-	}
-	kern, err = d.load(v)
-	return kern, err == nil, err
+	return op.kern.fn.LaunchBound(op.pl.cfgs[0], op.d.stream.Handle(), args)
 }
 
 // errNoTensorMap is the error of a Hopper launch whose operands TMA cannot
@@ -373,31 +359,31 @@ func encodeSM90A(e *cuda.TensorMapEncoder, v kernels.Variant, a *kernels.Sm90Fwd
 	return nil
 }
 
-// fwdConfig is the forward kernel's launch (the contract of internal/kernels):
+// fwdConfig is forward kernel v's launch (the contract of internal/kernels):
 // a CTA per query block and (batch, head), or for a persistent kernel
 // at most ctas CTAs (Device.ctas), each walking its share of those tiles.
-func fwdConfig(ki KernelInfo, f launchFields, ctas int) cuda.LaunchConfig {
-	grid := [3]uint32{cdiv(f.nq, ki.Br), uint32(f.bh), 1}
-	if ki.Persistent {
+func fwdConfig(v kernels.Variant, f launchFields, ctas int) cuda.LaunchConfig {
+	grid := [3]uint32{cdiv(f.nq, v.Br), uint32(f.bh), 1}
+	if v.Persistent {
 		grid = [3]uint32{min(grid[0]*grid[1], uint32(max(ctas, 1))), 1, 1}
 	}
-	return cuda.LaunchConfig{Grid: grid, Block: [3]uint32{uint32(32 * ki.Warps), 1, 1}, SharedMem: uint32(ki.SmemBytes)}
+	return cuda.LaunchConfig{Grid: grid, Block: [3]uint32{uint32(32 * v.Warps), 1, 1}, SharedMem: uint32(v.SmemBytes)}
 }
 
-// bwdConfigs are the launches of pre, dK/dV and dQ (the contract of
-// internal/kernels; the causal ordered single pass's grid has the heads fastest).
-func bwdConfigs(ks [3]*loadedKernel, f launchFields) [3]cuda.LaunchConfig {
+// bwdConfigs are the launches of pre, dK/dV and dQ, vs (the contract of
+// internal/kernels; the ordered single pass's grid has the heads fastest).
+func bwdConfigs(vs []kernels.Variant, f launchFields) []cuda.LaunchConfig {
 	grids := [3][3]uint32{
-		{cdiv(f.nq, ks[0].info.Br), uint32(f.bh), 1},
-		{cdiv(f.nk, ks[1].info.Bc), uint32(f.bhkv), 1},
-		{cdiv(f.nq, ks[2].info.Br), uint32(f.bh), 1},
+		{cdiv(f.nq, vs[0].Br), uint32(f.bh), 1},
+		{cdiv(f.nk, vs[1].Bc), uint32(f.bhkv), 1},
+		{cdiv(f.nq, vs[2].Br), uint32(f.bh), 1},
 	}
-	if kernels.HeadsFastest(ks[1].v) {
-		grids[1] = [3]uint32{uint32(f.bhkv), cdiv(f.nk, ks[1].info.Bc), 1}
+	if kernels.HeadsFastest(vs[1]) {
+		grids[1] = [3]uint32{uint32(f.bhkv), cdiv(f.nk, vs[1].Bc), 1}
 	}
-	var cfgs [3]cuda.LaunchConfig
-	for i, k := range ks {
-		cfgs[i] = cuda.LaunchConfig{Grid: grids[i], Block: [3]uint32{uint32(32 * k.info.Warps), 1, 1}, SharedMem: uint32(k.info.SmemBytes)}
+	cfgs := make([]cuda.LaunchConfig, len(vs))
+	for i, v := range vs {
+		cfgs[i] = cuda.LaunchConfig{Grid: grids[i], Block: [3]uint32{uint32(32 * v.Warps), 1, 1}, SharedMem: uint32(v.SmemBytes)}
 	}
 	return cfgs
 }
@@ -417,7 +403,10 @@ func (f launchFields) setBwd(p *kernels.BwdParams) {
 
 // launchFields are what both parameter blocks take from the problem,
 // computed once per call: the strides of the dense q-shaped (q, O, dO, dQ)
-// and kv-shaped (k, v, dK, dV) operands, the sizes and the scale.
+// and kv-shaped (k, v, dK, dV) operands, the sizes and the scale, and the
+// grid's extents: for packed sequences the longest sequence's rows and
+// keys by Seqs*Hq (Seqs*Hkv) CTAs, those past a shorter sequence's rows
+// (keys) exiting at once.
 type launchFields struct {
 	qs, kvs          [3]int64 // batch, row and head strides, in elements
 	dims             [6]int32 // B, Nq, Nk, Hq, Hkv, D
@@ -429,7 +418,7 @@ type launchFields struct {
 
 func fieldsOf(p problem) launchFields {
 	qs, kvs := p.QShape().ContiguousStrides(), p.KVShape().ContiguousStrides()
-	return launchFields{
+	f := launchFields{
 		qs:    [3]int64{int64(qs[0]), int64(qs[1]), int64(qs[2])},
 		kvs:   [3]int64{int64(kvs[0]), int64(kvs[1]), int64(kvs[2])},
 		dims:  [6]int32{int32(p.B), int32(p.Nq), int32(p.Nk), int32(p.Hq), int32(p.Hkv), int32(p.D)},
@@ -437,6 +426,11 @@ func fieldsOf(p problem) launchFields {
 		nq: p.Nq, nk: p.Nk, bh: p.B * p.Hq, bhkv: p.B * p.Hkv,
 		window: [2]int32{int32(p.Left), int32(p.Right)}, softcap: float32(p.Softcap),
 	}
+	if vl := p.varlen; vl != nil {
+		f.nq, f.nk = maxSeqlen(vl.CuSeqlensQ), maxSeqlen(vl.CuSeqlensK)
+		f.bh, f.bhkv = vl.Seqs()*p.Hq, vl.Seqs()*p.Hkv
+	}
+	return f
 }
 
 // set3 writes batch, row and head strides s into one operand's fields.
@@ -445,39 +439,9 @@ func set3(s [3]int64, batch, row, head *int64) { *batch, *row, *head = s[0], s[1
 // cdiv is the number of blocks of b that cover a.
 func cdiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 
-// checkProblem rejects problems whose launch grid the device cannot
-// express and scales with which the kernels' float32 scores could overflow.
-func (d *Device) checkProblem(p problem) error {
-	if m := maxGPUScale(p.D); p.Scale > m {
-		return &UnsupportedError{Backend: GPU, Feature: "scale", Value: fmt.Sprint(p.Scale),
-			Reason: fmt.Sprintf("at head dim %d the kernels' scores scale*log2(e)*q.k could exceed float32 for fp16 inputs above %.3g", p.D, m)}
-	}
-	return d.checkGrid(p.Dims, p.entry == kvEntry)
-}
-
 // maxGPUScale is the largest scale at which no score of fp16 inputs can
 // overflow in the kernels: |q.k| <= D*65504^2, and they multiply it by
 // scale*log2(e) in float32.
 func maxGPUScale(d int) float64 {
 	return math.MaxFloat32 / (float64(d) * fp16Max * fp16Max * log2e)
-}
-
-// checkGrid rejects problems whose launch grid the device cannot express:
-// one CTA row (grid y) per (batch, head), or with kvHeads per (batch, kv
-// head), as decode launches, whose query heads ride in a CTA as packed rows
-// (their grid z is checked with the kernel's tile, decodeRowTiles).
-func (d *Device) checkGrid(dims Dims, kvHeads bool) error {
-	rows, what, per := dims.B*dims.Hq, "B*Hq", "(batch, head)"
-	if kvHeads {
-		rows, what, per = dims.B*dims.Hkv, "B*Hkv", "(batch, kv head)"
-	}
-	if rows > d.maxGridY {
-		return &UnsupportedError{Backend: GPU, Feature: what, Value: fmt.Sprint(rows),
-			Reason: fmt.Sprintf("one CTA row per %s: at most %d on %s", per, d.maxGridY, d.info)}
-	}
-	if dims.Nq > math.MaxInt32 || dims.Nk > math.MaxInt32 {
-		return &UnsupportedError{Backend: GPU, Feature: "sequence length", Value: fmt.Sprint(max(dims.Nq, dims.Nk)),
-			Reason: "the kernels index rows with int32"}
-	}
-	return nil
 }

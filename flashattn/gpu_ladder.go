@@ -72,21 +72,5 @@ func (d *Device) Rung() int {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.rung == 0 {
-		return len(ladder)
-	}
-	return d.rung
-}
-
-// rungKernel finds and loads the forward kernel of rung d.rung; d.mu is held.
-func (d *Device) rungKernel(dims Dims, causal bool) (*loadedKernel, error) {
-	if err := dims.Validate(); err != nil {
-		return nil, err
-	}
-	v, ok := kernels.LookupRung(d.rung, dims.D, causal)
-	if !ok {
-		return nil, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
-			Reason: fmt.Sprintf("ladder rung %d has kernels for head dims %v", d.rung, kernels.RungHeadDims(d.rung))}
-	}
-	return d.load(v)
+	return d.rungInUse()
 }

@@ -34,19 +34,20 @@ func TestDecodeGridPerKVHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.checkProblem(p); err != nil {
+	c := d.planDevice()
+	if err := c.checkProblem(p); err != nil {
 		t.Errorf("decode, B*Hkv 8192: %v", err)
 	}
 	var ue *UnsupportedError
 	p.entry = ""
-	if err := d.checkProblem(p); !errors.As(err, &ue) || ue.Feature != "B*Hq" {
+	if err := c.checkProblem(p); !errors.As(err, &ue) || ue.Feature != "B*Hq" {
 		t.Errorf("forward, B*Hq 65536: %v, want the B*Hq refusal", err)
 	}
 	q.H, kc.H = 512, 512 // MHA at 512 heads: B*Hkv 524288
 	if p, err = resolveKVShapes(q, kc, kc, KVCache{SeqLens: lens}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.checkProblem(p); !errors.As(err, &ue) || ue.Feature != "B*Hkv" {
+	if err := c.checkProblem(p); !errors.As(err, &ue) || ue.Feature != "B*Hkv" {
 		t.Errorf("decode, B*Hkv 524288: %v, want the B*Hkv refusal", err)
 	}
 }
@@ -56,12 +57,13 @@ func TestDecodeGridPerKVHead(t *testing.T) {
 // refused for that, not for a head dim it has.
 func TestOrderedD256TooManyKeyBlocks(t *testing.T) {
 	d := noContextDevice()
-	v, ok := d.lookup(kernels.BwdDKDVQDet, false, 256, false)
+	c := d.planDevice()
+	v, ok := c.lookup(kernels.Key{Stage: kernels.BwdDKDVQ, Ordered: true, HeadDim: 256})
 	if !ok || !kernels.HeadsFastest(v) {
 		t.Fatalf("no heads-fastest ordered D256 pass on %s: %+v", d.info, v)
 	}
 	dims := Dims{B: 1, Nq: 128, Nk: d.maxGridY*v.Bc + 1, Hq: 1, Hkv: 1, D: 256}
-	_, err := d.loadBwd(dims, false, true, FP16)
+	_, err := planOf(c, planRequest{op: opBwdKernels, p: problem{Dims: dims, Left: -1, Right: -1, Deterministic: true}, dt: FP16})
 	var ue *UnsupportedError
 	if !errors.As(err, &ue) || ue.Feature != "deterministic" {
 		t.Errorf("Nk %d: %v, want the ordered pass's key-block refusal", dims.Nk, err)

@@ -222,8 +222,8 @@ func (d *Device) prepare(mod *cuda.Module, ki KernelInfo) (*loadedKernel, error)
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", ki.Symbol, ki.SmemBytes, d.info, err)
 		}
 	}
-	v := kernels.Variant{Pass: kernels.Fwd, Arch: ki.Path, HeadDim: ki.HeadDim, Causal: ki.Causal, Symbol: ki.Symbol,
-		Br: ki.Br, Bc: ki.Bc, Warps: ki.Warps, SmemBytes: ki.SmemBytes, Rung: ki.Rung}
+	v := kernels.Variant{Key: kernels.Key{Stage: kernels.Fwd, Arch: ki.Path, HeadDim: ki.HeadDim, Causal: ki.Causal, Rung: ki.Rung},
+		Symbol: ki.Symbol, Br: ki.Br, Bc: ki.Bc, Warps: ki.Warps, SmemBytes: ki.SmemBytes}
 	k := &loadedKernel{mod: mod, fn: fn, v: v, info: ki}
 	var errs []error
 	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)
@@ -262,62 +262,27 @@ func (d *Device) stats(k *loadedKernel) (KernelStats, error) {
 	return s, nil
 }
 
-// nvrtcKernel is the kernel Forward runs for dims from an edited rung
-// source, ok false where the rung in use runs its shipped kernels. A rung
-// loaded for another path or architecture (a ForcePath since) is compiled
-// again, from the cache where it can be; d.mu is held.
-func (d *Device) nvrtcKernel(dims Dims, causal bool) (k *loadedKernel, ok bool, err error) {
+// nvrtcSync makes the edited rung in use current: a rung loaded for
+// another path or architecture (a ForcePath since) is compiled again, from
+// the cache where it can be; changed says it was. d.mu is held.
+func (d *Device) nvrtcSync() (changed bool, err error) {
 	r := d.nvrtcRungInUse()
-	if r == nil {
-		return nil, false, nil
-	}
-	if err := dims.Validate(); err != nil {
-		return nil, true, err
-	}
 	arch, path, err := d.nvrtcTarget()
+	if err != nil || arch == r.arch && path == r.build.Path {
+		return false, err
+	}
+	b, err := compileRung(r.rung, r.files, arch, path)
 	if err != nil {
-		return nil, true, err
+		return false, err
 	}
-	if arch != r.arch || path != r.build.Path {
-		b, err := compileRung(r.rung, r.files, arch, path)
-		if err != nil {
-			return nil, true, err
-		}
-		old := r.mod
-		if err := d.loadBuild(r, b, arch); err != nil {
-			return nil, true, err
-		}
-		if old != nil {
-			if err := old.Unload(); err != nil {
-				return nil, true, err
-			}
+	old := r.mod
+	if err := d.loadBuild(r, b, arch); err != nil {
+		return false, err
+	}
+	if old != nil {
+		if err := old.Unload(); err != nil {
+			return true, err
 		}
 	}
-	for _, k := range r.funcs {
-		if k.info.HeadDim == dims.D && k.info.Causal == causal {
-			return k, true, nil
-		}
-	}
-	var ds []int
-	for _, ks := range r.build.Kernels {
-		if !ks.Causal {
-			ds = append(ds, ks.HeadDim)
-		}
-	}
-	return nil, true, &UnsupportedError{Backend: GPU, Feature: "head dim", Value: fmt.Sprint(dims.D),
-		Reason: fmt.Sprintf("rung %d's edited source has kernels for head dims %v", r.rung, ds)}
-}
-
-// nvrtcRungInUse is the edited rung Forward runs, nil for none; d.mu is held.
-func (d *Device) nvrtcRungInUse() *nvrtcRung {
-	if d.rung != 0 {
-		return d.nvrtc[d.rung]
-	}
-	return d.nvrtc[len(ladder)]
-}
-
-// nvrtcReplacesHopper says whether an edited shipped kernel (the last rung)
-// runs instead of the Hopper forward for pass; d.mu is held.
-func (d *Device) nvrtcReplacesHopper(pass kernels.Pass) bool {
-	return d.rung == 0 && pass == kernels.Fwd && d.nvrtc[len(ladder)] != nil
+	return true, nil
 }

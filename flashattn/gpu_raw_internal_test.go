@@ -9,7 +9,7 @@ import (
 	"github.com/goflash/goflash/internal/kernels"
 )
 
-// cpuPlans makes the raw plans of dims from the kernel table alone (no
+// cpuPlans makes the raw plans of dims from their plans alone (no
 // device): what Enqueue checks and fills before it talks to the driver.
 func cpuPlans(t testing.TB, dims Dims, path int, causal bool) (*RawForward, *RawBackward) {
 	t.Helper()
@@ -17,16 +17,19 @@ func cpuPlans(t testing.TB, dims Dims, path int, causal bool) (*RawForward, *Raw
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ks [4]*loadedKernel
-	for i, pass := range []kernels.Pass{kernels.Fwd, kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ} {
-		v, ok := kernels.LookupPass(pass, path, dims.D, causal)
-		if !ok {
-			t.Fatalf("no %v kernel for path %d D %d", pass, path, dims.D)
-		}
-		ks[i] = &loadedKernel{info: kernelInfo(v)}
-	}
+	c := planDevice{name: "no device", path: path, smemOptin: kernels.BaseSmemBytes, maxGridY: 65535, ctas: 132}
 	r := rawPlan{p: p, dt: FP16}
-	return newRawForward(r, ks[0], nil, 132), newRawBackward(r, [3]*loadedKernel{ks[1], ks[2], ks[3]})
+	var out [2][]*loadedKernel
+	var pls [2]plan
+	for i, op := range []planOp{opRawForward, opRawBackward} {
+		if pls[i], err = planOf(c, planRequest{op: op, p: p, dt: FP16}); err != nil {
+			t.Fatalf("path %d D %d: %v", path, dims.D, err)
+		}
+		for _, v := range pls[i].kernels {
+			out[i] = append(out[i], &loadedKernel{v: v, info: kernelInfo(v)})
+		}
+	}
+	return newRawForward(r, pls[0], out[0]), newRawBackward(r, pls[1], out[1])
 }
 
 // packedQKV lays q, k, v out as one (B, N, Hq+2*Hkv, D) buffer at base, as a

@@ -46,46 +46,29 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	if err != nil {
 		return nil, err
 	}
-	if f, v := r.p.modFeature(); f != "" {
-		return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: "raw calls run the plain kernels only (Device.Forward runs score modifiers)"}
-	}
-	kern, err := d.fwdKernelAs(r.p, dt)
+	pl, ks, err := d.plan(planRequest{op: opRawForward, p: r.p, dt: dt})
 	if err != nil {
 		return nil, err
 	}
-	if kern.mod != d.mod && kern.mod != d.mod90 {
-		// A rung compiled by LoadRungSource lives in a module of its own that
-		// ResetRungSource unloads: a plan must not outlive it.
-		return nil, &UnsupportedError{Backend: GPU, Feature: "raw plan", Value: kern.info.Symbol,
-			Reason: "raw plans run the shipped kernels; ResetRungSource first (an NVRTC-compiled rung is for Forward and BenchForward)"}
-	}
-	var alt *loadedKernel
-	if kern.v.Arch == kernels.SM90A {
-		if alt, err = d.passKernel(kernels.Fwd, dims, r.p.Causal, false); err != nil { // the sm_80 path's
-			return nil, err
-		}
-	}
-	r.mod = kern.mod
-	return newRawForward(r, kern, alt, d.ctas), nil
+	r.mod = ks[0].mod
+	return newRawForward(r, pl, ks), nil
 }
 
-// newRawForward fills the parts of the plan no call changes (ctas: the
-// persistent kernels' grid, Device.ctas).
-func newRawForward(r rawPlan, kern, alt *loadedKernel, ctas int) *RawForward {
-	f := &RawForward{rawPlan: r, kern: kern, alt: alt}
-	lf := fieldsOf(r.p)
-	f.cfg = fwdConfig(kern.info, lf, ctas)
-	if alt != nil {
+// newRawForward fills the parts of the plan no call changes: pl's kernel,
+// loaded as ks (a Hopper plan's sm_80 kernel after it), and launch.
+func newRawForward(r rawPlan, pl plan, ks []*loadedKernel) *RawForward {
+	f := &RawForward{rawPlan: r, kern: ks[0], cfg: pl.cfgs[0]}
+	if pl.alt != nil { // a Hopper plan
 		f.h = new(kernels.Sm90FwdArgs)
 		f.params = &f.h.P
 		f.args = cuda.NewArgs(unsafe.Pointer(f.h))
-		f.altCfg = fwdConfig(alt.info, lf, ctas)
+		f.alt, f.altCfg = ks[1], pl.altCfg
 		f.altArgs = cuda.NewArgs(unsafe.Pointer(f.params))
 	} else {
 		f.params = new(kernels.FwdParams)
 		f.args = cuda.NewArgs(unsafe.Pointer(f.params))
 	}
-	lf.setFwd(f.params)
+	fieldsOf(r.p).setFwd(f.params)
 	return f
 }
 
@@ -219,32 +202,24 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	if err != nil {
 		return nil, err
 	}
-	// The plain three kernels only: a window, softcap or ALiBi needs the
-	// _mod pair and its parameters, which Device.Backward sets up.
-	if f, v := r.p.modFeature(); f != "" {
-		return nil, &UnsupportedError{Backend: GPU, Feature: f, Value: v,
-			Reason: "the raw backward runs the plain three kernels; Device.Backward runs the modifiers' backward"}
-	}
 	// The raw backward takes the caller's Di workspace and nothing else, so
 	// it runs the three-kernel backward (no dQ accumulator): deterministic.
 	r.p.Deterministic = true
-	ks, err := d.loadPasses(threePass, r.p.Dims, r.p.Causal, dt)
-	if err == nil {
-		err = d.checkProblem(r.p)
-	}
+	pl, ks, err := d.plan(planRequest{op: opRawBackward, p: r.p, dt: dt})
 	if err != nil {
 		return nil, err
 	}
 	r.mod = d.mod
-	return newRawBackward(r, ks), nil
+	return newRawBackward(r, pl, ks), nil
 }
 
-// newRawBackward fills the parts of the plan no call changes.
-func newRawBackward(r rawPlan, ks [3]*loadedKernel) *RawBackward {
-	b := &RawBackward{rawPlan: r, ks: ks, params: new(kernels.BwdParams)}
-	lf := fieldsOf(r.p)
-	b.cfgs = bwdConfigs(ks, lf)
-	lf.setBwd(b.params)
+// newRawBackward fills the parts of the plan no call changes: pl's three
+// kernels, loaded as ks, and launches.
+func newRawBackward(r rawPlan, pl plan, ks []*loadedKernel) *RawBackward {
+	b := &RawBackward{rawPlan: r, params: new(kernels.BwdParams)}
+	copy(b.ks[:], ks)
+	copy(b.cfgs[:], pl.cfgs)
+	fieldsOf(r.p).setBwd(b.params)
 	b.args = cuda.NewArgs(unsafe.Pointer(b.params))
 	return b
 }

@@ -26,7 +26,7 @@ func TestGPUHopperCubinFallback(t *testing.T) {
 	if !d.sm90a {
 		t.Skipf("%s does not run the Hopper forward", d.info)
 	}
-	x := Random(Shape{B: 1, N: 2048, H: 2, D: kernels.SM90AHeadDims()[0]}, 1)
+	x := Random(Shape{B: 1, N: 2048, H: 2, D: HopperHeadDims()[0]}, 1)
 	r, err := d.ForwardHost(x, x, x, nil)
 	if err != nil {
 		t.Fatalf("forward with an unloadable Hopper cubin: %v", err)
@@ -51,8 +51,8 @@ func TestFwdConfigPersistent(t *testing.T) {
 		{true, 5, [3]uint32{5, 1, 1}},
 		{true, 0, [3]uint32{1, 1, 1}},
 	} {
-		ki := KernelInfo{Br: 128, Warps: 12, SmemBytes: 1 << 10, Persistent: c.persistent}
-		cfg := fwdConfig(ki, f, c.ctas)
+		v := kernels.Variant{Br: 128, Warps: 12, SmemBytes: 1 << 10, Persistent: c.persistent}
+		cfg := fwdConfig(v, f, c.ctas)
 		if cfg.Grid != c.want || cfg.Block != [3]uint32{384, 1, 1} || cfg.SharedMem != 1<<10 {
 			t.Errorf("persistent %v, %d CTAs: %+v, want grid %v", c.persistent, c.ctas, cfg, c.want)
 		}

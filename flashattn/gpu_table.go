@@ -1,10 +1,6 @@
 package flashattn
 
-import (
-	"slices"
-
-	"github.com/goflash/goflash/internal/kernels"
-)
+import "github.com/goflash/goflash/internal/kernels"
 
 // KernelTable lists the forward kernels shipped for a GPU of compute
 // capability arch (e.g. 75 for a T4, 90 for an H100/H200), one per head dim
@@ -15,7 +11,20 @@ import (
 // fp16 kernels (as BackwardKernelTable does): the sm_80 path's bf16 kernels
 // (UploadBF16) have the same tiles, under the fp16 symbol with _bf16 after
 // d{D}, e.g. fa2_fwd_sm80_d64_bf16_causal.
-func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
+func KernelTable(arch int) []KernelInfo {
+	// The plans of a device of that arch (its path, the shipped kernels,
+	// no Hopper forward): what Device.Kernel answers there.
+	c := planDevice{path: kernels.Path(arch), smemOptin: kernels.BaseSmemBytes}
+	var out []KernelInfo
+	for _, d := range tableHeadDims() {
+		for _, causal := range []bool{false, true} {
+			if pl, err := planOf(c, planRequest{op: opKernel, p: queryProblem(d, causal), dt: FP16}); err == nil {
+				out = append(out, kernelInfo(pl.kernels[0]))
+			}
+		}
+	}
+	return out
+}
 
 // HopperKernelTable lists the Hopper forward kernels (Path 90: wgmma and
 // TMA, SASS for sm_90a alone, persistent), which an H100/H200 runs for dense
@@ -32,7 +41,9 @@ func HopperKernelTable() []KernelInfo {
 }
 
 // HopperHeadDims lists, ascending, the head dims of the Hopper forward.
-func HopperHeadDims() []int { return kernels.SM90AHeadDims() }
+func HopperHeadDims() []int {
+	return kernels.HeadDims(kernels.Key{Stage: kernels.Fwd, Arch: kernels.SM90A})
+}
 
 // BackwardKernelTable lists the backward kernels shipped for arch: per head
 // dim one "bwd_pre" kernel and a causal and non-causal "bwd_dkdv" and
@@ -44,21 +55,15 @@ func HopperHeadDims() []int { return kernels.SM90AHeadDims() }
 // of shared memory per CTA) runs where the device's opt-in limit fits it
 // (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere
 // (sm_86/89: D 128's and D 256's base single pass).
-func BackwardKernelTable(arch int) []KernelInfo { return passTable(arch, true) }
-
-// backwardPasses are the passes BackwardKernelTable lists (decode kernels are
-// in neither table).
-var backwardPasses = []kernels.Pass{kernels.BwdPre, kernels.BwdDKDV, kernels.BwdDQ, kernels.BwdDKDVQ, kernels.BwdDQConv, kernels.BwdDKDVQDet}
-
-func passTable(arch int, backward bool) []KernelInfo {
+func BackwardKernelTable(arch int) []KernelInfo {
 	path := kernels.Path(arch)
 	var out []KernelInfo
 	for _, v := range kernels.Variants() {
-		bwd := slices.Contains(backwardPasses, v.Pass)
-		if v.Arch != path || (v.Pass != kernels.Fwd && !bwd) || bwd != backward || v.BF16 {
-			continue
+		// The plain backward's kernels, fp16 (the modified and varlen ones
+		// and decode are in neither table).
+		if v.Arch == path && v.Stage != kernels.Fwd && v.Stage != kernels.Decode && v.Mods == 0 && !v.Packed && !v.BF16 {
+			out = append(out, kernelInfo(v))
 		}
-		out = append(out, kernelInfo(v))
 	}
 	return out
 }
@@ -101,7 +106,7 @@ type KernelInfo struct {
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
-	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass.String(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
+	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
 		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large,
 		SM80CausalMaxNk: v.SM80CausalMaxNk, Persistent: v.Persistent}
 }

@@ -181,26 +181,15 @@ func varlenCuBytes(p problem) int64 {
 	return 4 * int64(len(varlenCuLens(*p.varlen)))
 }
 
-// uploadVarlen uploads vl's cumulative lengths (freed by the caller, also on
-// error) and sets f's grid to the longest sequence's row and key blocks by
-// Seqs*Hq (Seqs*Hkv) CTAs: those past a shorter sequence's rows (keys) exit
-// at once; d.mu is held.
-func (d *Device) uploadVarlen(vl Varlen, dims Dims, f *launchFields) (*cuda.Buffer, error) {
-	// One CTA row per (sequence, head): the grid check of Seqs batches.
-	if err := d.checkGrid(Dims{B: vl.Seqs(), Nq: dims.Nq, Nk: dims.Nk, Hq: dims.Hq, Hkv: dims.Hkv, D: dims.D}, false); err != nil {
-		return nil, err
-	}
+// uploadVarlen uploads vl's cumulative lengths (varlenCuLens; freed by the
+// caller, also on error); d.mu is held.
+func (d *Device) uploadVarlen(vl Varlen) (*cuda.Buffer, error) {
 	cu := varlenCuLens(vl)
 	buf, err := d.ctx.Alloc(4 * len(cu))
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: allocating the cumulative sequence lengths on %s: %w", d.info, err)
 	}
-	if err := cuda.CopyToDevice(buf, cu); err != nil {
-		return buf, err
-	}
-	f.nq, f.nk = maxSeqlen(vl.CuSeqlensQ), maxSeqlen(vl.CuSeqlensK)
-	f.bh, f.bhkv = vl.Seqs()*dims.Hq, vl.Seqs()*dims.Hkv
-	return buf, nil
+	return buf, cuda.CopyToDevice(buf, cu)
 }
 
 // cuPtrs are the device pointers of cu_seqlens_q and cu_seqlens_k in cu

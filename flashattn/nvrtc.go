@@ -206,7 +206,7 @@ func rungEntries(rung, path int) ([]rungEntry, error) {
 		}
 	case rung == len(ladder):
 		for _, v := range kernels.Variants() {
-			if v.Pass != kernels.Fwd || v.Arch != path || v.BF16 || v.Large {
+			if v.Stage != kernels.Fwd || v.Mods != 0 || v.Packed || v.Arch != path || v.BF16 || v.Large {
 				continue
 			}
 			t := fmt.Sprintf("FwdTraits<%d, %d>::type", path, v.HeadDim)

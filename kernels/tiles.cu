@@ -11,27 +11,41 @@
 static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
-static void go_row(const char* pass, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
+// A Go row: the Key (Stage, Mods, Packed, Ordered, Arch, HeadDim, Causal,
+// BF16, Large, Rung; zero fields left out but Arch and HeadDim), then the
+// launch fields. mods is Go's Mods expression, or null for none.
+struct GoKey {
+  const char* stage;
+  const char* mods = nullptr;
+  bool packed = false, ordered = false;
+};
+static void go_row(GoKey k, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
                    int rung = 0, bool bf16 = false, bool large = false, int sm80_max_nk = 0,
                    bool persistent = false, int col_groups = 1) {
-  std::printf("\t{Pass: %s, Arch: %d, HeadDim: %d, Causal: %s, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d", pass, a, d,
-              causal ? "true" : "false", sym, br, bc, warps);
-  if (col_groups > 1) std::printf(", ColGroups: %d", col_groups);
-  std::printf(", SmemBytes: %d", smem);
+  std::printf("\t{Key: Key{Stage: %s", k.stage);
+  if (k.mods) std::printf(", Mods: %s", k.mods);
+  if (k.packed) std::printf(", Packed: true");
+  if (k.ordered) std::printf(", Ordered: true");
+  std::printf(", Arch: %d, HeadDim: %d", a, d);
+  if (causal) std::printf(", Causal: true");
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
+  if (rung) std::printf(", Rung: %d", rung);
+  std::printf("}, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d", sym, br, bc, warps);
+  if (col_groups > 1) std::printf(", ColGroups: %d", col_groups);
+  std::printf(", SmemBytes: %d", smem);
   if (sm80_max_nk) std::printf(", SM80CausalMaxNk: %d", sm80_max_nk);
   if (persistent) std::printf(", Persistent: true");
-  std::printf(rung ? ", Rung: %d},\n" : "},\n", rung);
+  std::printf("},\n");
 }
 
 // Every sm_80 row also ships a bf16 kernel (fa2.cu's FA2_FWD_BF16), the same tile;
-// every row four modified forwards (FA2_FWD_MOD: passes FwdMod, FwdModCap,
-// FwdModALiBi, FwdModCapALiBi, suffixes _mod, _mod_cap, _mod_alibi,
+// every row four modified forwards (FA2_FWD_MOD: Mods ModOn plus ModCap,
+// ModALiBi, both or neither, suffixes _mod, _mod_cap, _mod_alibi,
 // _mod_cap_alibi, no causal twin; packed sequences at run time) and a
-// varlen pair (FA2_FWD_VARLEN: pass FwdVarlen, the plain symbol plus
-// _varlen), fp16 and on sm_80 bf16.
-static const char* const mod_pass[] = {"FwdMod", "FwdModCap", "FwdModALiBi", "FwdModCapALiBi"};
+// varlen pair (FA2_FWD_VARLEN: Packed, the plain symbol plus _varlen), fp16
+// and on sm_80 bf16.
+static const char* const mod_go[] = {"ModOn", "ModOn | ModCap", "ModOn | ModALiBi", "ModOn | ModCap | ModALiBi"};
 static const char* const mod_sfx[] = {"_mod", "_mod_cap", "_mod_alibi", "_mod_cap_alibi"};
 static const int mod_bits[] = {fa2::kModOn, fa2::kModOn | fa2::kModCap, fa2::kModOn | fa2::kModALiBi,
                                fa2::kModOn | fa2::kModCap | fa2::kModALiBi};
@@ -47,7 +61,7 @@ void fwd_row() {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm%d_d%d%s%s%s", A, D, bf16 ? "_bf16" : "", causal ? "_causal" : mod >= 0 ? mod_sfx[mod] : "",
                   varlen ? "_varlen" : "");
     if (is("go"))
-      go_row(mod >= 0 ? mod_pass[mod] : varlen ? "FwdVarlen" : "Fwd", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
+      go_row({"Fwd", mod >= 0 ? mod_go[mod] : nullptr, varlen}, A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
     else if (is("fwd"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, int(causal), T::kBr, T::kBc,
                   T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
@@ -57,12 +71,12 @@ void fwd_row() {
 // Br is the query rows per CTA (dQ) or per step (dK/dV), Bc the key rows per
 // step (dQ) or per CTA (dK/dV): the grid is ceil(Nq/Br) (pre, dQ) or ceil(Nk/Bc) (dK/dV).
 template <class T>
-void bwd_tile(const char* pass, const char* name, int a, int d, bool causal, int br, int bc, bool bf16, bool varlen, bool mod = false) {
+void bwd_tile(const char* stage, const char* name, int a, int d, bool causal, int br, int bc, bool bf16, bool varlen, bool mod = false) {
   char sym[64];
   std::snprintf(sym, sizeof sym, "fa2_bwd_%s_sm%d_d%d%s%s%s", name, a, d, bf16 ? "_bf16" : "", causal ? "_causal" : mod ? "_mod" : "",
                 varlen ? "_varlen" : "");
   if (is("go"))
-    go_row(pass, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16, false, 0, false, T::kColGroups);
+    go_row({stage, mod ? "ModOn" : nullptr, varlen}, a, d, causal, sym, br, bc, T::kWarps, T::kSmemBytes, 0, bf16, false, 0, false, T::kColGroups);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, a, d, causal, br, bc, T::kWarps, T::kStages,
                 T::kChunk, T::kRegs ? "yes" : "no", T::kSmemBytes);
@@ -73,15 +87,15 @@ void pre_row(int A, int D, bool bf16, bool varlen = false) {
   char sym[64];
   std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm%d_d%d%s%s", A, D, bf16 ? "_bf16" : "", varlen ? "_varlen" : "");
   if (is("go"))
-    go_row(varlen ? "BwdPreVarlen" : "BwdPre", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
+    go_row({"BwdPre", nullptr, varlen}, A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16);
   else if (is("bwd"))
     std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
 }
 
 // Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same
-// tiles, and every row and dtype the varlen three (FA2_BWD_VARLEN: passes
-// BwdPreVarlen, BwdDKDVVarlen, BwdDQVarlen, the plain symbols plus _varlen)
-// and the modified pair (FA2_BWD_MOD: BwdDKDVMod, BwdDQMod, plus _mod).
+// tiles, and every row and dtype the varlen three (FA2_BWD_VARLEN: Packed,
+// the plain symbols plus _varlen) and the modified pair (FA2_BWD_MOD: dK/dV
+// and dQ with Mods ModOn, plus _mod).
 template <int A, int D>
 void bwd_row() {
   using KV = typename BwdKVTraits<A, D>::type;
@@ -90,13 +104,13 @@ void bwd_row() {
     for (int varlen = 0; varlen < 2; ++varlen) {
       pre_row(A, D, bf16, varlen);
       for (int causal = 0; causal < 2; ++causal)
-        bwd_tile<KV>(varlen ? "BwdDKDVVarlen" : "BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows, bf16, varlen);
+        bwd_tile<KV>("BwdDKDV", "dkdv", A, D, causal, KV::kCols, KV::kRows, bf16, varlen);
       for (int causal = 0; causal < 2; ++causal)
-        bwd_tile<Q>(varlen ? "BwdDQVarlen" : "BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16, varlen);
+        bwd_tile<Q>("BwdDQ", "dq", A, D, causal, Q::kRows, Q::kCols, bf16, varlen);
     }
   for (int bf16 = 0; bf16 < (A == 80 ? 2 : 1); ++bf16) {  // the modified pair (FA2_BWD_MOD), no causal twin
-    bwd_tile<KV>("BwdDKDVMod", "dkdv", A, D, false, KV::kCols, KV::kRows, bf16, false, true);
-    bwd_tile<Q>("BwdDQMod", "dq", A, D, false, Q::kRows, Q::kCols, bf16, false, true);
+    bwd_tile<KV>("BwdDKDV", "dkdv", A, D, false, KV::kCols, KV::kRows, bf16, false, true);
+    bwd_tile<Q>("BwdDQ", "dq", A, D, false, Q::kRows, Q::kCols, bf16, false, true);
   }
 }
 
@@ -119,14 +133,14 @@ void kvq_row() {
         if (det && !(causal ? DetC : DetNC)) continue;
         std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s%s", det ? "det" : "", A, D, sfx, e, causal ? "_causal" : "");
         if (is("go"))
-          go_row(det ? "BwdDKDVQDet" : "BwdDKDVQ", A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
+          go_row({"BwdDKDVQ", nullptr, false, bool(det)}, A, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
         else if (is("bwd"))
           std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, causal, T::kBr, T::kBc, T::kWarps, T::kStages,
                       T::kBr, kv_regs(T::kRegs), T::kSmemBytes);
       }
     std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm%d_d%d%s%s", A, D, sfx, e);
     if (is("go"))
-      go_row("BwdDQConv", A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16, L);
+      go_row({"BwdDQConv"}, A, D, false, sym, fa2::kPreRows, 0, fa2::kPreThreads / 32, 0, 0, bf16, L);
     else if (is("bwd"))
       std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
   }
@@ -135,7 +149,7 @@ void kvq_row() {
 // A head dim whose only backward is the single pass (FA2_BWD_KVQ_ALONE): its
 // pre kernels (plain and varlen), and on each row's non-causal tile (large,
 // then base) the modified single pass and, where the row has ordered twins,
-// its ordered one (passes BwdDKDVQMod, BwdDKDVQDetMod; no causal twin), fp16
+// its ordered one (Mods ModOn, ordered or not; no causal twin), fp16
 // then bf16 as kvq_row.
 template <int A, int D, bool L, bool Det>
 void kvq_mod_rows(int bf16) {
@@ -144,7 +158,7 @@ void kvq_mod_rows(int bf16) {
   for (int det = 0; det < (Det ? 2 : 1); ++det) {
     std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm%d_d%d%s%s_mod", det ? "det" : "", A, D, L ? "_large" : "", bf16 ? "_bf16" : "");
     if (is("go"))
-      go_row(det ? "BwdDKDVQDetMod" : "BwdDKDVQMod", A, D, false, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
+      go_row({"BwdDKDVQ", "ModOn", false, bool(det)}, A, D, false, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16, L);
     else if (is("bwd"))
       std::printf("| %s | %d | %d | 0 | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, T::kBr, T::kBc, T::kWarps, T::kStages, T::kBr,
                   kv_regs(T::kRegs), T::kSmemBytes);
@@ -170,7 +184,7 @@ void decode_row() {
     char sym[64];
     std::snprintf(sym, sizeof sym, "fa2_decode_sm%d_d%d%s", A, D, bf16 ? "_bf16" : "");
     if (is("go"))
-      go_row("Decode", A, D, false, sym, T::kRows, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
+      go_row({"Decode"}, A, D, false, sym, T::kRows, T::kBc, T::kWarps, T::kSmemBytes, 0, bf16);
     else if (is("decode"))
       std::printf("| %s | %d | %d | 0 | %d | %d | %d | %d | %d | %s | %d |\n", sym, A, D, T::kRows, T::kBc, T::kWarps,
                   T::kStages, T::kBw, bf16 ? "yes" : "no", T::kSmemBytes);
@@ -181,10 +195,10 @@ void decode_row() {
 // plain pair on Sm90Traits<D>::type, the modified forwards (no causal twin)
 // on Sm90Traits<D>::mod; no varlen or bf16 twins.
 template <class T>
-void sm90a_one(const char* pass, const char* sym, bool causal, int sm80_max_nk, bool alibi_gemm = false) {
+void sm90a_one(const char* mods, const char* sym, bool causal, int sm80_max_nk, bool alibi_gemm = false) {
   const int smem = alibi_gemm ? T::kBiasSmemBytes : T::kSmemBytes;  // fwd_sm90.cuh's kSide adds its A and B
   if (is("go"))
-    go_row(pass, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, false, false, sm80_max_nk,
+    go_row({"Fwd", mods}, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, false, false, sm80_max_nk,
            T::kPersistent);
   else if (is("sm90a"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, T::kD, causal, T::kBr, T::kBc,
@@ -197,11 +211,11 @@ void sm90a_row() {
   char sym[64];
   for (int causal = 0; causal < 2; ++causal) {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, causal ? "_causal" : "");
-    sm90a_one<T>("Fwd", sym, causal, causal ? T::kSM80CausalMaxNk : 0);
+    sm90a_one<T>(nullptr, sym, causal, causal ? T::kSM80CausalMaxNk : 0);
   }
   for (int i = 0; i < 4; ++i) {
     std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, mod_sfx[i]);
-    sm90a_one<M>(mod_pass[i], sym, false, 0, fa2::sm90_alibi_gemm(mod_bits[i]));
+    sm90a_one<M>(mod_go[i], sym, false, 0, fa2::sm90_alibi_gemm(mod_bits[i]));
   }
 }
 
@@ -213,7 +227,7 @@ void ladder_row() {
     char sym[64];
     std::snprintf(sym, sizeof sym, "fa2_ladder%d_d%d%s", R, D, causal ? "_causal" : "");
     if (is("go"))
-      go_row("Fwd", 0, D, causal, sym, T::kBr, T::kBc, T::kThreads / 32, 0, R);
+      go_row({"Fwd"}, 0, D, causal, sym, T::kBr, T::kBc, T::kThreads / 32, 0, R);
     else if (is("ladder"))
       std::printf("| %s | %d | %d | %d | %d | %d | %d |\n", sym, R, D, causal, T::kBr, T::kBc, T::kThreads / 32);
   }

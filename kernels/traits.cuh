@@ -284,7 +284,7 @@ struct BwdKVQTile {
 // head dim at most one row of each, the large one first; a device runs the
 // first row whose shared memory fits its opt-in limit per block (A100 163
 // KiB, H100/H200 227 KiB; sm_86/89 99 KiB keep the base row;
-// internal/kernels.LookupFit). Head dims without a row run the three kernels
+// internal/kernels.LargeFits). Head dims without a row run the three kernels
 // on both paths, as does Turing (these kernels stream with cp.async).
 // The dQ accumulator in fragment order (32 consecutive floats per atomic)
 // makes it pay: D128 base kernel 11.3 ms, 18.5 in the mma C layout, the three

@@ -1,9 +1,14 @@
 // Package kernels holds the embedded CUDA fatbin of GoFlash's FlashAttention-2
-// kernels and the table that says which kernel runs for which architecture and
-// head dimension. The CUDA sources live in kernels/ at the repository root;
+// kernels and their table: one Variant per kernel, found by its Key (stage,
+// score modifiers, packed, ordered, causal, dtype, path, head dim, size,
+// rung). Which key a call needs is flashattn's plan. The CUDA sources live in kernels/ at the repository root;
 // kernels/build.sh regenerates fa2.fatbin and resources.md.
 //
-// Launch contract of the forward kernels (Pass Fwd; shared with kernels/*.cuh,
+// Kernels are named below by Key.Pass (the KernelInfo.Pass users see):
+// "fwd", "fwd_varlen" (Packed), "fwd_mod_cap" (Mods), "bwd_dkdvqdet"
+// (Ordered) and so on.
+//
+// Launch contract of the forward kernels (fwd; shared with kernels/*.cuh,
 // keep both in step):
 //   - one kernel parameter: a FwdParams struct passed by value;
 //   - grid (ceil(Nq/Br), B*Hq, 1), block (Warps*32, 1, 1); B*Hq is a grid y
@@ -20,17 +25,17 @@
 //     iff j <= i + Nk - Nq;
 //   - ScaleLog2 = Scale * log2(e).
 //
-// FwdVarlen takes the forward contract for B sequences packed along N: q, o
+// fwd_varlen takes the forward contract for B sequences packed along N: q, o
 // (1, total_q, Hq, D) and k, v (1, total_k, Hkv, D) (batch strides unused),
 // CuSeqlensQ and CuSeqlensK int32 (B+1) device arrays, Nq = total_q (Nk
 // unused); grid (ceil(max sequence Nq / Br), B*Hq). Sequence b is its own
 // problem on rows [CuSeqlensQ[b], CuSeqlensQ[b+1]) and keys
 // [CuSeqlensK[b], CuSeqlensK[b+1]) (causal bottom-right on its own lengths);
-// lse is (Hq, total_q). The modified forwards (Pass.IsMod) take the
+// lse is (Hq, total_q). The modified forwards (fwd_mod*: Mods set) take the
 // same contract when CuSeqlensQ is not 0 (the window and ALiBi's distance
 // then on each sequence's own lengths), and the dense one when it is 0.
 //
-// The Hopper forward (LookupSM90A: Arch 90, fp16, dense, plain or modified; SM90ACubin, a
+// The Hopper forward (Arch 90 keys: fp16, dense, plain or modified; SM90ACubin, a
 // module of its own that loads on compute capability 9.0 alone) takes the
 // forward contract with one Sm90FwdArgs argument instead of FwdParams: the
 // FwdParams, and before them the TMA tensor maps of q, k and v that
@@ -40,75 +45,75 @@
 // one CTA per SM at most, any fewer also correct. The maps need every byte stride a non-zero multiple of 16 (a
 // broadcast operand, stride 0, runs the sm_80 kernel instead).
 //
-// The kernel ladder of tutorial chapter 6 (LookupRung: rungs 1-4, Arch 0,
+// The kernel ladder of tutorial chapter 6 (Key.Rung 1-4, Arch 0,
 // the same code on both paths) takes the forward contract, with SmemBytes 0
 // (static shared memory only).
 //
 // The backward pass is three kernels of the same arch path and head dim,
 // launched in this order on one stream, each with one BwdParams by value:
-//   - BwdPre: grid (ceil(Nq/Br), B*Hq), block Warps*32, no shared memory;
+//   - bwd_pre: grid (ceil(Nq/Br), B*Hq), block Warps*32, no shared memory;
 //     writes Di = rowsum(dO * O) (B, Hq, Nq) fp32;
-//   - BwdDKDV: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes dK
+//   - bwd_dkdv: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes dK
 //     (scaled by Scale) and dV, fp16, every row < Nk;
-//   - BwdDQ: grid (ceil(Nq/Br), B*Hq), block Warps*32, SmemBytes; writes dQ
+//   - bwd_dq: grid (ceil(Nq/Br), B*Hq), block Warps*32, SmemBytes; writes dQ
 //     (scaled), fp16, every row < Nq.
 //
 // No kernel of these three uses atomics: each output element is summed by
 // one thread in a fixed order, so results are bit-reproducible. The single
-// pass (FA2's default backward; sm_80 path, head dims with a BwdDKDVQ
+// pass (FA2's default backward; sm_80 path, head dims with a bwd_dkdvq
 // variant) replaces the last two:
-//   - BwdPre as above, and with DQAccum set (a float32 buffer of
+//   - bwd_pre as above, and with DQAccum set (a float32 buffer of
 //     DQAccumLen(v, ...) elements, 16-byte aligned) it zeroes the accumulator's
 //     DQAccumRows(v, Nq) rows of D floats per (b, h);
-//   - BwdDKDVQ: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes
-//     dK and dV as BwdDKDV and adds dQ with fp32 atomics to DQAccum;
-//   - BwdDQConv: pre's grid and block (ceil(Nq/Br), B*Hq); reads DQAccum and
+//   - bwd_dkdvq: grid (ceil(Nk/Bc), B*Hkv), block Warps*32, SmemBytes; writes
+//     dK and dV as bwd_dkdv and adds dQ with fp32 atomics to DQAccum;
+//   - bwd_dqconv: pre's grid and block (ceil(Nq/Br), B*Hq); reads DQAccum and
 //     writes dQ (scaled), fp16 (bf16 for the BF16 variants), every row < Nq.
 //
 // The atomic adds run in no fixed order: dQ may differ in its last bits from
-// call to call (dK and dV do not). BwdDKDVQDet (Large rows only: the same
+// call to call (dK and dV do not). bwd_dkdvqdet (Ordered; Large rows only: the same
 // tile, symbols fa2_bwd_dkdvqdet_*) fixes the order, so the single pass is
 // bit-reproducible: grid (B*Hkv, ceil(Nk/Bc)), heads fastest (HeadsFastest;
 // D64's row has the causal twin alone), and DQAccum
 // holds DQAccumLen(v, ...) elements, the accumulator followed by one int32
-// counter per (b, h, query block), zero before the first call (BwdPre zeroes
-// the accumulator, BwdDKDVQDet leaves the counters zero). Its CTAs
+// counter per (b, h, query block), zero before the first call (bwd_pre zeroes
+// the accumulator, bwd_dkdvqdet leaves the counters zero). Its CTAs
 // wait for those earlier in the grid's linear order, so they rely on CTAs
 // being dispatched in that order. A head dim may have two single-pass rows:
 // a Large one (symbols ..._large, more than 99 KiB of shared memory) for
-// devices whose opt-in limit fits it, and a <= 99 KiB one (LookupFit); the
-// BwdDQConv kernel of the row that runs must be the one launched (the
+// devices whose opt-in limit fits it (LargeFits), and a <= 99 KiB one; the
+// bwd_dqconv kernel of the row that runs must be the one launched (the
 // accumulator's layout is its tile's).
 //
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
 //
-// BwdDKDVMod and BwdDQMod are BwdDKDV and BwdDQ (after the plain BwdPre)
+// bwd_dkdv_mod and bwd_dq_mod are bwd_dkdv and bwd_dq (after the plain bwd_pre)
 // with the sliding window, softcap and ALiBi of the modified forward, read
 // from BwdParams' fields as FwdParams' (causal is WindowRight 0; no causal
 // variant); lse must be the modified forward's. On packed sequences
-// (CuSeqlensQ not 0: the varlen contract below) they run after BwdPreVarlen.
+// (CuSeqlensQ not 0: the varlen contract below) they run after bwd_pre_varlen.
 // A head dim whose only backward is the single pass (D 256) has
-// BwdDKDVQMod and BwdDKDVQDetMod instead: BwdDKDVQ and BwdDKDVQDet with the
-// same modifiers (the single-pass contract above: BwdPre zeroes DQAccum,
-// BwdDQConv converts it; no causal variant). BwdDKDVQMod also takes packed
+// bwd_dkdvq_mod and bwd_dkdvqdet_mod instead: bwd_dkdvq and bwd_dkdvqdet with the
+// same modifiers (the single-pass contract above: bwd_pre zeroes DQAccum,
+// bwd_dqconv converts it; no causal variant). bwd_dkdvq_mod also takes packed
 // sequences (CuSeqlensQ set, modifiers or not: their backward at those head
-// dims), after BwdPreVarlen (which then zeroes DQAccum) and before BwdDQConv
+// dims), after bwd_pre_varlen (which then zeroes DQAccum) and before bwd_dqconv
 // (which reads CuSeqlensQ too): grids as the varlen three's, DQAccum
 // DQAccumLenPacked(v, ...) elements, DQAccumRows DQAccumRowsPacked(...).
-// So does BwdDKDVQDetMod (its grid heads fastest, (B*Hkv, ceil(max sequence
+// So does bwd_dkdvqdet_mod (its grid heads fastest, (B*Hkv, ceil(max sequence
 // Nk / Bc)), its counters after the floats, zero before the call as for
 // dense calls).
 //
-// BwdPreVarlen, BwdDKDVVarlen and BwdDQVarlen are the three-kernel backward
-// on B sequences packed as FwdVarlen's (the same tiles): q, o, dout, dq
+// bwd_pre_varlen, bwd_dkdv_varlen and bwd_dq_varlen are the three-kernel backward
+// on B sequences packed as fwd_varlen's (the same tiles): q, o, dout, dq
 // (1, total_q, Hq, D), k, v, dk, dv (1, total_k, Hkv, D), CuSeqlensQ and
-// CuSeqlensK as FwdVarlen's, Nq = total_q (lse and Di are (Hq, total_q));
+// CuSeqlensK as fwd_varlen's, Nq = total_q (lse and Di are (Hq, total_q));
 // grids (ceil(max sequence Nq / Br), B*Hq) for pre and dQ and
 // (ceil(max sequence Nk / Bc), B*Hkv) for dK/dV. Sequence b is its own
 // problem (causal bottom-right on its own lengths); a sequence without
 // queries gets dK = dV = 0, one without keys dQ = 0.
-// KV-cache decode is one kernel (Decode) with one DecodeParams by value
+// KV-cache decode is one kernel (decode) with one DecodeParams by value
 // (causal, the window, softcap and ALiBi are its fields): grid (Splits, B*Hkv, ceil(Nq*Hq/Hkv / Br)),
 // block Warps*32, SmemBytes; q, o (B, Nq, Hq, D) with the forward's layout
 // rules; the cache k, v (B, Ncache, Hkv, D), or paged (blocks, PageSize, Hkv,
@@ -128,8 +133,6 @@
 // -slope_h*|i+off-j|).
 package kernels
 
-import "sort"
-
 // FwdParams mirrors `struct FwdParams` in kernels/params.cuh, field for field
 // (the CUDA side static_asserts its size and offsets).
 type FwdParams struct {
@@ -144,21 +147,21 @@ type FwdParams struct {
 	ScaleLog2             float32 // softmax scale * log2(e): the kernels use exp2
 	Scale                 float32
 
-	// Read by the modified forward kernels only (Pass.IsMod): ALiBi slopes (float32, Hq) or 0, the
+	// Read by the modified forward kernels only (Mods set): ALiBi slopes (float32, Hq) or 0, the
 	// sliding window's reach (-1 unbounded; causal is WindowRight 0) and the
 	// softcap (0: none).
 	ALiBi                   uint64
 	WindowLeft, WindowRight int32
 	Softcap                 float32
 
-	// Read by the FwdVarlen kernels, and by the modified forwards where not 0:
+	// Read by the fwd_varlen kernels, and by the modified forwards where not 0:
 	// int32 (B+1) cumulative sequence lengths of the packed q (and O) and k
 	// (and v); Nq is the packed total.
 	CuSeqlensQ, CuSeqlensK uint64
 }
 
 // Sm90FwdArgs mirrors `struct Sm90FwdArgs` in kernels/params.cuh, the one
-// argument of the Hopper forward (LookupSM90A): the TMA tensor maps of q, k
+// argument of the Hopper forward (Arch 90 keys): the TMA tensor maps of q, k
 // and v (cuTensorMapEncodeTiled's CUtensorMap, see SM90AMaps), then the
 // FwdParams every forward takes. The C struct is 64-byte aligned, so its
 // size is rounded up to 640: the padding makes the Go value as long.
@@ -185,38 +188,33 @@ type BwdParams struct {
 	B, Nq, Nk, Hq, Hkv, D int32
 	ScaleLog2             float32
 	Scale                 float32
-	DQAccum               uint64 // the single pass's fp32 dQ accumulator (BwdDKDVQ[Det], BwdDQConv); 0 otherwise
+	DQAccum               uint64 // the single pass's fp32 dQ accumulator (bwd_dkdvq[det], bwd_dqconv); 0 otherwise
 
-	// Read by the varlen backward (BwdPreVarlen, BwdDKDVVarlen,
-	// BwdDQVarlen), and by BwdDKDVMod, BwdDQMod where not 0: as FwdParams'
+	// Read by the varlen backward (bwd_pre_varlen, bwd_dkdv_varlen,
+	// bwd_dq_varlen), and by bwd_dkdv_mod, bwd_dq_mod where not 0: as FwdParams'
 	// CuSeqlensQ, CuSeqlensK.
 	CuSeqlensQ, CuSeqlensK uint64
 
-	// Read by the modified backward only (BwdDKDVMod, BwdDQMod): as
+	// Read by the modified backward only (bwd_dkdv_mod, bwd_dq_mod): as
 	// FwdParams' ALiBi, WindowLeft, WindowRight and Softcap.
 	ALiBi                   uint64
 	WindowLeft, WindowRight int32
 	Softcap                 float32
 
 	// The single pass's accumulator rows per (b, h), DQAccumRows(v, Nq),
-	// which BwdPre zeroes; 0 without DQAccum.
+	// which bwd_pre zeroes; 0 without DQAccum.
 	DQAccumRows int32
 }
 
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
-// BwdDKDVQDet kernels (kDet in kernels/bwd_kv.cuh: key block n of a head
+// ordered single pass (kDet in kernels/bwd_kv.cuh: key block n of a head
 // starts about a wave after n-1, so it seldom waits for n-1's adds).
-func HeadsFastest(v Variant) bool { return v.Pass == BwdDKDVQDet || v.Pass == BwdDKDVQDetMod }
+func HeadsFastest(v Variant) bool { return v.Stage == BwdDKDVQ && v.Ordered }
 
-// Fused reports whether p is one of the single pass's dK/dV/dQ kernels, which
-// add dQ into the DQAccum buffer that BwdDQConv converts.
-func (p Pass) Fused() bool {
-	return p == BwdDKDVQ || p == BwdDKDVQDet || p == BwdDKDVQMod || p == BwdDKDVQDetMod
-}
-
-// DQAccumLen is the 4-byte length of the dQ accumulator of BwdDKDVQ variant
-// v: (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row query block stored
-// whole; for BwdDKDVQDet followed by its (B, Hq, ceil(Nq/Br)) int32 counters.
+// DQAccumLen is the 4-byte length of the dQ accumulator of single-pass
+// variant v (Stage BwdDKDVQ): (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row
+// query block stored whole; for the ordered one followed by its (B, Hq,
+// ceil(Nq/Br)) int32 counters.
 func DQAccumLen(v Variant, b, nq, hq int) int {
 	blocks := b * hq * ((nq + v.Br - 1) / v.Br)
 	n := b * hq * DQAccumRows(v, nq) * v.HeadDim
@@ -226,18 +224,18 @@ func DQAccumLen(v Variant, b, nq, hq int) int {
 	return n
 }
 
-// DQAccumRows is the dQ accumulator's rows per (b, h) for BwdDKDVQ variant v:
+// DQAccumRows is the dQ accumulator's rows per (b, h) for single-pass variant v:
 // Nq rounded up to v's query block (BwdParams.DQAccumRows).
 func DQAccumRows(v Variant, nq int) int { return (nq + v.Br - 1) / v.Br * v.Br }
 
-// DQAccumRowsPacked is the accumulator's rows per head for BwdDKDVQMod on
+// DQAccumRowsPacked is the accumulator's rows per head for bwd_dkdvq_mod on
 // seqs packed sequences of totalQ query rows in all (BwdParams.DQAccumRows):
 // each sequence's rows rounded up to AccumPad (kernels/bwd_kv.cuh's
 // dq_accum_row), bounded by totalQ + seqs*AccumPad.
 func DQAccumRowsPacked(seqs, totalQ int) int { return totalQ + seqs*AccumPad }
 
 // DQAccumLenPacked is DQAccumLen on packed sequences: (Hq, DQAccumRowsPacked,
-// D) float32; for BwdDKDVQDetMod then one int32 counter per Br rows of that
+// D) float32; for bwd_dkdvqdet_mod then one int32 counter per Br rows of that
 // (a query block's at its first row / Br: blocks start at least Br rows apart).
 func DQAccumLenPacked(v Variant, seqs, totalQ, hq int) int {
 	rows := hq * DQAccumRowsPacked(seqs, totalQ)
@@ -275,124 +273,119 @@ type DecodeParams struct {
 	MergeCTAs               int32 // the CTAs of a group that share its split merge (Splits > 1)
 }
 
-// Pass says which step of attention a kernel computes.
-type Pass int
+// Stage says which step of attention a kernel computes.
+type Stage uint8
 
 const (
-	Fwd            Pass = iota // O and the LSE
-	BwdPre                     // Di = rowsum(dO * O)
-	BwdDKDV                    // dK and dV
-	BwdDQ                      // dQ
-	BwdDKDVQ                   // the single pass: dK, dV, and dQ added to an fp32 accumulator
-	BwdDQConv                  // the single pass's dQ from its accumulator
-	Decode                     // KV-cache decode: O and LSE, or each split's partial ones
-	FwdMod                     // Fwd with a sliding window (FwdParams' window fields; causal is right 0)
-	FwdModCap                  // FwdMod with the softcap compiled in
-	FwdModALiBi                // FwdMod with ALiBi compiled in
-	FwdModCapALiBi             // FwdMod with both
-	BwdDKDVQDet                // BwdDKDVQ with the dQ additions in a fixed order (bit-reproducible)
-	FwdVarlen                  // Fwd on packed sequences of their own lengths (FwdParams.CuSeqlensQ, CuSeqlensK)
-	BwdPreVarlen               // BwdPre on packed sequences (BwdParams.CuSeqlensQ, CuSeqlensK)
-	BwdDKDVVarlen              // BwdDKDV on packed sequences
-	BwdDQVarlen                // BwdDQ on packed sequences
-	BwdDKDVMod                 // BwdDKDV with the window, softcap and ALiBi of BwdParams (run-time flags; causal is right 0)
-	BwdDQMod                   // BwdDQ with them
-	BwdDKDVQMod                // BwdDKDVQ with them (head dims whose only backward is the single pass)
-	BwdDKDVQDetMod             // BwdDKDVQDet with them
+	Fwd       Stage = iota // O and the LSE
+	BwdPre                 // Di = rowsum(dO * O)
+	BwdDKDV                // dK and dV
+	BwdDQ                  // dQ
+	BwdDKDVQ               // the single pass: dK, dV, and dQ added to an fp32 accumulator
+	BwdDQConv              // the single pass's dQ from its accumulator
+	Decode                 // KV-cache decode: O and LSE, or each split's partial ones
 )
 
-// ModPass is the modified forward's pass for a problem with a window (or
-// causal), softcap and ALiBi as given: the window is a parameter of every
-// one; the softcap and ALiBi are compiled in (kernels/fwd.cuh's kMod), so a
-// score pays only for the modifiers it has.
-func ModPass(softcap, alibi bool) Pass {
-	switch {
-	case softcap && alibi:
-		return FwdModCapALiBi
-	case softcap:
-		return FwdModCap
-	case alibi:
-		return FwdModALiBi
+var stageNames = [...]string{"fwd", "bwd_pre", "bwd_dkdv", "bwd_dq", "bwd_dkdvq", "bwd_dqconv", "decode"}
+
+func (s Stage) String() string {
+	if int(s) < len(stageNames) {
+		return stageNames[s]
 	}
-	return FwdMod
+	return "stage?"
 }
 
-// IsMod reports whether p is one of the modified forward's passes.
-func (p Pass) IsMod() bool { return p >= FwdMod && p <= FwdModCapALiBi }
+// Mods are the score modifiers a kernel takes, kernels/fwd.cuh's kMod bits.
+type Mods uint8
 
-func (p Pass) String() string {
-	switch p {
-	case Fwd:
-		return "fwd"
-	case BwdPre:
-		return "bwd_pre"
-	case BwdDKDV:
-		return "bwd_dkdv"
-	case BwdDQ:
-		return "bwd_dq"
-	case BwdDKDVQ:
-		return "bwd_dkdvq"
-	case BwdDQConv:
-		return "bwd_dqconv"
-	case Decode:
-		return "decode"
-	case FwdMod:
-		return "fwd_mod"
-	case FwdModCap:
-		return "fwd_mod_cap"
-	case FwdModALiBi:
-		return "fwd_mod_alibi"
-	case FwdModCapALiBi:
-		return "fwd_mod_cap_alibi"
-	case BwdDKDVQDet:
-		return "bwd_dkdvqdet"
-	case FwdVarlen:
-		return "fwd_varlen"
-	case BwdPreVarlen:
-		return "bwd_pre_varlen"
-	case BwdDKDVVarlen:
-		return "bwd_dkdv_varlen"
-	case BwdDQVarlen:
-		return "bwd_dq_varlen"
-	case BwdDKDVMod:
-		return "bwd_dkdv_mod"
-	case BwdDQMod:
-		return "bwd_dq_mod"
-	case BwdDKDVQMod:
-		return "bwd_dkdvq_mod"
-	case BwdDKDVQDetMod:
-		return "bwd_dkdvqdet_mod"
+const (
+	// ModOn: the modified kernel, which takes the sliding window
+	// (FwdParams' window fields; causal is its right edge 0, so there is no
+	// causal twin) and packed sequences where CuSeqlensQ is set; the
+	// backward's also take the softcap and ALiBi, as run-time flags.
+	ModOn    Mods = 1 << iota
+	ModCap        // the modified forward with the softcap compiled in
+	ModALiBi      // the modified forward with ALiBi compiled in
+)
+
+// FwdMods are the Mods of the modified forward for a problem with a window
+// (or causal), softcap and ALiBi as given: the window is a parameter of
+// every one; the softcap and ALiBi are compiled in (kernels/fwd.cuh's kMod),
+// so a score pays only for the modifiers it has.
+func FwdMods(softcap, alibi bool) Mods {
+	m := ModOn
+	if softcap {
+		m |= ModCap
 	}
-	return "pass?"
+	if alibi {
+		m |= ModALiBi
+	}
+	return m
 }
 
-// Variant is one compiled kernel: what it was tuned for and how to launch it.
-type Variant struct {
-	Pass    Pass
-	Arch    int // 75 (Turing path: m16n8k8, no cp.async, <= 64 KiB smem) or 80 (sm_80+ path)
+// Key names one compiled kernel: at most one Variant has a given Key.
+type Key struct {
+	Stage   Stage
+	Mods    Mods // 0: the plain kernel
+	Packed  bool // the varlen kernel: B sequences packed along N (FwdParams.CuSeqlensQ, CuSeqlensK)
+	Ordered bool // the single pass with its dQ additions in a fixed order (bit-reproducible)
+	Arch    int  // the path: 75 (Turing: m16n8k8, no cp.async, <= 64 KiB smem), 80 (sm_80+), 90 (the Hopper forward), 0 (a ladder rung)
 	HeadDim int
-	Causal  bool
-	Symbol  string
-	// Br, Bc: query rows per CTA and key rows per step (Fwd, BwdDQ; BwdPre,
-	// BwdDQConv: rows per CTA, Bc 0); for BwdDKDV and BwdDKDVQ key rows per
-	// CTA (Bc) and query rows per step (Br).
-	Br, Bc int
-	Warps  int
-	// ColGroups (BwdDKDV, BwdDQ and their varlen and modified twins): warps
-	// sharing each 16 owned rows, each accumulating its share of the head
-	// dim's columns (traits.cuh's BwdTile; Turing's D 256); 0 means 1.
-	ColGroups int
-	SmemBytes int // dynamic shared memory per CTA
+	Causal  bool // bwd_pre and bwd_dqconv, which do not depend on the mask, have the non-causal key alone
 	// BF16: q, k, v, o (and dO and the gradients) are bfloat16 (the sm_80
 	// path only: fa2_{fwd,bwd_pre,bwd_dkdv,bwd_dq,bwd_dkdvq,bwd_dqconv}_sm80_d{D}_bf16[_causal],
 	// the fp16 tile on bf16 mma); else fp16.
 	BF16 bool
 	// Large marks a kernel of a large row (traits.cuh: more than 99 KiB of
 	// shared memory for its set, symbols ending in _large, listed before the
-	// <= 99 KiB row of the same pass and head dim): it runs only on devices
-	// whose opt-in limit fits the set (LookupFit), e.g. A100 and H100/H200,
-	// not sm_86/89 (which run the base row: D 128 and D 256 have one).
+	// <= 99 KiB row of the same key): it runs only on devices whose opt-in
+	// limit fits the set (LargeFits), e.g. A100 and H100/H200, not sm_86/89
+	// (which run the base row: D 128 and D 256 have one).
 	Large bool
+	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
+	// tutorial chapter 6 (kernels/ladder/: fwd only, the same code on both
+	// paths, so Arch 0; rung 5 is the shipped forward kernel).
+	Rung int
+}
+
+// Pass is the kernel's name as KernelInfo.Pass reports it: the stage, "det"
+// for the ordered single pass, "_mod" ("_cap", "_alibi") for the modifiers,
+// "_varlen" for packed sequences, e.g. "fwd_mod_cap", "bwd_dkdvqdet_mod",
+// "bwd_dq_varlen".
+func (k Key) Pass() string {
+	s := k.Stage.String()
+	if k.Ordered {
+		s += "det"
+	}
+	if k.Mods&ModOn != 0 {
+		s += "_mod"
+	}
+	if k.Mods&ModCap != 0 {
+		s += "_cap"
+	}
+	if k.Mods&ModALiBi != 0 {
+		s += "_alibi"
+	}
+	if k.Packed {
+		s += "_varlen"
+	}
+	return s
+}
+
+// Variant is one compiled kernel: its Key and how to launch it.
+type Variant struct {
+	Key
+	Symbol string
+	// Br, Bc: query rows per CTA and key rows per step (fwd, bwd_dq;
+	// bwd_pre, bwd_dqconv: rows per CTA, Bc 0); for bwd_dkdv and the single
+	// pass key rows per CTA (Bc) and query rows per step (Br).
+	Br, Bc int
+	Warps  int
+	// ColGroups (bwd_dkdv, bwd_dq and their varlen and modified twins): warps
+	// sharing each 16 owned rows, each accumulating its share of the head
+	// dim's columns (traits.cuh's BwdTile; Turing's D 256); 0 means 1.
+	ColGroups int
+	SmemBytes int // dynamic shared memory per CTA
 	// SM80CausalMaxNk (a causal Hopper forward, Arch 90): calls of at most
 	// this many keys run the sm_80 kernel instead, faster there (traits.cuh's
 	// FA2_SM90A_TILES); 0: none.
@@ -401,70 +394,21 @@ type Variant struct {
 	// (min(ceil(Nq/Br)*B*Hq, SMs), 1, 1), each CTA walking its share of the
 	// (query block, batch, head) tiles, instead of one CTA per tile.
 	Persistent bool
-	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
-	// tutorial chapter 6 (kernels/ladder/: Fwd only, the same code on both
-	// paths, so Arch 0; rung 5 is the shipped forward kernel).
-	Rung int
 }
 
 // LadderRungs is the number of ladder rungs with kernels of their own (1-4);
 // rung LadderRungs+1 is the shipped forward kernel.
 const LadderRungs = 4
 
-// LookupRung returns the kernel of ladder rung 1-4 for a head dim and
-// causality; ok is false for head dims the rung has no kernel for.
-func LookupRung(rung, headDim int, causal bool) (v Variant, ok bool) {
-	for _, v := range ladderVariants {
-		if v.Rung == rung && v.HeadDim == headDim && v.Causal == causal {
-			return v, true
-		}
-	}
-	return Variant{}, false
-}
-
-// RungHeadDims lists, ascending, the head dims with kernels of ladder rung 1-4.
-func RungHeadDims(rung int) []int {
-	var ds []int
-	for _, v := range ladderVariants {
-		if v.Rung == rung && !v.Causal {
-			ds = append(ds, v.HeadDim)
-		}
-	}
-	sort.Ints(ds)
-	return ds
-}
-
 // SM90A is the compute capability (as major*10 + minor) whose devices run
-// the Hopper forward: sm_90a SASS runs on 9.0 alone.
+// the Hopper forward: sm_90a SASS runs on 9.0 alone. It is also the Arch of
+// the Hopper forward's keys (fa2_sm90a.cubin, SM90ACubin): fwd, plain or
+// modified, fp16, dense (no packed sequences). Launch contract: the
+// forward's, with an Sm90FwdArgs argument instead of FwdParams (SM90AMaps
+// says how its tensor maps are made), block Warps*32 threads, the
+// persistent grid (SmemBytes of dynamic shared memory, above 48 KiB: opt
+// in).
 const SM90A = 90
-
-// LookupSM90A returns the Hopper forward (fa2_sm90a.cubin, SM90ACubin) of a
-// pass, head dim and causality: Fwd, or a modified pass (Pass.IsMod: the
-// window, softcap and ALiBi of FwdParams, no causal twin); fp16, dense (no
-// packed sequences). Launch contract: the forward's, with an Sm90FwdArgs
-// argument instead of FwdParams (SM90AMaps says how its tensor maps are
-// made), block Warps*32 threads, the persistent grid (SmemBytes of dynamic
-// shared memory, above 48 KiB: opt in).
-func LookupSM90A(pass Pass, headDim int, causal bool) (v Variant, ok bool) {
-	for _, v := range sm90aVariants {
-		if v.Pass == pass && v.HeadDim == headDim && v.Causal == causal {
-			return v, true
-		}
-	}
-	return Variant{}, false
-}
-
-// SM90AHeadDims lists, ascending, the head dims of the Hopper forward.
-func SM90AHeadDims() []int {
-	var ds []int
-	for _, v := range sm90aVariants {
-		if v.Pass == Fwd && !v.Causal {
-			ds = append(ds, v.HeadDim)
-		}
-	}
-	sort.Ints(ds)
-	return ds
-}
 
 // SM90AVariants returns a copy of the Hopper forward's kernels.
 func SM90AVariants() []Variant { return append([]Variant(nil), sm90aVariants...) }
@@ -518,6 +462,3 @@ func SM90AMaps(v Variant, p *FwdParams) (views [3]TensorMapView, ok bool) {
 	}
 	return views, true
 }
-
-// LadderVariants returns a copy of the ladder's kernels (rungs 1-4).
-func LadderVariants() []Variant { return append([]Variant(nil), ladderVariants...) }

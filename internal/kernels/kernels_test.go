@@ -177,29 +177,29 @@ func macro(t *testing.T, src, name string) string {
 // resources.md (what was compiled).
 func TestTableMatchesTraits(t *testing.T) {
 	src := readFile(t, "../../kernels/traits.cuh")
-	count := map[Pass]int{}
+	count := map[family]int{}
 	for _, v := range variants {
-		count[v.Pass]++
+		count[passOf(v.Key)]++
 	}
 	// row: arch, d, owned rows, streamed rows, warps; want maps them to a variant.
 	type rowKind struct {
 		list, re string
-		pass     Pass
+		pass     family
 		want     func(n []int) (br, bc int)
 		bf16     bool   // every sm_80 row ships a bf16 pair too
 		sized    bool   // the third field is the row's size, base or large (FA2_BWD_KVQ_TILES)
 		masks    []bool // the causal values a row ships (nil: both)
 	}
-	listed := map[Pass]int{} // variants the rows promise, per pass
+	listed := map[family]int{} // variants the rows promise, per pass
 	// A three-kernel tile: Bc or Br, Br or Bc, warps, ..., colgroups.
 	const tile = `(\d+), (\d+), (\d+), \d+, \d+, \w+, \d+, (\d+)`
 	for _, k := range []rowKind{
-		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, Fwd, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+, \d+\)\)`, BwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false, nil},
-		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+, \d+\), \(` + tile + `\)\)`, BwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|base_det|large|large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large|base_det), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
-		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, BwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, []bool{true}},
+		{"FA2_FWD_TILES", `X\((\d+), (\d+), (\d+), (\d+), (\d+), \d+, \d+, \w+, \d+\)`, pFwd, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(` + tile + `\), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+, \d+\)\)`, pBwdDKDV, func(n []int) (int, int) { return n[3], n[2] }, true, false, nil},
+		{"FA2_BWD_TILES", `X\((\d+), (\d+), \(\d+, \d+, \d+, \d+, \d+, \w+, \d+, \d+\), \(` + tile + `\)\)`, pBwdDQ, func(n []int) (int, int) { return n[2], n[3] }, true, false, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (base|base_det|large|large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, pBwdDKDVQ, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large|base_det), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, pBwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, nil},
+		{"FA2_BWD_KVQ_TILES", `X\((\d+), (\d+), (large_causaldet), (\d+), (\d+), (\d+), \d+, \d+, \d+, \w+, \d+, \d+\)`, pBwdDKDVQDet, func(n []int) (int, int) { return n[3], n[2] }, true, true, []bool{true}},
 	} {
 		rows := regexp.MustCompile(k.re).FindAllStringSubmatch(macro(t, src, k.list), -1)
 		masks := k.masks
@@ -237,36 +237,36 @@ func TestTableMatchesTraits(t *testing.T) {
 			br, bc := k.want(n)
 			for _, causal := range []bool{false, true} {
 				if !slices.Contains(masks, causal) {
-					if v, ok := LookupFit(k.pass, false, n[0], n[1], causal, smem); ok && v.Large == large {
+					if v, ok := lookupFit(k.pass, false, n[0], n[1], causal, smem); ok && v.Large == large {
 						t.Errorf("%s: table has %+v, a mask the row does not ship", r[0], v)
 					}
 					continue
 				}
-				v, ok := LookupFit(k.pass, false, n[0], n[1], causal, smem)
+				v, ok := lookupFit(k.pass, false, n[0], n[1], causal, smem)
 				if !ok || v.Arch != n[0] || v.Br != br || v.Bc != bc || v.Warps != n[4] || v.BF16 || v.Large != large {
 					t.Errorf("%s: table has %+v (found %v)", r[0], v, ok)
 				}
-				if (k.pass == BwdDKDV || k.pass == BwdDQ) && max(1, v.ColGroups) != n[5] {
+				if (k.pass == pBwdDKDV || k.pass == pBwdDQ) && max(1, v.ColGroups) != n[5] {
 					t.Errorf("%s: table has %+v, want ColGroups %d", r[0], v, n[5])
 				}
-				b, ok := LookupFit(k.pass, true, n[0], n[1], causal, smem)
+				b, ok := lookupFit(k.pass, true, n[0], n[1], causal, smem)
 				if ok != (k.bf16 && n[0] == 80) || ok && (!b.BF16 || b.Br != br || b.Bc != bc || b.Warps != n[4] || b.SmemBytes != v.SmemBytes || b.Large != large ||
 					!strings.Contains(b.Symbol, "_bf16")) {
 					t.Errorf("%s: bf16 table has %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 			}
-			if k.pass == Fwd { // the modified forward: the same tile, one kernel (causal is a parameter)
-				v, _ := LookupPass(Fwd, n[0], n[1], false)
+			if k.pass == pFwd { // the modified forward: the same tile, one kernel (causal is a parameter)
+				v, _ := lookupPass(pFwd, n[0], n[1], false)
 				for _, mp := range modPasses {
 					sfx := modSuffix(mp)
-					m, ok := LookupPass(mp, n[0], n[1], false)
+					m, ok := lookupPass(mp, n[0], n[1], false)
 					if !ok || m.Br != v.Br || m.Bc != v.Bc || m.Warps != v.Warps || m.SmemBytes != v.SmemBytes || m.BF16 || !strings.HasSuffix(m.Symbol, "_d"+fmt.Sprint(n[1])+sfx) {
 						t.Errorf("%s: %v kernel %+v (found %v), want the plain tile %+v", r[0], mp, m, ok, v)
 					}
-					if _, ok := LookupPass(mp, n[0], n[1], true); ok {
+					if _, ok := lookupPass(mp, n[0], n[1], true); ok {
 						t.Errorf("%s: a causal %v kernel; causal is its window's right edge", r[0], mp)
 					}
-					b, ok := LookupBF16(mp, n[0], n[1], false)
+					b, ok := lookupBF16(mp, n[0], n[1], false)
 					if ok != (n[0] == 80) || ok && (b.SmemBytes != v.SmemBytes || !strings.HasSuffix(b.Symbol, "_bf16"+sfx)) {
 						t.Errorf("%s: bf16 %v kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], mp, b, ok)
 					}
@@ -275,29 +275,29 @@ func TestTableMatchesTraits(t *testing.T) {
 				// named as its plain twin plus _varlen.
 				for _, bf16 := range []bool{false, true} {
 					for _, causal := range []bool{false, true} {
-						p, _ := LookupFit(Fwd, bf16, n[0], n[1], causal, BaseSmemBytes)
-						vl, ok := LookupFit(FwdVarlen, bf16, n[0], n[1], causal, BaseSmemBytes)
+						p, _ := lookupFit(pFwd, bf16, n[0], n[1], causal, BaseSmemBytes)
+						vl, ok := lookupFit(pFwdVarlen, bf16, n[0], n[1], causal, BaseSmemBytes)
 						if ok != (!bf16 || n[0] == 80) || ok && (vl.Br != p.Br || vl.Bc != p.Bc || vl.Warps != p.Warps || vl.SmemBytes != p.SmemBytes ||
 							vl.Symbol != p.Symbol+"_varlen") {
-							t.Errorf("%s: FwdVarlen kernel %+v (found %v), want the plain one's tile %+v", r[0], vl, ok, p)
+							t.Errorf("%s: pFwdVarlen kernel %+v (found %v), want the plain one's tile %+v", r[0], vl, ok, p)
 						}
 					}
 				}
 			}
-			if k.pass == BwdDKDV {
-				if _, ok := LookupPass(BwdPre, n[0], n[1], false); !ok {
-					t.Errorf("%s: no BwdPre kernel", r[0])
+			if k.pass == pBwdDKDV {
+				if _, ok := lookupPass(pBwdPre, n[0], n[1], false); !ok {
+					t.Errorf("%s: no pBwdPre kernel", r[0])
 				}
-				if b, ok := LookupBF16(BwdPre, n[0], n[1], false); ok != (n[0] == 80) || ok && (!b.BF16 || !strings.HasSuffix(b.Symbol, "_bf16")) {
-					t.Errorf("%s: bf16 BwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
+				if b, ok := lookupBF16(pBwdPre, n[0], n[1], false); ok != (n[0] == 80) || ok && (!b.BF16 || !strings.HasSuffix(b.Symbol, "_bf16")) {
+					t.Errorf("%s: bf16 pBwdPre kernel %+v (found %v; want one exactly on the sm_80 path)", r[0], b, ok)
 				}
 				// The varlen backward: each of the three kernels' tile, each
 				// dtype and mask, named as its plain twin plus _varlen.
 				for vpass, pass := range bwdVarlenTwin {
 					for _, bf16 := range []bool{false, true} {
-						for _, causal := range []bool{false, pass != BwdPre} {
-							p, _ := LookupFit(pass, bf16, n[0], n[1], causal, BaseSmemBytes)
-							vl, ok := LookupFit(vpass, bf16, n[0], n[1], causal, BaseSmemBytes)
+						for _, causal := range []bool{false, pass != pBwdPre} {
+							p, _ := lookupFit(pass, bf16, n[0], n[1], causal, BaseSmemBytes)
+							vl, ok := lookupFit(vpass, bf16, n[0], n[1], causal, BaseSmemBytes)
 							if ok != (!bf16 || n[0] == 80) || ok && (vl.Br != p.Br || vl.Bc != p.Bc || vl.Warps != p.Warps || vl.SmemBytes != p.SmemBytes ||
 								vl.Symbol != p.Symbol+"_varlen") {
 								t.Errorf("%s: %v kernel %+v (found %v), want the %v tile %+v", r[0], vpass, vl, ok, pass, p)
@@ -307,26 +307,26 @@ func TestTableMatchesTraits(t *testing.T) {
 				}
 				// The modified backward: dK/dV and dQ of each dtype, the plain
 				// non-causal tile, named as it plus _mod, no causal twin.
-				for mpass, pass := range map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ} {
+				for mpass, pass := range map[family]family{pBwdDKDVMod: pBwdDKDV, pBwdDQMod: pBwdDQ} {
 					for _, bf16 := range []bool{false, true} {
-						p, _ := LookupFit(pass, bf16, n[0], n[1], false, BaseSmemBytes)
-						m, ok := LookupFit(mpass, bf16, n[0], n[1], false, BaseSmemBytes)
+						p, _ := lookupFit(pass, bf16, n[0], n[1], false, BaseSmemBytes)
+						m, ok := lookupFit(mpass, bf16, n[0], n[1], false, BaseSmemBytes)
 						if ok != (!bf16 || n[0] == 80) || ok && (m.Br != p.Br || m.Bc != p.Bc || m.Warps != p.Warps || m.SmemBytes != p.SmemBytes ||
 							m.Symbol != p.Symbol+"_mod") {
 							t.Errorf("%s: %v kernel %+v (found %v), want the %v tile %+v", r[0], mpass, m, ok, pass, p)
 						}
-						if _, ok := LookupFit(mpass, bf16, n[0], n[1], true, BaseSmemBytes); ok {
+						if _, ok := lookupFit(mpass, bf16, n[0], n[1], true, BaseSmemBytes); ok {
 							t.Errorf("%s: a causal %v kernel; causal is the window's right edge", r[0], mpass)
 						}
 					}
 				}
 			}
-			if k.pass == BwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
+			if k.pass == pBwdDKDVQ { // the single pass runs pre, itself and the convert kernel, in each dtype
 				for _, bf16 := range []bool{false, true} {
-					p, pre := LookupFit(BwdPre, bf16, n[0], n[1], false, smem)
-					c, conv := LookupFit(BwdDQConv, bf16, n[0], n[1], false, smem)
+					p, pre := lookupFit(pBwdPre, bf16, n[0], n[1], false, smem)
+					c, conv := lookupFit(pBwdDQConv, bf16, n[0], n[1], false, smem)
 					if !pre || !conv || c.Large != large || p.BF16 != bf16 || c.BF16 != bf16 || bf16 != strings.Contains(c.Symbol, "_bf16") {
-						t.Errorf("%s (bf16 %v): BwdPre kernel %+v (%v), BwdDQConv kernel %+v (%v)", r[0], bf16, p, pre, c, conv)
+						t.Errorf("%s (bf16 %v): pBwdPre kernel %+v (%v), pBwdDQConv kernel %+v (%v)", r[0], bf16, p, pre, c, conv)
 					}
 				}
 			}
@@ -343,19 +343,19 @@ func TestTableMatchesTraits(t *testing.T) {
 			t.Errorf("backward: %d %v, %d %v variants; want one varlen per three-kernel one", count[pass], pass, count[vpass], vpass)
 		}
 	}
-	if count[BwdDKDVMod] != count[BwdDKDV]/2 || count[BwdDQMod] != count[BwdDQ]/2 {
-		t.Errorf("backward: %d dkdv, %d dkdv_mod, %d dq, %d dq_mod variants; want one modified per causal pair", count[BwdDKDV], count[BwdDKDVMod], count[BwdDQ], count[BwdDQMod])
+	if count[pBwdDKDVMod] != count[pBwdDKDV]/2 || count[pBwdDQMod] != count[pBwdDQ]/2 {
+		t.Errorf("backward: %d dkdv, %d dkdv_mod, %d dq, %d dq_mod variants; want one modified per causal pair", count[pBwdDKDV], count[pBwdDKDVMod], count[pBwdDQ], count[pBwdDQMod])
 	}
-	if count[FwdVarlen] != count[Fwd] {
-		t.Errorf("forward: %d plain, %d varlen variants; want one varlen per plain", count[Fwd], count[FwdVarlen])
+	if count[pFwdVarlen] != count[pFwd] {
+		t.Errorf("forward: %d plain, %d varlen variants; want one varlen per plain", count[pFwd], count[pFwdVarlen])
 	}
 	for _, mp := range modPasses {
-		if count[mp] != count[Fwd]/2 {
-			t.Errorf("forward: %d plain, %d %v variants; want one per causal pair", count[Fwd], count[mp], mp)
+		if count[mp] != count[pFwd]/2 {
+			t.Errorf("forward: %d plain, %d %v variants; want one per causal pair", count[pFwd], count[mp], mp)
 		}
 	}
 	for _, v := range variants { // an ordered twin has its default kernel (large_causaldet rows: the causal twin alone)
-		if v.Pass != BwdDKDVQDet {
+		if passOf(v.Key) != pBwdDKDVQDet {
 			continue
 		}
 		var w Variant
@@ -364,47 +364,47 @@ func TestTableMatchesTraits(t *testing.T) {
 				w = x
 			}
 		}
-		if w.Pass != BwdDKDVQ || w.Large != v.Large || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
+		if passOf(w.Key) != pBwdDKDVQ || w.Large != v.Large || w.Br != v.Br || w.Bc != v.Bc || w.SmemBytes != v.SmemBytes {
 			t.Errorf("%s: default kernel %+v; want the same tile", v.Symbol, w)
 		}
 	}
-	if count[BwdDQConv] != count[BwdDKDVQ]/2 {
-		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[BwdDKDVQ], count[BwdDQConv])
+	if count[pBwdDQConv] != count[pBwdDKDVQ]/2 {
+		t.Errorf("single pass: %d dkdvq, %d dqconv variants; want one convert kernel per causal pair", count[pBwdDKDVQ], count[pBwdDQConv])
 	}
 	// A head dim with the single pass alone ships pre, the varlen pre and, on
 	// each of its rows' tiles (large and base_det), the modified single pass
 	// and its ordered twin (no causal twin), each dtype.
 	alone := regexp.MustCompile(`X\((\d+), (\d+), large, base_det\)`).FindAllStringSubmatch(macro(t, src, "FA2_BWD_KVQ_ALONE"), -1)
-	if len(alone) == 0 || count[BwdPre] != count[BwdDKDV]/2+2*len(alone) || count[BwdDQ] != count[BwdDKDV] {
-		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[BwdPre], count[BwdDKDV], count[BwdDQ])
+	if len(alone) == 0 || count[pBwdPre] != count[pBwdDKDV]/2+2*len(alone) || count[pBwdDQ] != count[pBwdDKDV] {
+		t.Errorf("backward passes: %d pre, %d dkdv, %d dq variants; want one pre per (arch, D) and causal pairs", count[pBwdPre], count[pBwdDKDV], count[pBwdDQ])
 	}
-	if count[BwdDKDVQMod] != 4*len(alone) || count[BwdDKDVQDetMod] != 4*len(alone) {
-		t.Errorf("modified single pass: %d dkdvq_mod, %d dkdvqdet_mod variants; want per dtype of %d head dims one of each per size", count[BwdDKDVQMod], count[BwdDKDVQDetMod], len(alone))
+	if count[pBwdDKDVQMod] != 4*len(alone) || count[pBwdDKDVQDetMod] != 4*len(alone) {
+		t.Errorf("modified single pass: %d dkdvq_mod, %d dkdvqdet_mod variants; want per dtype of %d head dims one of each per size", count[pBwdDKDVQMod], count[pBwdDKDVQDetMod], len(alone))
 	}
 	for _, r := range alone {
 		a, _ := strconv.Atoi(r[1])
 		d, _ := strconv.Atoi(r[2])
-		if slices.Contains(BwdHeadDims(a), d) {
+		if slices.Contains(bwdHeadDims(a), d) {
 			t.Errorf("%s: head dim %d also has the three-kernel backward", r[0], d)
 		}
 		for _, bf16 := range []bool{false, true} {
-			if pre, ok := LookupFit(BwdPreVarlen, bf16, a, d, false, 227<<10); !ok || pre.BF16 != bf16 || !strings.HasSuffix(pre.Symbol, "_varlen") {
+			if pre, ok := lookupFit(pBwdPreVarlen, bf16, a, d, false, 227<<10); !ok || pre.BF16 != bf16 || !strings.HasSuffix(pre.Symbol, "_varlen") {
 				t.Errorf("%s (bf16 %v): varlen pre %+v (found %v); the packed sequences' backward runs it before the modified single pass", r[0], bf16, pre, ok)
 			}
 			for _, optin := range []int{227 << 10, BaseSmemBytes} {
 				large := optin > BaseSmemBytes
-				p, ok := LookupFit(BwdDKDVQ, bf16, a, d, false, optin)
+				p, ok := lookupFit(pBwdDKDVQ, bf16, a, d, false, optin)
 				if !ok || p.Large != large {
 					t.Errorf("%s (bf16 %v) within %d bytes: single pass %+v (found %v)", r[0], bf16, optin, p, ok)
 				}
-				for mpass, pass := range map[Pass]Pass{BwdDKDVQMod: BwdDKDVQ, BwdDKDVQDetMod: BwdDKDVQDet} {
-					w, _ := LookupFit(pass, bf16, a, d, false, optin)
-					m, ok := LookupFit(mpass, bf16, a, d, false, optin)
+				for mpass, pass := range map[family]family{pBwdDKDVQMod: pBwdDKDVQ, pBwdDKDVQDetMod: pBwdDKDVQDet} {
+					w, _ := lookupFit(pass, bf16, a, d, false, optin)
+					m, ok := lookupFit(mpass, bf16, a, d, false, optin)
 					if !ok || m.Large != large || m.Br != p.Br || m.Bc != p.Bc || m.Warps != p.Warps || m.SmemBytes != p.SmemBytes ||
-						m.Symbol != w.Symbol+"_mod" || HeadsFastest(m) != HeadsFastest(w) || !m.Pass.Fused() {
+						m.Symbol != w.Symbol+"_mod" || HeadsFastest(m) != HeadsFastest(w) || !passOf(m.Key).fused() {
 						t.Errorf("%s (bf16 %v) within %d bytes: %v kernel %+v (found %v), want %v's tile and name plus _mod", r[0], bf16, optin, mpass, m, ok, w)
 					}
-					if _, ok := LookupFit(mpass, bf16, a, d, true, optin); ok {
+					if _, ok := lookupFit(mpass, bf16, a, d, true, optin); ok {
 						t.Errorf("%s: a causal %v kernel; causal is the window's right edge", r[0], mpass)
 					}
 				}
@@ -443,7 +443,7 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 		w, _ := strconv.Atoi(r[4])
 		br, _ := strconv.Atoi(r[5])
 		for _, bf16 := range []bool{false, true} {
-			dec, ok := LookupDecode(a, d, bf16)
+			dec, ok := lookupDecode(a, d, bf16)
 			if ok != (!bf16 || a == 80) {
 				t.Errorf("%s bf16=%v: found %v", r[0], bf16, ok)
 				continue
@@ -452,14 +452,14 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 				continue
 			}
 			want++
-			if dec.Pass != Decode || dec.Arch != a || dec.HeadDim != d || dec.Bc != bc || dec.Warps != w || dec.Br != br || dec.BF16 != bf16 || dec.SmemBytes <= 0 {
+			if passOf(dec.Key) != pDecode || dec.Arch != a || dec.HeadDim != d || dec.Bc != bc || dec.Warps != w || dec.Br != br || dec.BF16 != bf16 || dec.SmemBytes <= 0 {
 				t.Errorf("%s bf16=%v: table has %+v", r[0], bf16, dec)
 			}
 		}
 	}
 	got := 0
 	for _, v := range variants {
-		if v.Pass == Decode {
+		if passOf(v.Key) == pDecode {
 			got++
 		}
 	}
@@ -487,17 +487,17 @@ func TestSM90ATable(t *testing.T) {
 		}
 		ds = append(ds, n[0])
 		type want struct {
-			pass                      Pass
+			pass                      family
 			suffix                    string
 			causal                    bool
 			br, bc, stages, sm80MaxNk int
 		}
 		for _, w := range []want{
-			{Fwd, "", false, n[1], n[2], n[3], 0}, {Fwd, "_causal", true, n[1], n[2], n[3], n[4]},
-			{FwdMod, "_mod", false, n[5], n[6], n[7], 0}, {FwdModCap, "_mod_cap", false, n[5], n[6], n[7], 0},
-			{FwdModALiBi, "_mod_alibi", false, n[5], n[6], n[7], 0}, {FwdModCapALiBi, "_mod_cap_alibi", false, n[5], n[6], n[7], 0},
+			{pFwd, "", false, n[1], n[2], n[3], 0}, {pFwd, "_causal", true, n[1], n[2], n[3], n[4]},
+			{pFwdMod, "_mod", false, n[5], n[6], n[7], 0}, {pFwdModCap, "_mod_cap", false, n[5], n[6], n[7], 0},
+			{pFwdModALiBi, "_mod_alibi", false, n[5], n[6], n[7], 0}, {pFwdModCapALiBi, "_mod_cap_alibi", false, n[5], n[6], n[7], 0},
 		} {
-			v, ok := LookupSM90A(w.pass, n[0], w.causal)
+			v, ok := lookupSM90A(w.pass, n[0], w.causal)
 			sym := "fa2_fwd_sm90a_d" + r[1] + w.suffix
 			if !ok || v.Symbol != sym || v.Arch != SM90A || v.Br != w.br || v.Bc != w.bc || v.Warps != 4*(w.br/64+1) || v.BF16 || v.SmemBytes <= 0 || v.SM80CausalMaxNk != w.sm80MaxNk || !v.Persistent {
 				t.Errorf("%s %s: table has %+v (found %v)", r[0], sym, v, ok)
@@ -508,12 +508,12 @@ func TestSM90ATable(t *testing.T) {
 				t.Errorf("resources.md has no tile row %q", row)
 			}
 		}
-		if _, ok := Lookup(SM90A, n[0], false); !ok {
+		if _, ok := lookupFwd(SM90A, n[0], false); !ok {
 			t.Errorf("D %d: a Hopper forward without an sm_80 one (ForcePath(80) and the fallbacks need it)", n[0])
 		}
 	}
-	if !slices.Equal(SM90AHeadDims(), ds) {
-		t.Errorf("SM90AHeadDims %v, rows %v", SM90AHeadDims(), ds)
+	if !slices.Equal(sm90aHeadDims(), ds) {
+		t.Errorf("SM90AHeadDims %v, rows %v", sm90aHeadDims(), ds)
 	}
 	b := SM90ACubin
 	if len(b) < 64 || !bytes.HasPrefix(b, []byte("\x7fELF")) || binary.LittleEndian.Uint16(b[18:]) != 190 || b[48] != SM90A {
@@ -524,7 +524,7 @@ func TestSM90ATable(t *testing.T) {
 // SM90AMaps: a contiguous BSHD problem maps; a broadcast (stride 0) or
 // unaligned operand does not, and the host then runs the sm_80 kernel.
 func TestSM90AMaps(t *testing.T) {
-	v, ok := LookupSM90A(Fwd, 128, false)
+	v, ok := lookupSM90A(pFwd, 128, false)
 	if !ok {
 		t.Fatal("no D128 Hopper forward")
 	}
@@ -639,7 +639,7 @@ func TestResources(t *testing.T) {
 // the same pass, head dim, mask and dtype (its symbol without _large) or, as
 // D 64's single pass (no base row) and the ordered twins at head dims with the
 // three kernels (D 128), none (then parts below its need have no such kernel:
-// the three kernels run), and LookupFit picks it exactly where every Large
+// the three kernels run), and lookupFit picks it exactly where every Large
 // kernel of its set fits.
 func TestLargeRows(t *testing.T) {
 	for _, v := range variants {
@@ -655,18 +655,18 @@ func TestLargeRows(t *testing.T) {
 		}
 		threeKernels := false // the head dims whose parts below the row's need run the three kernels
 		for _, w := range variants {
-			threeKernels = threeKernels || w.Pass == BwdDKDV && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
+			threeKernels = threeKernels || passOf(w.Key) == pBwdDKDV && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
 		}
 		baseRow := false // the head dim has a <= 99 KiB single pass
 		for _, w := range variants {
-			baseRow = baseRow || w.Pass == BwdDKDVQ && !w.Large && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
+			baseRow = baseRow || passOf(w.Key) == pBwdDKDVQ && !w.Large && w.Arch == v.Arch && w.HeadDim == v.HeadDim && w.BF16 == v.BF16
 		}
-		noSib := !baseRow || threeKernels && (v.Pass == BwdDKDVQDet || v.Pass == BwdDKDVQDetMod) // the kernels without a <= 99 KiB twin
-		if !strings.Contains(v.Symbol, "_large") || noSib != (sib.Symbol == "") || !noSib && (sib.Large || sib.Pass != v.Pass || sib.HeadDim != v.HeadDim ||
+		noSib := !baseRow || threeKernels && (passOf(v.Key) == pBwdDKDVQDet || passOf(v.Key) == pBwdDKDVQDetMod) // the kernels without a <= 99 KiB twin
+		if !strings.Contains(v.Symbol, "_large") || noSib != (sib.Symbol == "") || !noSib && (sib.Large || passOf(sib.Key) != passOf(v.Key) || sib.HeadDim != v.HeadDim ||
 			sib.Causal != v.Causal || sib.BF16 != v.BF16 || sib.SmemBytes > BaseSmemBytes) {
 			t.Errorf("%s: sibling %+v; want a <= %d-byte row of the same kernel, and none exactly for D 64 and D 128's ordered twins", v.Symbol, sib, BaseSmemBytes)
 		}
-		if v.Pass != BwdDQConv && v.SmemBytes <= BaseSmemBytes {
+		if passOf(v.Key) != pBwdDQConv && v.SmemBytes <= BaseSmemBytes {
 			t.Errorf("%s: %d bytes fit the base limit: it is not a large row", v.Symbol, v.SmemBytes)
 		}
 		need := 0 // the set's largest
@@ -679,17 +679,17 @@ func TestLargeRows(t *testing.T) {
 			name  string
 			optin int
 		}{{"sm_86/89", 99 << 10}, {"A100", 163 << 10}, {"H100/H200", 227 << 10}, {"just short", need - 1}, {"exact", need}} {
-			got, ok := LookupFit(v.Pass, v.BF16, 90, v.HeadDim, v.Causal, c.optin)
+			got, ok := lookupFit(passOf(v.Key), v.BF16, 90, v.HeadDim, v.Causal, c.optin)
 			want := sib // none without a sibling
 			if need <= c.optin {
 				want = v
 			}
 			if ok != (want.Symbol != "") || got.Symbol != want.Symbol {
-				t.Errorf("LookupFit(%v, D%d, causal %v) with %d bytes (%s) = %s; want %s", v.Pass, v.HeadDim, v.Causal, c.optin, c.name, got.Symbol, want.Symbol)
+				t.Errorf("lookupFit(%v, D%d, causal %v) with %d bytes (%s) = %s; want %s", passOf(v.Key), v.HeadDim, v.Causal, c.optin, c.name, got.Symbol, want.Symbol)
 			}
 		}
-		if got, _ := LookupPass(v.Pass, 90, v.HeadDim, v.Causal); got.Large {
-			t.Errorf("LookupPass(%v, D%d) = %s: LookupPass assumes %d bytes", v.Pass, v.HeadDim, got.Symbol, BaseSmemBytes)
+		if got, _ := lookupPass(passOf(v.Key), 90, v.HeadDim, v.Causal); got.Large {
+			t.Errorf("lookupPass(%v, D%d) = %s: lookupPass assumes %d bytes", passOf(v.Key), v.HeadDim, got.Symbol, BaseSmemBytes)
 		}
 	}
 }
@@ -710,24 +710,24 @@ func TestLookup(t *testing.T) {
 		{120, 128, false, "fa2_fwd_sm80_d128"},
 		{75, 256, true, "fa2_fwd_sm75_d256_causal"}, // the n8 row (traits.cuh's kN8)
 	} {
-		v, ok := Lookup(c.arch, c.d, c.causal)
+		v, ok := lookupFwd(c.arch, c.d, c.causal)
 		if !ok || v.Symbol != c.sym || v.HeadDim != c.d || v.Causal != c.causal {
-			t.Errorf("Lookup(%d, %d, %v) = %+v, %v; want %s", c.arch, c.d, c.causal, v, ok, c.sym)
+			t.Errorf("lookupFwd(%d, %d, %v) = %+v, %v; want %s", c.arch, c.d, c.causal, v, ok, c.sym)
 		}
 	}
 	for _, c := range []struct{ arch, d int }{{75, 80}, {70, 64}, {61, 128}, {90, 80}, {90, 0}} {
-		if v, ok := Lookup(c.arch, c.d, false); ok {
-			t.Errorf("Lookup(%d, %d) = %+v, want none", c.arch, c.d, v)
+		if v, ok := lookupFwd(c.arch, c.d, false); ok {
+			t.Errorf("lookupFwd(%d, %d) = %+v, want none", c.arch, c.d, v)
 		}
 	}
-	if got := HeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
-		t.Errorf("HeadDims(75) = %v", got)
+	if got := passHeadDims(pFwd, 75); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
+		t.Errorf("passHeadDims(pFwd, 75) = %v", got)
 	}
-	if got := HeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
-		t.Errorf("HeadDims(90) = %v", got)
+	if got := passHeadDims(pFwd, 90); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
+		t.Errorf("passHeadDims(pFwd, 90) = %v", got)
 	}
-	if got := HeadDims(70); got != nil {
-		t.Errorf("HeadDims(70) = %v, want none", got)
+	if got := passHeadDims(pFwd, 70); got != nil {
+		t.Errorf("passHeadDims(pFwd, 70) = %v, want none", got)
 	}
 	seen := map[string]bool{}
 	for _, v := range Variants() {
@@ -735,70 +735,77 @@ func TestLookup(t *testing.T) {
 			t.Errorf("symbol %s twice", v.Symbol)
 		}
 		seen[v.Symbol] = true
-		pass := v.Pass
+		pass := passOf(v.Key)
 		if twin, ok := bwdVarlenTwin[pass]; ok { // named as its three-kernel twin plus _varlen, the same tile
 			pass = twin
 			if !strings.HasSuffix(v.Symbol, "_varlen") {
-				t.Errorf("%s: pass %v, want a symbol ending _varlen", v.Symbol, v.Pass)
+				t.Errorf("%s: pass %v, want a symbol ending _varlen", v.Symbol, passOf(v.Key))
 			}
 		}
-		if twin, ok := map[Pass]Pass{BwdDKDVMod: BwdDKDV, BwdDQMod: BwdDQ, BwdDKDVQMod: BwdDKDVQ, BwdDKDVQDetMod: BwdDKDVQDet}[pass]; ok { // its plain twin's name plus _mod, the same tile
+		if twin, ok := map[family]family{pBwdDKDVMod: pBwdDKDV, pBwdDQMod: pBwdDQ, pBwdDKDVQMod: pBwdDKDVQ, pBwdDKDVQDetMod: pBwdDKDVQDet}[pass]; ok { // its plain twin's name plus _mod, the same tile
 			pass = twin
 			if !strings.HasSuffix(v.Symbol, "_mod") {
-				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, v.Pass)
+				t.Errorf("%s: pass %v, want a symbol ending _mod", v.Symbol, passOf(v.Key))
 			}
 		}
 		prefix := "fa2_" + pass.String() + "_"
-		if sfx := fwdSuffix(v.Pass); sfx != "" { // named as its plain twin, plus sfx
+		if sfx := fwdSuffix(passOf(v.Key)); sfx != "" { // named as its plain twin, plus sfx
 			prefix = "fa2_fwd_"
 			if !strings.HasSuffix(v.Symbol, sfx) {
-				t.Errorf("%s: pass %v, want a symbol ending %s", v.Symbol, v.Pass, sfx)
+				t.Errorf("%s: pass %v, want a symbol ending %s", v.Symbol, passOf(v.Key), sfx)
 			}
 		}
 		if !strings.HasPrefix(v.Symbol, prefix) {
-			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, v.Pass, prefix)
+			t.Errorf("%s: pass %v, want a symbol starting %s", v.Symbol, passOf(v.Key), prefix)
 		}
-		if v.Pass == Decode {
+		if passOf(v.Key) == pDecode {
 			continue // their warps share the rows: TestDecodeTableMatchesTraits
 		}
 		// The rows a CTA owns are split over its warps in 16-row mma tiles
 		// (or 8-row n8 ones; ColGroups warps share each); the streamed rows go
 		// in k16 steps (none for the pre pass).
 		owned, streamed, split := v.Br, v.Bc, 16*v.Warps/max(1, v.ColGroups)
-		if pass == BwdDKDV || pass.Fused() {
+		if pass == pBwdDKDV || pass.fused() {
 			owned, streamed = v.Bc, v.Br
 		}
-		if pass.Fused() { // a 2-D warp grid: owned rows split over some of the warps only
+		if pass.fused() { // a 2-D warp grid: owned rows split over some of the warps only
 			split = 16
 		}
 		if strings.HasPrefix(v.Symbol, "fa2_fwd_sm75_") && owned == 8*v.Warps { // the Turing n8 forward (traits.cuh's kN8): 8 rows per warp
 			split = owned
 		}
-		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (pass == BwdPre || pass == BwdDQConv) {
+		if owned%split != 0 || streamed%16 != 0 || (streamed == 0) != (pass == pBwdPre || pass == pBwdDQConv) {
 			t.Errorf("%s: owned rows %d, streamed rows %d do not fit %d warps of 16-row mma tiles", v.Symbol, owned, streamed, v.Warps)
 		}
 	}
 	for _, c := range []struct {
-		pass   Pass
+		pass   family
 		arch   int
 		d      int
 		causal bool
 		sym    string
 	}{
-		{BwdPre, 90, 64, true, "fa2_bwd_pre_sm80_d64"},
-		{BwdDKDV, 75, 128, true, "fa2_bwd_dkdv_sm75_d128_causal"},
-		{BwdDQ, 86, 32, false, "fa2_bwd_dq_sm80_d32"},
-		{Fwd, 90, 96, true, "fa2_fwd_sm80_d96_causal"},
+		{pBwdPre, 90, 64, false, "fa2_bwd_pre_sm80_d64"},
+		{pBwdDKDV, 75, 128, true, "fa2_bwd_dkdv_sm75_d128_causal"},
+		{pBwdDQ, 86, 32, false, "fa2_bwd_dq_sm80_d32"},
+		{pFwd, 90, 96, true, "fa2_fwd_sm80_d96_causal"},
 	} {
-		if v, ok := LookupPass(c.pass, c.arch, c.d, c.causal); !ok || v.Symbol != c.sym || v.Pass != c.pass {
-			t.Errorf("LookupPass(%v, %d, %d, %v) = %+v, %v; want %s", c.pass, c.arch, c.d, c.causal, v, ok, c.sym)
+		if v, ok := lookupPass(c.pass, c.arch, c.d, c.causal); !ok || v.Symbol != c.sym || passOf(v.Key) != c.pass {
+			t.Errorf("lookupPass(%v, %d, %d, %v) = %+v, %v; want %s", c.pass, c.arch, c.d, c.causal, v, ok, c.sym)
 		}
 	}
-	if v, ok := LookupPass(BwdDKDVQ, 75, 128, false); ok {
-		t.Errorf("LookupPass(BwdDKDVQ, 75, 128) = %+v: the single pass is sm_80-path only", v)
+	for _, p := range []family{pBwdPre, pBwdPreVarlen, pBwdDQConv} { // they do not depend on the mask: one key, non-causal
+		for _, v := range variants {
+			if passOf(v.Key) == p && v.Causal {
+				t.Errorf("%s: a causal %v kernel", v.Symbol, p)
+			}
+		}
 	}
-	if v, ok := LookupPass(BwdDKDVQ, 90, 128, true); !ok {
-		t.Errorf("LookupPass(BwdDKDVQ, 90, 128): no single-pass kernel")
+	if v, ok := lookupPass(pBwdDKDVQ, 75, 128, false); ok {
+		t.Errorf("lookupPass(pBwdDKDVQ, 75, 128) = %+v: the single pass is sm_80-path only", v)
+	}
+	if v, ok := lookupPass(pBwdDKDVQ, 90, 128, true); !ok {
+		t.Errorf("lookupPass(pBwdDKDVQ, 90, 128): no single-pass kernel")
 	} else {
 		rows := v.Br // Nq 65 padded to whole query blocks
 		for rows < 65 {
@@ -808,27 +815,27 @@ func TestLookup(t *testing.T) {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", v.Symbol, got, 2*3*rows*128)
 		}
 		// The ordered twin (large rows only): its tile's accumulator, then one counter per query block.
-		if w, ok := LookupPass(BwdDKDVQDet, 90, 128, true); ok {
-			t.Errorf("LookupPass(BwdDKDVQDet, 90, 128) = %+v: the base row has no ordered twin", w)
+		if w, ok := lookupPass(pBwdDKDVQDet, 90, 128, true); ok {
+			t.Errorf("lookupPass(pBwdDKDVQDet, 90, 128) = %+v: the base row has no ordered twin", w)
 		}
-		l, _ := LookupFit(BwdDKDVQ, false, 90, 128, true, 227<<10)
-		w, ok := LookupFit(BwdDKDVQDet, false, 90, 128, true, 227<<10)
-		wn, okn := LookupFit(BwdDKDVQDet, false, 90, 128, false, 227<<10)
+		l, _ := lookupFit(pBwdDKDVQ, false, 90, 128, true, 227<<10)
+		w, ok := lookupFit(pBwdDKDVQDet, false, 90, 128, true, 227<<10)
+		wn, okn := lookupFit(pBwdDKDVQDet, false, 90, 128, false, 227<<10)
 		lrows := (65 + l.Br - 1) / l.Br * l.Br
 		if !ok || !okn || !w.Large || w.Br != l.Br || w.Bc != l.Bc || w.SmemBytes != l.SmemBytes || !HeadsFastest(w) || !HeadsFastest(wn) || HeadsFastest(l) {
-			t.Errorf("LookupFit(BwdDKDVQDet, 90, 128, 227 KiB) = %+v (%v), non-causal %+v (%v); want the tile of %s, heads fastest", w, ok, wn, okn, l.Symbol)
+			t.Errorf("lookupFit(pBwdDKDVQDet, 90, 128, 227 KiB) = %+v (%v), non-causal %+v (%v); want the tile of %s, heads fastest", w, ok, wn, okn, l.Symbol)
 		} else if got, want := DQAccumLen(w, 2, 65, 3), 2*3*lrows*128+2*3*lrows/l.Br; got != want {
 			t.Errorf("DQAccumLen(%s, B 2, Nq 65, Hq 3) = %d, want %d", w.Symbol, got, want)
 		}
 	}
-	if v, ok := LookupPass(BwdDKDV, 90, 256, false); ok {
-		t.Errorf("LookupPass(BwdDKDV, 90, 256) = %+v: no D256 backward is built", v)
+	if v, ok := lookupPass(pBwdDKDV, 90, 256, false); ok {
+		t.Errorf("lookupPass(pBwdDKDV, 90, 256) = %+v: no D256 backward is built", v)
 	}
-	if got := BwdHeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
-		t.Errorf("BwdHeadDims(75) = %v", got)
+	if got := bwdHeadDims(75); !slices.Equal(got, []int{32, 64, 96, 128, 256}) {
+		t.Errorf("bwdHeadDims(75) = %v", got)
 	}
-	if got := BwdHeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128}) {
-		t.Errorf("BwdHeadDims(90) = %v", got)
+	if got := bwdHeadDims(90); !slices.Equal(got, []int{32, 64, 96, 128}) {
+		t.Errorf("bwdHeadDims(90) = %v", got)
 	}
 	// D 256 on the sm_80 path has the single pass alone, with its ordered
 	// twin: a Large row (A100 and H100/H200) and a base one (sm_86/89); on
@@ -838,22 +845,22 @@ func TestLookup(t *testing.T) {
 		want        []int
 	}{{75, 64 << 10, []int{32, 64, 96, 128, 256}}, {86, 99 << 10, []int{32, 64, 96, 128, 256}},
 		{80, 163 << 10, []int{32, 64, 96, 128, 256}}, {90, 227 << 10, []int{32, 64, 96, 128, 256}}} {
-		for _, fused := range []Pass{BwdDKDVQ, BwdDKDVQDet} {
-			if got := BwdHeadDimsFit(fused, c.arch, c.optin); !slices.Equal(got, c.want) {
-				t.Errorf("BwdHeadDimsFit(%v, %d, %d) = %v, want %v", fused, c.arch, c.optin, got, c.want)
+		for _, fused := range []family{pBwdDKDVQ, pBwdDKDVQDet} {
+			if got := bwdHeadDimsFit(fused, c.arch, c.optin); !slices.Equal(got, c.want) {
+				t.Errorf("bwdHeadDimsFit(%v, %d, %d) = %v, want %v", fused, c.arch, c.optin, got, c.want)
 			}
 		}
 	}
-	if got := PassHeadDims(BwdPre, 90); !slices.Equal(got, BwdHeadDimsFit(BwdDKDVQ, 90, 227<<10)) {
-		t.Errorf("PassHeadDims(BwdPre, 90) = %v, want every backward head dim %v", got, BwdHeadDimsFit(BwdDKDVQ, 90, 227<<10))
+	if got := passHeadDims(pBwdPre, 90); !slices.Equal(got, bwdHeadDimsFit(pBwdDKDVQ, 90, 227<<10)) {
+		t.Errorf("passHeadDims(pBwdPre, 90) = %v, want every backward head dim %v", got, bwdHeadDimsFit(pBwdDKDVQ, 90, 227<<10))
 	}
-	for _, p := range []Pass{BwdPre, BwdDQ} {
+	for _, p := range []family{pBwdPre, pBwdDQ} {
 		for _, a := range []int{75, 90} {
-			if p == BwdPre && a == 90 {
+			if p == pBwdPre && a == 90 {
 				continue // above: D 256's pre ships with its single pass
 			}
-			if got := PassHeadDims(p, a); !slices.Equal(got, BwdHeadDims(a)) {
-				t.Errorf("PassHeadDims(%v, %d) = %v, want the dK/dV head dims %v", p, a, got, BwdHeadDims(a))
+			if got := passHeadDims(p, a); !slices.Equal(got, bwdHeadDims(a)) {
+				t.Errorf("passHeadDims(%v, %d) = %v, want the dK/dV head dims %v", p, a, got, bwdHeadDims(a))
 			}
 		}
 	}
@@ -871,17 +878,17 @@ func TestLadderTable(t *testing.T) {
 	for _, r := range rows {
 		rung, _ := strconv.Atoi(r[1])
 		d, _ := strconv.Atoi(r[2])
-		if rung < 1 || rung > LadderRungs || !slices.Contains(RungHeadDims(rung), d) {
-			t.Errorf("%s: rung %d, head dims %v", r[0], rung, RungHeadDims(rung))
+		if rung < 1 || rung > LadderRungs || !slices.Contains(rungHeadDims(rung), d) {
+			t.Errorf("%s: rung %d, head dims %v", r[0], rung, rungHeadDims(rung))
 		}
 		for _, causal := range []bool{false, true} {
-			v, ok := LookupRung(rung, d, causal)
+			v, ok := lookupRung(rung, d, causal)
 			c := 0
 			if causal {
 				c = 1
 			}
 			row := fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d |", v.Symbol, rung, d, c, v.Br, v.Bc, v.Warps)
-			if !ok || v.Arch != 0 || v.Pass != Fwd || v.SmemBytes != 0 || !strings.Contains(res, row) {
+			if !ok || v.Arch != 0 || passOf(v.Key) != pFwd || v.SmemBytes != 0 || !strings.Contains(res, row) {
 				t.Errorf("%s causal=%v: %+v (found %v); resources.md needs %q", r[0], causal, v, ok, row)
 			}
 		}
@@ -893,38 +900,194 @@ func TestLadderTable(t *testing.T) {
 	}
 }
 
+// family is a kernel's Key without its path, head dim, mask, dtype, size and
+// rung: a family of kernels, as the tests name them.
+type family struct {
+	stage           Stage
+	mods            Mods
+	packed, ordered bool
+}
+
+var (
+	pFwd            = family{stage: Fwd}
+	pFwdMod         = family{stage: Fwd, mods: ModOn}
+	pFwdModCap      = family{stage: Fwd, mods: ModOn | ModCap}
+	pFwdModALiBi    = family{stage: Fwd, mods: ModOn | ModALiBi}
+	pFwdModCapALiBi = family{stage: Fwd, mods: ModOn | ModCap | ModALiBi}
+	pFwdVarlen      = family{stage: Fwd, packed: true}
+	pBwdPre         = family{stage: BwdPre}
+	pBwdPreVarlen   = family{stage: BwdPre, packed: true}
+	pBwdDKDV        = family{stage: BwdDKDV}
+	pBwdDKDVVarlen  = family{stage: BwdDKDV, packed: true}
+	pBwdDKDVMod     = family{stage: BwdDKDV, mods: ModOn}
+	pBwdDQ          = family{stage: BwdDQ}
+	pBwdDQVarlen    = family{stage: BwdDQ, packed: true}
+	pBwdDQMod       = family{stage: BwdDQ, mods: ModOn}
+	pBwdDKDVQ       = family{stage: BwdDKDVQ}
+	pBwdDKDVQDet    = family{stage: BwdDKDVQ, ordered: true}
+	pBwdDKDVQMod    = family{stage: BwdDKDVQ, mods: ModOn}
+	pBwdDKDVQDetMod = family{stage: BwdDKDVQ, mods: ModOn, ordered: true}
+	pBwdDQConv      = family{stage: BwdDQConv}
+	pDecode         = family{stage: Decode}
+)
+
+func passOf(k Key) family { return family{k.Stage, k.Mods, k.Packed, k.Ordered} }
+
+func (p family) key(arch, headDim int, causal, bf16 bool) Key {
+	return Key{Stage: p.stage, Mods: p.mods, Packed: p.packed, Ordered: p.ordered, Arch: arch, HeadDim: headDim, Causal: causal, BF16: bf16}
+}
+
+func (p family) String() string { return p.key(0, 0, false, false).Pass() }
+
+// fused reports whether p is one of the single pass's dK/dV/dQ kernels.
+func (p family) fused() bool { return p.stage == BwdDKDVQ }
+
+// lookupFit is the kernel of pass p that a device of compute capability
+// arch whose opt-in shared memory per block is smemOptin bytes runs: the
+// Large row where every Large row of its set fits (LargeFits), else the
+// base row.
+func lookupFit(p family, bf16 bool, arch, headDim int, causal bool, smemOptin int) (Variant, bool) {
+	k := p.key(Path(arch), headDim, causal, bf16)
+	if k.Arch == 0 {
+		return Variant{}, false
+	}
+	if LargeFits(k.Arch, headDim, bf16, smemOptin) {
+		l := k
+		l.Large = true
+		if v, ok := Lookup(l); ok {
+			return v, true
+		}
+	}
+	return Lookup(k)
+}
+
+// lookupPass and lookupBF16 are lookupFit on a device of BaseSmemBytes.
+func lookupPass(p family, arch, headDim int, causal bool) (Variant, bool) {
+	return lookupFit(p, false, arch, headDim, causal, BaseSmemBytes)
+}
+
+func lookupBF16(p family, arch, headDim int, causal bool) (Variant, bool) {
+	return lookupFit(p, true, arch, headDim, causal, BaseSmemBytes)
+}
+
+func lookupFwd(arch, headDim int, causal bool) (Variant, bool) {
+	return lookupPass(pFwd, arch, headDim, causal)
+}
+
+func lookupDecode(arch, headDim int, bf16 bool) (Variant, bool) {
+	return lookupFit(pDecode, bf16, arch, headDim, false, BaseSmemBytes)
+}
+
+func lookupSM90A(p family, headDim int, causal bool) (Variant, bool) {
+	return Lookup(p.key(SM90A, headDim, causal, false))
+}
+
+func sm90aHeadDims() []int { return HeadDims(pFwd.key(SM90A, 0, false, false)) }
+
+func lookupRung(rung, headDim int, causal bool) (Variant, bool) {
+	k := pFwd.key(0, headDim, causal, false)
+	k.Rung = rung
+	return Lookup(k)
+}
+
+func rungHeadDims(rung int) []int {
+	k := pFwd.key(0, 0, false, false)
+	k.Rung = rung
+	return HeadDims(k)
+}
+
+// passHeadDims lists the head dims of p's fp16 base rows on arch's path.
+func passHeadDims(p family, arch int) []int {
+	if Path(arch) == 0 {
+		return nil
+	}
+	return HeadDims(p.key(Path(arch), 0, false, false))
+}
+
+// bwdHeadDims lists the head dims with the three-kernel backward on arch's path.
+func bwdHeadDims(arch int) []int { return passHeadDims(pBwdDKDV, arch) }
+
+// bwdHeadDimsFit lists the head dims with a backward on a device of arch
+// whose opt-in shared memory per block is smemOptin bytes, when the single
+// pass fused (or its ordered twin) runs where it fits: the three kernels'
+// and those of a fused kernel that fits.
+func bwdHeadDimsFit(fused family, arch, smemOptin int) []int {
+	ds := bwdHeadDims(arch)
+	for _, v := range variants {
+		if passOf(v.Key) == fused && v.Arch == Path(arch) && !v.Causal && !v.BF16 && !slices.Contains(ds, v.HeadDim) {
+			if _, ok := lookupFit(fused, false, arch, v.HeadDim, false, smemOptin); ok {
+				ds = append(ds, v.HeadDim)
+			}
+		}
+	}
+	slices.Sort(ds)
+	return ds
+}
+
 // modPasses are the modified forward's passes, one per softcap/ALiBi combination.
-var modPasses = []Pass{ModPass(false, false), ModPass(true, false), ModPass(false, true), ModPass(true, true)}
+var modPasses = []family{fwdModPass(false, false), fwdModPass(true, false), fwdModPass(false, true), fwdModPass(true, true)}
+
+func fwdModPass(softcap, alibi bool) family { return family{stage: Fwd, mods: FwdMods(softcap, alibi)} }
 
 // modSuffix is the symbol suffix of a modified forward pass (fa2.cu's FA2_FWD_MOD).
-func modSuffix(p Pass) string {
-	return map[Pass]string{FwdMod: "_mod", FwdModCap: "_mod_cap", FwdModALiBi: "_mod_alibi", FwdModCapALiBi: "_mod_cap_alibi"}[p]
+func modSuffix(p family) string {
+	return map[family]string{pFwdMod: "_mod", pFwdModCap: "_mod_cap", pFwdModALiBi: "_mod_alibi", pFwdModCapALiBi: "_mod_cap_alibi"}[p]
 }
 
 // bwdVarlenTwin maps each varlen backward pass to its three-kernel twin
 // (fa2.cu's FA2_BWD_VARLEN).
-var bwdVarlenTwin = map[Pass]Pass{BwdPreVarlen: BwdPre, BwdDKDVVarlen: BwdDKDV, BwdDQVarlen: BwdDQ}
+var bwdVarlenTwin = map[family]family{pBwdPreVarlen: pBwdPre, pBwdDKDVVarlen: pBwdDKDV, pBwdDQVarlen: pBwdDQ}
 
 // fwdSuffix is what a forward pass named after its plain twin adds to the
 // twin's symbol (fa2.cu's FA2_FWD_MOD and FA2_FWD_VARLEN), or "".
-func fwdSuffix(p Pass) string {
-	if p == FwdVarlen {
+func fwdSuffix(p family) string {
+	if p == pFwdVarlen {
 		return "_varlen"
 	}
 	return modSuffix(p)
 }
 
-// TestModPass: each softcap/ALiBi combination gets the kernel with exactly
-// those compiled in.
-func TestModPass(t *testing.T) {
-	for _, c := range []struct{ cap, alibi bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-		p := ModPass(c.cap, c.alibi)
-		v, ok := LookupPass(p, 80, 64, false)
-		if !ok || !p.IsMod() || strings.Contains(v.Symbol, "_cap") != c.cap || strings.Contains(v.Symbol, "_alibi") != c.alibi {
-			t.Errorf("ModPass(%v, %v) = %v: kernel %s (found %v)", c.cap, c.alibi, p, v.Symbol, ok)
+// TestFwdMods: each softcap/ALiBi combination gets the kernel with exactly
+// those compiled in, and its name says so.
+func TestFwdMods(t *testing.T) {
+	for _, c := range []struct {
+		cap, alibi bool
+		name       string
+	}{{false, false, "fwd_mod"}, {true, false, "fwd_mod_cap"}, {false, true, "fwd_mod_alibi"}, {true, true, "fwd_mod_cap_alibi"}} {
+		m := FwdMods(c.cap, c.alibi)
+		v, ok := Lookup(Key{Stage: Fwd, Mods: m, Arch: 80, HeadDim: 64})
+		if !ok || m&ModOn == 0 || strings.Contains(v.Symbol, "_cap") != c.cap || strings.Contains(v.Symbol, "_alibi") != c.alibi || v.Pass() != c.name {
+			t.Errorf("FwdMods(%v, %v) = %v: kernel %s %q (found %v)", c.cap, c.alibi, m, v.Symbol, v.Pass(), ok)
 		}
 	}
-	if Fwd.IsMod() || Decode.IsMod() {
-		t.Error("a plain pass reports IsMod")
+}
+
+// TestKeysUnique: every kernel of the three tables has a key of its own, so
+// Lookup finds each; and every name a key gives is one of KernelInfo.Pass's.
+func TestKeysUnique(t *testing.T) {
+	all := append(append(Variants(), SM90AVariants()...), LadderVariants()...)
+	if len(byKey) != len(all) {
+		t.Errorf("%d kernels, %d keys", len(all), len(byKey))
+	}
+	for _, v := range all {
+		if w, ok := Lookup(v.Key); !ok || w.Symbol != v.Symbol {
+			t.Errorf("Lookup(%+v) = %s (found %v), want %s", v.Key, w.Symbol, ok, v.Symbol)
+		}
+	}
+	names := map[string]bool{}
+	for _, v := range all {
+		names[v.Pass()] = true
+	}
+	want := []string{"fwd", "fwd_mod", "fwd_mod_cap", "fwd_mod_alibi", "fwd_mod_cap_alibi", "fwd_varlen", "bwd_pre", "bwd_pre_varlen",
+		"bwd_dkdv", "bwd_dkdv_varlen", "bwd_dkdv_mod", "bwd_dq", "bwd_dq_varlen", "bwd_dq_mod", "bwd_dkdvq", "bwd_dkdvqdet",
+		"bwd_dkdvq_mod", "bwd_dkdvqdet_mod", "bwd_dqconv", "decode"}
+	for _, n := range want {
+		if !names[n] {
+			t.Errorf("no kernel named %q", n)
+		}
+		delete(names, n)
+	}
+	if len(names) != 0 {
+		t.Errorf("kernels named %v beyond the known passes", names)
 	}
 }

@@ -92,7 +92,7 @@ class Module:
         self.tiles = tiles()
         self.fns = {}
         # Opt-in shared memory per block (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN):
-        # a _large single pass runs where it fits, as Go's kernels.LookupFit picks.
+        # a _large single pass runs where it fits, as Go's kernels.LargeFits decides.
         dev, optin = ctypes.c_int(), ctypes.c_int()
         ck(cu.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
         ck(cu.cuDeviceGetAttribute(ctypes.byref(optin), 97, dev), "smem opt-in")
