@@ -46,8 +46,8 @@
 // type holds (fp16: finite, |x| < 65520; bf16: finite), so with Backend GPU
 // a NaN or Inf is a *DataError naming the element, and Auto runs the call
 // on the CPU and says why in Result.Reason. Bits written to device memory
-// directly (UploadFP16, DeviceTensor.Ptr, the raw-pointer API) skip that
-// check, and a NaN or Inf there makes NaN rows.
+// directly (DeviceTensor.Ptr, the raw-pointer API) skip that check, and a
+// NaN or Inf there makes NaN rows.
 //
 // Package attntest is the conformance suite every backend passes, against
 // a float64 reference. The repository's README and tutorial/ explain the

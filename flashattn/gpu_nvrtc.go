@@ -120,21 +120,6 @@ func (d *Device) RungSourceBuild(rung int) *RungBuild {
 	return nil
 }
 
-// KernelStats returns the stats of the kernel Forward runs for dims (causal
-// or not): its tile, registers, shared memory and occupancy on this device,
-// whether shipped or from LoadRungSource, loading it on first use.
-func (d *Device) KernelStats(dims Dims, causal bool) (KernelStats, error) {
-	if err := d.lock(); err != nil {
-		return KernelStats{}, err
-	}
-	defer d.mu.Unlock()
-	k, err := d.kernel(dims, causal)
-	if err != nil {
-		return KernelStats{}, err
-	}
-	return d.stats(k)
-}
-
 func (r *nvrtcRung) copyBuild() *RungBuild {
 	b := *r.build
 	b.Kernels = append([]KernelStats(nil), r.build.Kernels...)

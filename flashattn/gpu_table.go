@@ -10,10 +10,10 @@ import (
 // capability arch (e.g. 75 for a T4, 90 for an H100/H200), one per head dim
 // and mask, with the tile sizes chosen for it. It needs no GPU: notebooks and
 // the CLI use it to show what a T4 would run. Registers, LocalBytes and
-// BinaryArch are known only once a device loads the kernel (Device.Kernel).
+// BinaryArch are known only once a device loads the kernel (Device.Kernels).
 // An arch below 75 has no kernels and gives an empty table. It lists the
 // fp16 kernels (as BackwardKernelTable does): the sm_80 path's bf16 kernels
-// (UploadBF16) have the same tiles, under the fp16 symbol with _bf16 after
+// (UploadAs(t, BF16)) have the same tiles, under the fp16 symbol with _bf16 after
 // d{D}, e.g. fa2_fwd_sm80_d64_bf16_causal.
 func KernelTable(arch int) []KernelInfo { return passTable(arch, false) }
 
