@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 )
 
-// DecodeBenchResult is the timing of one decode problem by BenchKVCache:
+// DecodeBenchResult is the timing of one decode problem by BenchKVCache,
 // Bench's result, whose Splits, PageSize, KVBytes and TBps describe the
 // decode call.
 //

@@ -39,7 +39,7 @@ func HopperHeadDims() []int { return kernels.SM90AHeadDims() }
 // "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's
 // single pass, a causal and non-causal "bwd_dkdvq" (and for a Large set
 // "bwd_dkdvqdet", its ordered twin, Options.Deterministic) and one
-// "bwd_dqconv" kernel (see Device.Backward and BackwardKernels). A head dim may list
+// "bwd_dqconv" kernel (see Device.Backward and Device.Kernels). A head dim may list
 // two single-pass sets: the Large one (symbols ..._large, more than 99 KiB
 // of shared memory per CTA) runs where the device's opt-in limit fits it
 // (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere
@@ -64,7 +64,7 @@ func passTable(arch int, backward bool) []KernelInfo {
 }
 
 // KernelInfo describes a kernel variant: its tiles from the table, and once a
-// device has loaded it (Device.Kernel) what the driver made of it.
+// device has loaded it (Device.Kernels) what the driver made of it.
 type KernelInfo struct {
 	Symbol     string `json:"symbol"`
 	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"

@@ -44,7 +44,8 @@ func (d *Device) ForwardVarlen(q, k, v *DeviceTensor, vl Varlen, o *Options) (*D
 // (256: the single pass alone) runs the varlen pre, the modified single pass
 // ("bwd_dkdvq_mod", which takes the packed sequences, modifiers or not; dQ
 // summed with atomics, so its last bits may differ between calls) and its
-// convert kernel, where that fits the device (Device.ModBackwardHeadDims);
+// convert kernel, where that fits the device (Device.SupportedHeadDims of
+// OpVarlenBackward);
 // with Options.Deterministic its ordered twin ("bwd_dkdvqdet_mod": the dQ
 // additions in a fixed order, so bit-reproducible), on every sm_80+ part.
 // Where neither fits (Turing) the head dim is an *UnsupportedError. The options used are Causal (bottom-right
