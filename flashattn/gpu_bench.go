@@ -139,14 +139,11 @@ func (d *Device) Bench(op Op, dims Dims, dt DType, o *Options, cfg BenchConfig) 
 	if err := checkBench(op, dt, cfg); err != nil {
 		return BenchResult{}, err
 	}
-	if op == OpKVCache {
-		return d.benchKVCache(dims, dt, o, cfg)
-	}
-	p, err := opProblem(op, dims, cfg.Varlen, 0, o)
+	p, err := opProblem(op, dims, cfg.Varlen, cfg.PageSize, o)
 	if err != nil {
 		return BenchResult{}, err
 	}
-	r, err := d.benchProblem(p, dt, cfg.Warmup, cfg.Reps, op)
+	r, err := d.benchProblem(p, dt, cfg, op)
 	if err != nil || p.varlen == nil {
 		return r, err
 	}
@@ -199,10 +196,9 @@ func checkBench(op Op, dt DType, cfg BenchConfig) error {
 	return nil
 }
 
-// benchProblem times op (a forward, a backward or both) on a resolved
-// problem (a varlen one too), prepared once and enqueued warmup + reps
-// times, on inputs of dtype dt.
-func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, op Op) (BenchResult, error) {
+// benchProblem times op on a resolved problem (opProblem's), prepared once
+// and enqueued cfg.Warmup + cfg.Reps times, on inputs of dtype dt.
+func (d *Device) benchProblem(p problem, dt DType, cfg BenchConfig, op Op) (BenchResult, error) {
 	dims, backward := p.Dims, op.backward()
 	if err := d.lock(); err != nil {
 		return BenchResult{}, err
@@ -225,6 +221,8 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, op Op) (Ben
 	var dop deviceOp
 	var bwd *bwdOp
 	switch op {
+	case OpKVCache:
+		return d.benchDecode(p, dt, cfg, in)
 	case OpForward, OpVarlenForward:
 		if dop, err = d.newForward(p, in[0], in[1], in[2]); err != nil {
 			return BenchResult{}, err
@@ -268,7 +266,7 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, op Op) (Ben
 	case p.varlen != nil: // and the cumulative lengths
 		r.ExtraBytes += varlenCuBytes(p)
 	}
-	if err := d.timeCalls(&r, dop, warmup, reps); err != nil {
+	if err := d.timeCalls(&r, dop, cfg.Warmup, cfg.Reps); err != nil {
 		return BenchResult{}, err
 	}
 	return r, nil

@@ -42,26 +42,11 @@ func kvBench(dims Dims, pageSize int, o *Options) (problem, KVCache, Shape, erro
 	return p, c, cacheShape, err
 }
 
-// benchKVCache is Bench for OpKVCache (its arguments checked by
-// checkBench).
-func (d *Device) benchKVCache(dims Dims, dt DType, o *Options, cfg BenchConfig) (BenchResult, error) {
-	if err := dims.Validate(); err != nil {
-		return BenchResult{}, err
-	}
-	p, c, cacheShape, err := kvBench(dims, cfg.PageSize, o)
-	if err != nil {
-		return BenchResult{}, err
-	}
-	if err := d.lock(); err != nil {
-		return BenchResult{}, err
-	}
-	defer d.mu.Unlock()
-	// The kernels first: a problem they cannot run costs no device memory.
-	if _, err := d.opKernels(OpKVCache, p, dt); err != nil {
-		return BenchResult{}, err
-	}
-	in, err := d.benchInputs(p.Dims, dt, false)
-	defer func() { _ = freeAll(in) }()
+// benchDecode times a decode call of p (Bench's OpKVCache: kvBench's
+// cache, paged by cfg.PageSize) on the random q and cache data in of dtype
+// dt; d.mu is held.
+func (d *Device) benchDecode(p problem, dt DType, cfg BenchConfig, in []*DeviceTensor) (BenchResult, error) {
+	_, c, cacheShape, err := kvBench(p.Dims, cfg.PageSize, nil)
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -80,9 +65,10 @@ func (d *Device) benchKVCache(dims Dims, dt DType, o *Options, cfg BenchConfig) 
 	if err := d.timeCalls(&r, op, cfg.Warmup, cfg.Reps); err != nil {
 		return BenchResult{}, err
 	}
-	r.Causal = p.Causal                                // after timeCalls, which counts FLOPs without the mask
-	r.TFLOPS *= float64(decodeSpan(p)) / float64(p.Nk) // a window's FLOPs are its entries'
-	r.PeakTFLOPS *= float64(decodeSpan(p)) / float64(p.Nk)
+	r.Causal = p.Causal // after timeCalls, which counts FLOPs without the mask
+	span := float64(decodeSpan(p)) / float64(p.Nk)
+	r.TFLOPS *= span // a window's FLOPs are its entries'
+	r.PeakTFLOPS *= span
 	r.TBps = float64(r.KVBytes) / (r.MedianMs * 1e-3) / 1e12
 	return r, nil
 }
