@@ -18,11 +18,11 @@ import (
 // What answers: OpForward and OpRawForward the forward kernels (a rung's
 // while one is in use; the raw plans run no modifiers), OpVarlenForward
 // the varlen or modified forward, OpKVCache the decode kernels,
-// OpBackward the single pass where it fits the device (Options.
-// Deterministic: its ordered twin) or the three kernels, with modifiers the
-// modified pair or single pass, OpVarlenBackward those of the packed
-// sequences, OpRawBackward the three kernels, and OpForwardBackward the
-// head dims of both passes.
+// OpBackward the single pass where it fits the device (with Deterministic
+// its ordered twin) or the three kernels, with modifiers the modified pair
+// or single pass, OpVarlenBackward those of the packed sequences,
+// OpRawBackward the three kernels, and OpForwardBackward the head dims of
+// both passes.
 func (d *Device) SupportedHeadDims(op Op, dt DType, o *Options) []int {
 	if d == nil || checkOp(op) != nil {
 		return nil
