@@ -19,9 +19,12 @@
 //     (Varlen's cumulative lengths, as FA2's varlen calls);
 //   - ForwardKVCache and ForwardKVCacheAppend: decode against a key/value
 //     cache, contiguous or paged (KVCache), split over the cache on the GPU;
-//   - OpenDevice and Device: tensors that stay on the GPU (DeviceTensor),
-//     benchmarks, the kernel tables, and raw device pointers and streams for
-//     other libraries' memory.
+//   - OpenDevice and Device: tensors that stay on the GPU (DeviceTensor:
+//     Upload, UploadAs for bf16), the calls above on them, what a device
+//     answers about each call, named by an Op (SupportedHeadDims, Kernels,
+//     Bench), and raw device pointers and streams for other libraries'
+//     memory (NewRawForward, NewRawBackward). The kernel tables
+//     (KernelTable, BackwardKernelTable) need no GPU.
 //
 // Options adds the causal mask, a sliding window, softcap and ALiBi; every
 // *Context variant stops early once its context is done. Bad input is a
@@ -46,8 +49,8 @@
 // type holds (fp16: finite, |x| < 65520; bf16: finite), so with Backend GPU
 // a NaN or Inf is a *DataError naming the element, and Auto runs the call
 // on the CPU and says why in Result.Reason. Bits written to device memory
-// directly (UploadFP16, DeviceTensor.Ptr, the raw-pointer API) skip that
-// check, and a NaN or Inf there makes NaN rows.
+// directly (DeviceTensor.Ptr, the raw-pointer API) skip that check, and a
+// NaN or Inf there makes NaN rows.
 //
 // Package attntest is the conformance suite every backend passes, against
 // a float64 reference. The repository's README and tutorial/ explain the

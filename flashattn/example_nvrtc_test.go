@@ -23,7 +23,7 @@ func ExampleDevice_LoadRungSource() {
 	defer dev.Close()
 	dims := flashattn.Dims{B: 4, Nq: 4096, Nk: 4096, Hq: 16, Hkv: 16, D: 64}
 	_ = dev.UseRung(4)
-	shipped, _ := dev.BenchForward(dims, &flashattn.Options{}, 5, 20)
+	shipped, _ := dev.Bench(flashattn.OpForward, dims, flashattn.FP16, &flashattn.Options{}, flashattn.BenchConfig{Warmup: 5, Reps: 20})
 
 	src := flashattn.RungSource(4)
 	src = strings.Replace(src, "#include \"../gemm.cuh\"\n", `#include "../gemm.cuh"
@@ -48,7 +48,7 @@ template <> struct Swizzle<64> {
 	}
 	k, _ := build.Kernel(64, false)
 	fmt.Println(k) // registers, shared memory, CTAs per SM, occupancy
-	edited, _ := dev.BenchForward(dims, &flashattn.Options{}, 5, 20)
+	edited, _ := dev.Bench(flashattn.OpForward, dims, flashattn.FP16, &flashattn.Options{}, flashattn.BenchConfig{Warmup: 5, Reps: 20})
 	fmt.Printf("shipped %.1f TFLOP/s, without the swizzle %.1f\n", shipped.TFLOPS, edited.TFLOPS)
 	_ = dev.ResetRungSource(4) // the shipped rung 4 again
 }

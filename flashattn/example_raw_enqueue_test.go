@@ -37,7 +37,7 @@ func rawAttention(dev *flashattn.Device, q, k, v *flashattn.Tensor, o *flashattn
 		}
 	}
 	// O and the LSE, which the call writes: a device result's buffers.
-	dst, err := dev.UploadResult(dims, flashattn.New(dims.QShape()), make([]float32, dims.LSELen()))
+	dst, err := dev.UploadResultAs(dims, flashattn.New(dims.QShape()), make([]float32, dims.LSELen()), flashattn.FP16)
 	if err != nil {
 		return nil, err
 	}

@@ -24,15 +24,19 @@ func (g *DeviceGrads) Free() error {
 	return errors.Join(g.DQ.Free(), g.DK.Free(), g.DV.Free())
 }
 
-// UploadResult copies a forward result computed elsewhere (on the CPU, or
-// read from disk) to the device for Backward: out is (B, Nq, Hq, D) and is
-// rounded to fp16, lse is (B, Hq, Nq), natural log, -Inf for rows that see
-// no key.
-func (d *Device) UploadResult(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
-	return d.uploadResultAs(dims, out, lse, FP16)
+// UploadResultAs copies a forward result computed elsewhere (on the CPU,
+// or read from disk) to the device for Backward: out is (B, Nq, Hq, D) and
+// is rounded to element type dt (nearest even; values dt cannot hold are a
+// *DataError), the dtype of the Backward's other tensors; lse is (B, Hq,
+// Nq), natural log, -Inf for rows that see no key.
+func (d *Device) UploadResultAs(dims Dims, out *Tensor, lse []float32, dt DType) (*DeviceResult, error) {
+	if dt.Size() == 0 {
+		return nil, checkDType(dt, 0)
+	}
+	return d.uploadResultAs(dims, out, lse, dt)
 }
 
-// uploadResultAs is UploadResult with out in element type dt.
+// uploadResultAs is UploadResultAs without the dtype's check.
 func (d *Device) uploadResultAs(dims Dims, out *Tensor, lse []float32, dt DType) (*DeviceResult, error) {
 	if err := dims.Validate(); err != nil {
 		return nil, err
@@ -75,40 +79,6 @@ func (d *Device) uploadResult(dims Dims, out *Tensor, lse []float32, dt DType) (
 	return &DeviceResult{Dims: dims, Out: o, lse: buf, lastNoKey: -1}, nil
 }
 
-// BackwardKernels returns the three kernels Backward runs for dims by
-// default, loading them on first use: pre (Di), then on the sm_80 path at a
-// head dim with a single-pass kernel the single pass (dK, dV and atomic dQ)
-// and its dQ convert kernel, else dK/dV and dQ (see
-// BackwardKernelsDeterministic for Options.Deterministic). A head dim without
-// backward kernels on this device (see BackwardHeadDims) is an
-// *UnsupportedError.
-func (d *Device) BackwardKernels(dims Dims, causal bool) ([]KernelInfo, error) {
-	return d.backwardKernels(dims, causal, false)
-}
-
-// BackwardKernelsDeterministic is BackwardKernels with Options.Deterministic:
-// where the device runs the large single pass, its ordered twin
-// (bwd_dkdvqdet: the dQ additions in a fixed order) and the same convert
-// kernel, else pre, dK/dV and dQ (no atomics). D 256 on the sm_80 path has
-// no three kernels: its ordered twin runs on every sm_80+ part (the base
-// tile's on sm_86/89); Turing runs its three kernels.
-func (d *Device) BackwardKernelsDeterministic(dims Dims, causal bool) ([]KernelInfo, error) {
-	return d.backwardKernels(dims, causal, true)
-}
-
-func (d *Device) backwardKernels(dims Dims, causal, deterministic bool) ([]KernelInfo, error) {
-	if err := d.lock(); err != nil {
-		return nil, err
-	}
-	defer d.mu.Unlock()
-	p := problem{Dims: dims, Causal: causal, Left: -1, Right: -1, Deterministic: deterministic}
-	_, ks, err := d.plan(planRequest{op: opBwdKernels, p: p, dt: FP16})
-	if err != nil {
-		return nil, err
-	}
-	return infos(ks), nil
-}
-
 // infos are the KernelInfos of loaded kernels.
 func infos(ks []*loadedKernel) []KernelInfo {
 	out := make([]KernelInfo, len(ks))
@@ -119,14 +89,14 @@ func infos(ks []*loadedKernel) []KernelInfo {
 }
 
 // Backward runs the FA2 backward pass on the device: q, k, v are the inputs
-// of the forward call, fwd its result (O and the LSE; see also UploadResult)
+// of the forward call, fwd its result (O and the LSE; see also UploadResultAs)
 // and dOut the gradient of O, (B, Nq, Hq, D), all fp16 or all bf16
-// (UploadBF16, UploadResultBF16; the sm_80 path only: mixed dtypes are a
+// (UploadAs, UploadResultAs; bf16 on the sm_80 path only: mixed dtypes are a
 // *DataError, bf16 on the sm_75 path an *UnsupportedError). It returns dQ,
 // dK and dV (of that dtype, fp32 accumulation) and waits for the kernels,
 // so a kernel fault is reported here. The options used are Causal and
 // Scale, which must be those of the forward call, and Deterministic, which
-// picks the path (BackwardKernels): the single pass's dQ, summed with
+// picks the path (Kernels(OpBackward, ...)): the single pass's dQ, summed with
 // atomics, may differ in its last bits between calls; with Deterministic
 // every output is bit-reproducible. Beyond its outputs the call allocates Di =
 // rowsum(dO*O), B*Hq*Nq float32, and on the single pass its dQ
@@ -172,62 +142,6 @@ func (d *Device) backwardProblem(q, k, v *DeviceTensor, fwd *DeviceResult, dOut 
 		return problem{}, &DataError{Arg: "fwd", Reason: fmt.Sprintf("result of a problem %+v, not %+v", fwd.Dims, p.Dims)}
 	}
 	return p, nil
-}
-
-// BackwardHost is Backward for host tensors, as flashattn.Backward with the
-// GPU backend runs it, but on this device (with its kernel path, see
-// ForcePath): upload (fp16) the inputs and the forward result, Backward,
-// download. All device memory is freed on return; Grads.Reason names the
-// device and the kernels.
-func (d *Device) BackwardHost(q, k, v, out, dOut *Tensor, lse []float32, o *Options) (*Grads, error) {
-	o = o.withoutTrace() // a backward call ignores it (BackwardContext)
-	p, err := checkBackward(q, k, v, out, dOut, lse, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := reserveCall(GPU, gpuImpl{d}, p, o, true); err != nil {
-		return nil, err
-	}
-	g := &Grads{DQ: newOutput(p.QShape()), DK: newOutput(p.KVShape()), DV: newOutput(p.KVShape()), Backend: GPU}
-	ks, err := d.backwardHost(p, q, k, v, out, dOut, lse, g.DQ, g.DK, g.DV)
-	if err != nil {
-		return nil, err
-	}
-	g.Reason = d.reason(ks...)
-	return g, nil
-}
-
-// backwardHost uploads the inputs and the forward result, runs the backward
-// pass and downloads the gradients into dq, dk and dv.
-func (d *Device) backwardHost(p problem, q, k, v, out, dOut *Tensor, lse []float32, dq, dk, dv *Tensor) (ks []KernelInfo, err error) {
-	in, err := d.uploadAll([]string{"q", "k", "v", "dOut"}, q, k, v, dOut)
-	defer func() { err = errors.Join(err, freeAll(in)) }()
-	if err != nil {
-		return nil, err
-	}
-	fwd, err := d.uploadResult(p.Dims, out, lse, FP16)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, fwd.Free()) }()
-	if err := d.lock(); err != nil {
-		return nil, err
-	}
-	gr, err := d.backward(p, in[0], in[1], in[2], fwd, in[3])
-	d.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, gr.Free()) }()
-	for _, c := range []struct {
-		src *DeviceTensor
-		dst *Tensor
-	}{{gr.DQ, dq}, {gr.DK, dk}, {gr.DV, dv}} {
-		if err := c.src.downloadInto(c.dst.Data); err != nil {
-			return nil, err
-		}
-	}
-	return gr.Kernels, nil
 }
 
 // backward runs one backward call and waits for it; Di is freed on return,

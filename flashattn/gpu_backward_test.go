@@ -40,11 +40,11 @@ func TestGPUBackwardDeterministicRepeats(t *testing.T) {
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/%v/causal=%v", name, s.dims, s.causal), func(t *testing.T) {
 				d := s.dims
-				ks, err := dev.BackwardKernelsDeterministic(d, s.causal)
+				ks, err := backwardKernels(dev, d, &flashattn.Options{Causal: s.causal, Deterministic: true})
 				if err != nil {
 					t.Fatal(err)
 				}
-				def, err := dev.BackwardKernels(d, s.causal)
+				def, err := backwardKernels(dev, d, &flashattn.Options{Causal: s.causal})
 				if err != nil {
 					t.Fatal(err)
 				}

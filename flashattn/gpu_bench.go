@@ -34,34 +34,41 @@ func PaperShapes() []BenchShape {
 	return out
 }
 
-// BenchResult is the timing of one problem by BenchForward or BenchBackward.
+// BenchResult is the timing of one problem by Device.Bench.
 type BenchResult struct {
 	Dims   Dims
 	Causal bool
-	// Backward: the timing is of the backward pass (BenchBackward), or
-	// with WithForward of a forward and then its backward in one timed call
-	// (BenchForwardBackward: a training step's attention, as PyTorch's
-	// forward+backward timing runs it).
+	// Backward: the timing is of the backward pass (OpBackward,
+	// OpVarlenBackward), or with WithForward of a forward and then its
+	// backward in one timed call (OpForwardBackward: a training step's
+	// attention, as PyTorch's forward+backward timing runs it).
 	Backward, WithForward bool
-	// Kernel is the kernel timed (BenchBackward, BenchForwardBackward: the
-	// dK/dV kernel, or the single pass); Kernels all kernels of one timed
-	// call in launch order (forward: Kernel alone; backward: pre, dK/dV, dQ,
-	// or pre, the single pass, dQ convert; forward+backward: the forward's,
-	// then the backward's).
+	// Kernel is the kernel timed (the backward's: the dK/dV kernel, or the
+	// single pass; decode: the split kernel); Kernels all kernels of one
+	// timed call in launch order (forward: Kernel alone; backward: pre,
+	// dK/dV, dQ, or pre, the single pass, dQ convert; forward+backward: the
+	// forward's, then the backward's; decode: the split kernel, then the
+	// merge where there is one).
 	Kernel  KernelInfo
 	Kernels []KernelInfo
 	Reps    int
 	// Kernel time per call by CUDA events: median and minimum over Reps.
 	MedianMs, MinMs float64
 	// TFLOPS is Dims.FLOPs(Causal) (Dims.BackwardFLOPs for the backward,
-	// their sum for forward+backward) over the median time; PeakTFLOPS over
-	// the minimum.
+	// the FA2 paper's convention: the three-kernel path recomputes S and dP
+	// in both the dK/dV and the dQ kernel, so it executes 7/5 of that;
+	// their sum for forward+backward) over the median time; PeakTFLOPS
+	// over the minimum. The varlen ops count the real tokens only (the sum
+	// over sequences of each alone); OpKVCache counts Dims.FLOPs(false)
+	// (the causal mask of a decode step hides at most Nq-1 keys per row)
+	// over the entries a sliding window leaves.
 	TFLOPS, PeakTFLOPS float64
 	// ExtraBytes is the device memory one call allocates beyond its inputs
-	// and outputs: the LSE for Forward (B*Hq*Nq float32; an output the
-	// backward needs), Di = rowsum(dO*O) for Backward (the same size) and,
-	// on the single-pass backward, its dQ accumulator (B*Hq*Nq*D float32,
-	// Nq rounded up to the kernel's query block).
+	// and outputs: the LSE for the forward (B*Hq*Nq float32; an output the
+	// backward needs), Di = rowsum(dO*O) for the backward (the same size)
+	// and, on the single-pass backward, its dQ accumulator (B*Hq*Nq*D
+	// float32, Nq rounded up to the kernel's query block); the varlen ops'
+	// cumulative lengths; decode's LSE and split workspace.
 	ExtraBytes int64
 	// EnqueueHidden: the events bracket the kernels alone. Each timed call
 	// is enqueued behind a gate (cuda.Gate: the stream waits on a host-written
@@ -83,110 +90,144 @@ type BenchResult struct {
 	// LaunchUs. BeyondLaunchUs = LaunchUs - LaunchFloorUs is what GoFlash
 	// adds to it on the hot path.
 	LaunchFloorUs, BeyondLaunchUs float64
+	// OpKVCache: Splits is the number of KV splits the call used (1: no
+	// merge), PageSize the paged cache's block size (0: contiguous),
+	// KVBytes what the decode kernel must read of the cache (the K and V
+	// rows of every sequence, B * Nk * Hkv * D * 2 tensors * the element
+	// size; with a sliding window of Left, its min(Nk, Left+Nq) last rows
+	// instead of Nk), and TBps KVBytes over the median time, in TB/s (1e12
+	// bytes per second).
+	Splits   int     `json:",omitempty"`
+	PageSize int     `json:",omitempty"`
+	KVBytes  int64   `json:",omitempty"`
+	TBps     float64 `json:",omitempty"`
 }
 
-// BenchForward times the forward kernel for dims on random fp16 data:
-// warmup untimed launches, then reps launches each timed with CUDA events.
-// Only o.Causal, o.Scale and the score modifiers (o.Window, o.Softcap,
-// o.ALiBi) are used. All device memory is freed on return.
-func (d *Device) BenchForward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, FP16, o, warmup, reps, passFwd)
+// BenchConfig is how Device.Bench times a call: Warmup untimed calls
+// (at least 0), then Reps calls (at least 1) each timed with CUDA events;
+// and what the varlen and decode ops take beyond their dims.
+type BenchConfig struct {
+	Warmup, Reps int
+	// Varlen (OpVarlenForward, OpVarlenBackward) packs the sequences of
+	// dims (B 1, Nq and Nk their totals), as ForwardVarlen's; zero: one
+	// sequence.
+	Varlen Varlen
+	// PageSize (OpKVCache) pages the cache in blocks of PageSize entries (a
+	// multiple of PageMultiple that divides Nk), handed out to the
+	// sequences in a shuffled order; 0: a contiguous cache.
+	PageSize int
 }
 
-// BenchForwardBF16 is BenchForward for the bf16 kernels (random bf16 data;
-// the sm_80 path only).
-func (d *Device) BenchForwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, BF16, o, warmup, reps, passFwd)
-}
-
-// BenchBackward times the backward pass (its three kernels, launched
-// together as Backward does, on the path o.Deterministic picks) for dims on
-// random fp16 q, k, v and dOut, with O and the LSE from one Forward: warmup
-// untimed calls, then reps calls each timed with CUDA events. TFLOPS counts
-// Dims.BackwardFLOPs (the FA2 paper's convention; the three-kernel path
-// recomputes S and dP in both the dK/dV and the dQ kernel, so it executes
-// 7/5 of that). Only o.Causal, o.Scale, o.Deterministic and the score
-// modifiers (o.Window, o.Softcap, o.ALiBi: the modified three kernels) are
-// used. All device memory is freed on return.
-func (d *Device) BenchBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, FP16, o, warmup, reps, passBwd)
-}
-
-// BenchForwardBackward times a forward and then its backward (the backward
-// reading the O and LSE that forward wrote) enqueued back to back, each
-// call timed as one by CUDA events: what a training step's attention costs,
-// measured as PyTorch's forward+backward is (one timed region), not as the
-// sum of two separately timed passes. Options as BenchBackward.
-func (d *Device) BenchForwardBackward(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, FP16, o, warmup, reps, passFwdBwd)
-}
-
-// BenchBackwardBF16 is BenchBackward for the bf16 kernels (random bf16 data;
-// the sm_80 path only).
-func (d *Device) BenchBackwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, BF16, o, warmup, reps, passBwd)
-}
-
-// BenchForwardBackwardBF16 is BenchForwardBackward for the bf16 kernels
-// (random bf16 data; the sm_80 path only).
-func (d *Device) BenchForwardBackwardBF16(dims Dims, o *Options, warmup, reps int) (BenchResult, error) {
-	return d.bench(dims, BF16, o, warmup, reps, passFwdBwd)
-}
-
-// benchPass is what one timed benchmark call runs.
-type benchPass int
-
-const (
-	passFwd    benchPass = iota // Forward
-	passBwd                     // Backward (O and the LSE from one untimed Forward)
-	passFwdBwd                  // Forward, then Backward on its O and LSE
-)
-
-// bench times the op that Forward (or Backward, or both) runs, prepared
-// once and enqueued warmup + reps times, on inputs of dtype dt.
-func (d *Device) bench(dims Dims, dt DType, o *Options, warmup, reps int, pass benchPass) (BenchResult, error) {
-	if reps < 1 || warmup < 0 {
-		return BenchResult{}, &OptionError{Option: "reps/warmup", Value: fmt.Sprint(reps, warmup), Reason: "want reps >= 1, warmup >= 0"}
-	}
-	if err := dims.Validate(); err != nil {
+// Bench times calls op of problem dims on random data of element type dt,
+// drawn from N(0, 1): cfg.Warmup untimed calls, then cfg.Reps calls each
+// timed with CUDA events. The call is prepared once (its kernels,
+// parameter block and buffers) and enqueued each time as the Device call
+// runs it: OpForward times the forward kernel; OpBackward the backward's
+// kernels, launched together on the path o.Deterministic picks, with O and
+// the LSE from one untimed forward; OpForwardBackward the forward and then
+// its backward enqueued back to back, timed as one call (as PyTorch's
+// forward+backward is, not as the sum of two separately timed passes);
+// OpVarlenForward and OpVarlenBackward the packed calls (cfg.Varlen);
+// OpKVCache one decode call (ForwardKVCache's kernels) of q (B, Nq, Hq, D)
+// against a cache of dims.Nk entries per sequence (every SeqLens is Nk),
+// paged by cfg.PageSize. Raw plans are timed by their caller: the raw ops
+// are an *OptionError. Of o only Causal, Scale, Deterministic and the score
+// modifiers (Window, Softcap, ALiBi) are used. A problem the device cannot
+// run fails before any device memory is allocated, and all device memory
+// is freed on return.
+func (d *Device) Bench(op Op, dims Dims, dt DType, o *Options, cfg BenchConfig) (BenchResult, error) {
+	if err := checkBench(op, dt, cfg); err != nil {
 		return BenchResult{}, err
 	}
-	p, err := o.resolve(dims)
+	p, err := opProblem(op, dims, cfg.Varlen, cfg.PageSize, o)
 	if err != nil {
 		return BenchResult{}, err
 	}
-	return d.benchProblem(p, dt, warmup, reps, pass)
+	r, err := d.benchProblem(p, dt, cfg, op)
+	if err != nil || p.varlen == nil {
+		return r, err
+	}
+	r.setRate(varlenFLOPs(p, op.backward()))
+	return r, nil
 }
 
-// benchProblem is bench for a resolved problem (a varlen one too).
-func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, pass benchPass) (BenchResult, error) {
-	dims, backward := p.Dims, pass != passFwd
+// varlenFLOPs counts the real tokens of packed problem p only: the sum over
+// its sequences of Dims.FLOPs (backward: BackwardFLOPs) of each alone.
+func varlenFLOPs(p problem, backward bool) float64 {
+	var flops float64
+	cuQ, cuK := p.varlen.CuSeqlensQ, p.varlen.CuSeqlensK
+	for s := 1; s < len(cuQ); s++ {
+		seq := Dims{B: 1, Nq: cuQ[s] - cuQ[s-1], Nk: cuK[s] - cuK[s-1], Hq: p.Hq, Hkv: p.Hkv, D: p.D}
+		if backward {
+			flops += seq.BackwardFLOPs(p.Causal)
+		} else {
+			flops += seq.FLOPs(p.Causal)
+		}
+	}
+	return flops
+}
+
+// setRate sets TFLOPS and PeakTFLOPS to flops over the median and the
+// minimum time.
+func (r *BenchResult) setRate(flops float64) {
+	r.TFLOPS = flops / (r.MedianMs * 1e-3) / 1e12
+	r.PeakTFLOPS = flops / (r.MinMs * 1e-3) / 1e12
+}
+
+// checkBench refuses what Bench cannot time: an op without a Device call,
+// a dtype that is none, too few reps, and a Varlen or PageSize given to an
+// op that takes none.
+func checkBench(op Op, dt DType, cfg BenchConfig) error {
+	if err := checkOp(op); err != nil {
+		return err
+	}
+	switch {
+	case op == OpRawForward || op == OpRawBackward:
+		return &OptionError{Option: "op", Value: op.String(), Reason: "Bench times the Device calls; a raw plan's Enqueue is timed on the caller's stream"}
+	case dt.Size() == 0:
+		return checkDType(dt, 0)
+	case cfg.Reps < 1 || cfg.Warmup < 0:
+		return &OptionError{Option: "Reps/Warmup", Value: fmt.Sprint(cfg.Reps, cfg.Warmup), Reason: "want Reps >= 1, Warmup >= 0"}
+	case (cfg.Varlen.CuSeqlensQ != nil || cfg.Varlen.CuSeqlensK != nil) && op != OpVarlenForward && op != OpVarlenBackward:
+		return &OptionError{Option: "Varlen", Value: fmt.Sprint(cfg.Varlen.Seqs(), " sequences"), Reason: "only the varlen ops take packed sequences"}
+	case cfg.PageSize != 0 && op != OpKVCache:
+		return &OptionError{Option: "PageSize", Value: fmt.Sprint(cfg.PageSize), Reason: "only OpKVCache has a cache to page"}
+	}
+	return nil
+}
+
+// benchProblem times op on a resolved problem (opProblem's), prepared once
+// and enqueued cfg.Warmup + cfg.Reps times, on inputs of dtype dt.
+func (d *Device) benchProblem(p problem, dt DType, cfg BenchConfig, op Op) (BenchResult, error) {
+	dims, backward := p.Dims, op.backward()
 	if err := d.lock(); err != nil {
 		return BenchResult{}, err
 	}
 	defer d.mu.Unlock()
 	// The kernels first: a problem they cannot run costs no device memory.
-	if _, _, err := d.plan(planRequest{op: opForward, p: p, dt: dt}); err != nil {
-		return BenchResult{}, err
-	}
+	// A backward's O and LSE come from one forward.
+	need := op
 	if backward {
-		if _, _, err := d.plan(planRequest{op: opBackward, p: p, dt: dt}); err != nil {
-			return BenchResult{}, err
-		}
+		need = OpForwardBackward
+	}
+	if _, err := d.opKernels(need, p, dt); err != nil {
+		return BenchResult{}, err
 	}
 	in, err := d.benchInputs(p.Dims, dt, backward)
 	defer func() { _ = freeAll(in) }()
 	if err != nil {
 		return BenchResult{}, err
 	}
-	var op deviceOp
+	var dop deviceOp
 	var bwd *bwdOp
-	switch pass {
-	case passFwd:
-		if op, err = d.newForward(p, in[0], in[1], in[2]); err != nil {
+	switch op {
+	case OpKVCache:
+		return d.benchDecode(p, dt, cfg, in)
+	case OpForward, OpVarlenForward:
+		if dop, err = d.newForward(p, in[0], in[1], in[2]); err != nil {
 			return BenchResult{}, err
 		}
-	case passBwd:
+	case OpBackward, OpVarlenBackward:
 		fwd, err := d.forward(p, in[0], in[1], in[2])
 		if err != nil {
 			return BenchResult{}, err
@@ -195,8 +236,8 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, pass benchP
 		if bwd, err = d.newBackward(p, in[0], in[1], in[2], fwd, in[3]); err != nil {
 			return BenchResult{}, err
 		}
-		op = bwd
-	case passFwdBwd:
+		dop = bwd
+	case OpForwardBackward:
 		fop, err := d.newForward(p, in[0], in[1], in[2])
 		if err != nil {
 			return BenchResult{}, err
@@ -209,30 +250,30 @@ func (d *Device) benchProblem(p problem, dt DType, warmup, reps int, pass benchP
 		if bwd, err = d.newBackward(p, in[0], in[1], in[2], fop.res, in[3]); err != nil {
 			return BenchResult{}, errors.Join(err, fop.free())
 		}
-		op = stepOp{fop, bwd}
+		dop = stepOp{fop, bwd}
 	}
-	defer func() { _ = op.free() }()
-	ks := op.kernels()
-	r := BenchResult{Dims: dims, Causal: p.Causal, Backward: backward, WithForward: pass == passFwdBwd, Kernel: ks[0], Kernels: ks,
+	defer func() { _ = dop.free() }()
+	ks := dop.kernels()
+	r := BenchResult{Dims: dims, Causal: p.Causal, Backward: backward, WithForward: op == OpForwardBackward, Kernel: ks[0], Kernels: ks,
 		ExtraBytes: 4 * int64(dims.LSELen()+len(p.ALiBi))} // the LSE, ALiBi's slopes
 	switch {
 	case bwd != nil:
 		r.Kernel = bwd.kernels()[1] // dK/dV (or the single pass), the one that does most of the work
 		r.ExtraBytes = bwd.extraBytes()
-		if pass == passFwdBwd { // and the forward's LSE
+		if op == OpForwardBackward { // and the forward's LSE
 			r.ExtraBytes += 4 * int64(dims.LSELen())
 		}
 	case p.varlen != nil: // and the cumulative lengths
 		r.ExtraBytes += varlenCuBytes(p)
 	}
-	if err := d.timeCalls(&r, op, warmup, reps); err != nil {
+	if err := d.timeCalls(&r, dop, cfg.Warmup, cfg.Reps); err != nil {
 		return BenchResult{}, err
 	}
 	return r, nil
 }
 
 // stepOp is a forward and then the backward that reads its O and LSE, as
-// one op (BenchForwardBackward).
+// one op (OpForwardBackward).
 type stepOp struct {
 	fwd *fwdOp
 	bwd *bwdOp
@@ -400,7 +441,6 @@ func (d *Device) timeCalls(r *BenchResult, op deviceOp, warmup, reps int) error 
 	case r.Backward:
 		flops = r.Dims.BackwardFLOPs(r.Causal)
 	}
-	r.TFLOPS = flops / (r.MedianMs * 1e-3) / 1e12
-	r.PeakTFLOPS = flops / (r.MinMs * 1e-3) / 1e12
+	r.setRate(flops)
 	return nil
 }

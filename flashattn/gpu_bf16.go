@@ -44,20 +44,5 @@ func tensorToBits(arg string, t *Tensor, dt DType) ([]uint16, error) {
 	return tensorToFP16(arg, t)
 }
 
-// UploadBF16 is Upload for the bf16 kernels: t (float32, any strides) is
-// rounded to bfloat16 (nearest even) on the host and copied to the device.
-// Values bf16 cannot hold (NaN, Inf, overflow) are refused with a
-// *DataError. Forward and Backward on bf16 tensors run the bf16 kernels of
-// the sm_80 path (every tensor of the call must be bf16, the forward
-// result's O included); the sm_75 path has no bf16 tensor cores and refuses
-// them with an *UnsupportedError.
-func (d *Device) UploadBF16(t *Tensor) (*DeviceTensor, error) { return d.uploadAs("tensor", t, BF16) }
-
-// UploadResultBF16 is UploadResult for a bf16 Backward: out is rounded to
-// bf16 (nearest even; values bf16 cannot hold are a *DataError).
-func (d *Device) UploadResultBF16(dims Dims, out *Tensor, lse []float32) (*DeviceResult, error) {
-	return d.uploadResultAs(dims, out, lse, BF16)
-}
-
 // DownloadBF16 copies a bf16 tensor back as dense BSHD bfloat16 bits.
 func (t *DeviceTensor) DownloadBF16() ([]uint16, error) { return t.downloadBits(BF16) }

@@ -54,7 +54,7 @@ func uploadBF16(dev *flashattn.Device, xs ...*flashattn.Tensor) (ts []*flashattn
 		return err
 	}
 	for _, x := range xs {
-		t, err := dev.UploadBF16(x)
+		t, err := dev.UploadAs(x, flashattn.BF16)
 		if err != nil {
 			return nil, nil, errors.Join(err, free())
 		}
@@ -77,7 +77,7 @@ func bf16BackwardHost(dev *flashattn.Device) func(q, k, v, out, dOut *flashattn.
 			return nil, err
 		}
 		defer func() { err = errors.Join(err, free()) }()
-		fwd, err := dev.UploadResultBF16(d, out, lse)
+		fwd, err := dev.UploadResultAs(d, out, lse, flashattn.BF16)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func bf16BackwardHost(dev *flashattn.Device) func(q, k, v, out, dOut *flashattn.
 // defaultPath is the kernel path dev runs by default (75 or 80).
 func defaultPath(t *testing.T, dev *flashattn.Device) int {
 	t.Helper()
-	k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: dev.HeadDims()[0]}, false)
+	k, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)[0]}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestGPUConformanceBF16(t *testing.T) {
 	}
 	// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod[_cap][_alibi] ones).
 	b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
-		ModsForward: true, HeadDims: dev.HeadDims()}
+		ModsForward: true, HeadDims: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)}
 	t.Logf("%s, bf16 forward, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
 }
@@ -145,9 +145,9 @@ func TestGPUConformanceBF16Backward(t *testing.T) {
 	for _, det := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
 			b := attntest.Backend{Name: "gpu-bf16-fwd+bwd", Precision: attntest.BF16, Backward: bf16BackwardHost(dev), Plain: true,
-				ModsForward: true, HeadDims: dev.BackwardHeadDims(), ModsBackward: dev.ModBackwardHeadDims(flashattn.BF16)}
+				ModsForward: true, HeadDims: dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil), ModsBackward: dev.SupportedHeadDims(flashattn.OpBackward, flashattn.BF16, modOptions)}
 			if det {
-				b.HeadDims = dev.DeterministicBackwardHeadDims()
+				b.HeadDims = dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, &flashattn.Options{Deterministic: true})
 				b.Name += "-deterministic"
 				b.Backward = withDeterministic(b.Backward)
 			}
@@ -180,7 +180,7 @@ func TestBF16Refusals(t *testing.T) {
 	for i := range x.Data {
 		x.Data[i] = float32(i%7) / 8
 	}
-	b16, err := dev.UploadBF16(x)
+	b16, err := dev.UploadAs(x, flashattn.BF16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestBF16Refusals(t *testing.T) {
 	if _, err := dev.Backward(b16, b16, b16, r, f16, causal); !errors.As(err, &de) || de.Arg != "dOut" {
 		t.Errorf("bf16 Backward with an fp16 dOut: %v, want a *DataError for dOut", err)
 	}
-	f16r, err := dev.UploadResult(r.Dims, x, make([]float32, r.Dims.LSELen()))
+	f16r, err := dev.UploadResultAs(r.Dims, x, make([]float32, r.Dims.LSELen()), flashattn.FP16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,15 +239,15 @@ func TestBF16Refusals(t *testing.T) {
 	if err != nil || plan.Kernel().Symbol != r.Kernel.Symbol {
 		t.Errorf("bf16 raw forward plan: %v, want kernel %s", err, r.Kernel.Symbol)
 	}
-	br, err := dev.BenchForwardBF16(flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, nil, 1, 3)
+	br, err := dev.Bench(flashattn.OpForward, flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, flashattn.BF16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 3})
 	if err != nil || br.Kernel.DType != flashattn.BF16 || br.MedianMs <= 0 {
 		t.Errorf("BenchForwardBF16: %+v, %v", br, err)
 	}
-	br, err = dev.BenchBackwardBF16(flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, nil, 1, 3)
+	br, err = dev.Bench(flashattn.OpBackward, flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, flashattn.BF16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 3})
 	if err != nil || br.Kernel.DType != flashattn.BF16 || len(br.Kernels) != 3 || br.MedianMs <= 0 {
 		t.Errorf("BenchBackwardBF16: %+v, %v", br, err)
 	}
-	br, err = dev.BenchForwardBackwardBF16(flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, nil, 1, 3)
+	br, err = dev.Bench(flashattn.OpForwardBackward, flashattn.Dims{B: 1, Nq: 256, Nk: 256, Hq: 2, Hkv: 2, D: 64}, flashattn.BF16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 3})
 	if err != nil || len(br.Kernels) != 4 || br.MedianMs <= 0 || slices.ContainsFunc(br.Kernels, func(k flashattn.KernelInfo) bool { return k.DType != flashattn.BF16 }) {
 		t.Errorf("BenchForwardBackwardBF16: %+v, %v; want the bf16 forward and its three backward kernels", br, err)
 	}
@@ -265,7 +265,7 @@ func TestBF16RefusedOnSM75(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b16, err := dev.UploadBF16(x)
+	b16, err := dev.UploadAs(x, flashattn.BF16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestBF16RefusedOnSM75(t *testing.T) {
 	}
 	_, err = dev.Forward(b16, b16, b16, nil)
 	check("Forward", err)
-	fwd, err := dev.UploadResultBF16(d, x, make([]float32, d.LSELen()))
+	fwd, err := dev.UploadResultAs(d, x, make([]float32, d.LSELen()), flashattn.BF16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,10 +291,10 @@ func TestBF16RefusedOnSM75(t *testing.T) {
 	check("NewRawForward", err)
 	_, err = dev.NewRawBackward(d, flashattn.BF16, nil)
 	check("NewRawBackward", err)
-	_, err = dev.BenchForwardBF16(d, nil, 0, 1)
+	_, err = dev.Bench(flashattn.OpForward, d, flashattn.BF16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 	check("BenchForwardBF16", err)
-	_, err = dev.BenchBackwardBF16(d, nil, 0, 1)
+	_, err = dev.Bench(flashattn.OpBackward, d, flashattn.BF16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 	check("BenchBackwardBF16", err)
-	_, err = dev.BenchForwardBackwardBF16(d, nil, 0, 1)
+	_, err = dev.Bench(flashattn.OpForwardBackward, d, flashattn.BF16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 	check("BenchForwardBackwardBF16", err)
 }

@@ -17,8 +17,8 @@ func TestGPUConformance(t *testing.T) {
 	dev := openGPU(t)
 	b := attntest.ForBackend(flashattn.GPU)
 	b.Backward, b.BackwardVarlen = nil, nil
-	b.HeadDims = dev.HeadDims()
-	b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
+	b.HeadDims = dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)
+	b.ModsVarlen = dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.FP16, modOptions)
 	t.Logf("%s, head dims %v", dev.Info(), b.HeadDims)
 	attntest.Run(t, b)
 }
@@ -39,13 +39,13 @@ func TestGPUConformanceBackward(t *testing.T) {
 		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
 			b := attntest.ForBackend(flashattn.GPU)
 			b.Name = "gpu-fwd+bwd"
-			b.HeadDims = dev.BackwardHeadDims()
+			b.HeadDims = dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil)
 			if det {
-				b.HeadDims = dev.DeterministicBackwardHeadDims()
+				b.HeadDims = dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, &flashattn.Options{Deterministic: true})
 			}
-			b.ModsBackward = dev.ModBackwardHeadDims(flashattn.FP16) // the modified pair's, and D 256's modified single pass where it fits
-			b.VarlenBackward = dev.ModBackwardHeadDims(flashattn.FP16)
-			b.ModsVarlen = dev.PackedModHeadDims(flashattn.FP16)
+			b.ModsBackward = dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, modOptions) // the modified pair's, and D 256's modified single pass where it fits
+			b.VarlenBackward = dev.SupportedHeadDims(flashattn.OpVarlenBackward, flashattn.FP16, nil)
+			b.ModsVarlen = dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.FP16, modOptions)
 			b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
 			if det {
 				b.Name += "-deterministic"
@@ -92,7 +92,7 @@ func TestGPUConformanceSM75(t *testing.T) {
 	if err := dev.ForcePath(75); err != nil {
 		t.Fatal(err)
 	}
-	fwdDims, bwdDims := dev.HeadDims(), dev.BackwardHeadDims()
+	fwdDims, bwdDims := dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil), dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil)
 	var fwdOnly []int
 	for _, d := range fwdDims {
 		if !slices.Contains(bwdDims, d) {
@@ -104,14 +104,14 @@ func TestGPUConformanceSM75(t *testing.T) {
 			t.Fatalf("sm_75 path: backward head dims %v, forward %v; a backward needs its forward", bwdDims, fwdDims)
 		}
 	}
-	k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: fwdDims[len(fwdDims)-1]}, false)
+	k, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: fwdDims[len(fwdDims)-1]}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k.Path != 75 || !k.FromPTX {
 		t.Fatalf("forced sm_75 runs %+v", k)
 	}
-	ks, err := dev.BackwardKernels(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: bwdDims[0]}, true)
+	ks, err := backwardKernels(dev, flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: bwdDims[0]}, &flashattn.Options{Causal: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +125,8 @@ func TestGPUConformanceSM75(t *testing.T) {
 	// below runs (its determinism check with Deterministic, the rest without).
 	for _, d := range bwdDims {
 		dims := flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}
-		def, err1 := dev.BackwardKernels(dims, false)
-		det, err2 := dev.BackwardKernelsDeterministic(dims, false)
+		def, err1 := backwardKernels(dev, dims, &flashattn.Options{Causal: false})
+		det, err2 := backwardKernels(dev, dims, &flashattn.Options{Causal: false, Deterministic: true})
 		if err1 != nil || err2 != nil || !slices.Equal(def, det) || def[1].Pass != "bwd_dkdv" {
 			t.Fatalf("forced sm_75, D %d: default backward %+v (%v), deterministic %+v (%v); want the same three kernels", d, def, err1, det, err2)
 		}
@@ -137,9 +137,9 @@ func TestGPUConformanceSM75(t *testing.T) {
 		if !slices.Contains(dims, 256) {
 			return
 		}
-		b.ForwardVarlen, b.ModsVarlen = dev.ForwardVarlenHost, dev.PackedModHeadDims(flashattn.FP16)
+		b.ForwardVarlen, b.ModsVarlen = dev.ForwardVarlenHost, dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.FP16, modOptions)
 		if b.Backward != nil {
-			b.BackwardVarlen, b.VarlenBackward = dev.BackwardVarlenHost, dev.ModBackwardHeadDims(flashattn.FP16)
+			b.BackwardVarlen, b.VarlenBackward = dev.BackwardVarlenHost, dev.SupportedHeadDims(flashattn.OpVarlenBackward, flashattn.FP16, nil)
 		}
 		for _, c := range attntest.CasesAt(256) {
 			t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
@@ -189,10 +189,10 @@ func TestGPUConformanceSM75(t *testing.T) {
 func TestGPUConformanceSM80(t *testing.T) {
 	dev := openSM80(t)
 	b := deviceBackend(dev, "gpu-sm80")
-	b.HeadDims = dev.BackwardHeadDims() // every sm_80 head dim where its single pass fits (D 256: A100, H100/H200)
+	b.HeadDims = dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil) // every sm_80 head dim where its single pass fits (D 256: A100, H100/H200)
 	b.Forward = onlyHeadDims(b.HeadDims, "no backward kernels", b.Forward)
 	for _, d := range b.HeadDims {
-		k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, false)
+		k, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}, false)
 		if err != nil || k.Path != 80 || k.FromPTX {
 			t.Fatalf("forced sm_80, D %d: runs %+v (%v)", d, k, err)
 		}
@@ -214,16 +214,16 @@ func TestGPUConformanceSM80(t *testing.T) {
 func TestGPUConformanceSmem99(t *testing.T) {
 	dev := openSM80(t)
 	defer flashattn.SetSharedMemoryOptin(dev, flashattn.SetSharedMemoryOptin(dev, kernels.BaseSmemBytes))
-	dims := dev.BackwardHeadDims()
-	if !slices.Contains(dims, 256) || !slices.Equal(dev.DeterministicBackwardHeadDims(), dims) {
+	dims := dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil)
+	if !slices.Contains(dims, 256) || !slices.Equal(dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, &flashattn.Options{Deterministic: true}), dims) {
 		t.Fatalf("within %d bytes: backward head dims %v, deterministic %v; want both with D 256", kernels.BaseSmemBytes,
-			dims, dev.DeterministicBackwardHeadDims())
+			dims, dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, &flashattn.Options{Deterministic: true}))
 	}
 	for _, d := range dims {
 		for _, causal := range []bool{false, true} {
 			dd := flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: d}
-			def, err1 := dev.BackwardKernels(dd, causal)
-			det, err2 := dev.BackwardKernelsDeterministic(dd, causal)
+			def, err1 := backwardKernels(dev, dd, &flashattn.Options{Causal: causal})
+			det, err2 := backwardKernels(dev, dd, &flashattn.Options{Causal: causal, Deterministic: true})
 			if err1 != nil || err2 != nil {
 				t.Fatal(errors.Join(err1, err2))
 			}
@@ -244,7 +244,7 @@ func TestGPUConformanceSmem99(t *testing.T) {
 			b.HeadDims = dims
 			b.Forward = onlyHeadDims(dims, "no backward kernels", b.Forward)
 			b.ForwardVarlen, b.BackwardVarlen = dev.ForwardVarlenHost, dev.BackwardVarlenHost
-			b.ModsVarlen, b.VarlenBackward = dev.PackedModHeadDims(flashattn.FP16), dev.ModBackwardHeadDims(flashattn.FP16)
+			b.ModsVarlen, b.VarlenBackward = dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.FP16, modOptions), dev.SupportedHeadDims(flashattn.OpVarlenBackward, flashattn.FP16, nil)
 			if det {
 				b.Name, b.Backward, b.BackwardVarlen = b.Name+"-deterministic", withDeterministic(b.Backward), withDeterministicVarlen(b.BackwardVarlen)
 			}
@@ -258,7 +258,7 @@ func TestGPUConformanceSmem99(t *testing.T) {
 	// bf16 (D 128 and 256 run their base single pass's bf16 twins).
 	attntest.Run(t, attntest.Backend{Name: "gpu-smem99-bf16", Precision: attntest.BF16, Backward: bf16BackwardHost(dev),
 		Forward: onlyHeadDims(dims, "no backward kernels", bf16ForwardHost(dev)), Plain: true, ModsForward: true, HeadDims: dims,
-		ModsBackward: dev.ModBackwardHeadDims(flashattn.BF16)})
+		ModsBackward: dev.SupportedHeadDims(flashattn.OpBackward, flashattn.BF16, modOptions)})
 }
 
 // openSM80 opens the GPU with the sm_80 path forced (ForcePath(80)), or
@@ -288,6 +288,6 @@ func deviceBackend(dev *flashattn.Device, name string) attntest.Backend {
 		// pair's head dims, and D 256's single pass where it fits), not in varlen calls.
 		Plain:        true,
 		ModsForward:  true,
-		ModsBackward: dev.ModBackwardHeadDims(flashattn.FP16),
+		ModsBackward: dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, modOptions),
 	}
 }

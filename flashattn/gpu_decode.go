@@ -341,29 +341,6 @@ func (d *Device) decode(p problem, c KVCache, q, k, v *DeviceTensor) (*DeviceRes
 	return op.res, op.kernels(), nil
 }
 
-// forwardKVCacheHost uploads q and the caches, decodes and downloads O and
-// the LSE into out and lse; it returns the kernels that ran.
-func (d *Device) forwardKVCacheHost(k kvCall, q, out *Tensor, lse []float32) (ks []KernelInfo, err error) {
-	in, err := d.uploadAll([]string{"q", "kCache", "vCache"}, q, k.kCache, k.vCache)
-	defer func() { err = errors.Join(err, freeAll(in)) }()
-	if err != nil {
-		return nil, err
-	}
-	if err := d.lock(); err != nil {
-		return nil, err
-	}
-	r, ks, err := d.decode(k.p, k.c, in[0], in[1], in[2])
-	d.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, r.Free()) }()
-	if err := r.Out.downloadInto(out.Data); err != nil {
-		return nil, err
-	}
-	return ks, r.lseInto(lse)
-}
-
 // decodeHostBytes is what the GPU decode path allocates on the host beyond
 // its outputs: fp16 copies of q and both whole caches up, O down, and the
 // int32 lengths and block table.
@@ -375,31 +352,6 @@ func decodeHostBytes(k kvCall) float64 {
 		ints += len(row)
 	}
 	return 2*(2*q+2*cache) + 4*float64(ints)
-}
-
-// ForwardKVCacheHost is ForwardKVCache for host tensors, as
-// flashattn.ForwardKVCache with the GPU backend runs it, but on this device
-// (with its kernel path, see ForcePath): upload (fp16), Device.ForwardKVCache,
-// download. All device memory is freed on return; Result.Reason names the
-// device and the kernels.
-func (d *Device) ForwardKVCacheHost(q, kCache, vCache *Tensor, c KVCache, o *Options) (*Result, error) {
-	if d == nil {
-		return nil, ErrDeviceClosed
-	}
-	kc, err := resolveKVCache(q, kCache, vCache, c, o)
-	if err != nil {
-		return nil, err
-	}
-	dm := kc.p.Dims
-	if err := reserve(fmt.Sprintf("ForwardKVCache of %+v on %s", dm, GPU), floats(dm.QShape().Numel(), dm.LSELen())+decodeHostBytes(kc)); err != nil {
-		return nil, err
-	}
-	out, lse := newOutput(dm.QShape()), newBuffer(dm.LSELen())
-	ks, err := d.forwardKVCacheHost(kc, q, out, lse)
-	if err != nil {
-		return nil, err
-	}
-	return &Result{Dims: dm, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(ks...)}, nil
 }
 
 // ForwardKVCacheAppend is ForwardKVCache with in-place append on the device,

@@ -123,7 +123,7 @@ func TestGPUKVCacheConformance(t *testing.T) {
 				defer flashattn.ForceDecodeSplits(flashattn.ForceDecodeSplits(splits))
 				defer flashattn.ForceDecodeMergeCTAs(flashattn.ForceDecodeMergeCTAs(merge))
 				defer flashattn.ForceDecodeRepeats(flashattn.ForceDecodeRepeats(2))
-				b := attntest.Backend{Name: "gpu-decode-" + name, Precision: attntest.FP16, HeadDims: dev.KVCacheHeadDims(),
+				b := attntest.Backend{Name: "gpu-decode-" + name, Precision: attntest.FP16, HeadDims: dev.SupportedHeadDims(flashattn.OpKVCache, flashattn.FP16, nil),
 					ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
 						res, err := dev.ForwardKVCacheHost(q, kc, vc, c, o)
 						if err == nil && !strings.Contains(res.Reason, "fa2_decode_sm") {
@@ -220,7 +220,7 @@ func TestGPUKVCacheBF16(t *testing.T) {
 	if dev.Info().Arch() < 80 {
 		t.Skip("bf16 needs sm_80")
 	}
-	b := attntest.Backend{Name: "gpu-decode-bf16", Precision: attntest.BF16, HeadDims: dev.KVCacheHeadDims(),
+	b := attntest.Backend{Name: "gpu-decode-bf16", Precision: attntest.BF16, HeadDims: dev.SupportedHeadDims(flashattn.OpKVCache, flashattn.BF16, nil),
 		ForwardKVCache: func(q, kc, vc *flashattn.Tensor, c flashattn.KVCache, o *flashattn.Options) (*flashattn.Result, error) {
 			ts, free, err := uploadBF16(dev, q, kc, vc)
 			if err != nil {
@@ -249,7 +249,7 @@ func TestGPUBenchKVCache(t *testing.T) {
 	dev := openGPU(t)
 	dims := flashattn.Dims{B: 2, Nq: 1, Nk: 4096, Hq: 8, Hkv: 2, D: 128}
 	for _, page := range []int{0, 256} {
-		r, err := dev.BenchKVCache(dims, page, &flashattn.Options{Causal: true}, 1, 3)
+		r, err := dev.Bench(flashattn.OpKVCache, dims, flashattn.FP16, &flashattn.Options{Causal: true}, flashattn.BenchConfig{Warmup: 1, Reps: 3, PageSize: page})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func TestGPUBenchKVCache(t *testing.T) {
 		}
 		t.Logf("page %d: %.1f us, %.2f TB/s, %d splits, kernels %d", page, 1e3*r.MedianMs, r.TBps, r.Splits, len(r.Kernels))
 	}
-	if _, err := dev.BenchKVCache(dims, 48, nil, 1, 1); err == nil {
+	if _, err := dev.Bench(flashattn.OpKVCache, dims, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 1, PageSize: 48}); err == nil {
 		t.Error("a page size that does not divide Nk: no error")
 	}
 }

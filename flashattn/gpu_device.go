@@ -327,113 +327,13 @@ func (d *Device) ForcePath(path int) error {
 // Deprecated: use ForcePath; "arch" names a compute capability elsewhere.
 func (d *Device) ForceArch(path int) error { return d.ForcePath(path) }
 
-// HeadDims lists the head dims the kernel path in use has forward kernels for.
-func (d *Device) HeadDims() []int {
-	return d.headDims(func(hd int) planRequest {
-		return planRequest{op: opKernel, p: queryProblem(hd, false), dt: FP16}
-	})
-}
-
-// KVCacheHeadDims lists the head dims the kernel path in use has decode
-// kernels for (ForwardKVCache): on both paths those of HeadDims (the Turing
-// D 256 forward and decode both run 8 query rows per warp as the mma's n8,
-// kernels/n8.cuh); none on a ladder rung.
-func (d *Device) KVCacheHeadDims() []int {
-	return d.headDims(func(hd int) planRequest {
-		p := queryProblem(hd, false)
-		p.entry = kvEntry
-		return planRequest{op: opDecode, p: p, dt: FP16}
-	})
-}
-
-// PackedModHeadDims lists the head dims at which varlen calls of element
-// type dt with a window, softcap or ALiBi run here: those of the path's
-// modified forwards, which all take packed sequences (their backward:
-// RawBackwardHeadDims).
-func (d *Device) PackedModHeadDims(dt DType) []int {
-	return d.headDims(func(hd int) planRequest {
-		p := queryProblem(hd, false)
-		p.Left, p.entry, p.varlen = 1, varlenEntry, &Varlen{CuSeqlensQ: []int{0, 1}, CuSeqlensK: []int{0, 1}}
-		return planRequest{op: opForward, p: p, dt: dt}
-	})
-}
-
-// ModBackwardHeadDims lists the head dims at which Backward of element type
-// dt with a window, softcap or ALiBi runs here, and BackwardVarlen with or
-// without them: those of the modified three-kernel pair (RawBackwardHeadDims)
-// and, where the single pass is a head dim's only backward, its modified twin
-// (D 256 on the sm_80 path).
-func (d *Device) ModBackwardHeadDims(dt DType) []int {
-	return d.headDims(func(hd int) planRequest {
-		p := queryProblem(hd, false)
-		p.Left = 1
-		return planRequest{op: opBackward, p: p, dt: dt}
-	})
-}
-
-// BackwardHeadDims lists the head dims the kernel path in use has backward
-// kernels for on this device (a subset of HeadDims): D 256 on the sm_80 path
-// by its single pass (the large tile on A100, H100/H200, the base one on
-// sm_86/89), on Turing by the three kernels. See
-// DeterministicBackwardHeadDims and RawBackwardHeadDims.
-func (d *Device) BackwardHeadDims() []int { return d.bwdHeadDims(opBackward, false) }
-
-// DeterministicBackwardHeadDims lists the head dims Options.Deterministic
-// runs on the GPU here: the three kernels' and those whose ordered single
-// pass fits the device (D 256 on the sm_80 path, as BackwardHeadDims).
-func (d *Device) DeterministicBackwardHeadDims() []int { return d.bwdHeadDims(opBackward, true) }
-
-// RawBackwardHeadDims lists the head dims of the raw backward (NewRawBackward:
-// the three kernels, which hold no dQ accumulator); D 256 only on Turing.
-func (d *Device) RawBackwardHeadDims() []int { return d.bwdHeadDims(opRawBackward, false) }
-
-// bwdHeadDims lists the head dims at which a plain fp16 backward of op runs.
-func (d *Device) bwdHeadDims(op planOp, deterministic bool) []int {
-	return d.headDims(func(hd int) planRequest {
-		p := queryProblem(hd, false)
-		p.Deterministic = deterministic
-		return planRequest{op: op, p: p, dt: FP16}
-	})
-}
-
-// headDims lists the head dims at which the plan of req succeeds on d
+// planHeadDims lists the head dims at which the plan of req succeeds on d
 // (planDevice.headDims) with its shipped kernels or ladder rung: an NVRTC
-// build of a rung keeps the rung's head dims.
-func (d *Device) headDims(req func(hd int) planRequest) []int {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
+// build of a rung keeps the rung's head dims; d.mu is held.
+func (d *Device) planHeadDims(req func(hd int) planRequest) []int {
 	c := d.planDevice()
-	d.mu.Unlock()
 	c.nvrtc = nil
 	return c.headDims(req)
-}
-
-// Kernel returns the variant that Forward runs for d (causal or not), loading
-// the kernels on first use. A head dim without a kernel is an
-// *UnsupportedError that lists the head dims there are.
-func (d *Device) Kernel(dims Dims, causal bool) (KernelInfo, error) {
-	if err := d.lock(); err != nil {
-		return KernelInfo{}, err
-	}
-	defer d.mu.Unlock()
-	k, err := d.kernel(dims, causal)
-	if err != nil {
-		return KernelInfo{}, err
-	}
-	return k.info, nil
-}
-
-// kernel plans and loads the plain fp16 forward Forward runs for dims
-// (Kernel, KernelStats); d.mu is held.
-func (d *Device) kernel(dims Dims, causal bool) (*loadedKernel, error) {
-	p := problem{Dims: dims, Causal: causal, Left: -1, Right: -1}
-	_, ks, err := d.plan(planRequest{op: opKernel, p: p, dt: FP16})
-	if err != nil {
-		return nil, err
-	}
-	return ks[0], nil
 }
 
 // module returns the module that holds variant v, loading it on first use:

@@ -81,7 +81,7 @@ func TestGPUKernelFault(t *testing.T) {
 		"ForwardHost": func() error { _, err := dev.ForwardHost(q, k, v, nil); return err },
 		"Upload":      func() error { _, err := dev.Upload(q); return err },
 		"BenchForward": func() error {
-			_, err := dev.BenchForward(dims, nil, 0, 1)
+			_, err := dev.Bench(flashattn.OpForward, dims, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 			return err
 		},
 	}

@@ -15,7 +15,7 @@ import (
 // Causal, Scale, Window, Softcap and ALiBi (the last three run a modified
 // kernel, KernelInfo.Pass "fwd_mod" plus "_cap"/"_alibi" for those compiled
 // in; ALiBi's slopes go up per call); the call costs one extra device buffer, the LSE (B*Hq*Nq
-// float32). q, k and v are all fp16 (Upload) or all bf16 (UploadBF16; the
+// float32). q, k and v are all fp16 or all bf16 (UploadAs; bf16 on the
 // sm_80 path only), and O has their dtype.
 func (d *Device) Forward(q, k, v *DeviceTensor, o *Options) (*DeviceResult, error) {
 	p, err := d.problemOf(o, q, k, v)
@@ -52,55 +52,6 @@ func (d *Device) problemOf(o *Options, ts ...*DeviceTensor) (problem, error) {
 		return problem{}, err
 	}
 	return o.resolve(dims)
-}
-
-// ForwardHost is Forward for host tensors, as flashattn.Forward with the
-// GPU backend runs it, but on this device (with its kernel path, see
-// ForcePath): upload (fp16), Forward, download. All device memory is freed
-// on return; Result.Reason names the device and the kernel.
-func (d *Device) ForwardHost(q, k, v *Tensor, o *Options) (*Result, error) {
-	if err := noTrace(o, "a GPU call"); err != nil {
-		return nil, err
-	}
-	p, err := checkForward(q, k, v, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := reserveCall(GPU, gpuImpl{d}, p, o, false); err != nil {
-		return nil, err
-	}
-	out, lse := newOutput(p.QShape()), newBuffer(p.LSELen())
-	kern, err := d.forwardHost(p, q, k, v, out, lse)
-	if err != nil {
-		return nil, err
-	}
-	return &Result{Dims: p.Dims, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(kern)}, nil
-}
-
-// forwardHost uploads q, k and v, runs the forward pass and downloads O and
-// the LSE into out and lse.
-func (d *Device) forwardHost(p problem, q, k, v, out *Tensor, lse []float32) (kern KernelInfo, err error) {
-	in, err := d.uploadAll(argNames[:3], q, k, v)
-	defer func() { err = errors.Join(err, freeAll(in)) }()
-	if err != nil {
-		return KernelInfo{}, err
-	}
-	if err := d.lock(); err != nil {
-		return KernelInfo{}, err
-	}
-	r, err := d.forward(p, in[0], in[1], in[2])
-	d.mu.Unlock()
-	if err != nil {
-		return KernelInfo{}, err
-	}
-	defer func() { err = errors.Join(err, r.Free()) }()
-	if err := r.Out.downloadInto(out.Data); err != nil {
-		return KernelInfo{}, err
-	}
-	if err := r.lseInto(lse); err != nil {
-		return KernelInfo{}, err
-	}
-	return r.Kernel, nil
 }
 
 // forward runs one forward call and waits for it; d.mu is held.

@@ -43,9 +43,10 @@ func Ladder() []LadderStep {
 	return out
 }
 
-// UseRung makes Forward, BenchForward, Kernel and HeadDims use the kernels of
-// ladder rung 1..len(Ladder()); the last rung, the default, is the shipped
-// kernel. The rung kernels run on the kernel path in use (ForceArch) and
+// UseRung makes Forward (and Bench, Kernels and SupportedHeadDims of
+// OpForward) use the kernels of ladder rung 1..len(Ladder()); the last
+// rung, the default, is the shipped kernel. The rung kernels run on the
+// kernel path in use (ForcePath) and
 // take the same problems as the shipped ones, for their head dims. The
 // backward pass is not affected.
 func (d *Device) UseRung(rung int) error {

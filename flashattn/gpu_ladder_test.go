@@ -93,7 +93,7 @@ func TestLadderConformance(t *testing.T) {
 	if err := dev.UseRung(1); err != nil {
 		t.Fatal(err)
 	}
-	ladderDims := dev.HeadDims()
+	ladderDims := dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)
 	for _, arch := range []int{0, 75} {
 		if err := dev.ForceArch(arch); err != nil {
 			t.Fatal(err)
@@ -106,7 +106,7 @@ func TestLadderConformance(t *testing.T) {
 				}
 				b := deviceBackend(dev, "gpu-ladder-"+name)
 				b.Backward = nil
-				b.HeadDims = dev.HeadDims()
+				b.HeadDims = dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)
 				b.ModsForward = s.Rung == len(steps) // rungs 1-4 refuse score modifiers; the shipped kernel runs them
 				if s.Rung == len(steps) {            // the shipped kernel: on the ladder's head dims (TestGPUConformance* has the rest)
 					b.HeadDims = ladderDims
@@ -118,7 +118,7 @@ func TestLadderConformance(t *testing.T) {
 						return fwd(q, k, v, o)
 					}
 				}
-				k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: b.HeadDims[0]}, true)
+				k, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: b.HeadDims[0]}, true)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -26,16 +26,16 @@ func TestGPUModifiedBackwardKernels(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run("path"+itoa(path), func(t *testing.T) {
-			mods, raw := dev.ModBackwardHeadDims(flashattn.FP16), dev.RawBackwardHeadDims()
+			mods, raw := dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, modOptions), dev.SupportedHeadDims(flashattn.OpRawBackward, flashattn.FP16, nil)
 			for _, d := range raw {
 				if !slices.Contains(mods, d) {
 					t.Errorf("ModBackwardHeadDims(FP16) = %v lacks the modified pair's head dim %d", mods, d)
 				}
 			}
-			if want := slices.Contains(dev.BackwardHeadDims(), 256); slices.Contains(mods, 256) != want {
+			if want := slices.Contains(dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil), 256); slices.Contains(mods, 256) != want {
 				t.Errorf("ModBackwardHeadDims(FP16) = %v; want D 256 in it exactly where it has a backward (the modified pair on Turing, else its single pass; %v)", mods, want)
 			}
-			for _, d := range dev.HeadDims() {
+			for _, d := range dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil) {
 				c := attntest.Case{Name: "modbwd", B: 1, Nq: 200, Nk: 333, Hq: 4, Hkv: 2, D: d, Causal: true,
 					Window: &flashattn.Window{Left: 100, Right: -1}, Softcap: 30, Seed: 71}
 				q, k, v, dO, err := c.Inputs()

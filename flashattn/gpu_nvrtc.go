@@ -23,8 +23,8 @@ type nvrtcRung struct {
 
 // LoadRungSource compiles src with NVRTC as the source of ladder rung rung
 // (RungFile(rung): rungs 1-4 the teaching kernels, len(Ladder()) the shipped
-// forward, fwd.cuh), loads it, and makes Forward, BenchForward, Kernel and
-// KernelStats run it, as UseRung(rung) does: the kernels keep their names,
+// forward, fwd.cuh), loads it, and makes Forward (and Bench and Kernels of
+// OpForward) run it, as UseRung(rung) does: the kernels keep their names,
 // parameters and launch (FwdParams, the tile the source declares), so every
 // check and benchmark runs the edited kernel as it ran the shipped one. The
 // edit stays until ResetRungSource; UseRung moves between rungs without
@@ -118,21 +118,6 @@ func (d *Device) RungSourceBuild(rung int) *RungBuild {
 		return r.copyBuild()
 	}
 	return nil
-}
-
-// KernelStats returns the stats of the kernel Forward runs for dims (causal
-// or not): its tile, registers, shared memory and occupancy on this device,
-// whether shipped or from LoadRungSource, loading it on first use.
-func (d *Device) KernelStats(dims Dims, causal bool) (KernelStats, error) {
-	if err := d.lock(); err != nil {
-		return KernelStats{}, err
-	}
-	defer d.mu.Unlock()
-	k, err := d.kernel(dims, causal)
-	if err != nil {
-		return KernelStats{}, err
-	}
-	return d.stats(k)
 }
 
 func (r *nvrtcRung) copyBuild() *RungBuild {

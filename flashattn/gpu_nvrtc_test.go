@@ -32,7 +32,7 @@ func forwardConformance(t *testing.T, dev *flashattn.Device, name string) {
 	t.Helper()
 	b := deviceBackend(dev, name)
 	b.Backward = nil
-	b.HeadDims = dev.HeadDims()
+	b.HeadDims = dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)
 	for _, c := range d64Cases() {
 		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
 	}
@@ -41,11 +41,11 @@ func forwardConformance(t *testing.T, dev *flashattn.Device, name string) {
 // benchStats times what dev's Forward runs on nvrtcDims and reads its stats.
 func benchStats(t *testing.T, dev *flashattn.Device, what string) (flashattn.BenchResult, flashattn.KernelStats) {
 	t.Helper()
-	s, err := dev.KernelStats(nvrtcDims, false)
+	s, err := forwardStats(dev, nvrtcDims, false)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	r, err := dev.BenchForward(nvrtcDims, &flashattn.Options{}, 5, 20)
+	r, err := dev.Bench(flashattn.OpForward, nvrtcDims, flashattn.FP16, &flashattn.Options{}, flashattn.BenchConfig{Warmup: 5, Reps: 20})
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -93,7 +93,7 @@ func TestGPUNVRTCRung4NoSwizzle(t *testing.T) {
 					t.Errorf("loaded kernel %+v (shipped static smem %d)", k, shipStats.StaticSmemBytes)
 				}
 			}
-			k, err := dev.Kernel(nvrtcDims, true)
+			k, err := forwardKernel(dev, nvrtcDims, true)
 			if err != nil || k.Rung != 4 || !k.FromPTX || k.Symbol != "fa2_ladder4_d64_causal" {
 				t.Fatalf("Kernel: %+v, %v", k, err)
 			}
@@ -106,7 +106,7 @@ func TestGPUNVRTCRung4NoSwizzle(t *testing.T) {
 			if err := dev.ResetRungSource(4); err != nil {
 				t.Fatal(err)
 			}
-			if s, err := dev.KernelStats(nvrtcDims, false); err != nil || s.NVRTC || dev.RungSourceBuild(4) != nil {
+			if s, err := forwardStats(dev, nvrtcDims, false); err != nil || s.NVRTC || dev.RungSourceBuild(4) != nil {
 				t.Errorf("after ResetRungSource: %+v, %v", s, err)
 			}
 		})
@@ -228,7 +228,7 @@ func TestGPUNVRTCErrorsKeepTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.UseRung(len(flashattn.Ladder()))
-	before, err := dev.Kernel(nvrtcDims, false)
+	before, err := forwardKernel(dev, nvrtcDims, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestGPUNVRTCErrorsKeepTheKernel(t *testing.T) {
 	if !errors.As(err, &ce) || len(ce.Errors()) == 0 || ce.Errors()[0].File != "ladder/rung4_ldmatrix.cuh" {
 		t.Fatalf("LoadRungSource of a broken source: %v", err)
 	}
-	after, err := dev.Kernel(nvrtcDims, false)
+	after, err := forwardKernel(dev, nvrtcDims, false)
 	if err != nil || after != before || dev.RungSourceBuild(4) != nil {
 		t.Errorf("after a failed load: %+v (before %+v), %v", after, before, err)
 	}

@@ -163,7 +163,7 @@ func (t *DeviceTensor) Raw() RawTensor {
 
 // RawLSE is r's LSE buffer as a raw call's LSE: RawForwardArgs.LSE writes
 // it, RawBackwardArgs.LSE reads it, and r.LSE downloads it. For a raw
-// forward to write into, any result of r.Dims serves (UploadResult of
+// forward to write into, any result of r.Dims serves (UploadResultAs of
 // zeros allocates one). A freed result gives address 0, which raw calls
 // refuse.
 func (r *DeviceResult) RawLSE() RawBuffer {
@@ -438,11 +438,12 @@ func (o *rawOp) short(have uint64, whose string) error {
 // come from, and the probe their queries write to. d.mu is held for every
 // method but check.
 type rawPlan struct {
-	d     *Device
-	p     problem
-	dt    DType
-	mod   *cuda.Module
-	probe *cuda.Probe
+	d      *Device
+	p      problem
+	dt     DType
+	mod    *cuda.Module
+	probe  *cuda.Probe
+	fields rawFields // where Enqueue writes the operands into the plan's parameter block
 }
 
 // checkRawDims checks a raw call's problem and element type as far as
@@ -460,19 +461,30 @@ func checkRawDims(dims Dims, dt DType) error {
 	return checkShape("k", dims.KVShape())
 }
 
-// newRawPlan checks dt and the options for dims; d.mu is held.
-func (d *Device) newRawPlan(dims Dims, dt DType, o *Options) (rawPlan, error) {
+// newRawPlan makes a plan of problem dims in element type dt on d, with
+// d.mu held: it checks dt and the options, refuses a window, softcap or
+// ALiBi, which raw plans do not run, saying why, and has load prepare the
+// plan's kernels.
+func newRawPlan[P any](d *Device, dims Dims, dt DType, o *Options, why string, load func(rawPlan) (P, error)) (P, error) {
+	var none P
+	if err := d.lock(); err != nil {
+		return none, err
+	}
+	defer d.mu.Unlock()
 	if err := checkDType(dt, d.path); err != nil {
-		return rawPlan{}, err
+		return none, err
 	}
 	if err := checkRawDims(dims, dt); err != nil {
-		return rawPlan{}, err
+		return none, err
 	}
 	p, err := o.resolve(dims)
 	if err != nil {
-		return rawPlan{}, err
+		return none, err
 	}
-	return rawPlan{d: d, p: p, dt: dt, probe: cuda.NewProbe()}, nil
+	if f, v := p.modFeature(); f != "" {
+		return none, &UnsupportedError{Backend: GPU, Feature: f, Value: v, Reason: why}
+	}
+	return load(rawPlan{d: d, p: p, dt: dt, probe: cuda.NewProbe()})
 }
 
 // ready checks, with d.mu held, that the plan's kernels are still loaded,

@@ -46,7 +46,7 @@ func TestGPURawExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := dev.UploadResult(d, flashattn.New(d.QShape()), make([]float32, d.LSELen()))
+	dst, err := dev.UploadResultAs(d, flashattn.New(d.QShape()), make([]float32, d.LSELen()), flashattn.FP16)
 	if err != nil {
 		t.Fatal(err)
 	}

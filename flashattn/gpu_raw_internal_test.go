@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goflash/goflash/internal/cuda"
 	"github.com/goflash/goflash/internal/kernels"
 )
 
@@ -72,19 +73,20 @@ func rawBwdArgs() RawBackwardArgs {
 func TestRawFillAllocs(t *testing.T) {
 	f, b := cpuPlans(t, rawDims, 80, true)
 	fa, ba := rawFwdArgs(), rawBwdArgs()
+	var ops [10]rawOp
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := fwdOps(f.p.Dims, f.dt, &fa); err != nil {
+		if err := rawOps(ops[:len(rawFwdOperands)], rawFwdOperands, fa.operands(), f.p.Dims, f.dt); err != nil {
 			t.Fatal(err)
 		}
-		f.fill(&fa)
+		f.fields.fill(fa.operands())
 	}); n != 0 {
 		t.Errorf("forward: %v allocations per call, want 0", n)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := bwdOps(b.p.Dims, b.dt, &ba); err != nil {
+		if err := rawOps(ops[:], rawBwdOperands, ba.operands(), b.p.Dims, b.dt); err != nil {
 			t.Fatal(err)
 		}
-		b.fill(&ba)
+		b.fields.fill(ba.operands())
 	}); n != 0 {
 		t.Errorf("backward: %v allocations per call, want 0", n)
 	}
@@ -112,6 +114,55 @@ func TestRawFillAllocs(t *testing.T) {
 	bp := b.params
 	if bp.DK != ba.DK.Ptr || bp.Di != ba.Di.Ptr || bp.DO != ba.DOut.Ptr || bp.DVRowStride != int64(ba.DV.Strides[1]) || bp.DOHeadStride != int64(ba.DOut.Strides[2]) {
 		t.Errorf("backward block %+v does not hold %+v", *bp, ba)
+	}
+}
+
+// Enqueue writes each operand's address and strides into that operand's
+// own fields of the parameter block: the forward's (the Hopper plan's
+// block too) and the backward's, every field checked by name.
+func TestRawFillFields(t *testing.T) {
+	f, b := cpuPlans(t, rawDims, 80, false)
+	alt := f.kern.v
+	hopper := newRawForward(f.rawPlan, plan{cfgs: []cuda.LaunchConfig{f.cfg}, alt: &alt}, []*loadedKernel{f.kern, f.kern}) // a plan with an sm_80 twin: its block is the Sm90FwdArgs'
+	op := func(i int) RawTensor {
+		return RawTensor{Ptr: uint64(1000 * (i + 1)), Strides: Strides{10*i + 1, 10*i + 2, 10*i + 3, 1}}
+	}
+	want := func(i int) [4]int64 {
+		return [4]int64{int64(1000 * (i + 1)), int64(10*i + 1), int64(10*i + 2), int64(10*i + 3)}
+	}
+	fa := RawForwardArgs{Q: op(0), K: op(1), V: op(2), Out: op(3), LSE: RawBuffer{Ptr: 77}}
+	for _, plan := range []*RawForward{f, hopper} {
+		plan.fields.fill(fa.operands())
+		p := plan.params
+		got := [4][4]int64{{int64(p.Q), p.QBatchStride, p.QRowStride, p.QHeadStride}, {int64(p.K), p.KBatchStride, p.KRowStride, p.KHeadStride},
+			{int64(p.V), p.VBatchStride, p.VRowStride, p.VHeadStride}, {int64(p.O), p.OBatchStride, p.ORowStride, p.OHeadStride}}
+		for i, g := range got {
+			if g != want(i) {
+				t.Errorf("forward operand %d: address and strides %v, want %v", i, g, want(i))
+			}
+		}
+		if p.LSE != 77 {
+			t.Errorf("forward LSE %d, want 77", p.LSE)
+		}
+	}
+	if hopper.params != &hopper.h.P {
+		t.Fatal("the Hopper plan's parameter block is not its Sm90FwdArgs'")
+	}
+	ba := RawBackwardArgs{Q: op(0), K: op(1), V: op(2), Out: op(3), DOut: op(4), DQ: op(5), DK: op(6), DV: op(7),
+		LSE: RawBuffer{Ptr: 77}, Di: RawBuffer{Ptr: 88}}
+	b.fields.fill(ba.operands())
+	p := b.params
+	got := [8][4]int64{{int64(p.Q), p.QBatchStride, p.QRowStride, p.QHeadStride}, {int64(p.K), p.KBatchStride, p.KRowStride, p.KHeadStride},
+		{int64(p.V), p.VBatchStride, p.VRowStride, p.VHeadStride}, {int64(p.O), p.OBatchStride, p.ORowStride, p.OHeadStride},
+		{int64(p.DO), p.DOBatchStride, p.DORowStride, p.DOHeadStride}, {int64(p.DQ), p.DQBatchStride, p.DQRowStride, p.DQHeadStride},
+		{int64(p.DK), p.DKBatchStride, p.DKRowStride, p.DKHeadStride}, {int64(p.DV), p.DVBatchStride, p.DVRowStride, p.DVHeadStride}}
+	for i, g := range got {
+		if g != want(i) {
+			t.Errorf("backward operand %d: address and strides %v, want %v", i, g, want(i))
+		}
+	}
+	if p.LSE != 77 || p.Di != 88 {
+		t.Errorf("backward LSE %d, Di %d, want 77, 88", p.LSE, p.Di)
 	}
 }
 

@@ -38,20 +38,15 @@ type RawForward struct {
 // Causal and Scale. A dtype, head dim or size the device's kernels lack is
 // an *UnsupportedError.
 func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, error) {
-	if err := d.lock(); err != nil {
-		return nil, err
-	}
-	defer d.mu.Unlock()
-	r, err := d.newRawPlan(dims, dt, o)
-	if err != nil {
-		return nil, err
-	}
-	pl, ks, err := d.plan(planRequest{op: opRawForward, p: r.p, dt: dt})
-	if err != nil {
-		return nil, err
-	}
-	r.mod = ks[0].mod
-	return newRawForward(r, pl, ks), nil
+	why := "raw calls run the plain kernels only (Device.Forward runs score modifiers)"
+	return newRawPlan(d, dims, dt, o, why, func(r rawPlan) (*RawForward, error) {
+		pl, ks, err := d.plan(planRequest{op: opRawForward, p: r.p, dt: dt})
+		if err != nil {
+			return nil, err
+		}
+		r.mod = ks[0].mod
+		return newRawForward(r, pl, ks), nil
+	})
 }
 
 // newRawForward fills the parts of the plan no call changes: pl's kernel,
@@ -69,6 +64,9 @@ func newRawForward(r rawPlan, pl plan, ks []*loadedKernel) *RawForward {
 		f.args = cuda.NewArgs(unsafe.Pointer(f.params))
 	}
 	fieldsOf(r.p).setFwd(f.params)
+	q := f.params
+	f.fields = rawFields{ptrs: [10]*uint64{&q.Q, &q.K, &q.V, &q.O, &q.LSE}, strides: [8][3]*int64{{&q.QBatchStride, &q.QRowStride, &q.QHeadStride},
+		{&q.KBatchStride, &q.KRowStride, &q.KHeadStride}, {&q.VBatchStride, &q.VRowStride, &q.VHeadStride}, {&q.OBatchStride, &q.ORowStride, &q.OHeadStride}}}
 	return f
 }
 
@@ -101,41 +99,15 @@ func errZeroPlan(what string) error {
 // and operands within the Bytes given (Bytes 0 is left to Enqueue, which
 // asks the driver). Enqueue runs the same checks first.
 func CheckRawForward(dims Dims, dt DType, a *RawForwardArgs) error {
-	if err := checkRawDims(dims, dt); err != nil {
-		return err
-	}
-	_, err := fwdOps(dims, dt, a)
-	return err
+	return checkRaw(dims, dt, rawFwdOperands, a.operands())
 }
 
-// fwdOps lists a's operands, checked as CheckRawForward says.
-func fwdOps(d Dims, dt DType, a *RawForwardArgs) ([5]rawOp, error) {
-	var ops [5]rawOp
+// operands are a's operand fields, in rawFwdOperands' order (none for nil).
+func (a *RawForwardArgs) operands() rawArgs {
 	if a == nil {
-		return ops, &DataError{Arg: "args", Reason: "nil"}
+		return rawArgs{}
 	}
-	qs, kvs := d.QShape(), d.KVShape()
-	var err error
-	// Names apart from pointers: in one struct, escape analysis would let
-	// the caller's args escape with the names that errors keep.
-	shapes := [4]Shape{qs, kvs, kvs, qs}
-	for i, t := range [4]*RawTensor{&a.Q, &a.K, &a.V, &a.Out} {
-		if ops[i], err = tensorOp(rawFwdNames[i], t, shapes[i], dt, i == 3); err != nil {
-			return ops, err
-		}
-	}
-	ops[4] = bufferOp("lse", &a.LSE, d.LSEBytes(), true)
-	return ops, checkOps(ops[:])
-}
-
-// fill writes a's addresses and strides into the parameter block.
-func (f *RawForward) fill(a *RawForwardArgs) {
-	p := f.params
-	p.Q, p.K, p.V, p.O, p.LSE = a.Q.Ptr, a.K.Ptr, a.V.Ptr, a.Out.Ptr, a.LSE.Ptr
-	setStrides(a.Q.Strides, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
-	setStrides(a.K.Strides, &p.KBatchStride, &p.KRowStride, &p.KHeadStride)
-	setStrides(a.V.Strides, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
-	setStrides(a.Out.Strides, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
+	return rawArgs{ts: [8]*RawTensor{&a.Q, &a.K, &a.V, &a.Out}, bufs: [2]*RawBuffer{&a.LSE}}
 }
 
 // Enqueue checks a (CheckRawForward, then the driver's answers for operands with
@@ -149,31 +121,19 @@ func (f *RawForward) Enqueue(stream uintptr, a *RawForwardArgs) error {
 	if f == nil || f.d == nil || f.kern == nil {
 		return errZeroPlan("RawForward")
 	}
-	ops, err := fwdOps(f.p.Dims, f.dt, a)
-	if err != nil {
+	if err := f.begin(stream, rawFwdOperands, a.operands()); err != nil {
 		return err
 	}
-	d := f.d
-	if err := d.lock(); err != nil {
-		return err
-	}
-	defer d.mu.Unlock()
-	if err := f.ready(stream, ops[:]); err != nil {
-		return err
-	}
-	f.fill(a)
+	defer f.d.mu.Unlock()
 	kern, cfg, args := f.kern, f.cfg, f.args
 	if f.h != nil {
-		if err := encodeSM90A(d.tmaps, kern.v, f.h); errors.Is(err, errNoTensorMap) {
+		if err := encodeSM90A(f.d.tmaps, kern.v, f.h); errors.Is(err, errNoTensorMap) {
 			kern, cfg, args = f.alt, f.altCfg, f.altArgs
 		} else if err != nil {
-			return fmt.Errorf("flashattn: %s on %s: %w", kern.info.Symbol, d.info, err)
+			return fmt.Errorf("flashattn: %s on %s: %w", kern.info.Symbol, f.d.info, err)
 		}
 	}
-	if err := kern.fn.LaunchOn(cfg, stream, args); err != nil {
-		return fmt.Errorf("flashattn: launching %s on %s: %w", kern.info.Symbol, d.info, err)
-	}
-	return nil
+	return f.launch(kern, cfg, stream, args)
 }
 
 // RawBackward is the backward pass of one problem prepared on one device
@@ -194,23 +154,20 @@ type RawBackward struct {
 // backward whatever Options.Deterministic says (bit-reproducible; the single
 // pass would need a dQ accumulator the raw arguments do not hold).
 func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, error) {
-	if err := d.lock(); err != nil {
-		return nil, err
-	}
-	defer d.mu.Unlock()
-	r, err := d.newRawPlan(dims, dt, o)
-	if err != nil {
-		return nil, err
-	}
-	// The raw backward takes the caller's Di workspace and nothing else, so
-	// it runs the three-kernel backward (no dQ accumulator): deterministic.
-	r.p.Deterministic = true
-	pl, ks, err := d.plan(planRequest{op: opRawBackward, p: r.p, dt: dt})
-	if err != nil {
-		return nil, err
-	}
-	r.mod = d.mod
-	return newRawBackward(r, pl, ks), nil
+	// The plain three kernels only: a window, softcap or ALiBi needs the
+	// _mod pair and its parameters, which Device.Backward sets up.
+	why := "the raw backward runs the plain three kernels; Device.Backward runs the modifiers' backward"
+	return newRawPlan(d, dims, dt, o, why, func(r rawPlan) (*RawBackward, error) {
+		// The raw backward takes the caller's Di workspace and nothing else, so
+		// it runs the three-kernel backward (no dQ accumulator): deterministic.
+		r.p.Deterministic = true
+		pl, ks, err := d.plan(planRequest{op: opRawBackward, p: r.p, dt: dt})
+		if err != nil {
+			return nil, err
+		}
+		r.mod = ks[0].mod
+		return newRawBackward(r, pl, ks), nil
+	})
 }
 
 // newRawBackward fills the parts of the plan no call changes: pl's three
@@ -221,6 +178,11 @@ func newRawBackward(r rawPlan, pl plan, ks []*loadedKernel) *RawBackward {
 	copy(b.cfgs[:], pl.cfgs)
 	fieldsOf(r.p).setBwd(b.params)
 	b.args = cuda.NewArgs(unsafe.Pointer(b.params))
+	q := b.params
+	b.fields = rawFields{ptrs: [10]*uint64{&q.Q, &q.K, &q.V, &q.O, &q.DO, &q.DQ, &q.DK, &q.DV, &q.LSE, &q.Di}, strides: [8][3]*int64{
+		{&q.QBatchStride, &q.QRowStride, &q.QHeadStride}, {&q.KBatchStride, &q.KRowStride, &q.KHeadStride}, {&q.VBatchStride, &q.VRowStride, &q.VHeadStride},
+		{&q.OBatchStride, &q.ORowStride, &q.OHeadStride}, {&q.DOBatchStride, &q.DORowStride, &q.DOHeadStride},
+		{&q.DQBatchStride, &q.DQRowStride, &q.DQHeadStride}, {&q.DKBatchStride, &q.DKRowStride, &q.DKHeadStride}, {&q.DVBatchStride, &q.DVRowStride, &q.DVHeadStride}}}
 	return b
 }
 
@@ -243,46 +205,15 @@ func (b *RawBackward) Kernels() []KernelInfo {
 
 // CheckRawBackward is CheckRawForward for the backward's operands.
 func CheckRawBackward(dims Dims, dt DType, a *RawBackwardArgs) error {
-	if err := checkRawDims(dims, dt); err != nil {
-		return err
-	}
-	_, err := bwdOps(dims, dt, a)
-	return err
+	return checkRaw(dims, dt, rawBwdOperands, a.operands())
 }
 
-// bwdOps lists a's operands, checked as CheckRawBackward says.
-func bwdOps(d Dims, dt DType, a *RawBackwardArgs) ([10]rawOp, error) {
-	var ops [10]rawOp
+// operands are a's operand fields, in rawBwdOperands' order (none for nil).
+func (a *RawBackwardArgs) operands() rawArgs {
 	if a == nil {
-		return ops, &DataError{Arg: "args", Reason: "nil"}
+		return rawArgs{}
 	}
-	qs, kvs := d.QShape(), d.KVShape()
-	var err error
-	shapes := [8]Shape{qs, kvs, kvs, qs, qs, qs, kvs, kvs}
-	for i, t := range [8]*RawTensor{&a.Q, &a.K, &a.V, &a.Out, &a.DOut, &a.DQ, &a.DK, &a.DV} {
-		if ops[i], err = tensorOp(rawBwdNames[i], t, shapes[i], dt, i >= 5); err != nil {
-			return ops, err
-		}
-	}
-	ops[8] = bufferOp("lse", &a.LSE, d.LSEBytes(), false)
-	ops[9] = bufferOp("Di", &a.Di, d.DiBytes(), true)
-	return ops, checkOps(ops[:])
-}
-
-// fill writes a's addresses and strides into the parameter block.
-func (b *RawBackward) fill(a *RawBackwardArgs) {
-	p := b.params
-	p.Q, p.K, p.V, p.O, p.DO = a.Q.Ptr, a.K.Ptr, a.V.Ptr, a.Out.Ptr, a.DOut.Ptr
-	p.LSE, p.Di = a.LSE.Ptr, a.Di.Ptr
-	p.DQ, p.DK, p.DV = a.DQ.Ptr, a.DK.Ptr, a.DV.Ptr
-	setStrides(a.Q.Strides, &p.QBatchStride, &p.QRowStride, &p.QHeadStride)
-	setStrides(a.K.Strides, &p.KBatchStride, &p.KRowStride, &p.KHeadStride)
-	setStrides(a.V.Strides, &p.VBatchStride, &p.VRowStride, &p.VHeadStride)
-	setStrides(a.Out.Strides, &p.OBatchStride, &p.ORowStride, &p.OHeadStride)
-	setStrides(a.DOut.Strides, &p.DOBatchStride, &p.DORowStride, &p.DOHeadStride)
-	setStrides(a.DQ.Strides, &p.DQBatchStride, &p.DQRowStride, &p.DQHeadStride)
-	setStrides(a.DK.Strides, &p.DKBatchStride, &p.DKRowStride, &p.DKHeadStride)
-	setStrides(a.DV.Strides, &p.DVBatchStride, &p.DVRowStride, &p.DVHeadStride)
+	return rawArgs{ts: [8]*RawTensor{&a.Q, &a.K, &a.V, &a.Out, &a.DOut, &a.DQ, &a.DK, &a.DV}, bufs: [2]*RawBuffer{&a.LSE, &a.Di}}
 }
 
 // Enqueue is RawForward.Enqueue for the backward: it enqueues pre, dK/dV
@@ -293,32 +224,133 @@ func (b *RawBackward) Enqueue(stream uintptr, a *RawBackwardArgs) error {
 	if b == nil || b.d == nil || b.ks[0] == nil || b.ks[1] == nil || b.ks[2] == nil {
 		return errZeroPlan("RawBackward")
 	}
-	ops, err := bwdOps(b.p.Dims, b.dt, a)
-	if err != nil {
+	if err := b.begin(stream, rawBwdOperands, a.operands()); err != nil {
 		return err
 	}
-	d := b.d
-	if err := d.lock(); err != nil {
-		return err
-	}
-	defer d.mu.Unlock()
-	if err := b.ready(stream, ops[:]); err != nil {
-		return err
-	}
-	b.fill(a)
+	defer b.d.mu.Unlock()
 	for i, k := range b.ks {
-		if err := k.fn.LaunchOn(b.cfgs[i], stream, b.args); err != nil {
-			return fmt.Errorf("flashattn: launching %s on %s: %w", k.info.Symbol, d.info, err)
+		if err := b.launch(k, b.cfgs[i], stream, b.args); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// The operands' names in errors, in the order ops lists them.
+// begin starts an Enqueue of a call with operands spec, the fields of its
+// args: it checks them (rawOps), takes the device, asks the driver about
+// them and the stream (ready), and writes their addresses and strides into
+// the parameter block. On success the caller holds d.mu.
+func (r *rawPlan) begin(stream uintptr, spec []rawOperand, a rawArgs) error {
+	var ops [10]rawOp
+	if err := rawOps(ops[:len(spec)], spec, a, r.p.Dims, r.dt); err != nil {
+		return err
+	}
+	if err := r.d.lock(); err != nil {
+		return err
+	}
+	if err := r.ready(stream, ops[:len(spec)]); err != nil {
+		r.d.mu.Unlock()
+		return err
+	}
+	r.fields.fill(a)
+	return nil
+}
+
+// launch enqueues kernel k of the plan on stream; d.mu is held.
+func (r *rawPlan) launch(k *loadedKernel, cfg cuda.LaunchConfig, stream uintptr, args *cuda.Args) error {
+	if err := k.fn.LaunchOn(cfg, stream, args); err != nil {
+		return fmt.Errorf("flashattn: launching %s on %s: %w", k.info.Symbol, r.d.info, err)
+	}
+	return nil
+}
+
+// rawOperand is one operand of a raw call, named as in errors: a tensor
+// of the keys' shape (kv) or q's, or a buffer of LSELen float32 (buf: the
+// LSE, Di); out: the call writes it.
+type rawOperand struct {
+	name         string
+	kv, buf, out bool
+}
+
+// The operands of the raw calls, tensors first, in the order their args
+// list them.
 var (
-	rawFwdNames = [...]string{"q", "k", "v", "out"}
-	rawBwdNames = [...]string{"q", "k", "v", "out", "dOut", "dQ", "dK", "dV"}
+	rawFwdOperands = []rawOperand{{name: "q"}, {name: "k", kv: true}, {name: "v", kv: true}, {name: "out", out: true},
+		{name: "lse", buf: true, out: true}}
+	rawBwdOperands = []rawOperand{{name: "q"}, {name: "k", kv: true}, {name: "v", kv: true}, {name: "out"}, {name: "dOut"},
+		{name: "dQ", out: true}, {name: "dK", kv: true, out: true}, {name: "dV", kv: true, out: true},
+		{name: "lse", buf: true}, {name: "Di", buf: true, out: true}}
 )
+
+// rawArgs are the fields of a raw call's args, in the order of its
+// rawOperands: the tensors', then the buffers'. Only pointers: a struct
+// with the names that errors keep would let the caller's args escape.
+type rawArgs struct {
+	ts   [8]*RawTensor
+	bufs [2]*RawBuffer
+}
+
+// checkRaw is CheckRawForward and CheckRawBackward: the problem, then the
+// operands.
+func checkRaw(dims Dims, dt DType, spec []rawOperand, a rawArgs) error {
+	if err := checkRawDims(dims, dt); err != nil {
+		return err
+	}
+	var ops [10]rawOp
+	return rawOps(ops[:len(spec)], spec, a, dims, dt)
+}
+
+// rawOps lists the operands spec of a call of problem d in element type dt
+// into ops, from the fields of its args, checked as CheckRawForward says.
+func rawOps(ops []rawOp, spec []rawOperand, a rawArgs, d Dims, dt DType) error {
+	if a.ts[0] == nil {
+		return &DataError{Arg: "args", Reason: "nil"}
+	}
+	qs, kvs := d.QShape(), d.KVShape()
+	bufs := 0
+	for i, o := range spec {
+		if o.buf {
+			ops[i] = bufferOp(o.name, a.bufs[bufs], d.LSEBytes(), o.out)
+			bufs++
+			continue
+		}
+		s := qs
+		if o.kv {
+			s = kvs
+		}
+		var err error
+		if ops[i], err = tensorOp(o.name, a.ts[i], s, dt, o.out); err != nil {
+			return err
+		}
+	}
+	return checkOps(ops)
+}
+
+// rawFields point at a plan's parameter block fields of its operands, in
+// the order of its rawOperands: every operand's address, each tensor's B,
+// N and H strides.
+type rawFields struct {
+	ptrs    [10]*uint64
+	strides [8][3]*int64
+}
+
+// fill writes the addresses and strides of operands a where f points.
+func (f *rawFields) fill(a rawArgs) {
+	n := 0
+	for i, t := range a.ts {
+		if t == nil {
+			break
+		}
+		*f.ptrs[i] = t.Ptr
+		setStrides(t.Strides, f.strides[i][0], f.strides[i][1], f.strides[i][2])
+		n++
+	}
+	for i, b := range a.bufs {
+		if b != nil {
+			*f.ptrs[n+i] = b.Ptr
+		}
+	}
+}
 
 // setStrides writes the B, N and H strides of st into one operand's fields.
 func setStrides(st Strides, batch, row, head *int64) {

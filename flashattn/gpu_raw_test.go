@@ -358,7 +358,7 @@ func rawBackend(dev *flashattn.Device, u *rawUser, name string) attntest.Backend
 		return &flashattn.Grads{DQ: u.download(dq, d.QShape()), DK: u.download(dk, d.KVShape()), DV: u.download(dv, d.KVShape()),
 			Backend: flashattn.GPU, Reason: "raw on " + dev.Info().String()}, nil
 	}
-	b := attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.HeadDims(),
+	b := attntest.Backend{Name: name, Precision: attntest.FP16, Forward: fwd, Backward: bwd, HeadDims: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil),
 		Plain: true} // raw plans run the plain kernels only: they refuse a window, softcap or ALiBi
 	if u.bf {
 		b.Precision = attntest.BF16
@@ -384,7 +384,7 @@ func runRawConformance(t *testing.T, path int, bf16 bool) {
 	u.bf = bf16
 	b := rawBackend(dev, u, fmt.Sprintf("raw-path%d-%v", path, u.dtype()))
 	t.Logf("%s, path %d, head dims %v", dev.Info(), path, b.HeadDims)
-	bwdDims := dev.RawBackwardHeadDims()
+	bwdDims := dev.SupportedHeadDims(flashattn.OpRawBackward, flashattn.FP16, nil)
 	for _, c := range attntest.Cases() {
 		bc := b
 		if b.Backward != nil && slices.Contains(b.HeadDims, c.D) && !slices.Contains(bwdDims, c.D) {
@@ -595,12 +595,12 @@ func TestGPURawErrors(t *testing.T) {
 	// the _bf16 ones (TestBF16RefusedOnSM75 covers sm_75).
 	var ue *flashattn.UnsupportedError
 	if bp, err := dev.NewRawForward(d, flashattn.BF16, nil); err != nil || !strings.HasSuffix(bp.Kernel().Symbol, "_bf16") {
-		if k, _ := dev.Kernel(d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
+		if k, _ := forwardKernel(dev, d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
 			t.Errorf("bf16 forward plan: %v", err)
 		}
 	}
 	if bp, err := dev.NewRawBackward(d, flashattn.BF16, &flashattn.Options{Causal: true}); err != nil {
-		if k, _ := dev.Kernel(d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
+		if k, _ := forwardKernel(dev, d, false); k.Path >= 80 || !errors.As(err, &ue) || ue.Feature != "dtype" {
 			t.Errorf("bf16 backward plan: %v", err)
 		}
 	} else {
@@ -611,8 +611,8 @@ func TestGPURawErrors(t *testing.T) {
 		}
 	}
 
-	for _, hd := range dev.HeadDims() {
-		if slices.Contains(dev.RawBackwardHeadDims(), hd) {
+	for _, hd := range dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil) {
+		if slices.Contains(dev.SupportedHeadDims(flashattn.OpRawBackward, flashattn.FP16, nil), hd) {
 			continue
 		}
 		_, err := dev.NewRawBackward(flashattn.Dims{B: 1, Nq: 1, Nk: 1, Hq: 1, Hkv: 1, D: hd}, flashattn.FP16, nil)

@@ -54,7 +54,7 @@ func TestGPURefusesWhatFP16CannotHold(t *testing.T) {
 			t.Errorf("%v, Auto: %v, %v (%q), want the CPU and the reason", x, err, r.Backend, r.Reason)
 		}
 	}
-	if _, err := dev.UploadFP16(flashattn.Shape{B: 1, N: 1, H: 1, D: 4}, []uint16{0, 0x7c00, 0, 0}); err == nil {
+	if _, err := dev.UploadBits(flashattn.Shape{B: 1, N: 1, H: 1, D: 4}, flashattn.FP16, []uint16{0, 0x7c00, 0, 0}); err == nil {
 		t.Error("UploadFP16 took +Inf bits")
 	}
 	// A scale at which the kernels' float32 scores could overflow.

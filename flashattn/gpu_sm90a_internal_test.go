@@ -31,7 +31,7 @@ func TestGPUHopperCubinFallback(t *testing.T) {
 	if err != nil {
 		t.Fatalf("forward with an unloadable Hopper cubin: %v", err)
 	}
-	k, err := d.Kernel(r.Dims, false)
+	k, err := firstKernel(d.Kernels(OpForward, r.Dims, FP16, nil))
 	if err != nil || k.Path != 80 || d.sm90a || !strings.Contains(r.Reason, "the Hopper kernels did not load") {
 		t.Fatalf("ran %+v (%v), reason %q; want the sm_80 kernel and why", k, err, r.Reason)
 	}

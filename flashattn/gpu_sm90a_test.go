@@ -56,10 +56,10 @@ func TestGPUHopperForward(t *testing.T) {
 		if err := dev.ForcePath(path); err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range dev.HeadDims() {
+		for _, d := range dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil) {
 			for _, causal := range []bool{false, true} {
 				for _, nk := range []int{1, max(maxNk[d], 1), maxNk[d] + 1, 4096} {
-					k, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 1, Nk: nk, Hq: 1, Hkv: 1, D: d}, causal)
+					k, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: 1, Nk: nk, Hq: 1, Hkv: 1, D: d}, causal)
 					if err != nil {
 						t.Fatal(err)
 					}

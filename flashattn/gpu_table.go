@@ -6,10 +6,10 @@ import "github.com/goflash/goflash/internal/kernels"
 // capability arch (e.g. 75 for a T4, 90 for an H100/H200), one per head dim
 // and mask, with the tile sizes chosen for it. It needs no GPU: notebooks and
 // the CLI use it to show what a T4 would run. Registers, LocalBytes and
-// BinaryArch are known only once a device loads the kernel (Device.Kernel).
+// BinaryArch are known only once a device loads the kernel (Device.Kernels).
 // An arch below 75 has no kernels and gives an empty table. It lists the
 // fp16 kernels (as BackwardKernelTable does): the sm_80 path's bf16 kernels
-// (UploadBF16) have the same tiles, under the fp16 symbol with _bf16 after
+// (UploadAs(t, BF16)) have the same tiles, under the fp16 symbol with _bf16 after
 // d{D}, e.g. fa2_fwd_sm80_d64_bf16_causal.
 func KernelTable(arch int) []KernelInfo {
 	// The plans of a device of that arch (its path, the shipped kernels,
@@ -50,7 +50,7 @@ func HopperHeadDims() []int {
 // "bwd_dq" kernel, and on the sm_80 path, for the head dims with FA2's
 // single pass, a causal and non-causal "bwd_dkdvq" (and for a Large set
 // "bwd_dkdvqdet", its ordered twin, Options.Deterministic) and one
-// "bwd_dqconv" kernel (see Device.Backward and BackwardKernels). A head dim may list
+// "bwd_dqconv" kernel (see Device.Backward and Device.Kernels). A head dim may list
 // two single-pass sets: the Large one (symbols ..._large, more than 99 KiB
 // of shared memory per CTA) runs where the device's opt-in limit fits it
 // (A100: 163 KiB, H100/H200: 227 KiB), the other (<= 99 KiB) elsewhere
@@ -69,7 +69,7 @@ func BackwardKernelTable(arch int) []KernelInfo {
 }
 
 // KernelInfo describes a kernel variant: its tiles from the table, and once a
-// device has loaded it (Device.Kernel) what the driver made of it.
+// device has loaded it (Device.Kernels) what the driver made of it.
 type KernelInfo struct {
 	Symbol     string `json:"symbol"`
 	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"

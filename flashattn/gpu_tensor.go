@@ -9,7 +9,7 @@ import (
 	"github.com/goflash/goflash/internal/cuda"
 )
 
-// DeviceTensor is a dense BSHD fp16 (or bf16: UploadBF16) tensor in a Device's memory.
+// DeviceTensor is a dense BSHD fp16 or bf16 tensor (UploadAs) in a Device's memory.
 type DeviceTensor struct {
 	dev   *Device
 	shape Shape
@@ -40,8 +40,8 @@ func (t *DeviceTensor) Ptr() uint64 {
 	return t.buf.Ptr()
 }
 
-// DType is the tensor's element type: FP16, or BF16 for UploadBF16's tensors
-// and the outputs of Forward on them (0 for a nil *DeviceTensor).
+// DType is the tensor's element type: FP16, or BF16 for UploadAs's bf16
+// tensors and the outputs of Forward on them (0 for a nil *DeviceTensor).
 func (t *DeviceTensor) DType() DType {
 	if t == nil {
 		return 0
@@ -50,20 +50,35 @@ func (t *DeviceTensor) DType() DType {
 }
 
 // Upload converts t (float32, any strides) to fp16 on the host, rounding to
-// nearest even, and copies it to the device as a dense tensor. Every GPU
-// entry point takes its data through here or UploadFP16, which refuse
-// values fp16 cannot hold (NaN, Inf, |x| >= 65520) with a *DataError that
-// names the element: in the kernels they would turn whole rows into NaN,
-// where the CPU backends compute in float32. (Forward and Backward with
-// Auto run such inputs on the CPU and say why.)
+// nearest even, and copies it to the device as a dense tensor: UploadAs(t,
+// FP16). Every GPU entry point takes its data through UploadAs or
+// UploadBits, which refuse values the element type cannot hold (fp16: NaN,
+// Inf, |x| >= 65520) with a *DataError that names the element: in the
+// kernels they would turn whole rows into NaN, where the CPU backends
+// compute in float32. (Forward and Backward with Auto run such inputs on
+// the CPU and say why.)
 func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) { return d.upload("tensor", t) }
+
+// UploadAs converts t (float32, any strides) to element type dt on the
+// host, rounding to nearest even, and copies it to the device as a dense
+// tensor. Values dt cannot hold are refused with a *DataError (fp16: NaN,
+// Inf, |x| >= 65520; bf16: NaN, Inf and what rounds to Inf). The device
+// calls take tensors of one dtype and run its kernels: bf16 ones those of
+// the sm_80 path (the sm_75 path, without bf16 tensor cores, refuses them
+// with an *UnsupportedError), and their outputs are of that dtype.
+func (d *Device) UploadAs(t *Tensor, dt DType) (*DeviceTensor, error) {
+	if dt.Size() == 0 {
+		return nil, checkDType(dt, 0)
+	}
+	return d.uploadAs("tensor", t, dt)
+}
 
 // upload is Upload naming the argument in errors.
 func (d *Device) upload(arg string, t *Tensor) (*DeviceTensor, error) {
 	return d.uploadAs(arg, t, FP16)
 }
 
-// uploadAs is upload to element type dt (Upload, UploadBF16).
+// uploadAs is UploadAs naming the argument in errors.
 func (d *Device) uploadAs(arg string, t *Tensor, dt DType) (*DeviceTensor, error) {
 	if err := t.check(arg); err != nil {
 		return nil, err
@@ -75,9 +90,18 @@ func (d *Device) uploadAs(arg string, t *Tensor, dt DType) (*DeviceTensor, error
 	return d.uploadBits(t.Shape, dt, bits)
 }
 
-// UploadFP16 copies dense BSHD binary16 bits of shape s to the device; bits
-// that are NaN or Inf are refused, as by Upload.
-func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
+// UploadBits copies dense BSHD bits of element type dt (binary16 for
+// FP16, bfloat16 for BF16) and shape s to the device; bits that are NaN or
+// Inf are refused, as by UploadAs.
+func (d *Device) UploadBits(s Shape, dt DType, bits []uint16) (*DeviceTensor, error) {
+	finite, rangeError := fp16Finite, fp16RangeError
+	switch dt {
+	case FP16:
+	case BF16:
+		finite, rangeError = bf16Finite, bf16RangeError
+	default:
+		return nil, checkDType(dt, 0)
+	}
 	if err := checkShape("tensor", s); err != nil {
 		return nil, err
 	}
@@ -86,11 +110,11 @@ func (d *Device) UploadFP16(s Shape, bits []uint16) (*DeviceTensor, error) {
 			Reason: fmt.Sprintf("has %d values, shape %v needs %d", len(bits), s, s.Numel())}
 	}
 	for i, h := range bits {
-		if !fp16Finite(h) {
-			return nil, fp16RangeError("bits", s, i, fmt.Sprintf("%#04x", h))
+		if !finite(h) {
+			return nil, rangeError("bits", s, i, fmt.Sprintf("%#04x", h))
 		}
 	}
-	return d.uploadBits(s, FP16, bits)
+	return d.uploadBits(s, dt, bits)
 }
 
 // uploadBits copies checked bits of dtype dt to a new device tensor.
@@ -268,7 +292,7 @@ func (r *DeviceResult) usable() error {
 		return &DataError{Arg: "result", Reason: "device result is nil"}
 	}
 	if r.lse == nil {
-		return &DataError{Arg: "result", Reason: "a zero DeviceResult (not made by a Device's Forward or UploadResult)"}
+		return &DataError{Arg: "result", Reason: "a zero DeviceResult (not made by a Device's Forward or UploadResultAs)"}
 	}
 	return r.Out.usable("result", nil)
 }

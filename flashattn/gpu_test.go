@@ -29,6 +29,38 @@ func openGPU(t testing.TB) *flashattn.Device {
 	return dev
 }
 
+// modOptions ask for a window: the calls with score modifiers, whose head
+// dims SupportedHeadDims lists with them.
+var modOptions = &flashattn.Options{Window: &flashattn.Window{Left: 0, Right: -1}}
+
+// forwardKernel is the kernel Forward runs for fp16 dims (causal or not).
+func forwardKernel(dev *flashattn.Device, dims flashattn.Dims, causal bool) (flashattn.KernelInfo, error) {
+	s, err := forwardStats(dev, dims, causal)
+	return s.KernelInfo, err
+}
+
+// forwardStats is forwardKernel with the kernel's stats on the device.
+func forwardStats(dev *flashattn.Device, dims flashattn.Dims, causal bool) (flashattn.KernelStats, error) {
+	ks, err := dev.Kernels(flashattn.OpForward, dims, flashattn.FP16, &flashattn.Options{Causal: causal})
+	if err != nil {
+		return flashattn.KernelStats{}, err
+	}
+	return ks[0], nil
+}
+
+// backwardKernels are the kernels Backward runs for fp16 dims with o.
+func backwardKernels(dev *flashattn.Device, dims flashattn.Dims, o *flashattn.Options) ([]flashattn.KernelInfo, error) {
+	ks, err := dev.Kernels(flashattn.OpBackward, dims, flashattn.FP16, o)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]flashattn.KernelInfo, len(ks))
+	for i, k := range ks {
+		out[i] = k.KernelInfo
+	}
+	return out, nil
+}
+
 func hasGPU() bool {
 	_, err := flashattn.Devices()
 	return err == nil
@@ -97,22 +129,22 @@ func TestGPUAutoAndReasons(t *testing.T) {
 	// Auto falls back for it and says why, GPU refuses.
 	var ue *flashattn.UnsupportedError
 	big := flashattn.Random(flashattn.Shape{B: 1, N: 9, H: 1, D: 256}, 3)
-	if gpu := openGPU(t); slices.Contains(gpu.HeadDims(), 256) {
+	if gpu := openGPU(t); slices.Contains(gpu.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil), 256) {
 		rb, err := flashattn.Forward(big, big, big, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, det := range []bool{false, true} {
-			hasBwd := slices.Contains(gpu.BackwardHeadDims(), 256)
+			hasBwd := slices.Contains(gpu.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil), 256)
 			if det {
-				hasBwd = slices.Contains(gpu.DeterministicBackwardHeadDims(), 256)
+				hasBwd = slices.Contains(gpu.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, &flashattn.Options{Deterministic: true}), 256)
 			}
 			gb, err := flashattn.Backward(big, big, big, rb.Out, rb.Out, rb.LSE, &flashattn.Options{Deterministic: det})
 			if err != nil {
 				t.Fatal(err)
 			}
 			onGPU, want := hasBwd, map[bool]string{false: "fa2_bwd_dkdvq_", true: "fa2_bwd_dkdvqdet_"}[det]
-			if slices.Contains(gpu.RawBackwardHeadDims(), 256) {
+			if slices.Contains(gpu.SupportedHeadDims(flashattn.OpRawBackward, flashattn.FP16, nil), 256) {
 				want = "fa2_bwd_dkdv_sm75_d256" // Turing's three kernels, deterministic either way
 			}
 			if rb.Backend != flashattn.GPU || (gb.Backend == flashattn.GPU) != onGPU ||
@@ -141,7 +173,7 @@ func TestGPUAutoAndReasons(t *testing.T) {
 
 func TestGPUDeviceErrors(t *testing.T) {
 	dev := openGPU(t)
-	if _, err := dev.Kernel(flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 40}, false); err == nil {
+	if _, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 40}, false); err == nil {
 		t.Fatal("Kernel for D=40 succeeded")
 	} else if ue := (*flashattn.UnsupportedError)(nil); !errors.As(err, &ue) || ue.Feature != "head dim" {
 		t.Fatalf("Kernel for D=40: %v, want *UnsupportedError for the head dim", err)
@@ -168,7 +200,7 @@ func TestGPUDeviceErrors(t *testing.T) {
 	if _, err := dev.Forward(q, kGQA, kGQA, nil); !errors.As(err, &se) {
 		t.Fatalf("Hq not a multiple of Hkv: %v, want *ShapeError", err)
 	}
-	if _, err := dev.UploadFP16(flashattn.Shape{B: 1, N: 2, H: 1, D: 64}, make([]uint16, 5)); err == nil {
+	if _, err := dev.UploadBits(flashattn.Shape{B: 1, N: 2, H: 1, D: 64}, flashattn.FP16, make([]uint16, 5)); err == nil {
 		t.Fatal("UploadFP16 with too few values succeeded")
 	}
 	if err := kBad.Free(); err != nil {
@@ -235,7 +267,7 @@ func TestGPUCloseFreesMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := flashattn.Shape{B: 4, N: 4096, H: 16, D: 128} // 64 MiB of fp16
-	q, err := dev.UploadFP16(s, make([]uint16, s.Numel()))
+	q, err := dev.UploadBits(s, flashattn.FP16, make([]uint16, s.Numel()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +430,7 @@ func TestGPUBackwardDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := dev.BackwardKernels(d, true) // the three kernels, or the single pass where its row fits
+	want, err := backwardKernels(dev, d, &flashattn.Options{Causal: true}) // the three kernels, or the single pass where its row fits
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,33 +488,33 @@ func TestGPUBackwardDevice(t *testing.T) {
 	// never the three kernels, which it has on Turing alone.
 	big := flashattn.Dims{B: 1, Nq: 8, Nk: 8, Hq: 1, Hkv: 1, D: 256}
 	var ue *flashattn.UnsupportedError
-	if slices.Contains(dev.RawBackwardHeadDims(), 256) {
+	if slices.Contains(dev.SupportedHeadDims(flashattn.OpRawBackward, flashattn.FP16, nil), 256) {
 		for _, det := range []bool{false, true} {
-			ks, err := dev.BackwardKernels(big, false)
+			ks, err := backwardKernels(dev, big, &flashattn.Options{Causal: false})
 			if det {
-				ks, err = dev.BackwardKernelsDeterministic(big, false)
+				ks, err = backwardKernels(dev, big, &flashattn.Options{Causal: false, Deterministic: true})
 			}
 			if err != nil || len(ks) != 3 || ks[1].Symbol != "fa2_bwd_dkdv_sm75_d256" || ks[2].Symbol != "fa2_bwd_dq_sm75_d256" {
 				t.Errorf("Turing, D=256, deterministic %v: %+v, %v; want the three kernels", det, ks, err)
 			}
 		}
-	} else if slices.Contains(dev.HeadDims(), 256) {
-		if ks, err := dev.BackwardKernels(big, false); slices.Contains(dev.BackwardHeadDims(), 256) {
+	} else if slices.Contains(dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil), 256) {
+		if ks, err := backwardKernels(dev, big, &flashattn.Options{Causal: false}); slices.Contains(dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil), 256) {
 			if err != nil || len(ks) != 3 || ks[1].Pass != "bwd_dkdvq" || !strings.HasSuffix(ks[1].Symbol, "_d256_large") {
 				t.Errorf("BackwardKernels(D=256): %+v, %v; want the large single pass", ks, err)
 			}
-			if _, err := dev.BenchBackward(big, nil, 0, 1); err != nil {
+			if _, err := dev.Bench(flashattn.OpBackward, big, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 1}); err != nil {
 				t.Errorf("BenchBackward(D=256): %v", err)
 			}
 		} else if !errors.As(err, &ue) {
 			t.Errorf("BackwardKernels(D=256): %v, want *UnsupportedError", err)
 		}
 		// With Deterministic: the ordered twin where it fits, else none (no three kernels).
-		if ks, err := dev.BackwardKernelsDeterministic(big, false); slices.Contains(dev.DeterministicBackwardHeadDims(), 256) {
+		if ks, err := backwardKernels(dev, big, &flashattn.Options{Causal: false, Deterministic: true}); slices.Contains(dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, &flashattn.Options{Deterministic: true}), 256) {
 			if err != nil || len(ks) != 3 || ks[1].Pass != "bwd_dkdvqdet" || !strings.HasSuffix(ks[1].Symbol, "_d256_large") {
 				t.Errorf("BackwardKernelsDeterministic(D=256): %+v, %v; want the large ordered single pass", ks, err)
 			}
-			if _, err := dev.BenchBackward(big, &flashattn.Options{Deterministic: true}, 0, 1); err != nil {
+			if _, err := dev.Bench(flashattn.OpBackward, big, flashattn.FP16, &flashattn.Options{Deterministic: true}, flashattn.BenchConfig{Warmup: 0, Reps: 1}); err != nil {
 				t.Errorf("BenchBackward(D=256, deterministic): %v", err)
 			}
 		} else if !errors.As(err, &ue) {
@@ -539,11 +571,11 @@ func TestGPUBackwardFreesMemory(t *testing.T) {
 func TestGPUBackwardPaths(t *testing.T) {
 	dev := openGPU(t)
 	d := flashattn.Dims{B: 2, Nq: 130, Nk: 77, Hq: 4, Hkv: 2, D: 128}
-	def, err := dev.BackwardKernels(d, true)
+	def, err := backwardKernels(dev, d, &flashattn.Options{Causal: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	det, err := dev.BackwardKernelsDeterministic(d, true)
+	det, err := backwardKernels(dev, d, &flashattn.Options{Causal: true, Deterministic: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +609,7 @@ func TestGPUBackwardPaths(t *testing.T) {
 	}
 	t.Logf("sm_%d path, D %d: default %v, deterministic %v", def[0].Path, d.D, passes(def), passes(det))
 	for _, o := range []*flashattn.Options{{Causal: true}, {Causal: true, Deterministic: true}} {
-		r, err := dev.BenchBackward(d, o, 0, 1)
+		r, err := dev.Bench(flashattn.OpBackward, d, flashattn.FP16, o, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -594,11 +626,11 @@ func TestGPUBackwardPaths(t *testing.T) {
 		}
 		// Forward+backward as one timed call: the forward kernel, then the
 		// same backward; the forward's LSE is extra too; FLOPs 3.5x the forward's.
-		fb, err := dev.BenchForwardBackward(d, o, 0, 2)
+		fb, err := dev.Bench(flashattn.OpForwardBackward, d, flashattn.FP16, o, flashattn.BenchConfig{Warmup: 0, Reps: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fk, err := dev.Kernel(d, true)
+		fk, err := forwardKernel(dev, d, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -612,7 +644,7 @@ func TestGPUBackwardPaths(t *testing.T) {
 			continue // no bf16 kernels on the Turing path
 		}
 		// bf16 takes the same path choice, on its own kernels, with the same extra bytes.
-		rb, err := dev.BenchBackwardBF16(d, o, 0, 1)
+		rb, err := dev.Bench(flashattn.OpBackward, d, flashattn.BF16, o, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -653,7 +685,7 @@ func TestGPUBackwardPaths(t *testing.T) {
 func TestGPUBenchBackward(t *testing.T) {
 	dev := openGPU(t)
 	d := flashattn.Dims{B: 1, Nq: 300, Nk: 200, Hq: 4, Hkv: 1, D: 96}
-	r, err := dev.BenchBackward(d, &flashattn.Options{Causal: true}, 1, 3)
+	r, err := dev.Bench(flashattn.OpBackward, d, flashattn.FP16, &flashattn.Options{Causal: true}, flashattn.BenchConfig{Warmup: 1, Reps: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,7 +693,7 @@ func TestGPUBenchBackward(t *testing.T) {
 		r.ExtraBytes != 4*int64(d.LSELen()) || math.Abs(r.TFLOPS*r.MedianMs*1e9-2.5*d.FLOPs(true)) > 1e-6*d.FLOPs(true) {
 		t.Fatalf("BenchBackward: %+v", r)
 	}
-	if _, err := dev.BenchBackward(d, nil, 0, 0); err == nil {
+	if _, err := dev.Bench(flashattn.OpBackward, d, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 0}); err == nil {
 		t.Error("reps 0 accepted")
 	}
 }
@@ -698,7 +730,7 @@ func TestGPUBenchLaunchCost(t *testing.T) {
 func TestGPUOutOfMemory(t *testing.T) {
 	dev := openGPU(t)
 	d := flashattn.Dims{B: 127, Nq: 1 << 20, Nk: 1 << 20, Hq: 16, Hkv: 16, D: 64}
-	_, err := dev.BenchForward(d, nil, 0, 1)
+	_, err := dev.Bench(flashattn.OpForward, d, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 0, Reps: 1})
 	if !errors.Is(err, flashattn.ErrOutOfMemory) {
 		t.Fatalf("BenchForward(%+v): %v, want an error wrapping ErrOutOfMemory", d, err)
 	}

@@ -2,7 +2,6 @@ package flashattn
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/goflash/goflash/internal/cuda"
 )
@@ -34,35 +33,9 @@ func (d *Device) ForwardVarlen(q, k, v *DeviceTensor, vl Varlen, o *Options) (*D
 	return d.forward(p, q, k, v)
 }
 
-// ForwardVarlenHost is ForwardVarlen for host tensors, as
-// flashattn.ForwardVarlen with the GPU backend runs it, but on this device
-// (with its kernel path, see ForcePath): upload (fp16), one varlen launch,
-// download. All device memory is freed on return; Result.Reason names the
-// device and the kernel.
-func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Result, error) {
-	if d == nil {
-		return nil, ErrDeviceClosed
-	}
-	c, err := resolveVarlen(q, k, v, vl, o)
-	if err != nil {
-		return nil, err
-	}
-	dm := c.p.Dims
-	if err := reserve(fmt.Sprintf("ForwardVarlen of %+v in %d sequences on %s", dm, vl.Seqs(), GPU),
-		floats(dm.QShape().Numel(), dm.LSELen())+varlenHostBytes(c, false)); err != nil {
-		return nil, err
-	}
-	out, lse := newOutput(dm.QShape()), newBuffer(dm.LSELen())
-	kern, err := d.forwardHost(c.p, q, k, v, out, lse)
-	if err != nil {
-		return nil, err
-	}
-	return &Result{Dims: dm, Out: out, LSE: lse, Backend: GPU, Reason: d.reason(kern)}, nil
-}
-
 // BackwardVarlen is flashattn.BackwardVarlen on device tensors: q, k, v and
 // dOut packed as vl describes (as ForwardVarlen's), fwd the result of
-// ForwardVarlen on them (or of UploadResult: an LSE of (1, Hq, total_q)),
+// ForwardVarlen on them (or of UploadResultAs: an LSE of (1, Hq, total_q)),
 // all fp16 or all bf16 (the sm_80 path). Three launches run every sequence:
 // the three-kernel backward's pre (Di), dK/dV and dQ kernels with the
 // varlen flag (KernelInfo.Pass "bwd_pre_varlen", "bwd_dkdv_varlen",
@@ -71,7 +44,8 @@ func (d *Device) ForwardVarlenHost(q, k, v *Tensor, vl Varlen, o *Options) (*Res
 // (256: the single pass alone) runs the varlen pre, the modified single pass
 // ("bwd_dkdvq_mod", which takes the packed sequences, modifiers or not; dQ
 // summed with atomics, so its last bits may differ between calls) and its
-// convert kernel, where that fits the device (Device.ModBackwardHeadDims);
+// convert kernel, where that fits the device (Device.SupportedHeadDims of
+// OpVarlenBackward);
 // with Options.Deterministic its ordered twin ("bwd_dkdvqdet_mod": the dQ
 // additions in a fixed order, so bit-reproducible), on every sm_80+ part.
 // Where neither fits (Turing) the head dim is an *UnsupportedError. The options used are Causal (bottom-right
@@ -109,42 +83,6 @@ func (d *Device) BackwardVarlen(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *
 	}
 	defer d.mu.Unlock()
 	return d.backward(c.p, q, k, v, fwd, dOut)
-}
-
-// BackwardVarlenHost is BackwardVarlen for host tensors, as
-// flashattn.BackwardVarlen with the GPU backend runs it, but on this device
-// (with its kernel path, see ForcePath): upload (fp16), the three varlen
-// launches, download. All device memory is freed on return; Grads.Reason
-// names the device and the kernels.
-func (d *Device) BackwardVarlenHost(q, k, v, out, dOut *Tensor, lse []float32, vl Varlen, o *Options) (*Grads, error) {
-	if d == nil {
-		return nil, ErrDeviceClosed
-	}
-	c, err := resolveVarlen(q, k, v, vl, o)
-	if err != nil {
-		return nil, err
-	}
-	dm := c.p.Dims
-	if err := checkOutputs(dm, out, dOut); err != nil {
-		return nil, err
-	}
-	if _, err := dm.checkLSE(lse); err != nil {
-		return nil, err
-	}
-	if _, err := c.seqLSEs(lse); err != nil {
-		return nil, err
-	}
-	if err := reserve(fmt.Sprintf("BackwardVarlen of %+v in %d sequences on %s", dm, vl.Seqs(), GPU),
-		floats(dm.QShape().Numel(), 2*dm.KVShape().Numel())+varlenHostBytes(c, true)); err != nil {
-		return nil, err
-	}
-	g := &Grads{DQ: newOutput(dm.QShape()), DK: newOutput(dm.KVShape()), DV: newOutput(dm.KVShape()), Backend: GPU}
-	ks, err := d.backwardHost(c.p, q, k, v, out, dOut, lse, g.DQ, g.DK, g.DV)
-	if err != nil {
-		return nil, err
-	}
-	g.Reason = d.reason(ks...)
-	return g, nil
 }
 
 // varlenCuLens is vl's cumulative lengths as the varlen kernels read
@@ -199,98 +137,6 @@ func cuPtrs(cu *cuda.Buffer, seqs int) (q, k uint64) {
 		return 0, 0
 	}
 	return cu.Ptr(), cu.Ptr() + 4*uint64(seqs+1)
-}
-
-// VarlenBenchResult is BenchVarlen's timing of one batch of sequences,
-// packed (Device.ForwardVarlen) and padded to the longest (Forward on
-// (Seqs, max length, H, D)), or BenchVarlenBackward's (BackwardVarlen and
-// Backward). The TFLOPS of both count the real tokens only: the sum over
-// sequences of Dims.FLOPs (BackwardFLOPs) of each alone.
-type VarlenBenchResult struct {
-	Lens           []int
-	Varlen, Padded BenchResult
-	// PaddedAllTFLOPS is the padded call's rate counting the padding's
-	// FLOPs too (Dims.FLOPs of the padded batch): its kernel's own rate.
-	PaddedAllTFLOPS float64
-	// Bytes is the device memory of one call: q, k, v, O and its
-	// ExtraBytes (the LSE; varlen: and the cumulative lengths); for the
-	// backward q, k, v, O, the LSE, dO, dQ, dK, dV and its ExtraBytes (Di,
-	// the single pass's dQ accumulator; varlen: the cumulative lengths).
-	VarlenBytes, PaddedBytes int64
-}
-
-// BenchVarlen times the varlen forward on sequences of lengths lens (each
-// its own Nq = Nk) with hq, hkv heads of head dim dh, and the padded forward
-// of the same batch, on random fp16 data: warmup untimed calls, then reps
-// calls each timed with CUDA events, as BenchForward. o (its mask, scale
-// and score modifiers) applies to both calls. All device memory is freed
-// on return.
-func (d *Device) BenchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, reps int) (VarlenBenchResult, error) {
-	return d.benchVarlen(lens, hq, hkv, dh, o, warmup, reps, false)
-}
-
-// BenchVarlenBackward is BenchVarlen for the backward: the varlen backward
-// (Device.BackwardVarlen's three kernels) beside Backward on the padded
-// batch (its default path: at D128 on sm_80+ the single pass), each after
-// one untimed forward of its own.
-func (d *Device) BenchVarlenBackward(lens []int, hq, hkv, dh int, o *Options, warmup, reps int) (VarlenBenchResult, error) {
-	return d.benchVarlen(lens, hq, hkv, dh, o, warmup, reps, true)
-}
-
-func (d *Device) benchVarlen(lens []int, hq, hkv, dh int, o *Options, warmup, reps int, backward bool) (VarlenBenchResult, error) {
-	if reps < 1 || warmup < 0 {
-		return VarlenBenchResult{}, &OptionError{Option: "reps/warmup", Value: fmt.Sprint(reps, warmup), Reason: "want reps >= 1, warmup >= 0"}
-	}
-	if len(lens) == 0 || slices.Min(lens) < 1 {
-		return VarlenBenchResult{}, &OptionError{Option: "lens", Value: fmt.Sprint(lens), Reason: "want at least one sequence, each of at least one token"}
-	}
-	cu := []int{0}
-	var flops float64
-	for _, n := range lens {
-		cu = append(cu, cu[len(cu)-1]+n)
-		seq := Dims{B: 1, Nq: n, Nk: n, Hq: hq, Hkv: hkv, D: dh}
-		if backward {
-			flops += seq.BackwardFLOPs(o != nil && o.Causal)
-		} else {
-			flops += seq.FLOPs(o != nil && o.Causal)
-		}
-	}
-	vl := Varlen{CuSeqlensQ: cu, CuSeqlensK: cu}
-	packed := Dims{B: 1, Nq: cu[len(lens)], Nk: cu[len(lens)], Hq: hq, Hkv: hkv, D: dh}
-	if err := packed.Validate(); err != nil {
-		return VarlenBenchResult{}, err
-	}
-	p, err := o.resolve(packed)
-	if err != nil {
-		return VarlenBenchResult{}, err
-	}
-	p.entry, p.varlen = varlenEntry, &vl
-	r := VarlenBenchResult{Lens: lens}
-	pass := passFwd
-	if backward {
-		pass = passBwd
-	}
-	if r.Varlen, err = d.benchProblem(p, FP16, warmup, reps, pass); err != nil {
-		return VarlenBenchResult{}, err
-	}
-	padded := Dims{B: len(lens), Nq: slices.Max(lens), Nk: slices.Max(lens), Hq: hq, Hkv: hkv, D: dh}
-	if r.Padded, err = d.bench(padded, FP16, o, warmup, reps, pass); err != nil {
-		return VarlenBenchResult{}, err
-	}
-	r.PaddedAllTFLOPS = r.Padded.TFLOPS
-	for _, x := range []struct {
-		b     *BenchResult
-		bytes *int64
-	}{{&r.Varlen, &r.VarlenBytes}, {&r.Padded, &r.PaddedBytes}} {
-		x.b.TFLOPS = flops / (x.b.MedianMs * 1e-3) / 1e12
-		x.b.PeakTFLOPS = flops / (x.b.MinMs * 1e-3) / 1e12
-		dm := x.b.Dims
-		*x.bytes = int64(FP16.Size())*int64(2*dm.QShape().Numel()+2*dm.KVShape().Numel()) + x.b.ExtraBytes
-		if backward { // and the forward's LSE, dO, dQ, dK, dV
-			*x.bytes += int64(dm.LSEBytes()) + int64(FP16.Size())*int64(2*dm.QShape().Numel()+2*dm.KVShape().Numel())
-		}
-	}
-	return r, nil
 }
 
 // varlenDeviceBatch is varlenBatch for device tensors (nil ones are left to

@@ -29,15 +29,15 @@ func TestGPUVarlenConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run("path"+itoa(path), func(t *testing.T) {
-			if got, want := dev.PackedModHeadDims(flashattn.FP16), dev.HeadDims(); !slices.Equal(got, want) {
+			if got, want := dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.FP16, modOptions), dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil); !slices.Equal(got, want) {
 				t.Errorf("PackedModHeadDims(FP16) = %v, want every head dim of the path, %v", got, want)
 			}
 			sm := "_sm80_"
 			if path == 75 || dev.Info().Arch() < 80 {
 				sm = "_sm75_"
 			}
-			b := attntest.Backend{Name: "gpu-varlen-path" + itoa(path), Precision: attntest.FP16, Plain: true, HeadDims: dev.HeadDims(),
-				ModsVarlen: dev.PackedModHeadDims(flashattn.FP16), VarlenBackward: dev.ModBackwardHeadDims(flashattn.FP16),
+			b := attntest.Backend{Name: "gpu-varlen-path" + itoa(path), Precision: attntest.FP16, Plain: true, HeadDims: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil),
+				ModsVarlen: dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.FP16, modOptions), VarlenBackward: dev.SupportedHeadDims(flashattn.OpVarlenBackward, flashattn.FP16, nil),
 				ForwardVarlen: func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error) {
 					res, err := dev.ForwardVarlenHost(q, k, v, vl, o)
 					if want := varlenForwardSuffix(o); err == nil && (!strings.Contains(res.Reason, want) || !strings.Contains(res.Reason, sm)) {
@@ -123,13 +123,13 @@ func TestGPUVarlenBF16(t *testing.T) {
 	if dev.Info().Arch() < 80 {
 		t.Skip("bf16 needs sm_80")
 	}
-	if got, want := dev.PackedModHeadDims(flashattn.BF16), dev.HeadDims(); !slices.Equal(got, want) {
+	if got, want := dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.BF16, modOptions), dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil); !slices.Equal(got, want) {
 		t.Errorf("PackedModHeadDims(BF16) = %v, want every head dim of the path, %v", got, want)
 	}
 	for _, det := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "deterministic"}[det], func(t *testing.T) {
-			b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.HeadDims(),
-				ModsVarlen: dev.PackedModHeadDims(flashattn.BF16), VarlenBackward: dev.ModBackwardHeadDims(flashattn.BF16),
+			b := attntest.Backend{Name: "gpu-varlen-bf16", Precision: attntest.BF16, Plain: true, HeadDims: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil),
+				ModsVarlen: dev.SupportedHeadDims(flashattn.OpVarlenForward, flashattn.BF16, modOptions), VarlenBackward: dev.SupportedHeadDims(flashattn.OpVarlenBackward, flashattn.BF16, nil),
 				ForwardVarlen: bf16ForwardVarlenHost(dev), BackwardVarlen: bf16BackwardVarlenHost(dev)}
 			if det {
 				b.Name, b.BackwardVarlen = b.Name+"-deterministic", withDeterministicVarlen(b.BackwardVarlen)
@@ -230,7 +230,7 @@ func withDeterministicVarlen(bwd func(q, k, v, out, dOut *flashattn.Tensor, lse 
 // conformance runs, TestGPUVarlenBF16).
 func TestGPUVarlenDeterministicRepeats(t *testing.T) {
 	dev := openGPU(t)
-	if !slices.Contains(dev.ModBackwardHeadDims(flashattn.FP16), 256) {
+	if !slices.Contains(dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, modOptions), 256) {
 		t.Skipf("%s runs no D 256 backward", dev.Info())
 	}
 	type fwdFn = func(q, k, v *flashattn.Tensor, vl flashattn.Varlen, o *flashattn.Options) (*flashattn.Result, error)
@@ -345,8 +345,8 @@ func TestGPUVarlenErrors(t *testing.T) {
 	if err := g.Free(); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(dev.HeadDims(), 256) { // no three-kernel row at D256: the modified single pass, where it fits
-		runs := slices.Contains(dev.ModBackwardHeadDims(flashattn.FP16), 256)
+	if slices.Contains(dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil), 256) { // no three-kernel row at D256: the modified single pass, where it fits
+		runs := slices.Contains(dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, modOptions), 256)
 		c.D = 256
 		q, k, v, dO := c.Inputs()
 		// The D256 modified forward takes packed sequences too (the suite

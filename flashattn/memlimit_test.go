@@ -137,10 +137,10 @@ func TestNilDevice(t *testing.T) {
 	if _, err := d.Forward(nil, nil, nil, nil); !errors.Is(err, ErrDeviceClosed) {
 		t.Errorf("nil Forward: %v", err)
 	}
-	if _, err := d.Kernel(Dims{1, 1, 1, 1, 1, 64}, false); !errors.Is(err, ErrDeviceClosed) {
+	if _, err := d.Kernels(OpForward, Dims{1, 1, 1, 1, 1, 64}, FP16, nil); !errors.Is(err, ErrDeviceClosed) {
 		t.Errorf("nil Kernel: %v", err)
 	}
-	if d.Info().Name != "" || d.HeadDims() != nil || d.BackwardHeadDims() != nil || d.ForcePath(75) == nil || d.Rung() != len(Ladder()) {
+	if d.Info().Name != "" || d.SupportedHeadDims(OpForward, FP16, nil) != nil || d.SupportedHeadDims(OpBackward, FP16, nil) != nil || d.ForcePath(75) == nil || d.Rung() != len(Ladder()) {
 		t.Error("nil Info/HeadDims/ForcePath/Rung")
 	}
 }

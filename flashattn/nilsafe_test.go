@@ -35,6 +35,10 @@ func plausible(t reflect.Type) reflect.Value {
 		v = 1
 	case reflect.TypeFor[flashattn.DType]():
 		v = flashattn.FP16
+	case reflect.TypeFor[flashattn.Op]():
+		v = flashattn.OpForwardBackward
+	case reflect.TypeFor[flashattn.BenchConfig]():
+		v = flashattn.BenchConfig{Reps: 1}
 	case reflect.TypeFor[*flashattn.DeviceTensor]():
 		v = &flashattn.DeviceTensor{}
 	case reflect.TypeFor[*flashattn.DeviceResult]():
@@ -162,6 +166,23 @@ func TestZeroReceiversRefuse(t *testing.T) {
 		}, isClosed},
 		{"zero Device Upload", func() error { _, err := (&flashattn.Device{}).Upload(q); return err }, isClosed},
 		{"zero Device NewStream", func() error { _, err := (&flashattn.Device{}).NewStream(); return err }, isClosed},
+		{"zero Device UploadAs", func() error { _, err := (&flashattn.Device{}).UploadAs(q, flashattn.BF16); return err }, isClosed},
+		{"zero Device Kernels", func() error {
+			_, err := (&flashattn.Device{}).Kernels(flashattn.OpForward, d, flashattn.FP16, nil)
+			return err
+		}, isClosed},
+		{"nil *Device Bench", func() error {
+			_, err := (*flashattn.Device)(nil).Bench(flashattn.OpBackward, d, flashattn.FP16, nil, flashattn.BenchConfig{Reps: 1})
+			return err
+		}, isClosed},
+		{"zero Device ForwardVarlenHost", func() error {
+			_, err := (&flashattn.Device{}).ForwardVarlenHost(q, k, v, flashattn.Varlen{CuSeqlensQ: []int{0, d.Nq}, CuSeqlensK: []int{0, d.Nk}}, nil)
+			return err
+		}, isClosed},
+		{"nil *Device ForwardKVCacheHost", func() error {
+			_, err := (*flashattn.Device)(nil).ForwardKVCacheHost(q, k, v, flashattn.KVCache{SeqLens: []int{d.Nk}}, nil)
+			return err
+		}, isClosed},
 		{"zero Device Close", func() error { return (&flashattn.Device{}).Close() }, nil},
 		{"zero Device Close twice", func() error { dev := &flashattn.Device{}; _ = dev.Close(); return dev.Close() }, nil},
 		{"nil *DeviceTensor Download", func() error { _, err := (*flashattn.DeviceTensor)(nil).Download(); return err }, isDataError},

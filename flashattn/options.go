@@ -67,7 +67,7 @@ type Options struct {
 	Scale float64
 	// Deterministic asks for bit-reproducible results. It matters for the
 	// GPU backward on the sm_80 path at the head dims with a single-pass
-	// kernel (D 64, 128 and 256; Device.BackwardKernels lists what runs): by default
+	// kernel (D 64, 128 and 256; Device.Kernels of OpBackward lists what runs): by default
 	// that runs FA2's single pass, which adds dQ with float32 atomics in no
 	// fixed order, so dQ may differ in its last bits from call to call;
 	// Deterministic runs, where the device runs a large single-pass tile

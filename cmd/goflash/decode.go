@@ -63,13 +63,13 @@ func decodePlanOpts(o *benchOpts) error {
 	return nil
 }
 
-// benchDecode times one decode case on the GPU (flashattn's BenchKVCache),
+// benchDecode times one decode case on the GPU (flashattn's Bench of OpKVCache),
 // with mods' score modifiers; its TB/s counts the bytes the kernel reads
 // (a window's entries, not the whole cache).
 func (g *cudaGPU) benchDecode(c Case, row Row, mods scoreMods, warmup, reps int) Row {
 	opts := &flashattn.Options{Causal: c.Causal}
 	mods.apply(opts, c.Dims.Hq)
-	r, err := g.dev.BenchKVCache(c.Dims, c.Page, opts, warmup, reps)
+	r, err := g.dev.Bench(flashattn.OpKVCache, c.Dims, flashattn.FP16, opts, flashattn.BenchConfig{Warmup: warmup, Reps: reps, PageSize: c.Page})
 	if err != nil {
 		return failed(row, err)
 	}

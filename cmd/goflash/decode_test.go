@@ -138,7 +138,7 @@ func TestBenchDecode(t *testing.T) {
 // the padded one's (rates on real tokens, memory), and its first line and
 // --json name the date, commit and partial state.
 func TestPrintVarlen(t *testing.T) {
-	runs := []varlenRun{{D: 128, Hq: 16, Hkv: 16, Causal: true, Result: flashattn.VarlenBenchResult{
+	runs := []varlenRun{{D: 128, Hq: 16, Hkv: 16, Causal: true, Result: varlenResult{
 		Varlen: flashattn.BenchResult{MedianMs: 2, TFLOPS: 300}, Padded: flashattn.BenchResult{MedianMs: 5, TFLOPS: 120},
 		PaddedAllTFLOPS: 400, VarlenBytes: 3e8, PaddedBytes: 6e8}}}
 	meta := Meta{Date: "2026-12-05T00:00:00Z", Commit: "abc", Partial: true}
@@ -161,5 +161,32 @@ func TestPrintVarlen(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(b.String()), &doc); err != nil || doc.Meta.Commit != "abc" || !doc.Meta.Partial || len(doc.Runs) != 1 {
 		t.Errorf("--json: %v, %+v", err, doc)
+	}
+}
+
+// TestCompareVarlen: the padded call's rate is counted on the packed call's
+// FLOPs (the real tokens'), its own kept as PaddedAllTFLOPS, and each
+// call's memory is its tensors (the backward's nine) and ExtraBytes.
+func TestCompareVarlen(t *testing.T) {
+	packedDims := flashattn.Dims{B: 1, Nq: 400, Nk: 400, Hq: 2, Hkv: 1, D: 64}
+	paddedDims := flashattn.Dims{B: 2, Nq: 300, Nk: 300, Hq: 2, Hkv: 1, D: 64}
+	for _, backward := range []bool{false, true} {
+		packed := flashattn.BenchResult{Dims: packedDims, Backward: backward, MedianMs: 2, MinMs: 1, TFLOPS: 300, ExtraBytes: 1000}
+		padded := flashattn.BenchResult{Dims: paddedDims, Backward: backward, MedianMs: 5, MinMs: 4, TFLOPS: 200, ExtraBytes: 3000}
+		r := compareVarlen([]int{100, 300}, packed, padded)
+		// 300 TFLOP/s over 2 ms is 6e11 FLOPs: 120 TFLOP/s over 5 ms, 150 over 4.
+		if r.Padded.TFLOPS != 120 || r.Padded.PeakTFLOPS != 150 || r.PaddedAllTFLOPS != 200 || r.Varlen.TFLOPS != 300 {
+			t.Errorf("backward %v: padded %.6g (peak %.6g, all tokens %.6g), varlen %.6g TFLOP/s", backward,
+				r.Padded.TFLOPS, r.Padded.PeakTFLOPS, r.PaddedAllTFLOPS, r.Varlen.TFLOPS)
+		}
+		tensors := func(d flashattn.Dims) int64 { return 2 * int64(2*d.QShape().Numel()+2*d.KVShape().Numel()) }
+		wantVarlen, wantPadded := tensors(packedDims)+1000, tensors(paddedDims)+3000
+		if backward {
+			wantVarlen += tensors(packedDims) + int64(packedDims.LSEBytes())
+			wantPadded += tensors(paddedDims) + int64(paddedDims.LSEBytes())
+		}
+		if r.VarlenBytes != wantVarlen || r.PaddedBytes != wantPadded {
+			t.Errorf("backward %v: %d and %d bytes, want %d and %d", backward, r.VarlenBytes, r.PaddedBytes, wantVarlen, wantPadded)
+		}
 	}
 }

@@ -121,7 +121,7 @@ func (g *cudaGPU) KernelStats(c Case) (flashattn.KernelStats, error) {
 }
 
 func (g *cudaGPU) HasBackward() (bool, string) {
-	if len(g.dev.BackwardHeadDims()) == 0 {
+	if len(g.dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil)) == 0 {
 		return false, "this device has no GPU backward kernels"
 	}
 	return true, ""
@@ -137,21 +137,17 @@ func (g *cudaGPU) Bench(c Case, dir string, path int, deterministic bool, dt fla
 	if dir == dirDecode {
 		return g.benchDecode(c, row, mods, warmup, reps)
 	}
-	bf16 := dt == flashattn.BF16
-	bench, opts := g.dev.BenchForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
-	if bf16 {
-		bench = g.dev.BenchForwardBF16
-	}
+	op, opts := flashattn.OpForward, &flashattn.Options{Causal: c.Causal, Deterministic: deterministic}
 	mods.apply(opts, d.Hq)
 	switch dir {
 	case dirBwd:
 		row.FLOPs = d.BackwardFLOPs(c.Causal)
-		bench = map[bool]func(flashattn.Dims, *flashattn.Options, int, int) (flashattn.BenchResult, error){false: g.dev.BenchBackward, true: g.dev.BenchBackwardBF16}[bf16]
+		op = flashattn.OpBackward
 	case dirFwdBwd:
 		row.FLOPs += d.BackwardFLOPs(c.Causal)
-		bench = map[bool]func(flashattn.Dims, *flashattn.Options, int, int) (flashattn.BenchResult, error){false: g.dev.BenchForwardBackward, true: g.dev.BenchForwardBackwardBF16}[bf16]
+		op = flashattn.OpForwardBackward
 	}
-	r, err := bench(d, opts, warmup, reps)
+	r, err := g.dev.Bench(op, d, dt, opts, flashattn.BenchConfig{Warmup: warmup, Reps: reps})
 	var ue *flashattn.UnsupportedError
 	if errors.As(err, &ue) {
 		row.Status, row.Reason = statusUnsupported, strings.TrimPrefix(err.Error(), "flashattn: ")
@@ -172,12 +168,15 @@ func (g *cudaGPU) Kernels(path int) ([]KernelRow, error) {
 		return nil, err
 	}
 	var out []KernelRow
-	for _, hd := range g.dev.HeadDims() {
+	for _, hd := range g.dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil) {
 		for _, causal := range []bool{false, true} {
-			k, err := g.dev.Kernel(flashattn.Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: hd}, causal)
-			kr := KernelRow{KernelInfo: k}
+			dims := flashattn.Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: hd}
+			ks, err := g.dev.Kernels(flashattn.OpForward, dims, flashattn.FP16, &flashattn.Options{Causal: causal})
+			kr := KernelRow{KernelInfo: flashattn.KernelInfo{HeadDim: hd, Causal: causal}}
 			if err != nil {
-				kr = KernelRow{KernelInfo: flashattn.KernelInfo{HeadDim: hd, Causal: causal}, Error: oneLine(err.Error())}
+				kr.Error = oneLine(err.Error())
+			} else {
+				kr.KernelInfo = ks[0].KernelInfo
 			}
 			out = append(out, kr)
 		}

@@ -12,13 +12,84 @@ import (
 )
 
 // varlenRun is one --varlen measurement: a head dim and mask over the batch
-// of --varlen lengths, packed and padded (flashattn.VarlenBenchResult).
+// of --varlen lengths, packed and padded.
 type varlenRun struct {
-	D      int                         `json:"d"`
-	Hq     int                         `json:"hq"`
-	Hkv    int                         `json:"hkv"`
-	Causal bool                        `json:"causal"`
-	Result flashattn.VarlenBenchResult `json:"result"`
+	D      int          `json:"d"`
+	Hq     int          `json:"hq"`
+	Hkv    int          `json:"hkv"`
+	Causal bool         `json:"causal"`
+	Result varlenResult `json:"result"`
+}
+
+// varlenResult is the timing of one batch of sequences, packed (the varlen
+// op) and padded to the longest (the dense op on (Seqs, max length, H,
+// D)). The TFLOPS of both count the real tokens only: the sum over
+// sequences of Dims.FLOPs (BackwardFLOPs) of each alone.
+type varlenResult struct {
+	Lens           []int
+	Varlen, Padded flashattn.BenchResult
+	// PaddedAllTFLOPS is the padded call's rate counting the padding's
+	// FLOPs too (Dims.FLOPs of the padded batch): its kernel's own rate.
+	PaddedAllTFLOPS float64
+	// VarlenBytes and PaddedBytes are the device memory of one call: q, k,
+	// v, O and its ExtraBytes (the LSE; varlen: and the cumulative
+	// lengths); for the backward q, k, v, O, the LSE, dO, dQ, dK, dV and its
+	// ExtraBytes (Di, the single pass's dQ accumulator; varlen: the
+	// cumulative lengths).
+	VarlenBytes, PaddedBytes int64
+}
+
+// benchVarlen times the fp16 batch of lens (each its own Nq = Nk) with hq,
+// hkv heads of head dim dh, packed (op: OpVarlenForward or
+// OpVarlenBackward) and padded to its longest sequence (OpForward,
+// OpBackward), o applying to both.
+func benchVarlen(dev *flashattn.Device, op flashattn.Op, lens []int, hq, hkv, dh int, o *flashattn.Options, warmup, reps int) (varlenResult, error) {
+	cu := []int{0}
+	for _, n := range lens {
+		cu = append(cu, cu[len(cu)-1]+n)
+	}
+	total, longest := cu[len(lens)], slices.Max(lens)
+	cfg := flashattn.BenchConfig{Warmup: warmup, Reps: reps}
+	packedCfg := cfg
+	packedCfg.Varlen = flashattn.Varlen{CuSeqlensQ: cu, CuSeqlensK: cu}
+	packed, err := dev.Bench(op, flashattn.Dims{B: 1, Nq: total, Nk: total, Hq: hq, Hkv: hkv, D: dh}, flashattn.FP16, o, packedCfg)
+	if err != nil {
+		return varlenResult{}, err
+	}
+	dense := flashattn.OpForward
+	if op == flashattn.OpVarlenBackward {
+		dense = flashattn.OpBackward
+	}
+	padded, err := dev.Bench(dense, flashattn.Dims{B: len(lens), Nq: longest, Nk: longest, Hq: hq, Hkv: hkv, D: dh}, flashattn.FP16, o, cfg)
+	if err != nil {
+		return varlenResult{}, err
+	}
+	return compareVarlen(lens, packed, padded), nil
+}
+
+// compareVarlen is the result of a packed call and the padded one of the
+// same batch: the padded call's rate counted on the packed call's FLOPs
+// (the real tokens'), and each call's device memory.
+func compareVarlen(lens []int, packed, padded flashattn.BenchResult) varlenResult {
+	r := varlenResult{Lens: lens, Varlen: packed, Padded: padded, PaddedAllTFLOPS: padded.TFLOPS}
+	flops := packed.TFLOPS * packed.MedianMs * 1e9 // TFLOPS is FLOPs over the median time
+	r.Padded.TFLOPS = flops / (padded.MedianMs * 1e-3) / 1e12
+	r.Padded.PeakTFLOPS = flops / (padded.MinMs * 1e-3) / 1e12
+	r.VarlenBytes, r.PaddedBytes = callBytes(packed), callBytes(padded)
+	return r
+}
+
+// callBytes is the device memory of one fp16 call r timed: q, k, v, O and
+// its ExtraBytes, and for a backward the forward's LSE, dO, dQ, dK and dV
+// too.
+func callBytes(r flashattn.BenchResult) int64 {
+	dm := r.Dims
+	tensors := int64(flashattn.FP16.Size()) * int64(2*dm.QShape().Numel()+2*dm.KVShape().Numel())
+	n := tensors + r.ExtraBytes
+	if r.Backward {
+		n += int64(dm.LSEBytes()) + tensors
+	}
+	return n
 }
 
 // runVarlenBench is goflash bench --varlen: for each --headdims and
@@ -53,9 +124,9 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 	if err := cg.Use(o.forceArch); err != nil {
 		return err
 	}
-	bench, what := cg.dev.BenchVarlen, "forward"
+	op, what := flashattn.OpVarlenForward, "forward"
 	if o.direction == "bwd" {
-		bench, what = cg.dev.BenchVarlenBackward, "backward"
+		op, what = flashattn.OpVarlenBackward, "backward"
 	}
 	reps, warmup := o.reps, o.warmup
 	if reps == 0 {
@@ -93,7 +164,7 @@ func runVarlenBench(o benchOpts, stdout io.Writer) error {
 			}
 			opts := &flashattn.Options{Causal: c, Deterministic: o.deterministic}
 			o.mods.apply(opts, hq) // --window/--softcap/--alibi: on both calls (the padded one's window on the padded lengths)
-			r, err := bench(lens, hq, hkv, d, opts, warmup, reps)
+			r, err := benchVarlen(cg.dev, op, lens, hq, hkv, d, opts, warmup, reps)
 			if err != nil {
 				return fmt.Errorf("--varlen D %d causal %v: %w", d, c, err)
 			}
