@@ -338,7 +338,7 @@ func (d *Device) sm90aKernel(pass kernels.Pass, dims Dims, causal bool) (kern *l
 	if !ok || dims.Nk <= v.SM80CausalMaxNk {
 		return nil, false, nil
 	}
-	if d.mod90 == nil {
+	if d.mods[kernels.ImageSM90A] == nil {
 		if _, err := d.module(v); err != nil {
 			// A driver that cannot load sm_90a code: the sm_80 path runs
 			// every call from now on, and results say why (reason).

@@ -53,7 +53,7 @@ func (d *Device) NewRawForward(dims Dims, dt DType, o *Options) (*RawForward, er
 	if err != nil {
 		return nil, err
 	}
-	if kern.mod != d.mod && kern.mod != d.mod90 {
+	if !d.shipped(kern.mod) {
 		// A rung compiled by LoadRungSource lives in a module of its own that
 		// ResetRungSource unloads: a plan must not outlive it.
 		return nil, &UnsupportedError{Backend: GPU, Feature: "raw plan", Value: kern.info.Symbol,
@@ -235,7 +235,7 @@ func (d *Device) NewRawBackward(dims Dims, dt DType, o *Options) (*RawBackward, 
 	if err != nil {
 		return nil, err
 	}
-	r.mod = d.mod
+	r.mod = ks[0].mod
 	return newRawBackward(r, ks), nil
 }
 

@@ -396,7 +396,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 }
 
 // Template entry for the dev harness (tuning candidates); the shipped kernels are
-// the extern "C" ones in fa2.cu.
+// the extern "C" ones in fwd.cu.
 template <class T, bool kCausal>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fwd_tpl(const FwdParams p) {
   arch_entry<T::kArch, FwdParams, fwd_kernel<T, kCausal>>(p);

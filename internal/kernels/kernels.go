@@ -1,7 +1,8 @@
-// Package kernels holds the embedded CUDA fatbin of GoFlash's FlashAttention-2
-// kernels and the table that says which kernel runs for which architecture and
-// head dimension. The CUDA sources live in kernels/ at the repository root;
-// kernels/build.sh regenerates fa2.fatbin and resources.md.
+// Package kernels holds the embedded CUDA images of GoFlash's FlashAttention-2
+// kernels, one per kernel family (Image, ImageOf), and the table that says
+// which kernel runs for which architecture and head dimension. The CUDA
+// sources live in kernels/ at the repository root; kernels/build.sh
+// regenerates the images, resources.md and table_gen.go.
 //
 // Launch contract of the forward kernels (Pass Fwd; shared with kernels/*.cuh,
 // keep both in step):
