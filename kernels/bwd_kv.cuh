@@ -438,12 +438,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
           for (int i = 0; i < T::kSMT; ++i)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-              const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
-              const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
-              st[i][j][2 * hr] = p0;
-              st[i][j][2 * hr + 1] = p1;
-              dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
-              dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
+              p_ds(st[i][j][2 * hr], p.scale_log2, l2.x, di2.x, st[i][j][2 * hr], dp[i][j][2 * hr]);  // P^T, dS^T
+              p_ds(st[i][j][2 * hr + 1], p.scale_log2, l2.y, di2.y, st[i][j][2 * hr + 1], dp[i][j][2 * hr + 1]);
             }
         }
       }
