@@ -48,16 +48,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$here"
 families="bwd fwd decode ladder" # the longest first, so that the parallel jobs end together
-sass="75 80 86 89 90"             # SASS per arch; the compute_75 and compute_80 PTX go in as well
+archs="75 80 86 89 90"            # SASS per arch; the compute_75 and compute_80 PTX go in as well
 nvcc12=$("$here/cuda12.sh")
-export tmp nvcc12 sass
+export tmp nvcc12 archs
 # job KIND ARG...: one unit of the build, its output and its log in $tmp.
 #   sass F A: family F's compute_A PTX (cicc) and its sm_A SASS (ptxas -v: the resources log).
 #     -O3, no -lineinfo (keeps the artifact free of paths), no --use_fast_math: the
 #     only approximate op the kernels need is ex2.approx, written out in mma.cuh.
 #   ptx75 F: family F's Turing kernels alone (FA2_SM75_ONLY) as compute_75 PTX, in
-#     a compressed PTX-only fatbin (every loader, cuModuleLoadData, takes it as it
-#     takes the PTX text).
+#     a compressed PTX-only fatbin (about a fifth of the text, and every loader,
+#     cuModuleLoadData, takes it as it takes the PTX text).
 #   sm90a: the Hopper forward, its own module (a fatbin image holds one arch's
 #     kernels and nvcc 11.8's fatbinary refuses sm_90a; docs/kernels.md), so the
 #     fatbins stay nvcc 11.8's alone and their sm_90 images are what ForcePath(80)
@@ -75,8 +75,11 @@ job() {
     tiles) nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles" ;;
     # fatbinary with nvcc -fatbin's own arguments, images in its order, so each
     # fa2_<family>.fatbin is byte for byte what nvcc -fatbin <family>.cu gives.
+    # -compress-all: the SASS images are compressed too (by default only the PTX),
+    # to about a quarter; the driver inflates them at cuModuleLoadData (what
+    # PyTorch's wheels do).
     pack) local ims=() a
-          for a in $sass; do
+          for a in $archs; do
             case $a in 75 | 80) ims+=("--image3=kind=ptx,sm=$a,file=$tmp/$2.$a.ptx") ;; esac
             ims+=("--image3=kind=elf,sm=$a,file=$tmp/$2.$a.cubin")
           done
@@ -89,7 +92,7 @@ export -f job
 # run_jobs: the jobs of stdin, one a line, nproc at a time; fails if any fails.
 run_jobs() { xargs -P "$(nproc)" -L 1 bash -c 'job "$@"' job; }
 {
-  for f in $families; do for a in $sass; do echo "sass $f $a"; done; done
+  for f in $families; do for a in $archs; do echo "sass $f $a"; done; done
   echo sm90a
   for f in $families; do echo "ptx75 $f"; done
   echo tiles
