@@ -3,6 +3,7 @@ package flashattn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -136,13 +137,12 @@ type Device struct {
 	path   int
 	forced bool
 	// sm90a: dense fp16 forwards, plain or with a window, softcap or ALiBi,
-	// run the Hopper kernels (Arch 90 keys, from mod90, a module of its
-	// own) on a compute capability 9.0 device
+	// run the Hopper kernels (Arch 90 keys, from the ImageSM90A module) on
+	// a compute capability 9.0 device
 	// whose driver encodes TMA tensor maps, unless ForcePath(80) or 75.
 	sm90a    bool
 	sm90aErr error // why a 9.0 device runs the sm_80 path after all (the cubin did not load), or nil
-	mod      *cuda.Module
-	mod90    *cuda.Module
+	mods     [kernels.NumImages]*cuda.Module
 	funcs    map[string]*loadedKernel
 	rung     int // a kernel-ladder rung 1-4 that Forward runs instead (UseRung); 0: the shipped kernels
 	// nvrtc: the rungs whose edited sources Forward runs (LoadRungSource, gpu_nvrtc.go).
@@ -166,7 +166,7 @@ type Device struct {
 }
 
 type loadedKernel struct {
-	mod  *cuda.Module // the module fn is in (Device.mod or mod90)
+	mod  *cuda.Module // the module fn is in (one of Device.mods)
 	fn   *cuda.Function
 	v    kernels.Variant // its row of the table
 	info KernelInfo
@@ -250,7 +250,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	err := d.ctx.Close()
-	d.funcs, d.mod, d.mod90 = nil, nil, nil
+	d.funcs, d.mods = nil, [kernels.NumImages]*cuda.Module{} // the context's destruction unloaded them
 	return err
 }
 
@@ -310,14 +310,14 @@ func (d *Device) ForcePath(path int) error {
 	if use == d.path && forced == d.forced && sm90a == d.sm90a {
 		return nil
 	}
-	for _, m := range []*cuda.Module{d.mod, d.mod90} {
+	for _, m := range d.mods {
 		if m != nil {
 			if err := m.Unload(); err != nil {
 				return err
 			}
 		}
 	}
-	d.mod, d.mod90, d.funcs = nil, nil, map[string]*loadedKernel{}
+	d.mods, d.funcs = [kernels.NumImages]*cuda.Module{}, map[string]*loadedKernel{}
 	d.path, d.forced, d.sm90a, d.sm90aErr = use, forced, sm90a, nil
 	return nil
 }
@@ -336,25 +336,36 @@ func (d *Device) planHeadDims(req func(hd int) planRequest) []int {
 	return c.headDims(req)
 }
 
-// module returns the module that holds variant v, loading it on first use:
-// the Hopper cubin for an Arch 90 row, else the fatbin (forced: the Turing
-// PTX); d.mu is held.
+// module returns the module that holds variant v, its family's image
+// (kernels.ImageOf: the Hopper cubin for an Arch 90 row), loading it into
+// d.mods on first use; forced, a family's Turing PTX instead; d.mu is held.
 func (d *Device) module(v kernels.Variant) (*cuda.Module, error) {
-	at, img, what, built := &d.mod, kernels.Fatbin, "fatbin", kernels.FatbinCUDA
-	switch {
-	case v.Arch == kernels.SM90A:
-		at, img, what, built = &d.mod90, kernels.SM90ACubin, "sm_90a cubin", kernels.SM90ACubinCUDA
-	case d.forced:
-		img, what = kernels.SM75PTX, "compute_75 PTX"
+	im, ok := kernels.ImageOf(v.Symbol)
+	if !ok {
+		return nil, fmt.Errorf("flashattn: kernel %s is in no kernel image", v.Symbol)
 	}
-	if *at == nil {
+	img, what := im.Bytes(), im.String()+" fatbin"
+	switch {
+	case im == kernels.ImageSM90A:
+		what = "sm_90a cubin"
+	case d.forced:
+		img, what = im.SM75PTX(), im.String()+" compute_75 PTX"
+	}
+	if d.mods[im] == nil {
 		m, err := d.ctx.LoadModule(img)
 		if err != nil {
-			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w%s", what, d.info, err, driverTooOld(err, d.info.DriverVersion, what, built))
+			return nil, fmt.Errorf("flashattn: loading the FA2 kernels (%s) on %s: %w%s", what, d.info, err, driverTooOld(err, d.info.DriverVersion, what, im.CUDA()))
 		}
-		*at = m
+		d.mods[im] = m
 	}
-	return *at, nil
+	return d.mods[im], nil
+}
+
+// shipped says whether m is a module the device has loaded from the
+// embedded images (ForcePath unloads them all; an NVRTC-compiled rung's
+// module is not one); d.mu is held.
+func (d *Device) shipped(m *cuda.Module) bool {
+	return m != nil && slices.Contains(d.mods[:], m)
 }
 
 // driverTooOld is what a module load's error adds when the driver may be

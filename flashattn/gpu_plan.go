@@ -569,7 +569,7 @@ func (d *Device) plan(r planRequest) (pl plan, loaded []*loadedKernel, err error
 				continue
 			}
 		}
-		if v := pl.kernels[0]; v.Arch == kernels.SM90A && d.mod90 == nil {
+		if v := pl.kernels[0]; v.Arch == kernels.SM90A && d.mods[kernels.ImageSM90A] == nil {
 			if _, err := d.module(v); err != nil {
 				// A driver that cannot load sm_90a code: the sm_80 path runs
 				// every call from now on, and results say why (reason).

@@ -492,7 +492,7 @@ func newRawPlan[P any](d *Device, dims Dims, dt DType, o *Options, why string, l
 // allocation, and that the stream is of this device's context.
 func (r *rawPlan) ready(stream uintptr, ops []rawOp) error {
 	d := r.d
-	if r.mod != d.mod && r.mod != d.mod90 {
+	if !d.shipped(r.mod) {
 		return &DataError{Arg: "plan", Reason: "the device's kernels were reloaded (ForcePath) after the plan was made: make a new one"}
 	}
 	for i := range ops {

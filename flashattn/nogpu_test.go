@@ -20,9 +20,13 @@ import (
 // as in the default build (within attntest's float32 bound of the float64
 // reference).
 func TestNoGPUBuild(t *testing.T) {
-	if kernels.Embedded || len(kernels.Fatbin) != 0 || len(kernels.SM75PTX) != 0 || len(kernels.SM90ACubin) != 0 {
-		t.Fatalf("goflash_nogpu build embeds images: Embedded %t, fatbin %d, sm75 %d, sm90a %d bytes",
-			kernels.Embedded, len(kernels.Fatbin), len(kernels.SM75PTX), len(kernels.SM90ACubin))
+	if kernels.Embedded {
+		t.Fatal("goflash_nogpu build: kernels.Embedded is true")
+	}
+	for im := range kernels.NumImages {
+		if len(im.Bytes()) != 0 || len(im.SM75PTX()) != 0 {
+			t.Fatalf("goflash_nogpu build embeds image %s: %d bytes, Turing PTX %d bytes", im.File(), len(im.Bytes()), len(im.SM75PTX()))
+		}
 	}
 	const why = "built without GPU kernels (goflash_nogpu)"
 	dev, err := flashattn.OpenDevice(0)

@@ -190,9 +190,9 @@ type rungEntry struct {
 }
 
 // rungEntries are the kernels rung's translation unit defines on path: the
-// ladder's fa2_ladder<rung>_d<D>[_causal] (fa2.cu's FA2_LADDER_KERNELS) or,
+// ladder's fa2_ladder<rung>_d<D>[_causal] (ladder.cu's FA2_LADDER_KERNELS) or,
 // for the last rung, the shipped fp16 forward of the path,
-// fa2_fwd_sm<path>_d<D>[_causal] (fa2.cu's FA2_FWD).
+// fa2_fwd_sm<path>_d<D>[_causal] (fwd.cu's FA2_FWD).
 func rungEntries(rung, path int) ([]rungEntry, error) {
 	var out []rungEntry
 	switch {
@@ -226,7 +226,7 @@ func tileName(symbol string) string { return "goflash_tile_" + symbol }
 
 // rungProgram is the translation unit of rung on path: the standard
 // headers nvcc would have included, the rung's file, and one extern "C"
-// entry per kernel, as fa2.cu defines them, with its tile beside it.
+// entry per kernel, as ladder.cu and fwd.cu define them, with its tile beside it.
 func rungProgram(rung int, es []rungEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// goflash_rung%d.cu: ladder rung %d compiled by NVRTC (flashattn.LoadRungSource).\n", rung, rung)

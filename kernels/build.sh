@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# build.sh: regenerate the committed kernel artifacts from kernels/*.cu[h]:
-#   fa2.fatbin     SASS sm_75/80/86/89/90 + PTX compute_75/compute_80, compressed (what Go embeds)
-#   fa2_sm75.fatbin  compute_75 PTX of the Turing kernels only, compressed, in a fatbin
-#                  of its own (Go loads it to force the sm_75 path through the driver's
-#                  JIT on newer GPUs)
-#   fa2_sm90a.cubin  the Hopper forward (fa2_sm90a.cu), SASS for sm_90a only, built by
-#                  the private nvcc 12.4 of cuda12.sh (wgmma and TMA need CUDA 12)
-#   resources.md   registers / stack / spills per kernel per arch, the tile table, and
-#                  the resident CTAs and warps per SM that follow from them
-#   table_gen.go   the Go Variant table, from the same traits.cuh (and ladder/ladder.cuh)
+# build.sh: regenerate the committed kernel artifacts from kernels/*.cu[h]. One
+# image per kernel family, each from its own translation unit, so that a change
+# to one family's source leaves the other families' images byte-identical:
+#   fa2_<family>.fatbin        family fwd (fwd.cu), bwd (bwd.cu), decode (decode.cu)
+#                              or ladder (ladder.cu): SASS sm_75/80/86/89/90 + PTX
+#                              compute_75/compute_80, compressed (what Go embeds)
+#   fa2_<family>_ptx75.fatbin  the family's Turing kernels alone as compressed
+#                              compute_75 PTX (Go loads it to force the sm_75 path
+#                              through the driver's JIT on newer GPUs)
+#   fa2_sm90a.cubin            the Hopper forward (fa2_sm90a.cu), SASS for sm_90a only,
+#                              built by the private nvcc 12.4 of cuda12.sh (wgmma and
+#                              TMA need CUDA 12)
+#   resources.md               registers / stack / spills per kernel per arch and the
+#                              image holding it, the tile table, and the resident CTAs
+#                              and warps per SM that follow from them
+#   table_gen.go               the Go Variant table, from the same traits.cuh (and ladder/ladder.cuh)
+# Every (family, arch) pair is its own job (cicc, then ptxas, as nvcc -fatbin runs
+# them; fatbinary then packs each family exactly as nvcc -fatbin would), and the
+# jobs run in parallel, nproc at a time.
 # Usage: kernels/build.sh [OUTDIR]   (default internal/kernels; `go generate ./internal/kernels`)
 # Deterministic: nvcc 11.8 gives byte-identical output across runs and paths, so
 # kernels/check.sh can rebuild and compare with the committed files.
@@ -38,28 +47,57 @@ nvcc --version | grep -q "release $want" || { echo "build.sh: need nvcc $want, g
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$here"
-# -O3, no -lineinfo (keeps the artifact free of paths), no --use_fast_math: the
-# only approximate op the kernels need is ex2.approx, written out in mma.cuh.
-flags=(-O3 -std=c++17 -Xptxas -v)
-gencode=(-gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80
-         -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89
-         -gencode arch=compute_90,code=sm_90
-         -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=compute_80)
-# -compress-all: fatbinary compresses the SASS images too (by default only PTX), to
-# about a quarter; the driver decompresses at cuModuleLoadData (what PyTorch's wheels do).
-nvcc "${flags[@]}" -Xfatbin=-compress-all -fatbin "${gencode[@]}" fa2.cu -o "$tmp/fa2.fatbin" 2>"$tmp/ptxas.log"
-nvcc -O3 -std=c++17 -ptx -arch=compute_75 -DFA2_SM75_ONLY fa2.cu -o "$tmp/fa2_sm75.ptx"
-# Committed as a PTX-only fatbin: compressed (to about a fifth), and every loader
-# (cuModuleLoadData) takes it as it took the PTX text.
-nvcc -Xfatbin=-compress-all -fatbin -gencode arch=compute_75,code=compute_75 "$tmp/fa2_sm75.ptx" -o "$tmp/fa2_sm75.fatbin"
-# The Hopper forward: its own module (a fatbin image holds one arch's kernels
-# and nvcc 11.8's fatbinary refuses sm_90a; docs/kernels.md), so fa2.fatbin
-# stays nvcc 11.8's alone and its sm_90 image is what ForcePath(80) runs.
-# nvcc 12.4's cubin is byte-identical across runs and directories too.
+families="bwd fwd decode ladder" # the longest first, so that the parallel jobs end together
+archs="75 80 86 89 90"            # SASS per arch; the compute_75 and compute_80 PTX go in as well
 nvcc12=$("$here/cuda12.sh")
-"$nvcc12" -O3 -std=c++17 -Xptxas -v -cubin -gencode arch=compute_90a,code=sm_90a fa2_sm90a.cu -o "$tmp/fa2_sm90a.cubin" \
-  2>"$tmp/ptxas90a.log"
-nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
+export tmp nvcc12 archs
+# job KIND ARG...: one unit of the build, its output and its log in $tmp.
+#   sass F A: family F's compute_A PTX (cicc) and its sm_A SASS (ptxas -v: the resources log).
+#     -O3, no -lineinfo (keeps the artifact free of paths), no --use_fast_math: the
+#     only approximate op the kernels need is ex2.approx, written out in mma.cuh.
+#   ptx75 F: family F's Turing kernels alone (FA2_SM75_ONLY) as compute_75 PTX, in
+#     a compressed PTX-only fatbin (about a fifth of the text, and every loader,
+#     cuModuleLoadData, takes it as it takes the PTX text).
+#   sm90a: the Hopper forward, its own module (a fatbin image holds one arch's
+#     kernels and nvcc 11.8's fatbinary refuses sm_90a; docs/kernels.md), so the
+#     fatbins stay nvcc 11.8's alone and their sm_90 images are what ForcePath(80)
+#     runs. nvcc 12.4's cubin is byte-identical across runs and directories too.
+#   tiles: the host program that prints the tile tables and the Go table.
+job() {
+  case $1 in
+    sass) nvcc -O3 -std=c++17 -ptx -arch="compute_$3" "$2.cu" -o "$tmp/$2.$3.ptx" &&
+          ptxas -arch="sm_$3" -m64 -v "$tmp/$2.$3.ptx" -o "$tmp/$2.$3.cubin" 2>"$tmp/$2.$3.ptxas.log" ;;
+    ptx75) nvcc -O3 -std=c++17 -ptx -arch=compute_75 -DFA2_SM75_ONLY "$2.cu" -o "$tmp/$2.ptx75.ptx" &&
+           nvcc -Xfatbin=-compress-all -fatbin -gencode arch=compute_75,code=compute_75 "$tmp/$2.ptx75.ptx" \
+             -o "$tmp/fa2_$2_ptx75.fatbin" ;;
+    sm90a) "$nvcc12" -O3 -std=c++17 -Xptxas -v -cubin -gencode arch=compute_90a,code=sm_90a fa2_sm90a.cu \
+             -o "$tmp/fa2_sm90a.cubin" 2>"$tmp/sm90a.ptxas.log" ;;
+    tiles) nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles" ;;
+    # fatbinary with nvcc -fatbin's own arguments, images in its order, so each
+    # fa2_<family>.fatbin is byte for byte what nvcc -fatbin <family>.cu gives.
+    # -compress-all: the SASS images are compressed too (by default only the PTX),
+    # to about a quarter; the driver inflates them at cuModuleLoadData (what
+    # PyTorch's wheels do).
+    pack) local ims=() a
+          for a in $archs; do
+            case $a in 75 | 80) ims+=("--image3=kind=ptx,sm=$a,file=$tmp/$2.$a.ptx") ;; esac
+            ims+=("--image3=kind=elf,sm=$a,file=$tmp/$2.$a.cubin")
+          done
+          fatbinary --create="$tmp/fa2_$2.fatbin" -64 -compress-all --cmdline="-v " \
+            --cicc-cmdline="-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 " "${ims[@]}" ;;
+    *) echo "build.sh: unknown job $*" >&2; return 1 ;;
+  esac >"$tmp/job.${*// /.}.out" 2>&1 || { echo "build.sh: job '$*' failed:" >&2; cat "$tmp/job.${*// /.}.out" >&2; return 1; }
+}
+export -f job
+# run_jobs: the jobs of stdin, one a line, nproc at a time; fails if any fails.
+run_jobs() { xargs -P "$(nproc)" -L 1 bash -c 'job "$@"' job; }
+{
+  for f in $families; do for a in $archs; do echo "sass $f $a"; done; done
+  echo sm90a
+  for f in $families; do echo "ptx75 $f"; done
+  echo tiles
+} | run_jobs
+for f in $families; do echo "pack $f"; done | run_jobs
 "$tmp/tiles" under8 >"$tmp/under8.rows"
 
 {
@@ -111,19 +149,22 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
   echo
   echo "## Resources per SASS arch (ptxas -v)"
   echo
-  echo "| symbol | sm | registers | stack bytes | spill stores | spill loads | static smem bytes |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| symbol | sm | registers | stack bytes | spill stores | spill loads | static smem bytes | image |"
+  echo "|---|---|---|---|---|---|---|---|"
   # ptxas -v prints, per kernel and arch: "Compiling entry function 'X' for 'sm_NN'",
   # "N bytes stack frame, N bytes spill stores, N bytes spill loads",
   # "Used N registers[, N bytes smem], ...".
+  # The image is the log's: $tmp/<family>.<arch>.ptxas.log (sm90a: the cubin).
   awk '
+    FNR == 1 { n = split(FILENAME, part, "/"); fam = substr(part[n], 1, index(part[n], ".") - 1)
+               im = fam == "sm90a" ? "fa2_sm90a.cubin" : "fa2_" fam ".fatbin" }
     /Compiling entry function/ { match($0, /function .[a-z0-9_]+/); fn = substr($0, RSTART + 10, RLENGTH - 10);
                                  match($0, /sm_[0-9]+/); sm = substr($0, RSTART + 3, RLENGTH - 3) }
     /bytes stack frame/ { st = $1; ss = $5; sl = $9 }
     /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); reg = substr($0, RSTART + 5, RLENGTH - 5);
                               sm_b = 0; if (match($0, /[0-9]+ bytes smem/)) sm_b = substr($0, RSTART, RLENGTH - 11) + 0;
-                              printf "| %s | %s | %s | %s | %s | %s | %s |\n", fn, sm, reg, st, ss, sl, sm_b }
-  ' "$tmp/ptxas.log" "$tmp/ptxas90a.log" | sort -t'|' -k2,2 -k3,3n | tee "$tmp/res.rows"
+                              printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", fn, sm, reg, st, ss, sl, sm_b, im }
+  ' "$tmp"/*.ptxas.log | sort -t'|' -k2,2 -k3,3n | tee "$tmp/res.rows"
   echo
   echo "## Resident warps per SM (from the tables above)"
   echo
@@ -147,7 +188,7 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
     FILENAME ~ /under8.rows$/ { why8[$2] = $3; used8[$2] = 0; next }
     FILENAME ~ /ladder.rows$/ && NF == 9 { warps[$2] = $8; dyn[$2] = 0; next }
     FILENAME ~ /\.rows$/ && NF == 13 && FILENAME !~ /res.rows$/ { warps[$2] = $8; dyn[$2] = $12; next }
-    FILENAME ~ /res.rows$/ && NF == 9 {
+    FILENAME ~ /res.rows$/ && NF == 10 {
       own = $2 ~ /_sm75_/ ? ($3 == 75) : $2 ~ /_sm80_/ ? ($3 >= 80) : 1
       if (!own) next
       if (!($3 in lim) || !($2 in warps)) { printf "build.sh: no limits for sm_%s or no tile for %s\n", $3, $2 >"/dev/stderr"; exit 1 }
@@ -170,16 +211,20 @@ nvcc -std=c++17 -x cu tiles.cu -o "$tmp/tiles"
           if (bad) exit 1 }
   ' "$tmp/under8.rows" "$tmp/fwd.rows" "$tmp/bwd.rows" "$tmp/decode.rows" "$tmp/sm90a.rows" "$tmp/ladder.rows" "$tmp/res.rows"
   echo
-  echo "## Turing PTX entries (fa2_sm75.fatbin)"
+  echo "## Turing PTX entries (fa2_<family>_ptx75.fatbin)"
   echo
-  echo "The kernels of the compute_75 PTX, which the driver JITs for a newer GPU (ForceArch(75))."
+  echo "The kernels of each family's compute_75 PTX, which the driver JITs for a newer GPU (ForcePath(75))."
   echo
-  echo "| entry |"
-  echo "|---|"
-  sed -nE 's/^\.visible \.entry ([A-Za-z0-9_]+)\(.*/| \1 |/p' "$tmp/fa2_sm75.ptx" | LC_ALL=C sort
+  echo "| entry | image |"
+  echo "|---|---|"
+  for f in $families; do
+    sed -nE "s/^\.visible \.entry ([A-Za-z0-9_]+)\(.*/| \1 | fa2_${f}_ptx75.fatbin |/p" "$tmp/$f.ptx75.ptx"
+  done | LC_ALL=C sort
 } >"$tmp/resources.md"
 
 "$tmp/tiles" go >"$tmp/table_gen.go"
 
-cp "$tmp/fa2.fatbin" "$tmp/fa2_sm75.fatbin" "$tmp/fa2_sm90a.cubin" "$tmp/resources.md" "$tmp/table_gen.go" "$out/"
-echo "build.sh: wrote $out/{fa2.fatbin,fa2_sm75.fatbin,fa2_sm90a.cubin,resources.md,table_gen.go}" >&2
+files=(fa2_sm90a.cubin resources.md table_gen.go)
+for f in $families; do files+=("fa2_$f.fatbin" "fa2_${f}_ptx75.fatbin"); done
+(cd "$tmp" && cp "${files[@]}" "$out/")
+echo "build.sh: wrote $out/{$(IFS=,; echo "${files[*]}")}" >&2

@@ -101,15 +101,21 @@ __device__ __forceinline__ void row_stats(const BwdParams& p, const Seq& sq, int
   }
 }
 
+// P and dS of one score: x the score before scaling, scale_log2 its scale
+// (times log2 e), l and di the row's L (log2) and Di, dp its dP;
+// P = exp2(x * scale_log2 - l), dS = P * (dP - Di) (in dp).
+__device__ __forceinline__ void p_ds(float x, float scale_log2, float l, float di, float& p, float& dp) {
+  p = exp2_approx(fmaf(x, scale_log2, -l));
+  dp = p * (dp - di);
+}
+
 // P and dS of one score under the modifiers (kMod): x the raw q.k, dist the
 // query's diagonal key minus the key (i+off-j), vis whether the window shows
 // the key, l and di the row's L (log2) and Di, dp its dP.
 __device__ __forceinline__ void mod_p_ds(const ScoreMods& m, bool cap, float x, float dist, bool vis, float l, float di, float& p,
                                          float& dp) {
   const float t = cap ? tanh_approx(x * m.cap_in) : x;
-  const float v = vis ? fmaf(-m.alibi, fabsf(dist), t) : -INFINITY;
-  p = exp2_approx(fmaf(v, m.unit_log2, -l));
-  dp = p * (dp - di);
+  p_ds(vis ? fmaf(-m.alibi, fabsf(dist), t) : -INFINITY, m.unit_log2, l, di, p, dp);
   if (cap) dp *= fmaf(-t, t, 1.f);  // the softcap's chain rule
 }
 
@@ -221,19 +227,16 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   const int wrow = (CG == 1 ? warp : warp % T::kRowWarps) * 16 * MT;
   const int wcol = CG == 1 ? 0 : warp / T::kRowWarps * DC;
   const int wg = CG == 1 ? 0 : warp / T::kRowWarps, wq = wg * (W / CG);
-  const bool vl = varlen_call<kVarlen, kMod>(p);
-  const Seq sq = vl ? seq_of(p, b) : Seq{};
-  auto nq = [&] { return vl ? sq.nq : p.nq; };
-  auto nk = [&] { return vl ? sq.nk : p.nk; };
-  if (vl && n0 >= nk()) return;  // past this sequence's keys
-  const int rows_k = min(Bc, nk() - n0);
+  const auto sv = seq_view<kVarlen, kMod>(p, b);
+  if (sv.vl && n0 >= sv.nk()) return;  // past this sequence's keys
+  const int rows_k = min(Bc, sv.nk() - n0);
 
-  __half* gdK = static_cast<__half*>(p.dk) + (vl ? sq.k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride;
-  __half* gdV = static_cast<__half*>(p.dv) + (vl ? sq.k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride;
+  __half* gdK = static_cast<__half*>(p.dk) + (sv.vl ? sv.sq.k0 * p.dk_row_stride : b * p.dk_batch_stride) + n0 * p.dk_row_stride + hk * p.dk_head_stride;
+  __half* gdV = static_cast<__half*>(p.dv) + (sv.vl ? sv.sq.k0 * p.dv_row_stride : b * p.dv_batch_stride) + n0 * p.dv_row_stride + hk * p.dv_head_stride;
 
   // Steps: Q blocks [qr.begin, qr.end) of each query head of the group, head-major.
-  const int tr = (nq() + Br - 1) / Br;
-  const BlockRange qr = key_block_queries<Br, Bc, kCausal, kMod>(n0, nq(), nk(), tr, p.window_left, p.window_right);
+  const int tr = (sv.nq() + Br - 1) / Br;
+  const BlockRange qr = key_block_queries<Br, Bc, kCausal, kMod>(n0, sv.nq(), sv.nk(), tr, p.window_left, p.window_right);
   const int i0 = qr.begin, per_head = qr.end - qr.begin;
   const int steps = groups * per_head;
   if (steps == 0) {
@@ -260,17 +263,17 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   // Q_i and dO_i of step s into stream buffer buf.
   auto issue = [&](int s, int buf) {
     const int h = head_of(s), m0 = row0_of(s);
-    const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-    const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+    const __half* gQ = static_cast<const __half*>(p.q) + (sv.vl ? sv.sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+    const __half* gdO = static_cast<const __half*>(p.dout) + (sv.vl ? sv.sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
     __half* dst = sQ + buf * 2 * Br * D;
-    load_tile<A, Br, D, NT>(dst, gQ, p.q_row_stride, nq() - m0, tid);
-    load_tile<A, Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, nq() - m0, tid);
+    load_tile<A, Br, D, NT>(dst, gQ, p.q_row_stride, sv.nq() - m0, tid);
+    load_tile<A, Br, D, NT>(dst + Br * D, gdO, p.do_row_stride, sv.nq() - m0, tid);
   };
   auto stats = [&](int s, float& l, float& di) {
     l = INFINITY;
     di = 0.f;
     if (tid < Br) {
-      if (vl) row_stats(p, sq, head_of(s), row0_of(s) + tid, l, di);
+      if (sv.vl) row_stats(p, sv.sq, head_of(s), row0_of(s) + tid, l, di);
       else row_stats(p, b, head_of(s), row0_of(s) + tid, l, di);
     }
   };
@@ -291,8 +294,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
   uint32_t kf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
   uint32_t vf[T::kRegs ? MT : 1][T::kRegs ? D / 16 : 1][4];
 
-  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (sv.vl ? sv.sq.k0 * p.k_row_stride : b * p.k_batch_stride) + n0 * p.k_row_stride + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (sv.vl ? sv.sq.k0 * p.v_row_stride : b * p.v_batch_stride) + n0 * p.v_row_stride + hk * p.v_head_stride;
   load_tile<A, Bc, D, NT>(sK, gK, p.k_row_stride, rows_k, tid);
   load_tile<A, Bc, D, NT>(sV, gV, p.v_row_stride, rows_k, tid);
   issue(0, 0);
@@ -323,7 +326,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       cp_async_commit();
     }
     const int m0 = row0_of(s);
-    const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, nq(), nk());
+    const bool masked = kCausal && crosses_diagonal<Bc>(m0, n0, sv.nq(), sv.nk());
     const uint32_t qb = aS + buf * 2 * Br * D * 2, db = qb + Br * D * 2;
     const float* sL = sStat + buf * 2 * Br;
     const float* sDi = sL + Br;
@@ -334,9 +337,9 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
       float st[MT][WJ][4], dp[MT][WJ][4];
       gemm_abt<A, D, MT, W / CG, T::kRegs, E>(st, kf, la, aK, wrow, lk, qb, cw);  // S^T = K Q^T
       gemm_abt<A, D, MT, W / CG, T::kRegs, E>(dp, vf, la, aV, wrow, lk, db, cw);  // dP^T = V dO^T
-      if (masked) apply_mask_t<MT, WJ>(st, n0 + wrow, m0 + cw, lane, nq(), nk());
+      if (masked) apply_mask_t<MT, WJ>(st, n0 + wrow, m0 + cw, lane, sv.nq(), sv.nk());
       if constexpr (kMod) {
-        const ScoreMods m = ScoreMods::of(p, head_of(s), nq(), nk());
+        const ScoreMods m = ScoreMods::of(p, head_of(s), sv.nq(), sv.nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int j = 0; j < WJ; ++j)
@@ -363,12 +366,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const BwdParams& p) {
         for (int i = 0; i < MT; ++i)
 #pragma unroll
           for (int hr = 0; hr < 2; ++hr) {
-            const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
-            const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
-            st[i][j][2 * hr] = p0;
-            st[i][j][2 * hr + 1] = p1;
-            dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
-            dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
+            p_ds(st[i][j][2 * hr], p.scale_log2, l2.x, di2.x, st[i][j][2 * hr], dp[i][j][2 * hr]);  // P^T, dS^T
+            p_ds(st[i][j][2 * hr + 1], p.scale_log2, l2.y, di2.y, st[i][j][2 * hr + 1], dp[i][j][2 * hr + 1]);
           }
       }
       }
@@ -438,18 +437,15 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   // ColGroups > 1: the row group's dS fragments (share_put/get), its barrier.
   uint2* xS = reinterpret_cast<uint2*>(smem_raw + T::kShareOffset) + (warp % T::kRowWarps) * MT * (W / 8) * 32;
   const GroupSync group{1 + warp % T::kRowWarps, 32 * CG};
-  const bool vl = varlen_call<kVarlen, kMod>(p);
-  const Seq sq = vl ? seq_of(p, b) : Seq{};
-  auto nq = [&] { return vl ? sq.nq : p.nq; };
-  auto nk = [&] { return vl ? sq.nk : p.nk; };
-  if (vl && m0 >= nq()) return;  // past this sequence's rows
-  const int rows_q = min(Br, nq() - m0);
+  const auto sv = seq_view<kVarlen, kMod>(p, b);
+  if (sv.vl && m0 >= sv.nq()) return;  // past this sequence's rows
+  const int rows_q = min(Br, sv.nq() - m0);
 
-  __half* gdQ = static_cast<__half*>(p.dq) + (vl ? sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + m0 * p.dq_row_stride + h * p.dq_head_stride;
-  KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
+  __half* gdQ = static_cast<__half*>(p.dq) + (sv.vl ? sv.sq.q0 * p.dq_row_stride : b * p.dq_batch_stride) + m0 * p.dq_row_stride + h * p.dq_head_stride;
+  KeyBlocks kb = key_blocks<Br, Bc, kCausal>(m0, sv.nq(), sv.nk());
   int n_begin = 0, n_full = 0;  // kMod: blocks [n_begin, n_full) need the element mask too
   if constexpr (kMod) {
-    const WindowBlocks wb = window_blocks<Br, Bc>(m0, nq(), nk(), p.window_left, p.window_right);
+    const WindowBlocks wb = window_blocks<Br, Bc>(m0, sv.nq(), sv.nk(), p.window_left, p.window_right);
     n_begin = wb.n_begin, n_full = wb.n_full, kb = KeyBlocks{wb.n_end, wb.n_mask};
   }
   if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // causal with Nq > Nk (varlen: or no key): no row here sees a key
@@ -465,14 +461,14 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   const LdAddr<D, kChunksFirst> lk(lane);
   const uint32_t aQ = smem_u32(sQ), adO = smem_u32(sdO), aKV = smem_u32(sKV);
 
-  const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-  const __half* gdO = static_cast<const __half*>(p.dout) + (vl ? sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
-  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
+  const __half* gQ = static_cast<const __half*>(p.q) + (sv.vl ? sv.sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gdO = static_cast<const __half*>(p.dout) + (sv.vl ? sv.sq.q0 * p.do_row_stride : b * p.do_batch_stride) + m0 * p.do_row_stride + h * p.do_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (sv.vl ? sv.sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (sv.vl ? sv.sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
   auto issue = [&](int n, int buf) {
     __half* dst = sKV + buf * 2 * Bc * D;
-    load_tile<A, Bc, D, NT>(dst, gK + n * Bc * p.k_row_stride, p.k_row_stride, nk() - n * Bc, tid);
-    load_tile<A, Bc, D, NT>(dst + Bc * D, gV + n * Bc * p.v_row_stride, p.v_row_stride, nk() - n * Bc, tid);
+    load_tile<A, Bc, D, NT>(dst, gK + n * Bc * p.k_row_stride, p.k_row_stride, sv.nk() - n * Bc, tid);
+    load_tile<A, Bc, D, NT>(dst + Bc * D, gV + n * Bc * p.v_row_stride, p.v_row_stride, sv.nk() - n * Bc, tid);
   };
 
   // L and Di of the lane's rows (g and g+8 of each m16 tile).
@@ -481,7 +477,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      if (vl) row_stats(p, sq, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
+      if (sv.vl) row_stats(p, sv.sq, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
       else row_stats(p, b, h, m0 + wrow + 16 * i + g + 8 * hh, lr[i][hh], di_r[i][hh]);
     }
 
@@ -525,7 +521,7 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
       gemm_abt<A, D, MT, W / CG, T::kRegs, E>(st, qf, la, aQ, wrow, lk, kbase, cw);   // S = Q K^T
       gemm_abt<A, D, MT, W / CG, T::kRegs, E>(dp, df, la, adO, wrow, lk, vbase, cw);  // dP = dO V^T
       if constexpr (kMod) {
-        const ScoreMods m = ScoreMods::of(p, h, nq(), nk());
+        const ScoreMods m = ScoreMods::of(p, h, sv.nq(), sv.nk());
         const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int i = 0; i < MT; ++i)
@@ -538,15 +534,14 @@ __device__ __forceinline__ void bwd_dq_kernel(const BwdParams& p) {
                        st[i][j][e], dp[i][j][e]);  // dS
             }
       } else {
-      if (masked) apply_mask<MT, WJ, kCausal>(st, m0 + wrow, n * Bc + cw, lane, nq(), nk());
+      if (masked) apply_mask<MT, WJ, kCausal>(st, m0 + wrow, n * Bc + cw, lane, sv.nq(), sv.nk());
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int j = 0; j < WJ; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float pe = exp2_approx(fmaf(st[i][j][e], p.scale_log2, -lr[i][e >> 1]));
-            dp[i][j][e] = pe * (dp[i][j][e] - di_r[i][e >> 1]);  // dS
+            p_ds(st[i][j][e], p.scale_log2, lr[i][e >> 1], di_r[i][e >> 1], st[i][j][e], dp[i][j][e]);  // P (unused after), dS
           }
       }
       uint32_t pf[MT][W / 16][4];

@@ -176,7 +176,7 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
   static_assert(!kDet || kDQ, "the order concerns the dQ additions");
   static_assert(!kMod || (kDQ && !kCausal), "the modified single pass takes causal as its window");
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
-  // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LookupFit),
+  // A large tile never runs on sm_86/89 (99 KiB opt-in; kernels.LargeFits),
   // and some spill there (nvcc 11.8: the ordered twins, D128's non-causal
   // grid): no code for them.
   if constexpr (T::kLarge) {
@@ -438,12 +438,8 @@ __device__ __forceinline__ void bwd_kv_kernel(const BwdParams& p) {
           for (int i = 0; i < T::kSMT; ++i)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-              const float p0 = exp2_approx(fmaf(st[i][j][2 * hr], p.scale_log2, -l2.x));
-              const float p1 = exp2_approx(fmaf(st[i][j][2 * hr + 1], p.scale_log2, -l2.y));
-              st[i][j][2 * hr] = p0;
-              st[i][j][2 * hr + 1] = p1;
-              dp[i][j][2 * hr] = p0 * (dp[i][j][2 * hr] - di2.x);  // dS^T
-              dp[i][j][2 * hr + 1] = p1 * (dp[i][j][2 * hr + 1] - di2.y);
+              p_ds(st[i][j][2 * hr], p.scale_log2, l2.x, di2.x, st[i][j][2 * hr], dp[i][j][2 * hr]);  // P^T, dS^T
+              p_ds(st[i][j][2 * hr + 1], p.scale_log2, l2.y, di2.y, st[i][j][2 * hr + 1], dp[i][j][2 * hr + 1]);
             }
         }
       }

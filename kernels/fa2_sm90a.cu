@@ -2,8 +2,8 @@
 // modified fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], for exactly the rows of
 // traits.cuh's FA2_SM90A_TILES. Built by build.sh with the private nvcc 12.4
 // (kernels/cuda12.sh) as SASS for sm_90a only, into fa2_sm90a.cubin, a module
-// of its own beside fa2.fatbin (which nvcc 11.8 builds and whose sm_90 image
-// the forced sm_80 path keeps running on an H100/H200). The argument is an
+// of its own beside fa2_fwd.fatbin (which nvcc 11.8 builds and whose sm_90
+// image the forced sm_80 path keeps running on an H100/H200). The argument is an
 // Sm90FwdArgs (params.cuh): the tensor maps of q, k, v, then FwdParams.
 // Launch: the persistent grid (min(ceil(Nq/Br) * B*Hq, SMs), 1, 1),
 // T::kThreads threads, T::kSmemBytes of dynamic shared memory (T::kBiasSmemBytes in
@@ -11,7 +11,7 @@
 #include "fwd_sm90.cuh"
 
 // The modified forward (a window, softcap, ALiBi; fwd_sm90.cuh's kMod):
-// fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], as fa2.cu's FA2_FWD_MOD on sm_80.
+// fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], as fwd.cu's FA2_FWD_MOD on sm_80.
 #define FA2_SM90A_MOD(D, MSFX, BITS)                                                                            \
   extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::mod::kThreads, 1)                                \
       fa2_fwd_sm90a_d##D##_mod##MSFX(const __grid_constant__ Sm90FwdArgs a) {                                  \

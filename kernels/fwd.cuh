@@ -75,25 +75,20 @@ __device__ __forceinline__ void fwd_m16(const FwdParams& p) {
   // the tail where a few long CTAs run alone (so under a window bounded on the right).
   const int m0 = (kCausal || kMod ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Br;
   const int wrow = warp * 16 * MT;    // the warp's first row in the CTA
-  // The sequence's lengths are read where the plain kernel reads p.nq, p.nk,
-  // so that its code stays the same.
-  const bool vl = varlen_call<kVarlen, kMod != 0>(p);
-  const Seq sq = vl ? seq_of(p, b) : Seq{};
-  auto nq = [&] { return vl ? sq.nq : p.nq; };
-  auto nk = [&] { return vl ? sq.nk : p.nk; };
-  if (vl && m0 >= nq()) return;  // past this sequence's rows
+  const auto sv = seq_view<kVarlen, kMod != 0>(p, b);
+  if (sv.vl && m0 >= sv.nq()) return;  // past this sequence's rows
 
-  const __half* gQ = static_cast<const __half*>(p.q) + (vl ? sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
-  const __half* gK = static_cast<const __half*>(p.k) + (vl ? sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
-  const __half* gV = static_cast<const __half*>(p.v) + (vl ? sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
-  __half* gO = static_cast<__half*>(p.o) + (vl ? sq.q0 * p.o_row_stride : b * p.o_batch_stride) + m0 * p.o_row_stride + h * p.o_head_stride;
-  float* gL = p.lse + (vl ? h * static_cast<int64_t>(p.nq) + sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq) + m0;  // varlen: (Hq, total)
-  const int rows_q = min(Br, nq() - m0);
+  const __half* gQ = static_cast<const __half*>(p.q) + (sv.vl ? sv.sq.q0 * p.q_row_stride : b * p.q_batch_stride) + m0 * p.q_row_stride + h * p.q_head_stride;
+  const __half* gK = static_cast<const __half*>(p.k) + (sv.vl ? sv.sq.k0 * p.k_row_stride : b * p.k_batch_stride) + hk * p.k_head_stride;
+  const __half* gV = static_cast<const __half*>(p.v) + (sv.vl ? sv.sq.k0 * p.v_row_stride : b * p.v_batch_stride) + hk * p.v_head_stride;
+  __half* gO = static_cast<__half*>(p.o) + (sv.vl ? sv.sq.q0 * p.o_row_stride : b * p.o_batch_stride) + m0 * p.o_row_stride + h * p.o_head_stride;
+  float* gL = p.lse + (sv.vl ? h * static_cast<int64_t>(p.nq) + sv.sq.q0 : (static_cast<int64_t>(b) * p.hq + h) * p.nq) + m0;  // varlen: (Hq, total)
+  const int rows_q = min(Br, sv.nq() - m0);
 
   // kMod's additions are written `kMod ? added : plain` (folded by the
   // front end), so that the plain kernels compile to the same instructions.
-  const WindowBlocks wb = kMod ? window_blocks<Br, Bc>(m0, nq(), nk(), p.window_left, p.window_right) : WindowBlocks{};
-  const KeyBlocks kb = kMod ? KeyBlocks{wb.n_end, wb.n_mask} : key_blocks<Br, Bc, kCausal>(m0, nq(), nk());
+  const WindowBlocks wb = kMod ? window_blocks<Br, Bc>(m0, sv.nq(), sv.nk(), p.window_left, p.window_right) : WindowBlocks{};
+  const KeyBlocks kb = kMod ? KeyBlocks{wb.n_end, wb.n_mask} : key_blocks<Br, Bc, kCausal>(m0, sv.nq(), sv.nk());
   const int n_begin = kMod ? wb.n_begin : 0;  // the first block visited (a constant 0 without kMod)
   if (kMod ? kb.n_end <= n_begin : kb.n_end == 0) {  // no row here sees a key
     for (int idx = tid; idx < rows_q * C; idx += NT)
@@ -135,20 +130,20 @@ __device__ __forceinline__ void fwd_m16(const FwdParams& p) {
   constexpr bool kPtrSmem = kLenSmem && MT * NO * 4 > 64;
   __shared__ uint64_t s_ptr[4];  // K, V, O, L
   __shared__ int s_len[2];       // Nq, Nk
-  const bool len_smem = kPtrSmem || (kLenSmem && vl);
+  const bool len_smem = kPtrSmem || (kLenSmem && sv.vl);
   if (len_smem) {
     if (tid == 0) {
       if (kPtrSmem) {
         s_ptr[0] = reinterpret_cast<uint64_t>(gK), s_ptr[1] = reinterpret_cast<uint64_t>(gV);
         s_ptr[2] = reinterpret_cast<uint64_t>(gO), s_ptr[3] = reinterpret_cast<uint64_t>(gL);
       }
-      s_len[0] = nq(), s_len[1] = nk();
+      s_len[0] = sv.nq(), s_len[1] = sv.nk();
     }
     __syncthreads();
   }
   auto ptr = [&](int i) { return static_cast<volatile uint64_t*>(s_ptr)[i]; };
-  auto loop_nq = [&] { return len_smem ? static_cast<volatile int*>(s_len)[0] : nq(); };
-  auto loop_nk = [&] { return len_smem ? static_cast<volatile int*>(s_len)[1] : nk(); };
+  auto loop_nq = [&] { return len_smem ? static_cast<volatile int*>(s_len)[0] : sv.nq(); };
+  auto loop_nk = [&] { return len_smem ? static_cast<volatile int*>(s_len)[1] : sv.nk(); };
   auto loop_rows_q = [&] { return kPtrSmem ? min(Br, loop_nq() - m0) : rows_q; };
   // K_n's and V_n's first rows.
   auto k_blk = [&](int n) { return (kPtrSmem ? reinterpret_cast<const __half*>(ptr(0)) : gK) + n * Bc * p.k_row_stride; };
@@ -166,7 +161,7 @@ __device__ __forceinline__ void fwd_m16(const FwdParams& p) {
   };
   // kMod only; tag: walk_blocks' (1 masked, 0 clean, -1: decided here).
   auto apply_mods = [&](float (&s)[MT][NS][4], int n, int col0, int tag) {
-    const ScoreMods mods = vl ? mods0.with_lengths(loop_nq(), loop_nk()) : mods0;
+    const ScoreMods mods = sv.vl ? mods0.with_lengths(loop_nq(), loop_nk()) : mods0;
     if (tag > 0 || (tag < 0 && (n < wb.n_full || n >= kb.n_mask))) {
       if (kSide) to_side(0);
       mods.template apply<MT, NS, true, kCap, kALiBi>(s, m0 + wrow, col0, lane);
@@ -216,7 +211,7 @@ __device__ __forceinline__ void fwd_m16(const FwdParams& p) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, kbase + sp * Bs * D * 2, 0);  // S = Q K^T
         if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs, decltype(tag)::value);
-        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, sv.nq(), sv.nk());
         if constexpr (T::kStages == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V_n landed; every warp is done reading K_n
@@ -256,7 +251,7 @@ __device__ __forceinline__ void fwd_m16(const FwdParams& p) {
         float s[MT][NS][4];
         gemm_abt<A, D, MT, Bs, T::kQRegs, E>(s, qf, la, aQ, wrow, lk, aK + sp * Bs * D * 2, 0);
         if constexpr (kMod) apply_mods(s, n, n * Bc + sp * Bs, decltype(tag)::value);
-        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, nq(), nk());
+        else if (n >= kb.n_mask) apply_mask<MT, NS, kCausal>(s, m0 + wrow, n * Bc + sp * Bs, lane, sv.nq(), sv.nk());
         sm.step(s, o, kMod ? mods0.unit_log2 : p.scale_log2);  // kMod: scores in ScoreMods units
         uint32_t pf[MT][KB][4];
         pack_a<MT, Bs, E>(s, pf);  // P in E A fragments: frees the fp32 scores before PV
@@ -396,7 +391,7 @@ __device__ __forceinline__ void fwd_kernel(const FwdParams& p) {
 }
 
 // Template entry for the dev harness (tuning candidates); the shipped kernels are
-// the extern "C" ones in fa2.cu.
+// the extern "C" ones in fwd.cu.
 template <class T, bool kCausal>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fwd_tpl(const FwdParams p) {
   arch_entry<T::kArch, FwdParams, fwd_kernel<T, kCausal>>(p);

@@ -39,7 +39,7 @@ static void go_row(GoKey k, int a, int d, bool causal, const char* sym, int br, 
   std::printf("},\n");
 }
 
-// Every sm_80 row also ships a bf16 kernel (fa2.cu's FA2_FWD_BF16), the same tile;
+// Every sm_80 row also ships a bf16 kernel (fwd.cu's FA2_FWD_BF16), the same tile;
 // every row four modified forwards (FA2_FWD_MOD: Mods ModOn plus ModCap,
 // ModALiBi, both or neither, suffixes _mod, _mod_cap, _mod_alibi,
 // _mod_cap_alibi, no causal twin; packed sequences at run time) and a
@@ -92,7 +92,7 @@ void pre_row(int A, int D, bool bf16, bool varlen = false) {
     std::printf("| %s | %d | %d | 0 | %d | 0 | %d | 0 | 0 | no | 0 |\n", sym, A, D, fa2::kPreRows, fa2::kPreThreads / 32);
 }
 
-// Every sm_80 row also ships bf16 kernels (fa2.cu's FA2_BWD_BF16), the same
+// Every sm_80 row also ships bf16 kernels (bwd.cu's FA2_BWD_BF16), the same
 // tiles, and every row and dtype the varlen three (FA2_BWD_VARLEN: Packed,
 // the plain symbols plus _varlen) and the modified pair (FA2_BWD_MOD: dK/dV
 // and dQ with Mods ModOn, plus _mod).

@@ -1,7 +1,7 @@
 // traits.cuh: THE tile table. One X(...) row per shipped (arch path, head dim)
 // in FA2_FWD_TILES, FA2_BWD_TILES, FA2_BWD_KVQ_TILES, FA2_DECODE_TILES and
-// FA2_SM90A_TILES; every size a kernel uses derives from them here, fa2.cu and
-// fa2_sm90a.cu instantiate exactly them, and tiles.cu turns them into the Go
+// FA2_SM90A_TILES; every size a kernel uses derives from them here, fwd.cu,
+// bwd.cu, decode.cu and fa2_sm90a.cu instantiate exactly them, and tiles.cu turns them into the Go
 // table internal/kernels/table_gen.go (whose test parses the X(...) rows).
 // Each row carries its reason; the measurements behind the rows, and what was
 // tried and not kept, are in docs/kernels.md.
@@ -74,7 +74,7 @@ struct Tile {
 
 // FA2_FWD_TILES(X): THE list of shipped forward kernels, one
 // X(arch, d, Br, Bc, warps, stages, splits, qregs, minblocks) per (arch path,
-// head dim), expanded into FwdTraits below, fa2.cu's kernels and tiles.cu's
+// head dim), expanded into FwdTraits below, fwd.cu's kernels and tiles.cu's
 // tables. Every sm_80 row also ships bf16 (fa2_fwd_sm80_d{D}_bf16[_causal]).
 //
 // Turing (T4: 40 SMs, 64 KiB smem/SM, 64K regs/SM): 8 warps of 16 rows, one

@@ -32,4 +32,25 @@ __device__ __forceinline__ Seq seq_of(const P& p, int b) {
   return Seq{q0, k0, p.cu_seqlens_q[b + 1] - q0, p.cu_seqlens_k[b + 1] - k0};
 }
 
+// SeqView is a CTA's problem, dense or varlen: vl whether the call is varlen
+// (varlen_call), sq its sequence (zero when dense), nq() and nk() its lengths.
+// Dense, nq() and nk() read p.nq and p.nk where the plain kernels read them,
+// so that their code stays the same.
+template <class P>
+struct SeqView {
+  const P& p;
+  bool vl;
+  Seq sq;
+  __device__ __forceinline__ int nq() const { return vl ? sq.nq : p.nq; }
+  __device__ __forceinline__ int nk() const { return vl ? sq.nk : p.nk; }
+};
+
+// seq_view is the view of batch b (varlen: sequence b), the prologue of every
+// kernel that takes packed sequences (kVarlen, kMod: as varlen_call).
+template <bool kVarlen, bool kMod, class P>
+__device__ __forceinline__ SeqView<P> seq_view(const P& p, int b) {
+  const bool vl = varlen_call<kVarlen, kMod>(p);
+  return SeqView<P>{p, vl, vl ? seq_of(p, b) : Seq{}};
+}
+
 }  // namespace fa2

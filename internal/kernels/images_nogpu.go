@@ -8,6 +8,10 @@ package kernels
 // flashattn.ErrNoKernels).
 const Embedded = false
 
-// Fatbin, SM75PTX and SM90ACubin are empty under goflash_nogpu (images.go
-// says what they hold in other builds).
-var Fatbin, SM75PTX, SM90ACubin []byte
+// The images are empty under goflash_nogpu (images.go says what they hold
+// in other builds): Image.Bytes and Image.SM75PTX return nil.
+var (
+	fwdFatbin, fwdPTX75, bwdFatbin, bwdPTX75             []byte
+	decodeFatbin, decodePTX75, ladderFatbin, ladderPTX75 []byte
+	SM90ACubin                                           []byte
+)

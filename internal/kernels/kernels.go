@@ -1,8 +1,10 @@
-// Package kernels holds the embedded CUDA fatbin of GoFlash's FlashAttention-2
-// kernels and their table: one Variant per kernel, found by its Key (stage,
-// score modifiers, packed, ordered, causal, dtype, path, head dim, size,
-// rung). Which key a call needs is flashattn's plan. The CUDA sources live in kernels/ at the repository root;
-// kernels/build.sh regenerates fa2.fatbin and resources.md.
+// Package kernels holds the embedded CUDA images of GoFlash's FlashAttention-2
+// kernels, one per kernel family (Image, ImageOf), and their table: one
+// Variant per kernel, found by its Key (stage, score modifiers, packed,
+// ordered, causal, dtype, path, head dim, size, rung). Which key a call needs
+// is flashattn's plan. The CUDA sources live in kernels/ at the repository
+// root; kernels/build.sh regenerates the images, resources.md and
+// table_gen.go.
 //
 // Kernels are named below by Key.Pass (the KernelInfo.Pass users see):
 // "fwd", "fwd_varlen" (Packed), "fwd_mod_cap" (Mods), "bwd_dkdvqdet"

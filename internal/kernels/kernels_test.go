@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -27,27 +28,72 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-func TestFatbinImage(t *testing.T) {
-	if len(Fatbin) < 1024 || !bytes.HasPrefix(Fatbin, FatbinMagic) {
-		t.Fatalf("fa2.fatbin: %d bytes, starts % x; want a fatbin (magic % x)", len(Fatbin), Fatbin[:min(4, len(Fatbin))], FatbinMagic)
-	}
-	// The images are compressed (build.sh: -compress-all), so the symbols are
-	// not visible here: TestResources checks them against the ptxas
-	// log of the same nvcc call, and the GPU tests load every one.
-	var sass, ptx []int
-	for _, im := range fatbinImages(t, Fatbin) {
-		if !im.compressed {
-			t.Errorf("fa2.fatbin: %s image for sm_%d is not compressed", im.kind, im.arch)
+// familyImages are the images built by nvcc 11.8, one per kernel family.
+var familyImages = []Image{ImageFwd, ImageBwd, ImageDecode, ImageLadder}
+
+func TestFatbinImages(t *testing.T) {
+	for _, im := range familyImages {
+		b := im.Bytes()
+		if len(b) < 1024 || !bytes.HasPrefix(b, FatbinMagic) {
+			t.Errorf("%s: %d bytes, starts % x; want a fatbin (magic % x)", im.File(), len(b), b[:min(4, len(b))], FatbinMagic)
+			continue
 		}
-		switch im.kind {
-		case "ELF":
-			sass = append(sass, im.arch)
-		case "PTX":
-			ptx = append(ptx, im.arch)
+		// The images are compressed (build.sh: -compress-all), so the symbols
+		// are not visible here: TestImageOf checks them against the ptxas log
+		// of the image's build, and the GPU tests load every one.
+		var sass, ptx []int
+		for _, fi := range fatbinImages(t, b) {
+			if !fi.compressed {
+				t.Errorf("%s: %s image for sm_%d is not compressed", im.File(), fi.kind, fi.arch)
+			}
+			switch fi.kind {
+			case "ELF":
+				sass = append(sass, fi.arch)
+			case "PTX":
+				ptx = append(ptx, fi.arch)
+			}
+		}
+		if !slices.Equal(sass, sassArchs) || !slices.Equal(ptx, []int{75, 80}) {
+			t.Errorf("%s holds SASS for %v and PTX for %v; want SASS %v and PTX [75 80]", im.File(), sass, ptx, sassArchs)
 		}
 	}
-	if !slices.Equal(sass, sassArchs) || !slices.Equal(ptx, []int{75, 80}) {
-		t.Errorf("fa2.fatbin holds SASS for %v and PTX for %v; want SASS %v and PTX [75 80]", sass, ptx, sassArchs)
+}
+
+// Every kernel of the tables is in the image ImageOf names for its symbol:
+// resources.md's rows of the symbol (ptxas -v of that image's build, one
+// per SASS arch) name that image's file, and every image holds a kernel.
+func TestImageOf(t *testing.T) {
+	in := map[string]map[string]bool{} // symbol -> files of its resources.md rows
+	for _, r := range resourceRows(t) {
+		if in[r[0]] == nil {
+			in[r[0]] = map[string]bool{}
+		}
+		in[r[0]][r[7]] = true
+	}
+	held := map[Image]int{}
+	for _, v := range append(append(Variants(), ladderVariants...), sm90aVariants...) {
+		im, ok := ImageOf(v.Symbol)
+		if !ok {
+			t.Errorf("%s: in no image", v.Symbol)
+			continue
+		}
+		held[im]++
+		if files := in[v.Symbol]; len(files) != 1 || !files[im.File()] {
+			t.Errorf("%s: ImageOf says %s, resources.md's rows say %v", v.Symbol, im.File(), slices.Sorted(maps.Keys(files)))
+		}
+		if want := v.Arch == SM90A; (im == ImageSM90A) != want {
+			t.Errorf("%s (Arch %d): image %s", v.Symbol, v.Arch, im)
+		}
+	}
+	for im := range NumImages {
+		if held[im] == 0 {
+			t.Errorf("image %s (%s) holds no kernel of the tables", im, im.File())
+		}
+	}
+	for _, s := range []string{"", "fa2_", "fa2_fw", "fwd_sm80_d64", "goflash_rung1"} {
+		if im, ok := ImageOf(s); ok {
+			t.Errorf("ImageOf(%q) = %s, want none", s, im)
+		}
 	}
 }
 
@@ -84,35 +130,38 @@ func fatbinImages(t *testing.T, b []byte) []fatbinImage {
 	return ims
 }
 
-// fa2_sm75.fatbin holds the compute_75 PTX alone, compressed, and its kernels
-// (listed in resources.md by build.sh from the PTX it packed) are exactly the
-// Turing variants and the ladder's rungs.
+// Each family's Turing PTX (fa2_<family>_ptx75.fatbin) holds the
+// compute_75 PTX alone, compressed, and its kernels (listed in resources.md
+// by build.sh from the PTX it packed, with the image) are exactly the
+// family's Turing variants, and for the ladder every rung.
 func TestSM75PTX(t *testing.T) {
-	if ims := fatbinImages(t, SM75PTX); !slices.Equal(ims, []fatbinImage{{"PTX", 75, true}}) {
-		t.Errorf("fa2_sm75.fatbin holds %v, want one compressed compute_75 PTX image", ims)
+	for _, im := range familyImages {
+		if fis := fatbinImages(t, im.SM75PTX()); !slices.Equal(fis, []fatbinImage{{"PTX", 75, true}}) {
+			t.Errorf("%s holds %v, want one compressed compute_75 PTX image", im.PTX75File(), fis)
+		}
 	}
-	md, err := os.ReadFile("resources.md")
-	if err != nil {
-		t.Fatal(err)
+	if ImageSM90A.SM75PTX() != nil || ImageSM90A.PTX75File() != "" {
+		t.Error("the Hopper cubin has a Turing PTX image")
 	}
-	_, sec, ok := strings.Cut(string(md), "\n## Turing PTX entries (fa2_sm75.fatbin)\n")
+	md := readFile(t, "resources.md")
+	_, sec, ok := strings.Cut(md, "\n## Turing PTX entries (fa2_<family>_ptx75.fatbin)\n")
 	if !ok {
 		t.Fatal("resources.md has no Turing PTX entries section")
 	}
-	entries := regexp.MustCompile(`(?m)^\| (fa2_\w+) \|$`).FindAllStringSubmatch(sec, -1)
 	var got, want []string
-	for _, e := range entries {
-		got = append(got, e[1])
+	for _, e := range regexp.MustCompile(`(?m)^\| (fa2_\w+) \| (fa2_\w+\.fatbin) \|$`).FindAllStringSubmatch(sec, -1) {
+		got = append(got, e[1]+" "+e[2])
 	}
 	for _, v := range append(Variants(), ladderVariants...) {
 		if v.Arch == 75 || v.Arch == 0 { // Arch 0: a ladder rung, on both paths
-			want = append(want, v.Symbol)
+			im, _ := ImageOf(v.Symbol)
+			want = append(want, v.Symbol+" "+im.PTX75File())
 		}
 	}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("fa2_sm75.fatbin entries %v, want exactly the Turing variants and the ladder %v", got, want)
+		t.Errorf("Turing PTX entries (symbol, image) %v, want exactly the Turing variants and the ladder in their families' images %v", got, want)
 	}
 }
 
@@ -561,10 +610,11 @@ func TestSM90AMaps(t *testing.T) {
 
 type resource struct{ regs, stack, spillSt, spillLd, smem int }
 
-// resources parses the "Resources per SASS arch" table: symbol -> sm -> numbers.
-func resources(t *testing.T) map[string]map[int]resource {
+// resourceRows returns the rows of the "Resources per SASS arch" table:
+// symbol, sm, registers, stack, spill stores, spill loads, static smem, image.
+func resourceRows(t *testing.T) [][]string {
 	t.Helper()
-	out := map[string]map[int]resource{}
+	var out [][]string
 	sc := bufio.NewScanner(strings.NewReader(readFile(t, "resources.md")))
 	in := false
 	for sc.Scan() {
@@ -574,14 +624,26 @@ func resources(t *testing.T) map[string]map[int]resource {
 			continue
 		}
 		c := strings.Split(strings.Trim(l, "| "), " | ")
-		if !in || len(c) != 7 || !strings.HasPrefix(c[0], "fa2_") {
-			continue
+		if in && len(c) == 8 && strings.HasPrefix(c[0], "fa2_") {
+			out = append(out, c)
 		}
+	}
+	if len(out) == 0 {
+		t.Fatal("resources.md has no resources rows")
+	}
+	return out
+}
+
+// resources parses the "Resources per SASS arch" table: symbol -> sm -> numbers.
+func resources(t *testing.T) map[string]map[int]resource {
+	t.Helper()
+	out := map[string]map[int]resource{}
+	for _, c := range resourceRows(t) {
 		n := make([]int, 6)
 		for i := range n {
 			var err error
 			if n[i], err = strconv.Atoi(c[i+1]); err != nil {
-				t.Fatalf("resources.md: %q: %v", l, err)
+				t.Fatalf("resources.md: %q: %v", c, err)
 			}
 		}
 		if out[c[0]] == nil {
@@ -1029,17 +1091,17 @@ var modPasses = []family{fwdModPass(false, false), fwdModPass(true, false), fwdM
 
 func fwdModPass(softcap, alibi bool) family { return family{stage: Fwd, mods: FwdMods(softcap, alibi)} }
 
-// modSuffix is the symbol suffix of a modified forward pass (fa2.cu's FA2_FWD_MOD).
+// modSuffix is the symbol suffix of a modified forward pass (fwd.cu's FA2_FWD_MOD).
 func modSuffix(p family) string {
 	return map[family]string{pFwdMod: "_mod", pFwdModCap: "_mod_cap", pFwdModALiBi: "_mod_alibi", pFwdModCapALiBi: "_mod_cap_alibi"}[p]
 }
 
 // bwdVarlenTwin maps each varlen backward pass to its three-kernel twin
-// (fa2.cu's FA2_BWD_VARLEN).
+// (bwd.cu's FA2_BWD_VARLEN).
 var bwdVarlenTwin = map[family]family{pBwdPreVarlen: pBwdPre, pBwdDKDVVarlen: pBwdDKDV, pBwdDQVarlen: pBwdDQ}
 
 // fwdSuffix is what a forward pass named after its plain twin adds to the
-// twin's symbol (fa2.cu's FA2_FWD_MOD and FA2_FWD_VARLEN), or "".
+// twin's symbol (fwd.cu's FA2_FWD_MOD and FA2_FWD_VARLEN), or "".
 func fwdSuffix(p family) string {
 	if p == pFwdVarlen {
 		return "_varlen"

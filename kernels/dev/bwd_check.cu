@@ -15,7 +15,7 @@
 //                                            BWD_ONLY=sm80_d64 checks the variants whose name has it)
 //   BWD_SHAPES=1,3,7 compute-sanitizer --tool racecheck .build/bwd_check   (a few shapes)
 // Kernel sources: "tpl75"/"tpl80" = the Turing / sm_80 path templates compiled
-// into this binary; "ptx75" = internal/kernels/fa2_sm75.fatbin through the
+// into this binary; "ptx75" = internal/kernels/fa2_bwd_ptx75.fatbin through the
 // driver's JIT (how Go forces the sm_75 path).
 //
 // Inputs: q, k, v, dO ~ N(0,1) in fp16; O and LSE from the float64 forward (O
@@ -45,7 +45,8 @@
 #include <string>
 #include <vector>
 
-#include "../fa2.cu"
+#include "../fwd.cu"
+#include "../bwd.cu"
 #include "dev.h"
 
 // One launchable kernel (runtime-API template or driver-API module function).
@@ -182,7 +183,7 @@ static std::vector<Bwd> shipped_tpl() {
   v.push_back(make_kvq<BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type, true, true>(                                         \
       (const void*)fa2_bwd_pre_sm##A##_d##D, (const void*)FA2_CAT(FA2_CAT(fa2_bwd_dkdvq_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), _causal), \
       (const void*)FA2_CAT(fa2_bwd_dqconv_sm##A##_d##D, FA2_KVQ_SFX_##SIZE), #SIZE));                                      \
-  /* the ordered twin (fa2.cu ships it where FA2_KVQ_DET_NC/C say; here every row, both masks) */                       \
+  /* the ordered twin (bwd.cu ships it where FA2_KVQ_DET_NC/C say; here every row, both masks) */                       \
   {                                                                                                                        \
     using T = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::type;                                                              \
     using TN = BwdKVQTraits<A, D, FA2_KVQ_LARGE_##SIZE>::nc; /* the non-causal kernels' warp grids */                       \
@@ -559,7 +560,7 @@ int main(int argc, char** argv) {
   std::printf("device %s sm_%d%d, CUDA runtime %d\n", prop.name, prop.major, prop.minor, CUDART_VERSION);
   std::vector<Bwd> all = shipped_tpl();
   if (drv.load()) {
-    std::vector<Bwd> ptx = shipped_ptx75(dir + "/fa2_sm75.fatbin");
+    std::vector<Bwd> ptx = shipped_ptx75(dir + "/fa2_bwd_ptx75.fatbin");
     all.insert(all.end(), ptx.begin(), ptx.end());
   }
   for (const Bwd& b : all)

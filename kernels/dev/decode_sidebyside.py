@@ -1,5 +1,5 @@
 """KV-cache decode, side by side in ONE process on one GPU: PyTorch SDPA (flash,
-efficient, cuDNN) and GoFlash's shipped decode kernels (internal/kernels/fa2.fatbin,
+efficient, cuDNN) and GoFlash's shipped decode kernels (internal/kernels/fa2_decode.fatbin,
 launched through the driver API with ctypes as the Go code launches them),
 interleaved call by call.
 
@@ -20,7 +20,7 @@ merge the splits); every call is made twice before its check, and the split
 counters must be back at zero after it.
 
 Usage: python3 kernels/dev/decode_sidebyside.py [--ptx75] [--splits N] [--sanitize | --sweep | --mods]
-  --ptx75: the Turing kernels from internal/kernels/fa2_sm75.fatbin (driver JIT);
+  --ptx75: the Turing kernels from internal/kernels/fa2_decode_ptx75.fatbin (driver JIT);
   --splits N: force N KV splits (default: the rule of flashattn/gpu_decode.go);
   --sanitize: one small contiguous and one paged call of each head dim, no
               timing (for compute-sanitizer), with and without the modifiers;
@@ -45,7 +45,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, "kernels/dev")
 sys.path.insert(0, "bench")
-from sidebyside import Module, ck, cu  # noqa: E402  (the loader and the driver)
+from sidebyside import Module, ck, cu, images  # noqa: E402  (the loader and the driver)
 from sdpa import sdpa_backends  # noqa: E402  (our backend names -> SDPBackend, one map)
 
 
@@ -484,7 +484,7 @@ def main():
     args = sys.argv[1:]
     ptx75 = "--ptx75" in args
     splits = int(args[args.index("--splits") + 1]) if "--splits" in args else None
-    path = "internal/kernels/fa2_sm75.fatbin" if ptx75 else "internal/kernels/fa2.fatbin"
+    path = images(("decode",), ptx75)[0]
     if "--module" in args:  # a dev build of the same symbols (tiles from resources.md)
         path = args[args.index("--module") + 1]
     m = Module(path)

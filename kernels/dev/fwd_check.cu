@@ -14,9 +14,10 @@
 // (candidate cubins of other tiles or code, built with the same nvcc -cubin line
 // as build.sh's, checked and timed beside them)
 // Kernel sources compared in one process: "tpl" = compiled into this binary by
-// the local nvcc; "fatbin" = the committed internal/kernels/fa2.fatbin (nvcc 11.8
-// SASS), loaded with cuModuleLoadData; "ptx75" = internal/kernels/fa2_sm75.fatbin,
-// the Turing kernels JIT-compiled by the driver (how Go forces the sm_75 path).
+// the local nvcc; "fatbin" = the committed internal/kernels/fa2_fwd.fatbin (nvcc 11.8
+// SASS; the ladder's: fa2_ladder.fatbin), loaded with cuModuleLoadData; "ptx75" =
+// internal/kernels/fa2_fwd_ptx75.fatbin (fa2_ladder_ptx75.fatbin), the Turing
+// kernels JIT-compiled by the driver (how Go forces the sm_75 path).
 //
 // Correctness rule (as FA2's tests): float64 CPU attention on the fp16 inputs is
 // the truth; a CPU result with fp16 rounding of S, P and O is the baseline; the GPU's
@@ -41,7 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "../fa2.cu"
+#include "../fwd.cu"
+#include "../ladder.cu"
 #include "dev.h"
 #ifdef FA2_SM90A
 #include "../fa2_sm90a.cu"
@@ -613,8 +615,8 @@ int main(int argc, char** argv) {
 
   std::vector<Kernel> tpl = shipped_tpl(), fat, ptx;
   if (have_drv && mode != "ladder-check") {  // ladder-check: the rungs alone (compute-sanitizer runs)
-    fat = shipped_module(dir + "/fa2.fatbin", "fatbin", 0);
-    ptx = shipped_module(dir + "/fa2_sm75.fatbin", "ptx75", 75);
+    fat = shipped_module(dir + "/fa2_fwd.fatbin", "fatbin", 0);
+    ptx = shipped_module(dir + "/fa2_fwd_ptx75.fatbin", "ptx75", 75);
   }
   for (auto* set : {&tpl, &fat, &ptx})
     for (Kernel& k : *set) k.prepare();
@@ -670,8 +672,8 @@ int main(int argc, char** argv) {
     // checked on every shape; then timed with rung 5, the shipped kernel of each path.
     std::vector<Kernel> ltpl = ladder_tpl(), lfat, lptx;
     if (have_drv && mode == "ladder") {
-      lfat = shipped_module(dir + "/fa2.fatbin", "fatbin", 0, true);
-      lptx = shipped_module(dir + "/fa2_sm75.fatbin", "ptx75", 75, true);
+      lfat = shipped_module(dir + "/fa2_ladder.fatbin", "fatbin", 0, true);
+      lptx = shipped_module(dir + "/fa2_ladder_ptx75.fatbin", "ptx75", 75, true);
     }
     for (auto* set : {&ltpl, &lfat, &lptx}) {
       if (set->empty()) continue;

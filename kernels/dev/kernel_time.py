@@ -42,7 +42,7 @@ def main():
     fwdbwd = "--fwdbwd" in args
     ns = [int(a) for a in args if a.isdigit()] or [2048, 4096, 8192]
     ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]
-    m = sb.Module("internal/kernels/fa2.fatbin")
+    m = sb.Module(*sb.images(("fwd", "bwd"), False))
     what = "forward+backward" if fwdbwd else "backward"
     print(f"kernel-level {what} on {torch.cuda.get_device_name()}, ms per call (sum of its kernels); "
           "ours/flash = flash time / ours", flush=True)

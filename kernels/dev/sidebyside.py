@@ -1,5 +1,6 @@
 """Side-by-side benchmark in ONE process on one GPU: PyTorch SDPA (flash,
-efficient) and GoFlash's shipped kernels (internal/kernels/fa2.fatbin, launched
+efficient) and GoFlash's shipped kernels (internal/kernels/fa2_fwd.fatbin and
+fa2_bwd.fatbin, launched
 through the driver API with ctypes, as the Go code launches them), interleaved
 call by call on the same tensors, so clock drift hits all three alike.
 
@@ -24,7 +25,7 @@ Usage: [FA2_FATBIN_B=candidate.fatbin] python3 kernels/dev/sidebyside.py [--bwd]
   path column: large = the _large single pass (where the device's opt-in shared memory fits
   it), single = the <= 99 KiB one, three = the three kernels; --smem99: choose the kernels
   as on an sm_86/89 (99 KiB opt-in: no _large set); --ptx75: the Turing kernels
-  from internal/kernels/fa2_sm75.fatbin through the driver's JIT.
+  from internal/kernels/fa2_{fwd,bwd}_ptx75.fatbin through the driver's JIT.
 """
 import ctypes
 import os
@@ -81,14 +82,25 @@ def tiles():
     return t
 
 
+def images(families, ptx75):
+    """The committed images of kernel families ("fwd", "bwd", "decode"): their fatbins, or
+    (ptx75) their Turing PTX."""
+    return [f"internal/kernels/fa2_{f}{'_ptx75' if ptx75 else ''}.fatbin" for f in families]
+
+
 class Module:
-    def __init__(self, path):
+    """The kernels of one or more images (fatbins, PTX or cubins), each loaded as a module;
+    fn finds a symbol in the first that has it."""
+
+    def __init__(self, *paths):
         torch.cuda.init()
         torch.empty(1, device="cuda")
-        data = open(path, "rb").read() + b"\0"
-        self.buf = ctypes.create_string_buffer(data, len(data))
-        self.mod = ctypes.c_void_p()
-        ck(cu.cuModuleLoadData(ctypes.byref(self.mod), self.buf), path)
+        self.bufs, self.mods = [], []
+        for path in paths:
+            data = open(path, "rb").read() + b"\0"
+            self.bufs.append(ctypes.create_string_buffer(data, len(data)))
+            self.mods.append(ctypes.c_void_p())
+            ck(cu.cuModuleLoadData(ctypes.byref(self.mods[-1]), self.bufs[-1]), path)
         self.tiles = tiles()
         self.fns = {}
         # Opt-in shared memory per block (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN):
@@ -103,8 +115,12 @@ class Module:
 
     def fn(self, sym):
         if sym not in self.fns:
-            f = ctypes.c_void_p()
-            ck(cu.cuModuleGetFunction(ctypes.byref(f), self.mod, sym.encode()), sym)
+            f, r = ctypes.c_void_p(), 500  # CUDA_ERROR_NOT_FOUND
+            for mod in self.mods:
+                r = cu.cuModuleGetFunction(ctypes.byref(f), mod, sym.encode())
+                if r == 0:
+                    break
+            ck(r, sym)
             br, bc, warps, smem = self.tiles[sym]
             if smem > 48 * 1024:
                 ck(cu.cuFuncSetAttribute(f, 8, smem), "max dynamic smem")
@@ -324,13 +340,13 @@ def main():
     ptx75, bwd = "--ptx75" in args, "--bwd" in args
     ns = [int(a) for a in args if a.isdigit()] or ([2048, 8192] if bwd else [512, 1024, 2048, 4096, 8192, 16384])
     ds = [int(a[1:]) for a in args if a[:1] == "d" and a[1:].isdigit()] or [64, 128]  # head dims, e.g. d128
-    path = "internal/kernels/fa2_sm75.fatbin" if ptx75 else "internal/kernels/fa2.fatbin"
-    m = Module(path)
+    paths = images(("fwd", "bwd"), ptx75)
+    m = Module(*paths)
     if "--smem99" in args:  # choose the kernels an sm_86/89 runs (99 KiB opt-in): no _large set
         m.smem_optin = 99 * 1024
     pb = os.environ.get("FA2_FATBIN_B")  # forward only: a candidate build's fatbin, timed beside ours
     mb = Module(pb) if pb and not bwd else None
-    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", path, "B:", pb if mb else "-", flush=True)
+    print("device", torch.cuda.get_device_name(), "torch", torch.__version__, "ours:", " ".join(paths), "B:", pb if mb else "-", flush=True)
     if bwd:
         backward(m, 75 if ptx75 else 80, ns, ds)
     else:

@@ -9,8 +9,8 @@
 //                           and the tuned tiles: the shipped kernel itself
 // H200, D64, N 4096, non-causal, sm_80 path: 6.7, 16.6, 49.7, 215.0 and 320.6
 // TFLOP/s for rungs 1-5 (docs/kernels.md has the forced sm_75 path too).
-// FA2_LADDER(X): X(rung, D) per rung-kernel pair (plain and causal) that fa2.cu
-// ships as fa2_ladder<rung>_d<D>[_causal] in the fatbin and the sm_75 PTX;
+// FA2_LADDER(X): X(rung, D) per rung-kernel pair (plain and causal) that ladder.cu
+// ships as fa2_ladder<rung>_d<D>[_causal] in fa2_ladder.fatbin and its Turing PTX;
 // tiles.cu lists them for internal/kernels. They take the shipped kernels'
 // FwdParams and launch contract, with static shared memory only.
 #pragma once
