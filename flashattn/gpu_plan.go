@@ -16,7 +16,7 @@ import (
 // Device loads the plan's kernels and launches them (Device.plan).
 
 // planDevice is what a plan reads of a device. The kernel sets it chooses
-// from are the shipped table of its path (fa2.fatbin, or the Turing PTX
+// from are the shipped table of its path (the family images, or their Turing PTX
 // when forced), the Hopper forward (sm90a), a ladder rung (rung) and the
 // forwards an NVRTC build of the rung in use holds (nvrtc).
 type planDevice struct {

@@ -70,7 +70,7 @@ func HeadDims(k Key) []int {
 	return ds
 }
 
-// Variants returns a copy of the shipped table (fa2.fatbin: both paths,
+// Variants returns a copy of the shipped table (the family images: both paths,
 // causal and not).
 func Variants() []Variant { return append([]Variant(nil), variants...) }
 
