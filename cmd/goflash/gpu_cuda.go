@@ -117,7 +117,11 @@ func (g *cudaGPU) UseRung(path, rung int, src string) (func(), error) {
 }
 
 func (g *cudaGPU) KernelStats(c Case) (flashattn.KernelStats, error) {
-	return g.dev.KernelStats(c.Dims, c.Causal)
+	ks, err := g.dev.Kernels(flashattn.OpForward, c.Dims, flashattn.FP16, &flashattn.Options{Causal: c.Causal})
+	if err != nil {
+		return flashattn.KernelStats{}, err
+	}
+	return ks[0], nil
 }
 
 func (g *cudaGPU) HasBackward() (bool, string) {
