@@ -310,16 +310,17 @@ func (d *Device) ForcePath(path int) error {
 	if use == d.path && forced == d.forced && sm90a == d.sm90a {
 		return nil
 	}
+	// Every module goes, whatever an unload says: a module kept after a
+	// failed unload of another would leave dead functions in d.funcs.
+	var errs []error
 	for _, m := range d.mods {
 		if m != nil {
-			if err := m.Unload(); err != nil {
-				return err
-			}
+			errs = append(errs, m.Unload())
 		}
 	}
 	d.mods, d.funcs = [kernels.NumImages]*cuda.Module{}, map[string]*loadedKernel{}
 	d.path, d.forced, d.sm90a, d.sm90aErr = use, forced, sm90a, nil
-	return nil
+	return errors.Join(errs...)
 }
 
 // ForceArch is ForcePath under its first name, kept for existing callers.
@@ -329,10 +330,13 @@ func (d *Device) ForceArch(path int) error { return d.ForcePath(path) }
 
 // planHeadDims lists the head dims at which the plan of req succeeds on d
 // (planDevice.headDims) with its shipped kernels or ladder rung: an NVRTC
-// build of a rung keeps the rung's head dims; d.mu is held.
-func (d *Device) planHeadDims(req func(hd int) planRequest) []int {
+// build of a rung keeps the rung's head dims, unless nvrtc (the raw
+// forward, which refuses such a build, asks with it); d.mu is held.
+func (d *Device) planHeadDims(nvrtc bool, req func(hd int) planRequest) []int {
 	c := d.planDevice()
-	c.nvrtc = nil
+	if !nvrtc {
+		c.nvrtc = nil
+	}
 	return c.headDims(req)
 }
 

@@ -45,8 +45,8 @@ const (
 	opDecode                    // ForwardKVCache (paged or not)
 	opRawForward                // NewRawForward: the plain kernels, the sm_80 one beside a Hopper one
 	opRawBackward               // NewRawBackward: the three kernels, which hold no dQ accumulator
-	opKernel                    // Device.Kernel: the plain fp16 forward Forward runs for dims, no problem checks
-	opBwdKernels                // Device.BackwardKernels[Deterministic]: the plain backward's kernels, no problem checks
+	opKernel                    // KernelTable: the plain fp16 forward Forward runs for dims, no problem checks
+	opBwdKernels                // the plain backward's kernels, no problem checks (the limits' tests)
 )
 
 // planRequest is one call's problem as a plan needs it.
@@ -61,7 +61,7 @@ type planRequest struct {
 type plan struct {
 	kernels []kernels.Variant
 	cfgs    []cuda.LaunchConfig
-	nvrtc   bool // kernels[0] is the NVRTC build's (Device.nvrtcKernel), not an image's
+	nvrtc   bool // kernels[0] is the NVRTC build's (Device.nvrtcRungInUse().funcs), not an image's
 	// alt (raw forward on the Hopper kernel): the sm_80 kernel of the same
 	// problem, for operands whose strides TMA cannot address.
 	alt    *kernels.Variant

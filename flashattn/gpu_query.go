@@ -41,7 +41,7 @@ func (d *Device) SupportedHeadDims(op Op, dt DType, o *Options) []int {
 func (d *Device) headDims(op Op, dt DType, o *Options) []int {
 	mods, softcap, alibi := o.scoreMods()
 	det := o != nil && o.Deterministic
-	return d.planHeadDims(func(hd int) planRequest {
+	return d.planHeadDims(op == OpRawForward, func(hd int) planRequest {
 		p := queryProblem(hd, false)
 		p.Deterministic = det
 		if mods {
@@ -59,8 +59,11 @@ func (d *Device) headDims(op Op, dt DType, o *Options) []int {
 			r.op = opForward
 		case OpRawForward:
 			r.op = opRawForward
-		case OpVarlenForward, OpVarlenBackward:
-			r.op = map[bool]planOp{true: opForward, false: opBackward}[op == OpVarlenForward]
+		case OpVarlenForward:
+			r.op = opForward
+			r.p.entry, r.p.varlen = varlenEntry, &Varlen{CuSeqlensQ: []int{0, 1}, CuSeqlensK: []int{0, 1}}
+		case OpVarlenBackward:
+			r.op = opBackward
 			r.p.entry, r.p.varlen = varlenEntry, &Varlen{CuSeqlensQ: []int{0, 1}, CuSeqlensK: []int{0, 1}}
 		case OpKVCache:
 			r.op = opDecode
@@ -127,6 +130,9 @@ func (d *Device) Kernels(op Op, dims Dims, dt DType, o *Options) ([]KernelStats,
 		return nil, err
 	}
 	defer d.mu.Unlock()
+	if ks != nil && !d.shipped(ks[0].mod) {
+		return nil, &DataError{Arg: "plan", Reason: "the device's kernels were reloaded (ForcePath) while the plan was made: ask again"}
+	}
 	if ks == nil {
 		if ks, err = d.opKernels(op, p, dt); err != nil {
 			return nil, err
@@ -168,8 +174,15 @@ func opProblem(op Op, dims Dims, vl Varlen, pageSize int, o *Options) (problem, 
 }
 
 // opKernels plans and loads the kernels of a call op of p in element type
-// dt, in launch order (a forward's, then a backward's); d.mu is held.
+// dt, in launch order (a forward's, then a backward's); the raw ops are
+// their plans' (Kernels), not this; d.mu is held.
 func (d *Device) opKernels(op Op, p problem, dt DType) ([]*loadedKernel, error) {
+	if err := checkDType(dt, d.path); err != nil {
+		return nil, err
+	}
+	if op == OpRawForward || op == OpRawBackward {
+		return nil, &OptionError{Option: "op", Value: op.String(), Reason: "a raw op's kernels are its plan's (NewRawForward, NewRawBackward)"}
+	}
 	var ks []*loadedKernel
 	add := func(r planRequest) error {
 		_, loaded, err := d.plan(r)

@@ -434,8 +434,9 @@ func (o *rawOp) short(have uint64, whose string) error {
 	return &DataError{Arg: o.arg, Reason: fmt.Sprintf("the call reaches %d bytes from %#x, %s %d", o.need, o.ptr, whose, have)}
 }
 
-// rawPlan is what both plans share: the device, the module their kernels
-// come from, and the probe their queries write to. d.mu is held for every
+// rawPlan is what both plans share: the device, a module of their kernels
+// (ForcePath unloads every module at once, so one tells a stale plan), and
+// the probe their queries write to. d.mu is held for every
 // method but check.
 type rawPlan struct {
 	d      *Device

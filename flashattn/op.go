@@ -55,11 +55,6 @@ func (op Op) backward() bool {
 	return op == OpBackward || op == OpForwardBackward || op == OpVarlenBackward || op == OpRawBackward
 }
 
-// forward reports whether op runs a forward pass (decode included).
-func (op Op) forward() bool {
-	return op.valid() && op != OpBackward && op != OpVarlenBackward && op != OpRawBackward
-}
-
 // checkOp refuses an Op that is none of the constants.
 func checkOp(op Op) error {
 	if !op.valid() {
