@@ -397,21 +397,33 @@ func (d *Device) load(v kernels.Variant) (*loadedKernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	info := kernelInfo(v)
+	info.FromPTX = d.forced && v.Arch != kernels.SM90A
+	if v.Arch == 0 { // a ladder rung: the same code on both paths, from the module of this one
+		info.Path = d.path
+	}
+	k, err := d.function(mod, v, info)
+	if err != nil {
+		return nil, err
+	}
+	d.funcs[v.Symbol] = k
+	return k, nil
+}
+
+// function looks up kernel v of mod (an image's or an NVRTC build's),
+// allows it its dynamic shared memory (above 48 KiB a launch needs the
+// opt-in) and reads what the driver made of it into info; d.mu is held.
+func (d *Device) function(mod *cuda.Module, v kernels.Variant, info KernelInfo) (*loadedKernel, error) {
 	fn, err := mod.Function(v.Symbol)
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: kernel %s on %s: %w", v.Symbol, d.info, err)
 	}
-	// Above 48 KiB of dynamic shared memory the launch needs an opt-in.
 	if v.SmemBytes > 48<<10 {
 		if err := fn.SetMaxDynamicSharedMem(v.SmemBytes); err != nil {
 			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", v.Symbol, v.SmemBytes, d.info, err)
 		}
 	}
-	k := &loadedKernel{mod: mod, fn: fn, v: v, info: kernelInfo(v)}
-	k.info.FromPTX = d.forced && v.Arch != kernels.SM90A
-	if v.Arch == 0 { // a ladder rung: the same code on both paths, from the module of this one
-		k.info.Path = d.path
-	}
+	k := &loadedKernel{mod: mod, fn: fn, v: v, info: info}
 	var errs []error
 	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)
 	errs = append(errs, err)
@@ -422,6 +434,5 @@ func (d *Device) load(v kernels.Variant) (*loadedKernel, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	d.funcs[v.Symbol] = k
 	return k, nil
 }

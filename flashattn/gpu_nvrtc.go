@@ -194,30 +194,13 @@ func ptxTooNew(err error, driver int, nvrtcVersion string) string {
 // prepare looks up one kernel of an NVRTC module and allows its dynamic
 // shared memory; d.mu is held.
 func (d *Device) prepare(mod *cuda.Module, ki KernelInfo) (*loadedKernel, error) {
-	fn, err := mod.Function(ki.Symbol)
-	if err != nil {
-		return nil, fmt.Errorf("flashattn: NVRTC kernel %s on %s: %w", ki.Symbol, d.info, err)
-	}
 	if ki.SmemBytes > d.smemOptin {
 		return nil, &UnsupportedError{Backend: GPU, Feature: "shared memory", Value: fmt.Sprintf("%d bytes", ki.SmemBytes),
 			Reason: fmt.Sprintf("%s's tile needs more than the %d bytes per CTA %s allows", ki.Symbol, d.smemOptin, d.info)}
 	}
-	if ki.SmemBytes > 48<<10 {
-		if err := fn.SetMaxDynamicSharedMem(ki.SmemBytes); err != nil {
-			return nil, fmt.Errorf("flashattn: kernel %s needs %d bytes of shared memory on %s: %w", ki.Symbol, ki.SmemBytes, d.info, err)
-		}
-	}
 	v := kernels.Variant{Key: kernels.Key{Stage: kernels.Fwd, Arch: ki.Path, HeadDim: ki.HeadDim, Causal: ki.Causal, Rung: ki.Rung},
 		Symbol: ki.Symbol, Br: ki.Br, Bc: ki.Bc, Warps: ki.Warps, SmemBytes: ki.SmemBytes}
-	k := &loadedKernel{mod: mod, fn: fn, v: v, info: ki}
-	var errs []error
-	k.info.Registers, err = fn.Attribute(cuda.FuncNumRegs)
-	errs = append(errs, err)
-	k.info.LocalBytes, err = fn.Attribute(cuda.FuncLocalSizeBytes)
-	errs = append(errs, err)
-	k.info.BinaryArch, err = fn.Attribute(cuda.FuncBinaryVersion)
-	errs = append(errs, err)
-	return k, errors.Join(errs...)
+	return d.function(mod, v, ki)
 }
 
 // stats reads a loaded kernel's shared memory and occupancy; d.mu is held.
