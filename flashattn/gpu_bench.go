@@ -124,7 +124,8 @@ type BenchConfig struct {
 // parameter block and buffers) and enqueued each time as the Device call
 // runs it: OpForward times the forward kernel; OpBackward the backward's
 // kernels, launched together on the path o.Deterministic picks, with O and
-// the LSE from one untimed forward; OpForwardBackward the forward and then
+// the LSE from one untimed forward (the forward Forward runs: on a ladder
+// rung the rung's, so only its head dims are timed there); OpForwardBackward the forward and then
 // its backward enqueued back to back, timed as one call (as PyTorch's
 // forward+backward is, not as the sum of two separately timed passes);
 // OpVarlenForward and OpVarlenBackward the packed calls (cfg.Varlen);
