@@ -295,8 +295,8 @@ func injective(s Shape, st Strides) bool {
 	return true
 }
 
-// checkOps checks what needs no driver: addresses set and aligned, and
-// within the bytes the caller gave.
+// checkOps checks each operand alone, without the driver: address set and
+// aligned, and within the bytes the caller gave.
 func checkOps(ops []rawOp) error {
 	for i := range ops {
 		o := &ops[i]
@@ -313,6 +313,14 @@ func checkOps(ops []rawOp) error {
 			return &DataError{Arg: o.arg, Reason: fmt.Sprintf("the call reaches %d bytes from %#x: past the end of the 64-bit address space", o.need, o.ptr)}
 		}
 	}
+	return nil
+}
+
+// checkOverlaps refuses an output that shares a byte with another operand.
+// Enqueue checks it after the driver's allocation bounds, so that a view
+// running past its allocation is named as such, not as the neighbour it
+// runs into.
+func checkOverlaps(ops []rawOp) error {
 	for j := range ops {
 		for i := range j {
 			a, b := &ops[i], &ops[j]

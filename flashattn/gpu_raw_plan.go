@@ -238,7 +238,7 @@ func (b *RawBackward) Enqueue(stream uintptr, a *RawBackwardArgs) error {
 
 // begin starts an Enqueue of a call with operands spec, the fields of its
 // args: it checks them (rawOps), takes the device, asks the driver about
-// them and the stream (ready), and writes their addresses and strides into
+// them and the stream (ready), refuses overlapping outputs, and writes their addresses and strides into
 // the parameter block. On success the caller holds d.mu.
 func (r *rawPlan) begin(stream uintptr, spec []rawOperand, a rawArgs) error {
 	var ops [10]rawOp
@@ -249,6 +249,10 @@ func (r *rawPlan) begin(stream uintptr, spec []rawOperand, a rawArgs) error {
 		return err
 	}
 	if err := r.ready(stream, ops[:len(spec)]); err != nil {
+		r.d.mu.Unlock()
+		return err
+	}
+	if err := checkOverlaps(ops[:len(spec)]); err != nil {
 		r.d.mu.Unlock()
 		return err
 	}
@@ -297,11 +301,14 @@ func checkRaw(dims Dims, dt DType, spec []rawOperand, a rawArgs) error {
 		return err
 	}
 	var ops [10]rawOp
-	return rawOps(ops[:len(spec)], spec, a, dims, dt)
+	if err := rawOps(ops[:len(spec)], spec, a, dims, dt); err != nil {
+		return err
+	}
+	return checkOverlaps(ops[:len(spec)])
 }
 
 // rawOps lists the operands spec of a call of problem d in element type dt
-// into ops, from the fields of its args, checked as CheckRawForward says.
+// into ops, from the fields of its args, each checked alone (checkOps).
 func rawOps(ops []rawOp, spec []rawOperand, a rawArgs, d Dims, dt DType) error {
 	if a.ts[0] == nil {
 		return &DataError{Arg: "args", Reason: "nil"}

@@ -44,8 +44,17 @@ type Case struct {
 }
 
 // Mods reports whether the case modifies its scores beyond the causal
-// mask (a window, softcap or ALiBi): what a Backend with Plain refuses.
-func (c Case) Mods() bool { return c.Window != nil || c.Softcap != 0 || c.ALiBi }
+// mask (a window that hides a key, softcap or ALiBi): what a Backend with
+// Plain refuses. A window side reaching past every key is unbounded, and
+// Right 0 is the causal mask (Options.Window's rules).
+func (c Case) Mods() bool { return c.windowHides() || c.Softcap != 0 || c.ALiBi }
+
+// windowHides reports whether c's window hides a key the causal mask (if
+// any) shows.
+func (c Case) windowHides() bool {
+	w := c.Window
+	return w != nil && (w.Left >= 0 && w.Left < c.Nk || w.Right > 0 && w.Right < c.Nq)
+}
 
 // ALiBiSlopes are the slopes of ALiBi (Press et al., 2022) for hq heads:
 // the geometric sequence 2^(-8(h+1)/hq).
