@@ -2,6 +2,7 @@ package flashattn_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -117,17 +118,35 @@ func defaultPath(t *testing.T, dev *flashattn.Device) int {
 
 // TestGPUConformanceBF16 runs the suite's forward cases on the bf16 kernels
 // of the default path, held to the BF16 baseline (bf16 inputs and P, fp32
-// accumulation). On a Turing GPU there are none (TestBF16RefusedOnSM75).
+// accumulation): on an H100/H200 the Hopper ones at their head dims, then
+// the sm_80 ones forced. On a Turing GPU there are none
+// (TestBF16RefusedOnSM75).
 func TestGPUConformanceBF16(t *testing.T) {
 	dev := openGPU(t)
 	if p := defaultPath(t, dev); p < 80 {
 		t.Skipf("%s runs the sm_%d path, which has no bf16 kernels", dev.Info(), p)
 	}
-	// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod[_cap][_alibi] ones).
-	b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
-		ModsForward: true, HeadDims: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)}
-	t.Logf("%s, bf16 forward, head dims %v", dev.Info(), b.HeadDims)
-	attntest.Run(t, b)
+	paths := []int{0}
+	if dev.Info().Arch() == 90 {
+		paths = append(paths, 80)
+	}
+	defer func() {
+		if err := dev.ForcePath(0); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, path := range paths {
+		t.Run(fmt.Sprintf("path%d", path), func(t *testing.T) {
+			if err := dev.ForcePath(path); err != nil {
+				t.Fatal(err)
+			}
+			// The bf16 forward kernels run windows, softcap and ALiBi (the _bf16_mod[_cap][_alibi] ones).
+			b := attntest.Backend{Name: "gpu-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
+				ModsForward: true, HeadDims: dev.SupportedHeadDims(flashattn.OpForward, flashattn.FP16, nil)}
+			t.Logf("%s, bf16 forward, path %d, head dims %v", dev.Info(), path, b.HeadDims)
+			attntest.Run(t, b)
+		})
+	}
 }
 
 // TestGPUConformanceBF16Backward runs the suite, forward and backward, on

@@ -136,7 +136,7 @@ type Device struct {
 	// comes from its compute_75 PTX through the driver's JIT.
 	path   int
 	forced bool
-	// sm90a: dense fp16 forwards, plain or with a window, softcap or ALiBi,
+	// sm90a: dense fp16 and bf16 forwards, plain or with a window, softcap or ALiBi,
 	// run the Hopper kernels (Arch 90 keys, from the ImageSM90A module) on
 	// a compute capability 9.0 device
 	// whose driver encodes TMA tensor maps, unless ForcePath(80) or 75.
@@ -279,7 +279,7 @@ func (d *Device) lock() error {
 // compiled from their compute_75 PTX by the driver, so that the Turing code
 // can be tested on a newer GPU; 80 on an H100/H200 runs the sm_80 (mma.sync)
 // forward instead of the Hopper one (wgmma and TMA, KernelInfo.Path 90),
-// which dense fp16 forwards there run by default (at its head dims, but for
+// which dense fp16 and bf16 forwards there run by default (at its head dims, but for
 // short causal calls where the sm_80 kernel is faster: HopperKernelTable's
 // SM80CausalMaxNk); 0 returns to the device's
 // own path. 80 is accepted on every sm_80+ device and 90 on an sm_90 one

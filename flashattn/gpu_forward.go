@@ -303,7 +303,7 @@ func encodeSM90A(e *cuda.TensorMapEncoder, v kernels.Variant, a *kernels.Sm90Fwd
 	maps := [3]*[cuda.TensorMapSize]byte{&a.QMap, &a.KMap, &a.VMap}
 	for i, base := range [3]uint64{a.P.Q, a.P.K, a.P.V} {
 		vw := views[i]
-		if err := e.EncodeTiledFP16(maps[i], base, vw.Dims, vw.Strides, [4]uint32{kernels.SM90ABox, vw.BoxRows, 1, 1}); err != nil {
+		if err := e.EncodeTiled16(maps[i], v.BF16, base, vw.Dims, vw.Strides, [4]uint32{kernels.SM90ABox, vw.BoxRows, 1, 1}); err != nil {
 			return err
 		}
 	}

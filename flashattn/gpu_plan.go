@@ -22,7 +22,7 @@ import (
 type planDevice struct {
 	name      string // DeviceInfo.String(), for errors
 	path      int    // the kernel path in use: 75 (Turing code) or 80 (sm_80+ code); 0: none
-	sm90a     bool   // dense fp16 forwards run the Hopper kernels where they have one (Device.sm90a)
+	sm90a     bool   // dense forwards run the Hopper kernels where they have one (Device.sm90a)
 	smemOptin int    // opt-in shared memory per block: whether the Large rows run (kernels.LargeFits)
 	smemPerSM int    // shared memory per SM: decode CTAs per SM (decodePerSM)
 	sms       int    // multiprocessors: decode splits
@@ -159,7 +159,7 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 	f := fieldsOf(p)
 	pl.kernels, pl.cfgs = []kernels.Variant{v}, []cuda.LaunchConfig{fwdConfig(v, f, c.ctas)}
 	if r.op == opRawForward && v.Arch == kernels.SM90A {
-		alt, err := c.shipped(kernels.Key{Stage: kernels.Fwd, HeadDim: p.D, Causal: p.Causal})
+		alt, err := c.shipped(kernels.Key{Stage: kernels.Fwd, HeadDim: p.D, Causal: p.Causal, BF16: bf16})
 		if err != nil {
 			return plan{}, err
 		}
@@ -173,13 +173,13 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 	return pl, nil
 }
 
-// hopper is the Hopper forward of key k (fwd, plain or modified, fp16,
-// dense: not p's packed sequences) where the device runs it: not on a
+// hopper is the Hopper forward of key k (fwd, plain or modified, fp16 or
+// bf16, dense: not p's packed sequences) where the device runs it: not on a
 // ladder rung, not where an NVRTC build replaces the plain forward, and not
 // for causal calls short enough that the sm_80 kernel is faster
 // (Variant.SM80CausalMaxNk).
 func (c planDevice) hopper(k kernels.Key, p problem) (kernels.Variant, bool) {
-	if !c.sm90a || c.rung != 0 || k.BF16 || p.varlen != nil || k.Mods == 0 && c.nvrtc != nil {
+	if !c.sm90a || c.rung != 0 || p.varlen != nil || k.Mods == 0 && c.nvrtc != nil && !k.BF16 {
 		return kernels.Variant{}, false
 	}
 	k.Arch = kernels.SM90A

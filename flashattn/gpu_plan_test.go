@@ -22,7 +22,7 @@ type planGPU struct {
 	c      planDevice
 	bf16   bool // path 80: bf16 kernels
 	large  bool // the large single-pass tiles fit (A100, H100/H200: 161-162 KiB)
-	hopper bool // dense fp16 forwards at D 64 and 128 run the Hopper kernels
+	hopper bool // dense forwards at D 64 and 128 run the Hopper kernels
 }
 
 func planGPUs() []planGPU {
@@ -181,8 +181,8 @@ func wantForward(g planGPU, dt DType, d int, causal bool, mods string, varlen bo
 	if mods != "" {
 		causal = false // the window's right edge
 	}
-	if g.hopper && !bf16 && !varlen && (d == 64 || d == 128) { // long calls: above any SM80CausalMaxNk
-		return []want{kern("fwd", "90a", d, false, false, causal, mods)}
+	if g.hopper && !varlen && (d == 64 || d == 128) { // long calls: above any SM80CausalMaxNk
+		return []want{kern("fwd", "90a", d, false, bf16, causal, mods)}
 	}
 	if varlen && mods == "" {
 		mods = "_varlen"
@@ -415,7 +415,7 @@ func TestPlanNVRTC(t *testing.T) {
 	checkPlan(t, "a head dim and mask the build lacks", pl, err, nil)
 	for _, r := range []planRequest{
 		{op: opForward, p: planProblem(t, 64, 8192, true, 100, 0, false, false, false), dt: FP16}, // modified: the Hopper one still
-		{op: opForward, p: planProblem(t, 64, 8192, true, -1, 0, false, false, false), dt: BF16},  // bf16: shipped
+		{op: opForward, p: planProblem(t, 64, 8192, true, -1, 0, false, false, false), dt: BF16},  // bf16: the Hopper one (the build is fp16)
 	} {
 		pl, err := planOf(c, r)
 		checkPlan(t, fmt.Sprintf("NVRTC build, %v", r.dt), pl, err, wantForward(h100, r.dt, 64, true, map[bool]string{true: "_mod"}[r.p.mods()], false))

@@ -11,17 +11,17 @@ import (
 
 func TestHopperKernelTable(t *testing.T) {
 	tab, dims := flashattn.HopperKernelTable(), flashattn.HopperHeadDims()
-	if len(dims) == 0 || len(tab) != 6*len(dims) {
-		t.Fatalf("%d Hopper kernels for head dims %v, want a causal and a non-causal one and four modified ones each", len(tab), dims)
+	if len(dims) == 0 || len(tab) != 12*len(dims) {
+		t.Fatalf("%d Hopper kernels for head dims %v, want a causal and a non-causal one and four modified ones each, fp16 and bf16", len(tab), dims)
 	}
 	mods := []string{"fwd_mod", "fwd_mod_cap", "fwd_mod_alibi", "fwd_mod_cap_alibi"}
 	for _, k := range tab {
-		if k.Path != 90 || !(k.Pass == "fwd" || slices.Contains(mods, k.Pass) && !k.Causal) || k.DType != flashattn.FP16 || k.Br%64 != 0 ||
+		if k.Path != 90 || !(k.Pass == "fwd" || slices.Contains(mods, k.Pass) && !k.Causal) || k.DType != flashattn.FP16 && k.DType != flashattn.BF16 || k.Br%64 != 0 ||
 			k.Warps != 4*(k.Br/64+1) || !k.Persistent || !slices.Contains(dims, k.HeadDim) {
 			t.Errorf("bad Hopper row %+v", k)
 		}
 		if !slices.ContainsFunc(flashattn.KernelTable(90), func(s flashattn.KernelInfo) bool { return s.HeadDim == k.HeadDim && s.Causal == k.Causal }) {
-			t.Errorf("%s has no sm_80 kernel beside it (ForcePath(80), bf16 and raw fallbacks run that)", k.Symbol)
+			t.Errorf("%s has no sm_80 kernel beside it (ForcePath(80), varlen and raw fallbacks run that)", k.Symbol)
 		}
 	}
 }
@@ -29,9 +29,9 @@ func TestHopperKernelTable(t *testing.T) {
 // TestGPUHopperForward: on an sm_90 GPU, dense fp16 forwards at the Hopper
 // head dims run the sm_90a kernels (path 90, SASS, no local memory), but
 // causal ones of at most SM80CausalMaxNk keys, and everything else the
-// sm_80 path; ForcePath(80) and back switch them. fp16 calls with a
-// window, softcap or ALiBi run the modified Hopper kernels; bf16 the sm_80
-// ones. A raw call
+// sm_80 path; ForcePath(80) and back switch them. Calls with a window,
+// softcap or ALiBi run the modified Hopper kernels, bf16 calls the bf16
+// twins. A raw call
 // whose K and V are broadcast over the batch (stride 0, which a TMA tensor
 // map cannot address) runs the sm_80 kernel: bit for bit the dense call's
 // output on the forced sm_80 path. The Hopper kernels' accuracy is the
@@ -94,35 +94,40 @@ func TestGPUHopperForward(t *testing.T) {
 		}
 	}
 	// Beyond the suite's sizes: odd lengths, Nq < Nk above every
-	// SM80CausalMaxNk, GQA 4, each head dim and mask.
+	// SM80CausalMaxNk, GQA 4, each head dim and mask, fp16 and bf16.
 	b := deviceBackend(dev, "gpu-sm90a")
 	b.Backward = nil
+	bb := attntest.Backend{Name: "gpu-sm90a-bf16", Precision: attntest.BF16, Forward: bf16ForwardHost(dev), Plain: true,
+		ModsForward: true, HeadDims: hd}
+	var cases []attntest.Case
 	for _, d := range hd {
 		for _, causal := range []bool{false, true} {
-			c := attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 1, D: d, Causal: causal, Seed: 7}
-			t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+			cases = append(cases, attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 1, D: d, Causal: causal, Seed: 7})
 		}
-		// The modified kernels: a window reaching both ways, softcap and ALiBi.
-		c := attntest.Case{Name: fmt.Sprintf("mods-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d,
-			Window: &flashattn.Window{Left: 300, Right: 40}, Softcap: 20, ALiBi: true, Seed: 8}
-		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
-		// ALiBi alone: its column-bias form on the clean blocks either side
-		// of each consumer's diagonal.
-		c = attntest.Case{Name: fmt.Sprintf("alibi-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Seed: 9}
-		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
-		// Slopes steep against the scale: head 0's slope/scale is past what
-		// the ALiBi k16 step's two fp16 halves hold (it takes apply_side),
-		// the others' within it (large column terms from the GEMM).
-		c = attntest.Case{Name: fmt.Sprintf("alibi-steep-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Scale: 5e-6, Seed: 10}
-		t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+		cases = append(cases,
+			// The modified kernels: a window reaching both ways, softcap and ALiBi.
+			attntest.Case{Name: fmt.Sprintf("mods-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d,
+				Window: &flashattn.Window{Left: 300, Right: 40}, Softcap: 20, ALiBi: true, Seed: 8},
+			// ALiBi alone: its column-bias form on the clean blocks either side
+			// of each consumer's diagonal.
+			attntest.Case{Name: fmt.Sprintf("alibi-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Seed: 9},
+			// Slopes steep against the scale: head 0's slope/scale is past what
+			// the ALiBi k16 step's two 16-bit halves hold (it takes apply_side),
+			// the others' within it (large column terms from the GEMM).
+			attntest.Case{Name: fmt.Sprintf("alibi-steep-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Scale: 5e-6, Seed: 10})
+	}
+	for _, be := range []attntest.Backend{b, bb} {
+		for _, c := range cases {
+			t.Run(be.Name+"/"+c.Name, func(t *testing.T) { attntest.RunCase(t, be, c) })
+		}
 	}
 	run("fp16", dev.Upload, nil, 90)
 	run("fp16 causal", dev.Upload, &flashattn.Options{Causal: true}, 90)
-	run("bf16", dev.UploadBF16, nil, 80)
+	run("bf16", dev.UploadBF16, nil, 90)
 	run("fp16 window", dev.Upload, &flashattn.Options{Window: &flashattn.Window{Left: 8, Right: 0}}, 90)
 	run("fp16 softcap", dev.Upload, &flashattn.Options{Softcap: 30}, 90)
 	run("fp16 causal ALiBi", dev.Upload, &flashattn.Options{Causal: true, ALiBi: []float64{0.5, 0.25}}, 90)
-	run("bf16 window", dev.UploadBF16, &flashattn.Options{Window: &flashattn.Window{Left: 8, Right: 0}}, 80)
+	run("bf16 window", dev.UploadBF16, &flashattn.Options{Window: &flashattn.Window{Left: 8, Right: 0}}, 90)
 
 	// K and V broadcast over a batch of 2: the raw plan's sm_80 kernel.
 	u := newRawUser(t)

@@ -28,7 +28,7 @@ func KernelTable(arch int) []KernelInfo {
 
 // HopperKernelTable lists the Hopper forward kernels (Path 90: wgmma and
 // TMA, SASS for sm_90a alone, persistent), which an H100/H200 runs for dense
-// fp16 forwards at HopperHeadDims, plain ("fwd"; causal ones above
+// fp16 and bf16 forwards at HopperHeadDims, plain ("fwd"; causal ones above
 // SM80CausalMaxNk keys) and with a window, softcap or ALiBi ("fwd_mod*"),
 // unless Device.ForcePath(80); KernelTable(90) lists the sm_80 path's,
 // which it runs for everything else.

@@ -1,5 +1,5 @@
-// fa2_sm90a.cu: the Hopper forward kernels, fa2_fwd_sm90a_d{D}[_causal] and the
-// modified fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], for exactly the rows of
+// fa2_sm90a.cu: the Hopper forward kernels, fa2_fwd_sm90a_d{D}[_bf16][_causal] and
+// the modified fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi], for exactly the rows of
 // traits.cuh's FA2_SM90A_TILES. Built by build.sh with the private nvcc 12.4
 // (kernels/cuda12.sh) as SASS for sm_90a only, into fa2_sm90a.cubin, a module
 // of its own beside fa2_fwd.fatbin (which nvcc 11.8 builds and whose sm_90
@@ -11,23 +11,26 @@
 #include "fwd_sm90.cuh"
 
 // The modified forward (a window, softcap, ALiBi; fwd_sm90.cuh's kMod):
-// fa2_fwd_sm90a_d{D}_mod[_cap][_alibi], as fwd.cu's FA2_FWD_MOD on sm_80.
-#define FA2_SM90A_MOD(D, MSFX, BITS)                                                                            \
+// fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi], as fwd.cu's FA2_FWD_MOD on sm_80.
+#define FA2_SM90A_MOD(D, ESFX, E, MSFX, BITS)                                                                  \
   extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::mod::kThreads, 1)                                \
-      fa2_fwd_sm90a_d##D##_mod##MSFX(const __grid_constant__ Sm90FwdArgs a) {                                  \
-    sm90::fwd_kernel<Sm90Traits<D>::mod, false, BITS>(a);                                                      \
+      fa2_fwd_sm90a_d##D##ESFX##_mod##MSFX(const __grid_constant__ Sm90FwdArgs a) {                            \
+    sm90::fwd_kernel<Sm90Traits<D>::mod, false, BITS, E>(a);                                                   \
   }
-#define FA2_SM90A_FWD(D, ...)                                                                                   \
+// Every kernel of head dim D on element type E (symbol suffix ESFX after d{D}).
+#define FA2_SM90A_TYPED(D, ESFX, E)                                                                             \
   extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::type::kThreads, 1)                               \
-      fa2_fwd_sm90a_d##D(const __grid_constant__ Sm90FwdArgs a) {                                              \
-    sm90::fwd_kernel<Sm90Traits<D>::type, false>(a);                                                           \
+      fa2_fwd_sm90a_d##D##ESFX(const __grid_constant__ Sm90FwdArgs a) {                                        \
+    sm90::fwd_kernel<Sm90Traits<D>::type, false, 0, E>(a);                                                     \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::type::kThreads, 1)                               \
-      fa2_fwd_sm90a_d##D##_causal(const __grid_constant__ Sm90FwdArgs a) {                                     \
-    sm90::fwd_kernel<Sm90Traits<D>::type, true>(a);                                                            \
+      fa2_fwd_sm90a_d##D##ESFX##_causal(const __grid_constant__ Sm90FwdArgs a) {                               \
+    sm90::fwd_kernel<Sm90Traits<D>::type, true, 0, E>(a);                                                      \
   }                                                                                                             \
-  FA2_SM90A_MOD(D, , fa2::kModOn)                                                                               \
-  FA2_SM90A_MOD(D, _cap, fa2::kModOn | fa2::kModCap)                                                            \
-  FA2_SM90A_MOD(D, _alibi, fa2::kModOn | fa2::kModALiBi)                                                        \
-  FA2_SM90A_MOD(D, _cap_alibi, fa2::kModOn | fa2::kModCap | fa2::kModALiBi)
+  FA2_SM90A_MOD(D, ESFX, E, , fa2::kModOn)                                                                      \
+  FA2_SM90A_MOD(D, ESFX, E, _cap, fa2::kModOn | fa2::kModCap)                                                   \
+  FA2_SM90A_MOD(D, ESFX, E, _alibi, fa2::kModOn | fa2::kModALiBi)                                               \
+  FA2_SM90A_MOD(D, ESFX, E, _cap_alibi, fa2::kModOn | fa2::kModCap | fa2::kModALiBi)
+// fp16, and the bf16 twins on the same tiles (fa2_fwd_sm90a_d{D}_bf16*).
+#define FA2_SM90A_FWD(D, ...) FA2_SM90A_TYPED(D, , __half) FA2_SM90A_TYPED(D, _bf16, __nv_bfloat16)
 FA2_SM90A_TILES(FA2_SM90A_FWD)

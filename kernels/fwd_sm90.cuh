@@ -21,7 +21,7 @@
 //     intra-warpgroup overlap: issue S_n = Q K_n^T, rescale O by P_{n-1}'s
 //     exp2((m_old - m_new) * scale_log2), issue O += P_{n-1} V_{n-1}, wait for
 //     S_n only, mask and online softmax on S_n (m, l) while the P V GEMM runs
-//     (pinned there: pin_before_wait), then wait for it and pack P_n (fp16) as
+//     (pinned there: pin_before_wait), then wait for it and pack P_n (16-bit) as
 //     the next P V's A operand in registers (the accumulator layout per warp is
 //     mma.sync's C layout, so FA2's S -> P register reuse carries over). Steps
 //     whose block needs no mask for any of the consumer's rows run without
@@ -41,7 +41,10 @@
 // element mask. ALiBi without the softcap adds its column term as one more
 // k16 step of S's GEMM (kSide).
 //
-// Not here (the host runs those calls on the sm_80 path): varlen, bf16.
+// E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 (the
+// fa2_fwd_sm90a_d{D}_bf16* twins); only wgmma's input type and the packing of
+// P, O and the ALiBi operand differ (wgmma.cuh).
+// Not here (the host runs those calls on the sm_80 path): varlen.
 // Measured on the H200 and H100, and what was tried: docs/kernels.md.
 #pragma once
 #include <cuda_fp16.h>
@@ -58,6 +61,13 @@
 #include "wgmma.cuh"
 
 namespace sm90 {
+
+// x rounded to nearest (even) in E, as a float: the hi of a hi + lo split.
+template <class E>
+__device__ __forceinline__ float round_to(float x) {
+  if constexpr (std::is_same<E, __nv_bfloat16>::value) return __bfloat162float(__float2bfloat16_rn(x));
+  else return __half2float(__float2half_rn(x));
+}
 
 // The work tiles in the order the CTAs take them: CTA k of G takes
 // positions k, k + G, ... (round r: position r G + k). Without a mask every
@@ -118,7 +128,7 @@ struct TileOrder {
   }
 };
 
-template <class T, bool kCausal, int kMod = 0>
+template <class T, bool kCausal, int kMod = 0, class E = __half>
 __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
   constexpr bool kCap = kMod & fa2::kModCap, kALiBi = kMod & fa2::kModALiBi;
@@ -127,7 +137,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // side of the consumer's diagonal, mask.cuh's side form (the row term
   // carried in m, as the sm_80 kernels do), its column term
   // side*alibi*(j - col0) out of one more k16 step of S's GEMM: A (64 x 16,
-  // side*alibi as two fp16 halves in columns 0-1 for side +1, 16-17 for
+  // side*alibi as two E halves in columns 0-1 for side +1, 16-17 for
   // side -1) times B^T (Bc x 16, j - col0 in the same columns; other blocks
   // take the zero columns 32-47), and the block's constant
   // side*alibi*(col0 - P) in the softmax's max (cn): no per-score op.
@@ -138,7 +148,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // GEMMs at D128, 1/8 at D64).
   constexpr bool kSide = fa2::sm90_alibi_gemm(kMod);
   // exp2 as one MUFU op (ex2.approx.ftz, mma.cuh's exp2_approx; P's values
-  // under 2^-126 flush to 0, far below fp16's smallest), not exp2f, whose
+  // under 2^-126 flush to 0: beside the row's largest, 1, both 16-bit types
+  // round them away), not exp2f, whose
   // denormal fix-up (FSETP, two FMULs) is 3 of the ~8 instructions per
   // score: D64 +7-12% (H200). Except in the D128 softcap + ALiBi kernel:
   // there the shorter code spilled 40 B (nvcc 12.4).
@@ -185,7 +196,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     for (int i = t; i < kChunks; i += T::kThreads) {
       uint4 v = {0u, 0u, 0u, 0u};
       const int off = 16 * i - kA, r = off / 128, k = ((off % 128) / 16) ^ (r % 8);
-      if (off >= 0 && (k == 0 || k == 2)) v.x = pack(float(r), float(r));
+      if (off >= 0 && (k == 0 || k == 2)) v.x = pack<E>(float(r), float(r));
       *reinterpret_cast<uint4*>(sAb + 16 * i) = v;
     }
     fence_proxy_async();
@@ -249,7 +260,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // reads as long as kStages is a power of two (one register fewer: D64
   // causal spilled the Q tile count).
   constexpr int kQPhase = 30;
-  // kSide: bit kBiasOk of g says the tile's head's slope fits A's two fp16
+  // kSide: bit kBiasOk of g says the tile's head's slope fits A's two E
   // halves (else its blocks take apply_side); also a register fewer.
   constexpr int kBiasOk = 29;
   static_assert((T::kStages & (T::kStages - 1)) == 0, "the Q phase bit needs kStages a power of two");
@@ -262,7 +273,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
   // row0 + 8 hh, column 8 i + c2 + e.
   float o[T::kD / 2], s[T::kBc / 2], m[2], l[2], alpha[2];
-  uint32_t pf[T::kBc / 4];  // P (fp16 pairs) of the step whose P V is next: wgmma's A fragments
+  uint32_t pf[T::kBc / 4];  // P (E pairs) of the step whose P V is next: wgmma's A fragments
   // Without the overlap, S's old values are dead when S_n is issued; S's
   // first k16 wgmma can take them write-only (wgmma_ss_init), freeing S's
   // registers under P V. Not in the ALiBi kernel whose S takes the bias k16
@@ -279,10 +290,10 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       const uint64_t da = desc(q + (j / 4) * kQBlock + (j % 4) * 32, 16, 1024);
       const uint64_t db = desc(k + (j / 4) * kKVBlock + (j % 4) * 32, 16, 1024);
       if constexpr (kSInit) {
-        if (j == 0) wgmma_ss_init(s, da, db);
-        else wgmma_ss(s, da, db, 1);
+        if (j == 0) wgmma_ss_init<E>(s, da, db);
+        else wgmma_ss<E>(s, da, db, 1);
       } else {
-        wgmma_ss(s, da, db, j > 0);
+        wgmma_ss<E>(s, da, db, j > 0);
       }
     }
     if constexpr (kSide) {  // the ALiBi column term of the block's side (softmax's cn)
@@ -291,7 +302,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
         const int sd = mods.template alibi_side<T::kBc>(rowc, min(rowc + 63, p.nq - 1), (nb + n) * T::kBc);
         so = sd > 0 ? 0 : sd < 0 ? 32 : 64;
       }
-      wgmma_ss(s, desc(sAb + c * T::kBiasA + so, 16, 1024), desc(sBb + so, 16, 1024), 1);
+      wgmma_ss<E>(s, desc(sAb + c * T::kBiasA + so, 16, 1024), desc(sBb + so, 16, 1024), 1);
     }
     wgmma_commit();
     fence_regs(s);
@@ -303,7 +314,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
     for (int j = 0; j < T::kBc / 16; ++j) {  // keys 16 j .. 16 j + 15 (16 rows of 128 bytes)
       const uint32_t af[4] = {pf[4 * j], pf[4 * j + 1], pf[4 * j + 2], pf[4 * j + 3]};
-      wgmma_rs(o, af, desc(v + j * 16 * 128, kKVBlock, 1024));
+      wgmma_rs<E>(o, af, desc(v + j * 16 * 128, kKVBlock, 1024));
     }
     wgmma_commit();
     fence_regs(o);
@@ -380,7 +391,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   };
   auto pack_p = [&]() {
 #pragma unroll
-    for (int i = 0; i < T::kBc / 4; ++i) pf[i] = pack(s[2 * i], s[2 * i + 1]);
+    for (int i = 0; i < T::kBc / 4; ++i) pf[i] = pack<E>(s[2 * i], s[2 * i + 1]);
   };
   // Step n >= 1, FA3's order: S_n issued first, so the tensor cores start it
   // while O is rescaled for P_{n-1}, whose P V is issued next and runs under
@@ -457,15 +468,14 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     for (int i = 0; i < T::kD / 2; ++i) o[i] = 0.f;
     if (kMod) mods = fa2::ScoreMods::of(p, x.h, p.nq, p.nk);
     if constexpr (kSide) {
-      // A: this head's side*alibi in fp16 halves, row tc/2, side +1 / -1 by tc's parity
+      // A: this head's side*alibi in two E halves (hi + lo), row tc/2, side +1 / -1 by tc's parity
       const bool bg = fabsf(mods.alibi) < 32768.f;
       g = bg ? g | (1 << kBiasOk) : g & ~(1 << kBiasOk);
       const float a = bg ? ((tc & 1) ? -mods.alibi : mods.alibi) : 0.f;
-      const __half hi = __float2half_rn(a);
+      const float hi = round_to<E>(a);
       const int r = tc >> 1, k = ((tc & 1) * 2) ^ (r % 8);
       consumer_sync<T::kConsumers>(c);  // the last tile's S GEMMs are done with A
-      *reinterpret_cast<uint4*>(sAb + c * T::kBiasA + r * 128 + k * 16) =
-          uint4{pack(__half2float(hi), a - __half2float(hi)), 0u, 0u, 0u};
+      *reinterpret_cast<uint4*>(sAb + c * T::kBiasA + r * 128 + k * 16) = uint4{pack<E>(hi, a - hi), 0u, 0u, 0u};
       fence_proxy_async();
       consumer_sync<T::kConsumers>(c);
     }
@@ -541,7 +551,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     }
 
     if (kSide) to_side(0);  // L of the |distance| form
-    __half* gO = static_cast<__half*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
+    E* gO = static_cast<E*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
     float* gL = p.lse + (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -554,8 +564,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       const float inv = seen ? 1.f / sum : 0.f;
 #pragma unroll
       for (int i = 0; i < T::kD / 8; ++i)
-        *reinterpret_cast<__half2*>(gO + row * p.o_row_stride + 8 * i + c2) =
-            __floats2half2_rn(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
+        *reinterpret_cast<uint32_t*>(gO + row * p.o_row_stride + 8 * i + c2) =
+            pack<E>(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
       if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], kMod ? mods.unit : p.scale, logf(sum)) : -INFINITY;
     }
   }

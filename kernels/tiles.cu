@@ -191,14 +191,14 @@ void decode_row() {
   }
 }
 
-// The Hopper forward (fa2_sm90a.cu, its own cubin): Arch 90, fp16; the
-// plain pair on Sm90Traits<D>::type, the modified forwards (no causal twin)
-// on Sm90Traits<D>::mod; no varlen or bf16 twins.
+// The Hopper forward (fa2_sm90a.cu, its own cubin): Arch 90, fp16 and its
+// bf16 twins on the same tiles; the plain pair on Sm90Traits<D>::type, the
+// modified forwards (no causal twin) on Sm90Traits<D>::mod; no varlen twins.
 template <class T>
-void sm90a_one(const char* mods, const char* sym, bool causal, int sm80_max_nk, bool alibi_gemm = false) {
+void sm90a_one(const char* mods, const char* sym, bool causal, bool bf16, int sm80_max_nk, bool alibi_gemm = false) {
   const int smem = alibi_gemm ? T::kBiasSmemBytes : T::kSmemBytes;  // fwd_sm90.cuh's kSide adds its A and B
   if (is("go"))
-    go_row({"Fwd", mods}, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, false, false, sm80_max_nk,
+    go_row({"Fwd", mods}, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, bf16, false, sm80_max_nk,
            T::kPersistent);
   else if (is("sm90a"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, T::kD, causal, T::kBr, T::kBc,
@@ -209,13 +209,16 @@ void sm90a_row() {
   using T = typename Sm90Traits<D>::type;
   using M = typename Sm90Traits<D>::mod;
   char sym[64];
-  for (int causal = 0; causal < 2; ++causal) {
-    std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, causal ? "_causal" : "");
-    sm90a_one<T>(nullptr, sym, causal, causal ? T::kSM80CausalMaxNk : 0);
-  }
-  for (int i = 0; i < 4; ++i) {
-    std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s", D, mod_sfx[i]);
-    sm90a_one<M>(mod_go[i], sym, false, 0, fa2::sm90_alibi_gemm(mod_bits[i]));
+  for (int bf16 = 0; bf16 < 2; ++bf16) {
+    const char* e = bf16 ? "_bf16" : "";
+    for (int causal = 0; causal < 2; ++causal) {
+      std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s%s", D, e, causal ? "_causal" : "");
+      sm90a_one<T>(nullptr, sym, causal, bf16, causal ? T::kSM80CausalMaxNk : 0);
+    }
+    for (int i = 0; i < 4; ++i) {
+      std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s%s", D, e, mod_sfx[i]);
+      sm90a_one<M>(mod_go[i], sym, false, bf16, 0, fa2::sm90_alibi_gemm(mod_bits[i]));
+    }
   }
 }
 

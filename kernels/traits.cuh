@@ -468,10 +468,10 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 
 // ---------------------------------------------------------------------------
 // Hopper (sm_90a) forward tiles (fwd_sm90.cuh; fa2_sm90a.cubin, nvcc 12.4 of
-// kernels/cuda12.sh, SASS for sm_90a only): fp16 dense forwards on an H100/H200
-// unless ForcePath(80). One CTA = one producer warpgroup (TMA loads) + Br/64
+// kernels/cuda12.sh, SASS for sm_90a only): dense fp16 and bf16 forwards on an
+// H100/H200 unless ForcePath(80). One CTA = one producer warpgroup (TMA loads) + Br/64
 // consumer warpgroups, each keeping S (Bc/2 fp32), O (D/2 fp32) and P (Bc/4
-// f16x2) of its 64 rows in registers; persistent (kPersistent: one CTA per SM
+// 16-bit pairs) of its 64 rows in registers; persistent (kPersistent: one CTA per SM
 // walks the tiles). Registers: 64K per CTA at launch, then the producer drops
 // to kProducerRegs and the consumers take the rest (multiples of 8).
 template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_, bool Overlap_ = true>
@@ -520,11 +520,11 @@ struct Tile90 {
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
 // X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages, mod_overlap)
-// per head dim: fa2_fwd_sm90a_d{D}[_causal] on the tile (Br, Bc), and the
-// modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}_mod[_cap][_alibi],
+// per head dim: fa2_fwd_sm90a_d{D}[_bf16][_causal] on the tile (Br, Bc), and the
+// modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi],
 // no causal twin) on (mod_br, mod_bc), with or without the intra-warpgroup
-// overlap (Tile90::kOverlap). fp16 and dense only: varlen and bf16 calls run the
-// sm_80 path, as do causal calls of at most sm80_causal_max_nk keys: none, since
+// overlap (Tile90::kOverlap); fp16 and bf16 on the same tiles. Dense only: varlen
+// calls run the sm_80 path, as do causal calls of at most sm80_causal_max_nk keys: none, since
 // the persistent D64 kernel, each consumer stopping at its own rows' last key
 // block, beats the sm_80 one at causal N 512 / 1024 (204 / 258 TFLOP/s against
 // 173 / 217, H200).

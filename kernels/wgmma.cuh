@@ -4,7 +4,7 @@
 // step (N 64 or 128: Bc for S, D for O) and the fences.
 // Compile for sm_90a only (wgmma has no sm_90 or PTX-JIT form).
 //
-// Layout (fp16; a "row" is 128 bytes = 64 elements, 8 rows = one 1024-byte
+// Layout (16-bit elements, fp16 or bf16; a "row" is 128 bytes = 64 elements, 8 rows = one 1024-byte
 // swizzle atom; 16-byte chunk c of row r is stored at chunk c ^ (r % 8)):
 //   K-major operands (Q, K; rows are M or N, columns the reduction dim):
 //     element (row, c) in column block c / 64 (kRows x 128 B each); a k16
@@ -16,9 +16,11 @@
 // Checked on the H200 (dev/wgmma_check.cu): K-major: stride = 1 KiB,
 // leading ignored; N-major: leading = the column block stride, stride = 1 KiB.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace sm90 {
 
@@ -35,65 +37,132 @@ __device__ inline uint64_t desc(const void* p, uint32_t lead, uint32_t stride) {
          (uint64_t((stride >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+// The wgmma wrappers take the element type E of their A and B operands:
+// __half (.f16) or __nv_bfloat16 (.bf16), both accumulating in fp32 with the
+// same fragment and shared-memory layouts, so the bf16 kernels differ from
+// the fp16 ones only in the instruction and the packing (as mma.cuh's).
+// SM90_WGMMA(E, TY_ASM) expands TY_ASM("f16") or TY_ASM("bf16") by E.
+#define SM90_WGMMA(E, TY_ASM)                              \
+  if constexpr (std::is_same<E, __nv_bfloat16>::value) { \
+    TY_ASM("bf16");                                       \
+  } else {                                                \
+    static_assert(std::is_same<E, __half>::value, "E: __half or __nv_bfloat16"); \
+    TY_ASM("f16");                                        \
+  }
+// The accumulator registers of an m64nN wgmma (N/2 floats per thread) in its
+// operand list, and their "{%0, ..., %N/2-1}" in the instruction.
+#define SM90_ACC32(K)                                                                                      \
+  K(d[0]), K(d[1]), K(d[2]), K(d[3]), K(d[4]), K(d[5]), K(d[6]), K(d[7]), K(d[8]), K(d[9]), K(d[10]),      \
+      K(d[11]), K(d[12]), K(d[13]), K(d[14]), K(d[15]), K(d[16]), K(d[17]), K(d[18]), K(d[19]), K(d[20]),  \
+      K(d[21]), K(d[22]), K(d[23]), K(d[24]), K(d[25]), K(d[26]), K(d[27]), K(d[28]), K(d[29]), K(d[30]),  \
+      K(d[31])
+#define SM90_ACC64(K)                                                                                      \
+  SM90_ACC32(K), K(d[32]), K(d[33]), K(d[34]), K(d[35]), K(d[36]), K(d[37]), K(d[38]), K(d[39]), K(d[40]), \
+      K(d[41]), K(d[42]), K(d[43]), K(d[44]), K(d[45]), K(d[46]), K(d[47]), K(d[48]), K(d[49]), K(d[50]),  \
+      K(d[51]), K(d[52]), K(d[53]), K(d[54]), K(d[55]), K(d[56]), K(d[57]), K(d[58]), K(d[59]), K(d[60]),  \
+      K(d[61]), K(d[62]), K(d[63])
+#define SM90_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define SM90_R64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
 // S (64x64, fp32 in d) = Q (64x16 slice, smem desc a) . K^T (desc b); scale_d 0 overwrites d.
+template <class E>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(scale_d));
+#define SM90_ASM(TY)                                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " SM90_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
+               : SM90_ACC32("+f")                                                                           \
+               : "l"(a), "l"(b), "r"(scale_d))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
 }
 
-// O (64x128, fp32 in d) += P (64x16, f16x2 registers a) . V (16x128, smem desc b, N-major: trans-b 1).
+// O (64x128, fp32 in d) += P (64x16, 16-bit pairs in registers a) . V (16x128, smem desc b, N-major: trans-b 1).
+template <class E>
 __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+#define SM90_ASM(TY)                                                                                     \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " SM90_R64                     \
+               ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"                                              \
+               : SM90_ACC64("+f")                                                                       \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
 }
 
-// O (64x64, fp32 in d) += P (64x16, f16x2 registers a) . V (16x64, smem desc b, N-major: trans-b 1).
+// O (64x64, fp32 in d) += P (64x16, 16-bit pairs in registers a) . V (16x64, smem desc b, N-major: trans-b 1).
+template <class E>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+#define SM90_ASM(TY)                                                                                     \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " SM90_R32                      \
+               ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"                                              \
+               : SM90_ACC32("+f")                                                                       \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
 }
 
 // S (64x128, fp32 in d) = Q (64x16 slice, smem desc a) . K^T (128 keys, desc b); scale_d 0 overwrites d.
+template <class E>
 __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(scale_d));
+#define SM90_ASM(TY)                                                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                   \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " SM90_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
+               : SM90_ACC64("+f")                                                                            \
+               : "l"(a), "l"(b), "r"(scale_d))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
 }
 
 // The same with d write-only (scale_d 0): d's old values are not inputs, so
 // its registers are free up to the issue (fwd_sm90.cuh's kSInit).
+template <class E>
 __device__ __forceinline__ void wgmma_m64n128k16_ss_init(float (&d)[64], uint64_t a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
-      : "l"(a), "l"(b));
+#define SM90_ASM(TY)                                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"                                                    \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " SM90_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
+               : SM90_ACC64("=f")                                                                           \
+               : "l"(a), "l"(b))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
 }
+#undef SM90_WGMMA
+#undef SM90_ACC32
+#undef SM90_ACC64
+#undef SM90_R32
+#undef SM90_R64
 
 // By accumulator size (N = 2 x its floats): d (64xN) [+]= A . B, both from
 // shared memory (ss) or A from registers and B N-major (rs).
+template <class E>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_m64n128k16_ss(d, a, b, scale_d);
+  wgmma_m64n128k16_ss<E>(d, a, b, scale_d);
 }
+template <class E>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_m64n64k16_ss(d, a, b, scale_d);
+  wgmma_m64n64k16_ss<E>(d, a, b, scale_d);
 }
-__device__ __forceinline__ void wgmma_ss_init(float (&d)[64], uint64_t a, uint64_t b) { wgmma_m64n128k16_ss_init(d, a, b); }
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) { wgmma_m64n128k16_rs(d, a, b); }
-__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) { wgmma_m64n64k16_rs(d, a, b); }
+template <class E>
+__device__ __forceinline__ void wgmma_ss_init(float (&d)[64], uint64_t a, uint64_t b) {
+  wgmma_m64n128k16_ss_init<E>(d, a, b);
+}
+template <class E>
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+  wgmma_m64n128k16_rs<E>(d, a, b);
+}
+template <class E>
+__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  wgmma_m64n64k16_rs<E>(d, a, b);
+}
 
+// lo, hi rounded to nearest (even) in E and packed as a wgmma A register.
+template <class E>
 __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
+  if constexpr (std::is_same<E, __nv_bfloat16>::value) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
 }
 
 // Before the first wgmma of a batch whose registers (accumulators, A) other

@@ -50,7 +50,7 @@ Examples:
   goflash bench --rung-source 4=rung4.cuh   # the kernel ladder, and rung 4 compiled from an edited source
 
 The --with-sm80 example times, on an sm_90 GPU, the ` + implGPU + ` line's default
-Hopper forward (wgmma and TMA, dense fp16 at flashattn.HopperHeadDims) beside
+Hopper forward (wgmma and TMA, dense fp16 and bf16 at flashattn.HopperHeadDims) beside
 a ` + implGPUSM80 + ` line of the same cases on the sm_80 (mma.sync) kernels that
 --force-arch 80 runs, and PyTorch's SDPA backends; elsewhere (no Hopper path)
 and with --decode (the same decode kernels on both paths) the flag is ignored

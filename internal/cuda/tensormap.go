@@ -22,13 +22,14 @@ const TensorMapSize = 128
 // The CUtensorMap enum values (cuda.h, CUDA 12) GoFlash uses.
 const (
 	tensorMapFloat16       = 6 // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+	tensorMapBFloat16      = 9 // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
 	tensorMapInterleave0   = 0 // CU_TENSOR_MAP_INTERLEAVE_NONE
 	tensorMapSwizzle128B   = 3 // CU_TENSOR_MAP_SWIZZLE_128B
 	tensorMapL2Promote256B = 3 // CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 	tensorMapOOBZero       = 0 // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
 )
 
-// TensorMapEncoder encodes rank-4 fp16 tensor maps of one context's memory
+// TensorMapEncoder encodes rank-4 fp16 or bf16 tensor maps of one context's memory
 // without allocating: its arrays and the driver call's argument array are
 // reused (see Args.argv), so one encoder serves one caller at a time.
 type TensorMapEncoder struct {
@@ -66,8 +67,10 @@ func HasTensorMaps() bool {
 	return err == nil && d.bindTensorMap() == nil
 }
 
-// EncodeTiledFP16 writes into out the map of an fp16 tensor at device
-// address base (16-byte aligned): dims from the innermost (contiguous)
+// EncodeTiled16 writes into out the map of a tensor of 16-bit elements
+// (bf16 or fp16: the type only matters to TMA's reductions, which GoFlash
+// does not use, and to tools that read the map) at device address base
+// (16-byte aligned): dims from the innermost (contiguous)
 // dimension out, strides the byte strides of dimensions 1-3 (each a
 // multiple of 16, below 2^40), box the elements one copy moves per
 // dimension (<= 256 each; box[0] x 2 bytes <= 128 with the 128-byte
@@ -75,7 +78,7 @@ func HasTensorMaps() bool {
 // descriptors read), out-of-bounds elements read as zero, L2 promotion 256
 // bytes. The driver checks the rules and answers CUDA_ERROR_INVALID_VALUE
 // for a view it cannot express.
-func (e *TensorMapEncoder) EncodeTiledFP16(out *[TensorMapSize]byte, base uint64, dims [4]uint64, strides [3]uint64, box [4]uint32) error {
+func (e *TensorMapEncoder) EncodeTiled16(out *[TensorMapSize]byte, bf16 bool, base uint64, dims [4]uint64, strides [3]uint64, box [4]uint32) error {
 	d, err := get()
 	if err != nil {
 		return err
@@ -88,7 +91,11 @@ func (e *TensorMapEncoder) EncodeTiledFP16(out *[TensorMapSize]byte, base uint64
 	pin.Pin(e)
 	pin.Pin(out)
 	e.dims, e.strides, e.box = dims, strides, box
-	e.argv = [12]uintptr{uintptr(unsafe.Pointer(out)), tensorMapFloat16, 4, uintptr(base),
+	typ := uintptr(tensorMapFloat16)
+	if bf16 {
+		typ = tensorMapBFloat16
+	}
+	e.argv = [12]uintptr{uintptr(unsafe.Pointer(out)), typ, 4, uintptr(base),
 		uintptr(unsafe.Pointer(&e.dims[0])), uintptr(unsafe.Pointer(&e.strides[0])), uintptr(unsafe.Pointer(&e.box[0])),
 		uintptr(unsafe.Pointer(&e.elem[0])), tensorMapInterleave0, tensorMapSwizzle128B, tensorMapL2Promote256B,
 		tensorMapOOBZero}

@@ -34,7 +34,7 @@ func TestGPUTensorMapOnAThreadWithoutContext(t *testing.T) {
 			return
 		}
 		var m [TensorMapSize]byte
-		done <- e.EncodeTiledFP16(&m, buf.Ptr(), [4]uint64{cols, rows, 1, 1}, [3]uint64{cols * 2, rows * cols * 2, rows * cols * 2},
+		done <- e.EncodeTiled16(&m, false, buf.Ptr(), [4]uint64{cols, rows, 1, 1}, [3]uint64{cols * 2, rows * cols * 2, rows * cols * 2},
 			[4]uint32{cols, 64, 1, 1})
 	}()
 	if err := <-done; err != nil {

@@ -429,7 +429,7 @@ type TensorMapView struct {
 	BoxRows uint32
 }
 
-// SM90AMaps gives the three views (q, k, v) of a dense fp16 forward with
+// SM90AMaps gives the three views (q, k, v) of a dense forward with
 // the element strides of FwdParams p for Hopper kernel v: (d, row, head,
 // batch) with p's strides, so BSHD and BHSD alike; Q in boxes of 64 rows, K
 // and V of Bc. ok is false where TMA cannot express them (a stride not a

@@ -520,12 +520,13 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 // Every X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages, mod_overlap)
 // row of FA2_SM90A_TILES ships the Hopper forward, causal (with the threshold)
 // and not, and the four modified forwards on the (mod_br, mod_bc) tile (one producer
-// warpgroup and Br/64 consumers each), persistent; its tile rows in
+// warpgroup and Br/64 consumers each), persistent, in fp16 and in bf16 on the
+// same tiles; its tile rows in
 // resources.md agree, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
 func TestSM90ATable(t *testing.T) {
 	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (?:true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
-	if len(rows) == 0 || 6*len(rows) != len(sm90aVariants) {
-		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 6 per row)", len(rows), len(sm90aVariants))
+	if len(rows) == 0 || 12*len(rows) != len(sm90aVariants) {
+		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 6 per row and dtype)", len(rows), len(sm90aVariants))
 	}
 	md := readFile(t, "resources.md")
 	var ds []int
@@ -541,20 +542,25 @@ func TestSM90ATable(t *testing.T) {
 			causal                    bool
 			br, bc, stages, sm80MaxNk int
 		}
-		for _, w := range []want{
-			{pFwd, "", false, n[1], n[2], n[3], 0}, {pFwd, "_causal", true, n[1], n[2], n[3], n[4]},
-			{pFwdMod, "_mod", false, n[5], n[6], n[7], 0}, {pFwdModCap, "_mod_cap", false, n[5], n[6], n[7], 0},
-			{pFwdModALiBi, "_mod_alibi", false, n[5], n[6], n[7], 0}, {pFwdModCapALiBi, "_mod_cap_alibi", false, n[5], n[6], n[7], 0},
-		} {
-			v, ok := lookupSM90A(w.pass, n[0], w.causal)
-			sym := "fa2_fwd_sm90a_d" + r[1] + w.suffix
-			if !ok || v.Symbol != sym || v.Arch != SM90A || v.Br != w.br || v.Bc != w.bc || v.Warps != 4*(w.br/64+1) || v.BF16 || v.SmemBytes <= 0 || v.SM80CausalMaxNk != w.sm80MaxNk || !v.Persistent {
-				t.Errorf("%s %s: table has %+v (found %v)", r[0], sym, v, ok)
-				continue
-			}
-			row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", sym, n[0], map[bool]int{false: 0, true: 1}[w.causal], w.br, w.bc, v.Warps, w.stages, v.SmemBytes)
-			if !strings.Contains(md, row) {
-				t.Errorf("resources.md has no tile row %q", row)
+		for _, bf16 := range []bool{false, true} {
+			for _, w := range []want{
+				{pFwd, "", false, n[1], n[2], n[3], 0}, {pFwd, "_causal", true, n[1], n[2], n[3], n[4]},
+				{pFwdMod, "_mod", false, n[5], n[6], n[7], 0}, {pFwdModCap, "_mod_cap", false, n[5], n[6], n[7], 0},
+				{pFwdModALiBi, "_mod_alibi", false, n[5], n[6], n[7], 0}, {pFwdModCapALiBi, "_mod_cap_alibi", false, n[5], n[6], n[7], 0},
+			} {
+				v, ok := Lookup(w.pass.key(SM90A, n[0], w.causal, bf16))
+				sym := "fa2_fwd_sm90a_d" + r[1] + map[bool]string{true: "_bf16"}[bf16] + w.suffix
+				if !ok || v.Symbol != sym || v.Arch != SM90A || v.Br != w.br || v.Bc != w.bc || v.Warps != 4*(w.br/64+1) || v.BF16 != bf16 || v.SmemBytes <= 0 || v.SM80CausalMaxNk != w.sm80MaxNk || !v.Persistent {
+					t.Errorf("%s %s: table has %+v (found %v)", r[0], sym, v, ok)
+					continue
+				}
+				if fp, _ := lookupSM90A(w.pass, n[0], w.causal); bf16 && v.SmemBytes != fp.SmemBytes {
+					t.Errorf("%s: %d bytes of shared memory, its fp16 twin %d", sym, v.SmemBytes, fp.SmemBytes)
+				}
+				row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", sym, n[0], map[bool]int{false: 0, true: 1}[w.causal], w.br, w.bc, v.Warps, w.stages, v.SmemBytes)
+				if !strings.Contains(md, row) {
+					t.Errorf("resources.md has no tile row %q", row)
+				}
 			}
 		}
 		if _, ok := lookupFwd(SM90A, n[0], false); !ok {

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const __half* q, const __half*
   wgmma_fence();
   for (int j = 0; j < kD / 16; ++j) {
     int off = (j / 4) * kBlock + (j % 4) * 32;
-    wgmma_m64n64k16_ss(s, desc(qs + off, qk_lead, 1024), desc(ks + off, qk_lead, 1024), j > 0);
+    wgmma_m64n64k16_ss<__half>(s, desc(qs + off, qk_lead, 1024), desc(ks + off, qk_lead, 1024), j > 0);
   }
   wgmma_commit_wait();
 
@@ -74,9 +74,9 @@ __global__ void __launch_bounds__(128) wgmma_tile(const __half* q, const __half*
   wgmma_fence();
   for (int j = 0; j < kRows / 16; ++j) {
     // P's k16 slice j as wgmma's A fragment: the S columns 16 j .. 16 j + 15.
-    uint32_t a[4] = {pack(s[8 * j + 0], s[8 * j + 1]), pack(s[8 * j + 2], s[8 * j + 3]),
-                     pack(s[8 * j + 4], s[8 * j + 5]), pack(s[8 * j + 6], s[8 * j + 7])};
-    wgmma_m64n128k16_rs(o, a, desc(vs + j * 16 * 128, lead, stride));
+    uint32_t a[4] = {pack<__half>(s[8 * j + 0], s[8 * j + 1]), pack<__half>(s[8 * j + 2], s[8 * j + 3]),
+                     pack<__half>(s[8 * j + 4], s[8 * j + 5]), pack<__half>(s[8 * j + 6], s[8 * j + 7])};
+    wgmma_m64n128k16_rs<__half>(o, a, desc(vs + j * 16 * 128, lead, stride));
   }
   wgmma_commit_wait();
   for (int i = 0; i < 16; ++i)
