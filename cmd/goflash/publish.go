@@ -203,10 +203,11 @@ func publishedFiles(root string) (map[string][]byte, error) {
 	}, nil
 }
 
-// chartRun is the run the README's chart draws: the last, in name order, with a sweep.
+// chartRun is the run the README's chart draws: the last, in name order,
+// with an fp16 sweep (the chart's dtype).
 func chartRun(runs []pubRun) pubRun {
 	for i := len(runs) - 1; i > 0; i-- {
-		if runs[i].sweeps() {
+		if slices.ContainsFunc(runs[i].parts, func(p pubPart) bool { return !p.ladder() && p.res.Settings.DType == "fp16" }) {
 			return runs[i]
 		}
 	}
