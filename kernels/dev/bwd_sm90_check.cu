@@ -17,13 +17,17 @@
 //       dQ_m's two partials (one per consumer's 64 keys) go to an fp32
 //       accumulator (B, Hq, Tr*Bm, D) with atomics; LSE and Di are read from
 //       global memory per element; every block takes the causal/bounds mask.
-//       Not yet: persistence, the mask-free blocks, LSE/Di staged in shared
-//       memory, vector atomics or TMA reduce-add, the deterministic order.
+//   v2  v1 with P^T computed while dP^T's GEMM runs (S^T and dP^T committed
+//       as two groups), and dQ_m's partials stored to shared memory in
+//       fragment order (dq_frag) and added by one TMA bulk reduce-add per
+//       consumer and query block instead of 64 x D atomics.
+//   Not yet: persistence, the mask-free blocks, LSE/Di staged in shared
+//   memory, the deterministic order, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -lcuda
-//   .build/bwd_sm90 check        # odd shapes, fp16 and bf16, D 64 and 128, causal and not, GQA
-//   .build/bwd_sm90 bench        # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s
+//   .build/bwd_sm90 check        # odd shapes, v1 and v2, fp16 and bf16, D 64 and 128, causal and not, GQA
+//   .build/bwd_sm90 bench        # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s: v1, v2 fp16, v2 bf16
 // Here (no GPU): $(kernels/cuda12.sh) -O3 -std=c++17 -cubin -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu
 //
 // Check rule (as bwd_check.cu): inputs ~ N(0,1) rounded to 16 bits; O, LSE from
@@ -107,11 +111,32 @@ struct Tile {
   static constexpr int kKV = kBn * kD * 2, kQ = kBm * kD * 2;
   static constexpr int kDS = 64 * kBm * 2;             // one consumer's dS^T (64 keys x Bm queries)
   static constexpr int kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + kStages * kQ, kOffDS = kOffDO + kStages * kQ;
-  static constexpr int kOffBar = kOffDS + 2 * kDS;
+  static constexpr int kDQ = kBm * kD * 4;             // one consumer's dQ_m partial, fp32 (v2)
+  static constexpr int kOffDQ = kOffDS + 2 * kDS;
+  static constexpr int kOffBar = kOffDQ + 2 * kDQ;
   static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kStages);
 };
 
-template <class T, bool kCausal, class E>
+// v2's dQ: a consumer's 64 x D partial goes to shared memory in fragment
+// order (dq_frag: each warp's 32 lanes store 64 consecutive floats per
+// (column block of 8, row half)), then one TMA bulk reduce-add of the whole
+// 64 x D block into the accumulator, laid out in the same order.
+__host__ __device__ inline int dq_frag(int r, int x, int d) {  // r < 64, x < d
+  const int w = r / 16, hh = (r % 16) / 8, g8 = r % 8, i = x / 8, c2 = x % 8 & ~1, e = x & 1;
+  return ((w * (d / 8) + i) * 2 + hh) * 64 + (4 * g8 + c2 / 2) * 2 + e;
+}
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// V: the version (the header's list): 1, or 2 (P computed while dP^T's GEMM
+// runs; dQ by one bulk reduce-add per consumer and query block).
+template <class T, bool kCausal, class E, int V>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdArgs a) {
   constexpr int D = T::kD;
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -187,15 +212,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       for (int j = 0; j < D / 16; ++j)
         wgmma_ss<E>(s, desc(kw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024),
                     desc(q + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024), j > 0);
+      if constexpr (V >= 2) {  // S^T alone: P^T is computed while dP^T's GEMM runs
+        wgmma_commit();
+        fence_regs(s);
+      }
 #pragma unroll
       for (int j = 0; j < D / 16; ++j)
         wgmma_ss<E>(dp, desc(vw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024),
                     desc(dO + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024), j > 0);
       wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(s);
       fence_regs(dp);
+      if constexpr (V >= 2) wgmma_wait<1>();
+      else wgmma_wait<0>();
+      fence_regs(s);
       // P^T and dS^T in place of S^T and dP^T; packed as the A operands of dV and dK.
+      // A masked score (a key past Nk or the diagonal, a query past Nq or
+      // seeing no key) has P = 0, so dS = 0 too (dP is finite: TMA fills
+      // rows past Nk and Nq with zeros).
       uint32_t pf[16], df[16];
 #pragma unroll
       for (int i = 0; i < 8; ++i)
@@ -207,11 +240,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
             const int qi = m0 + 8 * i + c2 + e, x = 4 * i + 2 * hh + e;
             const float lse = qi < a.nq ? a.lse[bh * a.nq + qi] : -INFINITY;
             const bool ok = key < a.nk && lse != -INFINITY && (!kCausal || key <= qi + shift);
-            const float p = ok ? exp2f(s[x] * a.scale_log2 - lse * kLog2e) : 0.f;
-            s[x] = p;
-            dp[x] = ok ? p * (dp[x] - a.di[bh * a.nq + qi]) : 0.f;
+            s[x] = ok ? exp2f(s[x] * a.scale_log2 - lse * kLog2e) : 0.f;
           }
           pf[2 * i + hh] = pack<E>(s[4 * i + 2 * hh], s[4 * i + 2 * hh + 1]);
+        }
+      if constexpr (V >= 2) wgmma_wait<0>();
+      fence_regs(dp);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int qi = m0 + 8 * i + c2 + e, x = 4 * i + 2 * hh + e;
+            dp[x] = s[x] * (dp[x] - (qi < a.nq ? a.di[bh * a.nq + qi] : 0.f));
+          }
           df[2 * i + hh] = pack<E>(dp[4 * i + 2 * hh], dp[4 * i + 2 * hh + 1]);
           // dS^T to shared memory (64 keys x Bm queries, swizzled), dQ's A read M-major.
           *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
@@ -246,18 +289,37 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       fence_regs(dq);
       mbar_arrive(emptyQ + st);
       float* acc = a.dq_accum + (bh * a.rows + m0) * D;
+      if constexpr (V >= 2) {
+        float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
+        if (tc == 0) bulk_wait_read();  // the last block's reduce has read buf
+        consumer_sync<2>(c);
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = 16 * w + g8 + 8 * hh;
-        if (m0 + r >= a.nq) continue;
+        for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-          atomicAdd(acc + r * D + 8 * i + c2, dq[4 * i + 2 * hh]);
-          atomicAdd(acc + r * D + 8 * i + c2 + 1, dq[4 * i + 2 * hh + 1]);
+          for (int i = 0; i < D / 8; ++i)
+            *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, D)) =
+                make_float2(dq[4 * i + 2 * hh], dq[4 * i + 2 * hh + 1]);
+        fence_proxy_async();
+        consumer_sync<2>(c);
+        if (tc == 0) {  // rows past Nq add zeros to the accumulator's padding rows
+          bulk_reduce_add(acc, buf, T::kDQ);
+          bulk_commit();
+        }
+      } else {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = 16 * w + g8 + 8 * hh;
+          if (m0 + r >= a.nq) continue;
+#pragma unroll
+          for (int i = 0; i < D / 8; ++i) {
+            atomicAdd(acc + r * D + 8 * i + c2, dq[4 * i + 2 * hh]);
+            atomicAdd(acc + r * D + 8 * i + c2 + 1, dq[4 * i + 2 * hh + 1]);
+          }
         }
       }
     }
   }
+  if (V >= 2 && tc == 0) bulk_wait_all();
   E* gk = static_cast<E*>(a.dk);
   E* gv = static_cast<E*>(a.dv);
 #pragma unroll
@@ -450,19 +512,19 @@ static void release(DevRun<E>& d) {
     CK(cudaFree(p));
 }
 
-template <class E, int D, bool C>
+template <class E, int D, bool C, int V>
 static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
   using T = Tile<D>;
-  auto* fn = bwd_kernel<T, C, E>;
+  auto* fn = bwd_kernel<T, C, E, V>;
   CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem));
   CK(cudaMemsetAsync(d.acc, 0, size_t(pr.b) * pr.hq * d.rows * pr.d * 4, s));
   fn<<<dim3((pr.nk + T::kBn - 1) / T::kBn, pr.b * pr.hkv), T::kThreads, T::kSmem, s>>>(d.a);
   CK(cudaGetLastError());
 }
-template <class E>
+template <class E, int V>
 static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
-  if (pr.d == 64) pr.causal ? launch_as<E, 64, true>(pr, d, s) : launch_as<E, 64, false>(pr, d, s);
-  else pr.causal ? launch_as<E, 128, true>(pr, d, s) : launch_as<E, 128, false>(pr, d, s);
+  if (pr.d == 64) pr.causal ? launch_as<E, 64, true, V>(pr, d, s) : launch_as<E, 64, false, V>(pr, d, s);
+  else pr.causal ? launch_as<E, 128, true, V>(pr, d, s) : launch_as<E, 128, false, V>(pr, d, s);
 }
 
 // Max |x - truth| over a gradient, and 4 unit roundoffs of E of its largest |truth|.
@@ -474,11 +536,11 @@ static void errs(const std::vector<double>& got, const std::vector<double>& trut
   }
 }
 
-template <class E>
+template <class E, int V>
 static bool check_one(const Problem& pr, uint32_t seed) {
   Run<E> r = reference<E>(pr, seed);
   DevRun<E> d = upload<E>(pr, r.q.data(), r.k.data(), r.v.data(), r.dout.data(), r.lse.data(), r.di.data());
-  launch<E>(pr, d);
+  launch<E, V>(pr, d);
   CK(cudaDeviceSynchronize());
   std::vector<E> hk(r.k.size()), hv(r.k.size());
   std::vector<float> acc(size_t(pr.b) * pr.hq * d.rows * pr.d);
@@ -492,13 +554,15 @@ static bool check_one(const Problem& pr, uint32_t seed) {
       for (int h = 0; h < pr.hq; ++h)
         for (int x = 0; x < pr.d; ++x)  // the convert kernel's work: scale, round to E
           gq[((size_t(b) * pr.nq + i) * pr.hq + h) * pr.d + x] =
-              rnd<E>(double(acc[((size_t(b) * pr.hq + h) * d.rows + i) * pr.d + x]) * d.a.scale);
+              rnd<E>(double(acc[((size_t(b) * pr.hq + h) * d.rows + i / 64 * 64) * pr.d +
+                                (V >= 2 ? dq_frag(i % 64, x, pr.d) : i % 64 * pr.d + x)]) *
+                     d.a.scale);
   release(d);
   const double u = std::is_same<E, __nv_bfloat16>::value ? 1.0 / 256 : 1.0 / 2048;
   bool ok = true;
   char line[512];
-  int n = std::snprintf(line, sizeof line, "%s B%d Nq%d Nk%d H%d/%d D%d%s:", std::is_same<E, __half>::value ? "fp16" : "bf16", pr.b, pr.nq,
-                        pr.nk, pr.hq, pr.hkv, pr.d, pr.causal ? " causal" : "");
+  int n = std::snprintf(line, sizeof line, "v%d %s B%d Nq%d Nk%d H%d/%d D%d%s:", V, std::is_same<E, __half>::value ? "fp16" : "bf16", pr.b,
+                        pr.nq, pr.nk, pr.hq, pr.hkv, pr.d, pr.causal ? " causal" : "");
   const char* names[3] = {"dQ", "dK", "dV"};
   const std::vector<double>* got[3] = {&gq, &gk, &gv};
   const std::vector<double>* tru[3] = {&r.tq, &r.tk, &r.tv};
@@ -524,14 +588,16 @@ static int check() {
   int fails = 0;
   uint32_t seed = 1;
   for (const auto& p : ps) {
-    fails += !check_one<__half>(p, seed++);
-    fails += !check_one<__nv_bfloat16>(p, seed++);
+    fails += !check_one<__half, 1>(p, seed);
+    fails += !check_one<__half, 2>(p, seed++);
+    fails += !check_one<__nv_bfloat16, 1>(p, seed);
+    fails += !check_one<__nv_bfloat16, 2>(p, seed++);
   }
   std::printf(fails ? "CHECK FAILED (%d)\n" : "all checks passed\n", fails);
   return fails ? 1 : 0;
 }
 
-template <class E>
+template <class E, int V>
 static void bench_dtype(const char* name) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -544,7 +610,7 @@ static void bench_dtype(const char* name) {
         std::vector<float> ms;
         for (int it = 0; it < 25; ++it) {
           CK(cudaEventRecord(e0));
-          launch<E>(pr, dr);
+          launch<E, V>(pr, dr);
           CK(cudaEventRecord(e1));
           CK(cudaEventSynchronize(e1));
           float t;
@@ -554,7 +620,7 @@ static void bench_dtype(const char* name) {
         std::sort(ms.begin(), ms.end());
         const double med = ms[ms.size() / 2];
         const double flops = 2.5 * 4.0 * pr.b * pr.hq * double(n) * n * d / (causal ? 2 : 1);
-        std::printf("bench %s D%d %s N%5d: %.3f ms %6.1f TFLOP/s (dQ accumulator zeroing included; pre and convert not)\n", name, d,
+        std::printf("bench v%d %s D%d %s N%5d: %.3f ms %6.1f TFLOP/s (dQ accumulator zeroing included; pre and convert not)\n", V, name, d,
                     causal ? "causal" : "plain ", n, med, flops / med / 1e9);
         release(dr);
       }
@@ -564,8 +630,9 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
   if (mode == "check") return check();
   if (mode == "bench") {
-    bench_dtype<__half>("fp16");
-    bench_dtype<__nv_bfloat16>("bf16");
+    bench_dtype<__half, 1>("fp16");
+    bench_dtype<__half, 2>("fp16");
+    bench_dtype<__nv_bfloat16, 2>("bf16");
     return 0;
   }
   std::fprintf(stderr, "usage: bwd_sm90 check|bench\n");
