@@ -18,9 +18,12 @@
 //       accumulator (B, Hq, Tr*Bm, D) with atomics; LSE and Di are read from
 //       global memory per element; every block takes the causal/bounds mask.
 //   v2  v1 with P^T computed while dP^T's GEMM runs (S^T and dP^T committed
-//       as two groups), and dQ_m's partials stored to shared memory in
-//       fragment order (dq_frag) and added by one TMA bulk reduce-add per
-//       consumer and query block instead of 64 x D atomics.
+//       as two groups; the registers pinned so that ptxas does not serialise
+//       the wgmmas), and dQ_m's partials stored to shared memory in fragment
+//       order (dq_frag) and added by one TMA bulk reduce-add per consumer and
+//       query block instead of 64 x D atomics; at D128 dQ is split by columns
+//       (each consumer 64 columns over all 128 keys, 32 registers) instead of
+//       by keys (64 registers).
 //   Not yet: persistence, the mask-free blocks, LSE/Di staged in shared
 //   memory, the deterministic order, ping-pong between the consumers.
 //
@@ -111,7 +114,12 @@ struct Tile {
   static constexpr int kKV = kBn * kD * 2, kQ = kBm * kD * 2;
   static constexpr int kDS = 64 * kBm * 2;             // one consumer's dS^T (64 keys x Bm queries)
   static constexpr int kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + kStages * kQ, kOffDS = kOffDO + kStages * kQ;
-  static constexpr int kDQ = kBm * kD * 4;             // one consumer's dQ_m partial, fp32 (v2)
+  // v2's dQ_m: at D128 consumer c computes columns 64c.. over all Bn keys
+  // (dQ split by columns: 32 accumulator registers, not 64), at D64 all
+  // columns over its own 64 keys (split by keys).
+  static constexpr bool kDQByCols = kD == 128;
+  static constexpr int kDQCols = kDQByCols ? 64 : kD;
+  static constexpr int kDQ = kBm * kDQCols * 4;        // one consumer's dQ_m partial, fp32 (v2)
   static constexpr int kOffDQ = kOffDS + 2 * kDS;
   static constexpr int kOffBar = kOffDQ + 2 * kDQ;
   static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kStages);
@@ -133,6 +141,10 @@ __device__ __forceinline__ void bulk_reduce_add(float* dst, const void* src, uin
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// Both consumer warpgroups (256 threads): named barrier 5, after the turns'
+// and consumer_sync's ids.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 5, 256;\n" ::: "memory"); }
 
 // V: the version (the header's list): 1, or 2 (P computed while dP^T's GEMM
 // runs; dQ by one bulk reduce-add per consumer and query block).
@@ -260,12 +272,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
           *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
         }
       fence_proxy_async();
-      consumer_sync<2>(c);
-      float dq[D / 2];
+      constexpr bool kByCols = V >= 2 && T::kDQByCols;
+      if constexpr (kByCols) consumers_sync();  // dQ reads both consumers' dS^T
+      else consumer_sync<2>(c);
+      float dq[kByCols ? 32 : D / 2];
 #pragma unroll
-      for (int i = 0; i < D / 2; ++i) dq[i] = 0.f;
+      for (int i = 0; i < (kByCols ? 32 : D / 2); ++i) dq[i] = 0.f;
       fence_regs(dv);
       fence_regs(dk);
+      if constexpr (V >= 2) {  // ptxas would move the zeroing and the packing into the batch and serialise it
+        fence_regs(dq);
+        fence_regs(pf);
+        fence_regs(df);
+      }
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < T::kBm / 16; ++j) {  // queries 16 j .. 16 j + 15
@@ -277,9 +296,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         const uint32_t ad[4] = {df[4 * j], df[4 * j + 1], df[4 * j + 2], df[4 * j + 3]};
         wgmma_rs<E>(dk, ad, desc(q + j * 16 * 128, T::kQBlock, 1024));
       }
+      if constexpr (kByCols) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)  // this consumer's keys 16 kk .. 16 kk + 15
-        wgmma_tt<E>(dq, desc(ds + kk * 16 * 128, T::kQBlock, 1024), desc(kw + kk * 16 * 128, T::kKVBlock, 1024));
+        for (int kk = 0; kk < T::kBn / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..
+          wgmma_tt<E>(dq, desc(sDS + kk * 16 * 128, T::kQBlock, 1024), desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024));
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)  // this consumer's keys 16 kk .. 16 kk + 15
+          wgmma_tt<E>(dq, desc(ds + kk * 16 * 128, T::kQBlock, 1024), desc(kw + kk * 16 * 128, T::kKVBlock, 1024));
+      }
       wgmma_commit();
       fence_regs(pf);
       fence_regs(df);
@@ -290,19 +315,24 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       mbar_arrive(emptyQ + st);
       float* acc = a.dq_accum + (bh * a.rows + m0) * D;
       if constexpr (V >= 2) {
+        // The block's accumulator in fragment order (dq_frag) per consumer's
+        // columns: by columns, consumer c's 64 x 64 at c * 64 * 64.
         float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
         if (tc == 0) bulk_wait_read();  // the last block's reduce has read buf
-        consumer_sync<2>(c);
+        // By columns, this barrier also keeps dS^T until both consumers' dQ
+        // GEMMs are done with it (the next block rewrites it).
+        if constexpr (kByCols) consumers_sync();
+        else consumer_sync<2>(c);
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-          for (int i = 0; i < D / 8; ++i)
-            *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, D)) =
+          for (int i = 0; i < T::kDQCols / 8; ++i)
+            *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, T::kDQCols)) =
                 make_float2(dq[4 * i + 2 * hh], dq[4 * i + 2 * hh + 1]);
         fence_proxy_async();
         consumer_sync<2>(c);
         if (tc == 0) {  // rows past Nq add zeros to the accumulator's padding rows
-          bulk_reduce_add(acc, buf, T::kDQ);
+          bulk_reduce_add(acc + (kByCols ? c * T::kBm * 64 : 0), buf, T::kDQ);
           bulk_commit();
         }
       } else {
@@ -316,6 +346,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
             atomicAdd(acc + r * D + 8 * i + c2 + 1, dq[4 * i + 2 * hh + 1]);
           }
         }
+        consumer_sync<2>(c);  // every warp's dQ GEMM is done with dS^T before the next block rewrites it
       }
     }
   }
@@ -536,6 +567,15 @@ static void errs(const std::vector<double>& got, const std::vector<double>& trut
   }
 }
 
+// Element (r, x) of a 64-row block of the dQ accumulator: row-major (v1), or
+// v2's fragment order (by columns at D128: a 64 x 64 block per consumer).
+template <int V>
+static int acc_index(int r, int x, int d) {
+  if (V < 2) return r * d + x;
+  if (d == 128) return x / 64 * 64 * 64 + dq_frag(r, x % 64, 64);
+  return dq_frag(r, x, d);
+}
+
 template <class E, int V>
 static bool check_one(const Problem& pr, uint32_t seed) {
   Run<E> r = reference<E>(pr, seed);
@@ -554,9 +594,7 @@ static bool check_one(const Problem& pr, uint32_t seed) {
       for (int h = 0; h < pr.hq; ++h)
         for (int x = 0; x < pr.d; ++x)  // the convert kernel's work: scale, round to E
           gq[((size_t(b) * pr.nq + i) * pr.hq + h) * pr.d + x] =
-              rnd<E>(double(acc[((size_t(b) * pr.hq + h) * d.rows + i / 64 * 64) * pr.d +
-                                (V >= 2 ? dq_frag(i % 64, x, pr.d) : i % 64 * pr.d + x)]) *
-                     d.a.scale);
+              rnd<E>(double(acc[((size_t(b) * pr.hq + h) * d.rows + i / 64 * 64) * pr.d + acc_index<V>(i % 64, x, pr.d)]) * d.a.scale);
   release(d);
   const double u = std::is_same<E, __nv_bfloat16>::value ? 1.0 / 256 : 1.0 / 2048;
   bool ok = true;
