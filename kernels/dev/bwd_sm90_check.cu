@@ -24,13 +24,18 @@
 //       query block instead of 64 x D atomics; at D128 dQ is split by columns
 //       (each consumer 64 columns over all 128 keys, 32 registers) instead of
 //       by keys (64 registers).
+//   v3  v2 in a fixed order (Options.Deterministic): the key blocks add their
+//       dQ_m partials in ascending order, a turn counter per query block
+//       (and column half) in global memory, acquire/release; a warp of the
+//       producer warpgroup (the dQ writer) waits for the turn and issues the
+//       bulk reduce-add, the consumers hand it their buffers by mbarriers.
 //   Not yet: persistence, the mask-free blocks, LSE/Di staged in shared
-//   memory, the deterministic order, ping-pong between the consumers.
+//   memory, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -lcuda
-//   .build/bwd_sm90 check        # odd shapes, v1 and v2, fp16 and bf16, D 64 and 128, causal and not, GQA
-//   .build/bwd_sm90 bench        # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s: v1, v2 fp16, v2 bf16
+//   .build/bwd_sm90 check        # odd shapes, v1-v3, fp16 and bf16, D 64 and 128, causal and not, GQA; v3 bit-reproducible
+//   .build/bwd_sm90 bench        # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s: v1, v2, v3 fp16, v2 bf16
 // Here (no GPU): $(kernels/cuda12.sh) -O3 -std=c++17 -cubin -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu
 //
 // Check rule (as bwd_check.cu): inputs ~ N(0,1) rounded to 16 bits; O, LSE from
@@ -99,6 +104,7 @@ struct alignas(64) BwdArgs {
   const float* lse;  // (B, Hq, Nq), natural log; -inf: the row sees no key
   const float* di;   // (B, Hq, Nq): rowsum(dO * O)
   float* dq_accum;   // (B, Hq, rows, D), zeroed; dQ / scale
+  int* dq_order;     // v3: (B, Hq, rows / 64, 2), zeroed: the key blocks' turns per query block
   void* dk;          // (B, Nk, Hkv, D), 16-bit
   void* dv;
   int b, nq, nk, hq, hkv, rows;
@@ -122,7 +128,7 @@ struct Tile {
   static constexpr int kDQ = kBm * kDQCols * 4;        // one consumer's dQ_m partial, fp32 (v2)
   static constexpr int kOffDQ = kOffDS + 2 * kDS;
   static constexpr int kOffBar = kOffDQ + 2 * kDQ;
-  static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kStages);
+  static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kStages + 4);
 };
 
 // v2's dQ: a consumer's 64 x D partial goes to shared memory in fragment
@@ -142,6 +148,23 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// Until *p == want (acquire, GPU scope): one PTX loop, which ptxas keeps
+// out of the register allocation around it (a C++ loop here spilled 60-76 B
+// at D128).
+__device__ __forceinline__ void wait_turn(const int* p, int want) {
+  asm volatile(
+      "{\n.reg .pred P1;\n.reg .b32 v;\nLAB_TURN:\n"
+      "ld.acquire.gpu.global.b32 v, [%0];\n"
+      "setp.ne.b32 P1, v, %1;\n"
+      "@P1 nanosleep.u32 32;\n"
+      "@P1 bra LAB_TURN;\n}\n" ::"l"(p),
+      "r"(want)
+      : "memory");
+}
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 // Both consumer warpgroups (256 threads): named barrier 5, after the turns'
 // and consumer_sync's ids.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 5, 256;\n" ::: "memory"); }
@@ -160,6 +183,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   uint64_t* fullKV = reinterpret_cast<uint64_t*>(smem + T::kOffBar);
   uint64_t* fullQ = fullKV + 1;
   uint64_t* emptyQ = fullQ + T::kStages;
+  uint64_t* dqFull = emptyQ + T::kStages;  // v3: consumer c's dQ_m partial is in its buffer
+  uint64_t* dqEmpty = dqFull + 2;          // v3: ... and added: the buffer is free
   if (smem_u32(smem) % 1024 != 0) __trap();
   const int t = threadIdx.x, wg = __shfl_sync(0xffffffff, t / 128, 0);
   const int n0 = blockIdx.x * T::kBn, b = blockIdx.y / a.hkv, hk = blockIdx.y % a.hkv, grp = a.hq / a.hkv;
@@ -172,12 +197,48 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       mbar_init(fullQ + st, 1);
       mbar_init(emptyQ + st, 256);
     }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(dqFull + i, 1);
+      mbar_init(dqEmpty + i, 1);
+    }
     mbar_init_fence();
   }
   __syncthreads();
 
+  // v3 (deterministic): the key blocks add to a query block in ascending
+  // order, by columns each consumer's half on its own counter, by keys
+  // consumer 0 then 1 on one. The key blocks that reach a query block are
+  // 0 .. some n (causal's first query block never decreases with n), so the
+  // turn of block n is n. The waiting is a warp of the producer warpgroup's
+  // (the dQ writer, as FA3's): in a consumer, the wait loop spilled 60-76 B
+  // at D128; the writer, on the producer's 24 registers, keeps 16-28 B of
+  // its loop state in local memory instead.
+  auto turn_of = [&](int64_t bh, int m, int c) {
+    return a.dq_order + ((bh * (a.rows / T::kBm) + m) * 2 + (T::kDQByCols ? c : 0));
+  };
   if (wg == 0) {  // producer
     regs_dec<24>();
+    if (V >= 3 && t == 32) {  // the dQ writer
+      int g = 0;
+      for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
+        const int64_t bh = static_cast<int64_t>(b) * a.hq + h;
+        for (int m = m_begin; m < tr; ++m, ++g) {
+          float* acc = a.dq_accum + (bh * a.rows + m * T::kBm) * D;
+          for (int c = 0; c < 2; ++c) {
+            mbar_wait(dqFull + c, g & 1);
+            int* turn = turn_of(bh, m, c);
+            const int mine = T::kDQByCols ? blockIdx.x : 2 * blockIdx.x + c;
+            wait_turn(turn, mine);
+            bulk_reduce_add(acc + (T::kDQByCols ? c * T::kBm * 64 : 0), smem + T::kOffDQ + c * T::kDQ, T::kDQ);
+            bulk_commit();
+            bulk_wait_all();             // the add is done in global memory, and the release
+            st_release(turn, mine + 1);  // makes it visible before the next block's turn
+            mbar_arrive(dqEmpty + c);
+          }
+        }
+      }
+      return;
+    }
     if (t != 0) return;
     mbar_expect_tx(fullKV, 2 * T::kKV);
     for (int xb = 0; xb < D / 64; ++xb) {
@@ -318,7 +379,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         // The block's accumulator in fragment order (dq_frag) per consumer's
         // columns: by columns, consumer c's 64 x 64 at c * 64 * 64.
         float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
-        if (tc == 0) bulk_wait_read();  // the last block's reduce has read buf
+        if constexpr (V >= 3) {
+          if (g > 0) mbar_wait(dqEmpty + c, (g - 1) & 1);  // the writer has added the last block's
+        } else if (tc == 0) {
+          bulk_wait_read();  // the last block's reduce has read buf
+        }
         // By columns, this barrier also keeps dS^T until both consumers' dQ
         // GEMMs are done with it (the next block rewrites it).
         if constexpr (kByCols) consumers_sync();
@@ -332,8 +397,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         fence_proxy_async();
         consumer_sync<2>(c);
         if (tc == 0) {  // rows past Nq add zeros to the accumulator's padding rows
-          bulk_reduce_add(acc + (kByCols ? c * T::kBm * 64 : 0), buf, T::kDQ);
-          bulk_commit();
+          if constexpr (V >= 3) {
+            mbar_arrive(dqFull + c);  // the writer adds it
+          } else {
+            bulk_reduce_add(acc + (kByCols ? c * T::kBm * 64 : 0), buf, T::kDQ);
+            bulk_commit();
+          }
         }
       } else {
 #pragma unroll
@@ -350,7 +419,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       }
     }
   }
-  if (V >= 2 && tc == 0) bulk_wait_all();
+  if (V == 2 && tc == 0) bulk_wait_all();
   E* gk = static_cast<E*>(a.dk);
   E* gv = static_cast<E*>(a.dv);
 #pragma unroll
@@ -411,7 +480,13 @@ struct Run {
 };
 
 template <class E>
-static Run<E> reference(const Problem& pr, uint32_t seed) {
+static Run<E> reference(const Problem& pr, uint32_t seed, bool grads = true);
+// The inputs, LSE and Di of a problem, without the float64 gradients.
+template <class E>
+static Run<E> reference_inputs(const Problem& pr, uint32_t seed) { return reference<E>(pr, seed, false); }
+
+template <class E>
+static Run<E> reference(const Problem& pr, uint32_t seed, bool grads) {
   Run<E> r{pr};
   const int B = pr.b, Nq = pr.nq, Nk = pr.nk, Hq = pr.hq, Hkv = pr.hkv, D = pr.d, grp = Hq / Hkv;
   std::mt19937 gen(seed);
@@ -466,7 +541,7 @@ static Run<E> reference(const Problem& pr, uint32_t seed) {
           for (int x = 0; x < D; ++x) s += dO(b, i, h, x) * V(b, j, hk, x);
           dp[j] = s;
         }
-        for (int base = 0; base < 2; ++base) {
+        for (int base = 0; base < 2 * grads; ++base) {
           auto& gq = base ? r.bq : r.tq;
           auto& gk = base ? r.bk : r.tk;
           auto& gv = base ? r.bv : r.tv;
@@ -491,6 +566,7 @@ template <class E>
 struct DevRun {
   E *q, *k, *v, *dout, *dk, *dv;
   float *lse, *di, *acc;
+  int* order;
   int rows;
   BwdArgs a;
 };
@@ -509,6 +585,7 @@ static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, c
   CK(cudaMalloc(&d.lse, nl * 4));
   CK(cudaMalloc(&d.di, nl * 4));
   CK(cudaMalloc(&d.acc, size_t(pr.b) * pr.hq * d.rows * pr.d * 4));
+  CK(cudaMalloc(&d.order, size_t(pr.b) * pr.hq * (d.rows / 64) * 2 * 4));
   if (q) {
     CK(cudaMemcpy(d.q, q, nqe * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.dout, dout, nqe * 2, cudaMemcpyHostToDevice));
@@ -531,7 +608,7 @@ static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, c
   make_map<E>(a.do_map, d.dout, pr.b, pr.nq, pr.hq, pr.d, 64);
   make_map<E>(a.k_map, d.k, pr.b, pr.nk, pr.hkv, pr.d, 128);
   make_map<E>(a.v_map, d.v, pr.b, pr.nk, pr.hkv, pr.d, 128);
-  a.lse = d.lse, a.di = d.di, a.dq_accum = d.acc, a.dk = d.dk, a.dv = d.dv;
+  a.lse = d.lse, a.di = d.di, a.dq_accum = d.acc, a.dq_order = d.order, a.dk = d.dk, a.dv = d.dv;
   a.b = pr.b, a.nq = pr.nq, a.nk = pr.nk, a.hq = pr.hq, a.hkv = pr.hkv, a.rows = d.rows;
   a.scale = float(1.0 / std::sqrt(double(pr.d))), a.scale_log2 = a.scale * kLog2e;
   return d;
@@ -539,7 +616,8 @@ static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, c
 
 template <class E>
 static void release(DevRun<E>& d) {
-  for (void* p : {(void*)d.q, (void*)d.k, (void*)d.v, (void*)d.dout, (void*)d.dk, (void*)d.dv, (void*)d.lse, (void*)d.di, (void*)d.acc})
+  for (void* p : {(void*)d.q, (void*)d.k, (void*)d.v, (void*)d.dout, (void*)d.dk, (void*)d.dv, (void*)d.lse, (void*)d.di, (void*)d.acc,
+                  (void*)d.order})
     CK(cudaFree(p));
 }
 
@@ -549,6 +627,7 @@ static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
   auto* fn = bwd_kernel<T, C, E, V>;
   CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem));
   CK(cudaMemsetAsync(d.acc, 0, size_t(pr.b) * pr.hq * d.rows * pr.d * 4, s));
+  if (V >= 3) CK(cudaMemsetAsync(d.order, 0, size_t(pr.b) * pr.hq * (d.rows / 64) * 2 * 4, s));
   fn<<<dim3((pr.nk + T::kBn - 1) / T::kBn, pr.b * pr.hkv), T::kThreads, T::kSmem, s>>>(d.a);
   CK(cudaGetLastError());
 }
@@ -627,9 +706,31 @@ static int check() {
   uint32_t seed = 1;
   for (const auto& p : ps) {
     fails += !check_one<__half, 1>(p, seed);
-    fails += !check_one<__half, 2>(p, seed++);
+    fails += !check_one<__half, 2>(p, seed);
+    fails += !check_one<__half, 3>(p, seed++);
     fails += !check_one<__nv_bfloat16, 1>(p, seed);
-    fails += !check_one<__nv_bfloat16, 2>(p, seed++);
+    fails += !check_one<__nv_bfloat16, 2>(p, seed);
+    fails += !check_one<__nv_bfloat16, 3>(p, seed++);
+  }
+  // v3 is deterministic: the same gradients, bit for bit, over repeated runs
+  // of a problem with many key blocks per query block.
+  for (const Problem& p : {Problem{2, 1000, 1500, 4, 2, 64, false}, Problem{1, 1500, 1000, 4, 1, 128, true}}) {
+    std::vector<float> first;
+    bool same = true;
+    for (int rep = 0; rep < 5; ++rep) {
+      Run<__half> r = reference_inputs<__half>(p, 99);
+      DevRun<__half> d = upload<__half>(p, r.q.data(), r.k.data(), r.v.data(), r.dout.data(), r.lse.data(), r.di.data());
+      launch<__half, 3>(p, d);
+      CK(cudaDeviceSynchronize());
+      std::vector<float> acc(size_t(p.b) * p.hq * d.rows * p.d);
+      CK(cudaMemcpy(acc.data(), d.acc, acc.size() * 4, cudaMemcpyDeviceToHost));
+      release(d);
+      if (rep == 0) first = acc;
+      else same = same && std::memcmp(first.data(), acc.data(), acc.size() * 4) == 0;
+    }
+    std::printf("%s v3 deterministic: dQ accumulator identical over 5 runs (Nq%d Nk%d D%d%s)\n", same ? "ok  " : "FAIL", p.nq, p.nk, p.d,
+                p.causal ? " causal" : "");
+    fails += !same;
   }
   std::printf(fails ? "CHECK FAILED (%d)\n" : "all checks passed\n", fails);
   return fails ? 1 : 0;
@@ -670,6 +771,7 @@ int main(int argc, char** argv) {
   if (mode == "bench") {
     bench_dtype<__half, 1>("fp16");
     bench_dtype<__half, 2>("fp16");
+    bench_dtype<__half, 3>("fp16");
     bench_dtype<__nv_bfloat16, 2>("bf16");
     return 0;
   }
