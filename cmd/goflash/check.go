@@ -18,8 +18,9 @@ const checkSynopsis = `List the GPUs (name, compute capability, memory, driver),
 variant each would run per head dim, and run a quick correctness self-test on
 each: GPU results, forward and backward, against a float64 reference by the
 FlashAttention-2 tolerance rule (error at most twice a textbook fp16
-computation's), for the device's own kernels and for the Turing (sm_75)
-kernels forced through PTX.
+computation's), for the device's own kernels, their bf16 twins on sm_80 and
+newer (held to a textbook bf16 computation), and the Turing (sm_75) kernels
+forced through PTX.
 Without a GPU it says so and self-tests the CPU backends instead; --device N
 names a GPU to check, and one that is not there is an error (exit 2).
 
@@ -50,7 +51,7 @@ type CheckGPU struct {
 
 // SelfTestRow is one checked problem.
 type SelfTestRow struct {
-	Target    string   `json:"target"` // "cpu-naive", "cpu-flash", "gpu0", "gpu0-sm75"
+	Target    string   `json:"target"` // "cpu-naive", "cpu-flash", "gpu0", "gpu0-bf16", "gpu0-sm75"
 	Direction string   `json:"direction"`
 	Case      string   `json:"case"`
 	Pass      bool     `json:"pass"`
@@ -180,7 +181,16 @@ func check(o checkOpts) (*CheckResult, error) {
 			}
 			for _, d := range headDimsOf(kr) {
 				for _, c := range selfTestCases(d) {
-					res.add(selfTest(target, attntest.FP16, gpuPasses(dev, path), c)...)
+					res.add(selfTest(target, attntest.FP16, gpuPasses(dev, path, flashattn.FP16), c)...)
+				}
+			}
+			// bf16 (sm_80 and newer, its own kernels at the same head dims:
+			// on an H100/H200 the Hopper forward's bf16 twins).
+			if path == 0 && g.Arch >= 80 {
+				for _, d := range headDimsOf(kr) {
+					for _, c := range selfTestCases(d) {
+						res.add(selfTest(target+"-bf16", attntest.BF16, gpuPasses(dev, path, flashattn.BF16), c)...)
+					}
 				}
 			}
 		}
@@ -239,14 +249,14 @@ type passes struct {
 	backward func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool) (*flashattn.Grads, error)
 }
 
-// gpuPasses runs the passes on dev with the kernels of path.
-func gpuPasses(dev gpuDevice, path int) passes {
+// gpuPasses runs the passes on dev with the kernels of path on inputs of dt.
+func gpuPasses(dev gpuDevice, path int, dt flashattn.DType) passes {
 	return passes{
 		forward: func(q, k, v *flashattn.Tensor, causal bool) (*flashattn.Result, error) {
-			return dev.Forward(q, k, v, causal, path)
+			return dev.Forward(q, k, v, causal, path, dt)
 		},
 		backward: func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool) (*flashattn.Grads, error) {
-			return dev.Backward(q, k, v, out, dOut, lse, causal, path)
+			return dev.Backward(q, k, v, out, dOut, lse, causal, path, dt)
 		},
 	}
 }

@@ -28,12 +28,12 @@ type gpuDevice interface {
 	HasBackward() (bool, string)
 	// Kernels lists the kernel variant per head dim for path (0 or 75).
 	Kernels(path int) ([]KernelRow, error)
-	// Forward runs one problem on the GPU with the kernels of path and
-	// returns the result on the host.
-	Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error)
+	// Forward runs one problem on the GPU with the kernels of path, its
+	// inputs rounded to dt, and returns the result on the host.
+	Forward(q, k, v *flashattn.Tensor, causal bool, path int, dt flashattn.DType) (*flashattn.Result, error)
 	// Backward runs the backward pass of one problem on the GPU with the
-	// kernels of path, from a forward result on the host.
-	Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error)
+	// kernels of path in dt, from a forward result on the host.
+	Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int, dt flashattn.DType) (*flashattn.Grads, error)
 	Close()
 }
 

@@ -188,16 +188,97 @@ func (g *cudaGPU) Kernels(path int) ([]KernelRow, error) {
 	return out, nil
 }
 
-func (g *cudaGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error) {
+func (g *cudaGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int, dt flashattn.DType) (res *flashattn.Result, err error) {
 	if err := g.Use(path); err != nil {
 		return nil, err
 	}
-	return g.dev.ForwardHost(q, k, v, &flashattn.Options{Causal: causal})
+	o := &flashattn.Options{Causal: causal}
+	if dt == flashattn.FP16 {
+		return g.dev.ForwardHost(q, k, v, o)
+	}
+	d, err := flashattn.DimsOf(q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	in, free, err := g.uploadAs(dt, q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, free()) }()
+	r, err := g.dev.Forward(in[0], in[1], in[2], o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	if r.Out.DType() != dt || r.Kernel.DType != dt {
+		return nil, fmt.Errorf("%v inputs ran %s (%v)", dt, r.Kernel.Symbol, r.Kernel.DType)
+	}
+	res = &flashattn.Result{Dims: d, Backend: flashattn.GPU, Reason: r.Kernel.Symbol}
+	if res.Out, err = r.Out.Download(); err != nil {
+		return nil, err
+	}
+	res.LSE, err = r.LSE()
+	return res, err
 }
 
-func (g *cudaGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error) {
+func (g *cudaGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int, dt flashattn.DType) (gr *flashattn.Grads, err error) {
 	if err := g.Use(path); err != nil {
 		return nil, err
 	}
-	return g.dev.BackwardHost(q, k, v, out, dOut, lse, &flashattn.Options{Causal: causal})
+	o := &flashattn.Options{Causal: causal}
+	if dt == flashattn.FP16 {
+		return g.dev.BackwardHost(q, k, v, out, dOut, lse, o)
+	}
+	d, err := flashattn.DimsOf(q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	in, free, err := g.uploadAs(dt, q, k, v, dOut)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, free()) }()
+	fwd, err := g.dev.UploadResultAs(d, out, lse, dt)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, fwd.Free()) }()
+	dg, err := g.dev.Backward(in[0], in[1], in[2], fwd, in[3], o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, dg.Free()) }()
+	gr = &flashattn.Grads{Backend: flashattn.GPU}
+	for i, x := range []struct {
+		src *flashattn.DeviceTensor
+		dst **flashattn.Tensor
+	}{{dg.DQ, &gr.DQ}, {dg.DK, &gr.DK}, {dg.DV, &gr.DV}} {
+		if x.src.DType() != dt || dg.Kernels[i].DType != dt {
+			return nil, fmt.Errorf("%v inputs ran %s (%v)", dt, dg.Kernels[i].Symbol, dg.Kernels[i].DType)
+		}
+		if *x.dst, err = x.src.Download(); err != nil {
+			return nil, err
+		}
+	}
+	return gr, nil
+}
+
+// uploadAs uploads xs as device tensors of dt; free releases every one
+// uploaded (on an error too, the ones before it).
+func (g *cudaGPU) uploadAs(dt flashattn.DType, xs ...*flashattn.Tensor) (ds []*flashattn.DeviceTensor, free func() error, err error) {
+	free = func() error {
+		var errs []error
+		for _, d := range ds {
+			errs = append(errs, d.Free())
+		}
+		return errors.Join(errs...)
+	}
+	for _, x := range xs {
+		d, err := g.dev.UploadAs(x, dt)
+		if err != nil {
+			return nil, nil, errors.Join(err, free())
+		}
+		ds = append(ds, d)
+	}
+	return ds, free, nil
 }

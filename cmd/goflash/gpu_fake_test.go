@@ -32,11 +32,13 @@ type fakeGPU struct {
 	closed     bool
 	noBackward bool
 	noGate     bool
-	badKernels map[int]bool // the kernel table of that path lists a D64 kernel that fails to load
-	nanOut     map[int]bool // that path's forward writes a NaN
-	mods       []scoreMods  // the modifiers each Bench call was given
-	rung       int          // the ladder rung UseRung selected (0: the shipped kernels)
-	rungSrc    string       // its edited source ("" when shipped); one containing "BROKEN" computes wrong results
+	badKernels map[int]bool      // the kernel table of that path lists a D64 kernel that fails to load
+	nanOut     map[int]bool      // that path's forward writes a NaN
+	brokenBF16 bool              // bf16 calls compute wrong results
+	dtypes     []flashattn.DType // the dtype of each Forward call
+	mods       []scoreMods       // the modifiers each Bench call was given
+	rung       int               // the ladder rung UseRung selected (0: the shipped kernels)
+	rungSrc    string            // its edited source ("" when shipped); one containing "BROKEN" computes wrong results
 }
 
 func (f *fakeGPU) cc() int {
@@ -160,12 +162,13 @@ func (f *fakeGPU) Kernels(path int) ([]KernelRow, error) {
 	return out, nil
 }
 
-func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*flashattn.Result, error) {
+func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int, dt flashattn.DType) (*flashattn.Result, error) {
 	if err := f.Use(path); err != nil {
 		return nil, err
 	}
+	f.dtypes = append(f.dtypes, dt)
 	res, err := flashattn.Forward(q, k, v, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
-	if err == nil && (f.broken[path] || strings.Contains(f.rungSrc, "BROKEN")) {
+	if err == nil && (f.broken[path] || dt == flashattn.BF16 && f.brokenBF16 || strings.Contains(f.rungSrc, "BROKEN")) {
 		res.Out.Data[len(res.Out.Data)/2] += 0.5
 	}
 	if err == nil && f.nanOut[path] {
@@ -175,7 +178,7 @@ func (f *fakeGPU) Forward(q, k, v *flashattn.Tensor, causal bool, path int) (*fl
 }
 
 // Backward is the CPU flash backward; a broken path corrupts dQ.
-func (f *fakeGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int) (*flashattn.Grads, error) {
+func (f *fakeGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, causal bool, path int, dt flashattn.DType) (*flashattn.Grads, error) {
 	if err := f.Use(path); err != nil {
 		return nil, err
 	}
@@ -183,7 +186,7 @@ func (f *fakeGPU) Backward(q, k, v, out, dOut *flashattn.Tensor, lse []float32, 
 		return nil, &flashattn.UnsupportedError{Backend: flashattn.GPU, Feature: "backward", Value: "", Reason: why}
 	}
 	g, err := flashattn.Backward(q, k, v, out, dOut, lse, &flashattn.Options{Causal: causal, Backend: flashattn.CPUFlash})
-	if err == nil && f.broken[path] {
+	if err == nil && (f.broken[path] || dt == flashattn.BF16 && f.brokenBF16) {
 		g.DQ.Data[len(g.DQ.Data)/2] += 0.5
 	}
 	return g, err
@@ -437,17 +440,21 @@ func TestCheckOnGPU(t *testing.T) {
 	targets := map[string]int{}
 	for _, r := range res.Tests {
 		targets[r.Target+" "+r.Direction]++
-		if r.Precision != "fp16" {
-			t.Errorf("GPU test held to %s: %+v", r.Precision, r)
+		if want := map[bool]string{false: "fp16", true: "bf16"}[strings.HasSuffix(r.Target, "-bf16")]; r.Precision != want {
+			t.Errorf("GPU test held to %s, want %s: %+v", r.Precision, want, r)
 		}
 	}
-	// 2 head dims x 5 cases on each path, forward and backward, and no CPU
-	// tests when a GPU was checked.
-	if targets["gpu0 fwd"] != 10 || targets["gpu0 bwd"] != 10 || targets["gpu0-sm75 fwd"] != 10 || targets["gpu0-sm75 bwd"] != 10 || len(targets) != 4 {
+	// 2 head dims x 5 cases on each path and in bf16 (the device's own
+	// path), forward and backward, and no CPU tests when a GPU was checked.
+	if targets["gpu0 fwd"] != 10 || targets["gpu0 bwd"] != 10 || targets["gpu0-sm75 fwd"] != 10 || targets["gpu0-sm75 bwd"] != 10 ||
+		targets["gpu0-bf16 fwd"] != 10 || targets["gpu0-bf16 bwd"] != 10 || len(targets) != 6 {
 		t.Errorf("tests per target and direction %v", targets)
 	}
+	if n := len(slices.DeleteFunc(slices.Clone(f.dtypes), func(dt flashattn.DType) bool { return dt != flashattn.BF16 })); n != 10 {
+		t.Errorf("%d bf16 forward calls, want 10", n)
+	}
 	_, text, _ := runCLI(t, "check")
-	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "40 passed, 0 failed"} {
+	for _, want := range []string{"GPU 0: Fake GPU, compute capability 9.0", "kernels (Turing sm_75 path, forced through PTX)", "(JIT from PTX)", "60 passed, 0 failed"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("check output lacks %q:\n%s", want, text)
 		}
@@ -458,11 +465,37 @@ func TestCheckFailsOnWrongGPUResults(t *testing.T) {
 	withFakeGPU(t, &fakeGPU{broken: map[int]bool{75: true}})
 	code, stdout, stderr := runCLI(t, "check")
 	// The broken sm_75 path fails its 10 forward and 10 backward tests.
-	if code != exitFailure || !strings.Contains(stderr, "20 of 40 self-tests failed") {
+	if code != exitFailure || !strings.Contains(stderr, "20 of 60 self-tests failed") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	if !strings.Contains(stdout, "gpu0-sm75") || !strings.Contains(stdout, "FAIL") {
 		t.Errorf("failures not shown:\n%s", stdout)
+	}
+}
+
+// TestCheckBF16: wrong bf16 results fail the check (its 10 forward and 10
+// backward bf16 tests), and a Turing GPU, which has no bf16 kernels, gets
+// no bf16 tests.
+func TestCheckBF16(t *testing.T) {
+	withFakeGPU(t, &fakeGPU{brokenBF16: true})
+	code, stdout, stderr := runCLI(t, "check")
+	if code != exitFailure || !strings.Contains(stderr, "20 of 60 self-tests failed") || !strings.Contains(stdout, "gpu0-bf16") {
+		t.Errorf("broken bf16: exit %d, stderr %q\n%s", code, stderr, stdout)
+	}
+	f := &fakeGPU{arch: 75}
+	withFakeGPU(t, f)
+	code, stdout, stderr = runCLI(t, "check", "--json")
+	var res CheckResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 0 {
+		t.Fatalf("sm_75: exit %d, %v, stderr %q", code, err, stderr)
+	}
+	for _, r := range res.Tests {
+		if strings.Contains(r.Target, "bf16") || r.Precision != "fp16" {
+			t.Errorf("sm_75 GPU tested in bf16: %+v", r)
+		}
+	}
+	if slices.Contains(f.dtypes, flashattn.BF16) || res.Passed != 20 {
+		t.Errorf("sm_75: dtypes %v, %d passed", f.dtypes, res.Passed)
 	}
 }
 
@@ -472,7 +505,7 @@ func TestCheckFailsOnKernelLoadError(t *testing.T) {
 	withFakeGPU(t, &fakeGPU{badKernels: map[int]bool{75: true}})
 	code, stdout, stderr := runCLI(t, "check")
 	// D64's 5 cases on the sm_75 path are not run; its load fails instead.
-	if code != exitFailure || !strings.Contains(stderr, "1 of 31 self-tests failed") {
+	if code != exitFailure || !strings.Contains(stderr, "1 of 51 self-tests failed") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	if !strings.Contains(stdout, "gpu0-sm75  load") || !strings.Contains(stdout, "CUDA_ERROR_INVALID_PTX") {

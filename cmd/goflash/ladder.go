@@ -147,7 +147,7 @@ var ladderProblem = sync.OnceValue(func() (p struct {
 // naming what failed.
 func checkRung(gpu gpuDevice, path int) (float64, error) {
 	c, p := ladderCheck, ladderProblem()
-	res, err := gpu.Forward(p.q, p.k, p.v, c.Causal, path)
+	res, err := gpu.Forward(p.q, p.k, p.v, c.Causal, path, flashattn.FP16)
 	if err != nil {
 		return 0, err
 	}
