@@ -37,7 +37,7 @@
 // same contract when CuSeqlensQ is not 0 (the window and ALiBi's distance
 // then on each sequence's own lengths), and the dense one when it is 0.
 //
-// The Hopper forward (Arch 90 keys: fp16, dense, plain or modified; SM90ACubin, a
+// The Hopper forward (Arch 90 keys: fp16 and bf16, dense, plain or modified; SM90ACubin, a
 // module of its own that loads on compute capability 9.0 alone) takes the
 // forward contract with one Sm90FwdArgs argument instead of FwdParams: the
 // FwdParams, and before them the TMA tensor maps of q, k and v that
