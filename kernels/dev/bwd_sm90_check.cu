@@ -34,7 +34,7 @@
 //   memory, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -lcuda
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
 //   .build/bwd_sm90 check        # odd shapes, v1-v3, fp16 and bf16, D 64 and 128, causal and not, GQA; v3 bit-reproducible
 //   .build/bwd_sm90 bench        # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s: v1, v2, v3 fp16, v2 bf16
 // Here (no GPU): $(kernels/cuda12.sh) -O3 -std=c++17 -cubin -gencode arch=compute_90a,code=sm_90a -Xptxas -v kernels/dev/bwd_sm90_check.cu
@@ -59,17 +59,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "dev.h"
 #include "../tma.cuh"
 #include "../wgmma.cuh"
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 namespace sm90 {
 // dQ's GEMM: d (64 x N) += A (64 x 16 in shared memory, M-major: trans-a 1) .
@@ -457,13 +450,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
 // The map of a BSHD tensor (B, N, H, D) of 16-bit elements in boxes of 64 x rows.
 template <class E>
 static void make_map(unsigned char* out, const void* base, int b, int n, int h, int d, int rows) {
-  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(n), cuuint64_t(h), cuuint64_t(b)};
-  const cuuint64_t strides[3] = {cuuint64_t(h) * d * 2, cuuint64_t(d) * 2, cuuint64_t(n) * h * d * 2};
-  const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1}, elem[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType ty = std::is_same<E, __nv_bfloat16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  CUresult r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(out), ty, 4, const_cast<void*>(base), dims, strides, box, elem,
-                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = tensor_map16(out, std::is_same<E, __nv_bfloat16>::value, base, d, n, h, b, int64_t(h) * d, d, int64_t(n) * h * d, rows);
   if (r != CUDA_SUCCESS) std::exit((std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", int(r)), 1));
 }
 

@@ -1,6 +1,7 @@
-// dev.h: what the dev harnesses (fwd_check.cu, bwd_check.cu) share: a CUDA
-// runtime error check, and the driver API reached through dlopen (no -lcuda at
-// link time) to load the committed fatbin or PTX as Go does (cuModuleLoadData).
+// dev.h: what the dev harnesses (fwd_check.cu, bwd_check.cu, bwd_sm90_check.cu)
+// share: a CUDA runtime error check, the driver API reached through dlopen (no
+// -lcuda at link time) to load the committed fatbin or PTX as Go does
+// (cuModuleLoadData), and (CUDA 12) the sm_90a kernels' TMA tensor maps.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -8,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -56,3 +58,32 @@ static std::string read_file(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
+
+#if CUDA_VERSION >= 12000
+// A TMA tensor map of 16-bit elements (fp16, or bf16) at base: 4-d (d,
+// row, head, batch) with element strides rs, hs, bs, boxes of 64 columns x
+// box_rows rows, 128-byte swizzle, rows out of bounds read as zero (what
+// flashattn's encodeSM90A makes in Go). cuTensorMapEncodeTiled is taken from
+// libcuda by dlsym, as the rest of the driver API above.
+static CUresult tensor_map16(unsigned char* out, bool bf16, const void* base, int d, int rows, int heads, int batch, int64_t rs,
+                             int64_t hs, int64_t bs, int box_rows) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+    return lib ? reinterpret_cast<Encode>(dlsym(lib, "cuTensorMapEncodeTiled")) : nullptr;
+  }();
+  if (!encode) return CUDA_ERROR_NOT_FOUND;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(rs * 2), static_cast<cuuint64_t>(hs * 2), static_cast<cuuint64_t>(bs * 2)};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
+  CUtensorMap tm;
+  const CUresult r = encode(&tm, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(base), dims,
+                            strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  std::memcpy(out, &tm, sizeof tm);
+  return r;
+}
+#endif

@@ -55,37 +55,15 @@ static unsigned g_sms = 1;
 
 #ifdef FA2_SM90A
 // The Hopper forward's argument for FwdParams p (what flashattn's sm90Args does
-// in Go): q, k, v as 4-d tensor maps (d, row, head, batch; the strides p gives,
-// so BSHD and BHSD K/V alike), boxes of 64 columns x 64 (Q) or bc (K, V) rows,
-// 128-byte swizzle, rows out of bounds read as zero. cuTensorMapEncodeTiled is
-// taken from libcuda by dlsym, as dev.h does the rest of the driver API.
+// in Go): q, k, v as dev.h's tensor maps with the strides p gives (BSHD and
+// BHSD K/V alike), boxes of 64 (Q) or bc (K, V) rows.
 static CUresult sm90_args(const FwdParams& p, int bc, Sm90FwdArgs* out) {
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static Encode encode = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-    return lib ? reinterpret_cast<Encode>(dlsym(lib, "cuTensorMapEncodeTiled")) : nullptr;
-  }();
-  if (!encode) return CUDA_ERROR_NOT_FOUND;
-  auto map = [&](unsigned char* m, const void* base, int rows, int heads, int64_t rs, int64_t hs, int64_t bs,
-                 int box_rows) {
-    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(rows),
-                                static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(p.b)};
-    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(rs * 2), static_cast<cuuint64_t>(hs * 2),
-                                   static_cast<cuuint64_t>(bs * 2)};
-    const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
-    CUtensorMap tm;
-    const CUresult r = encode(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(base), dims, strides, box,
-                              unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    std::memcpy(m, &tm, sizeof tm);
-    return r;
-  };
   out->p = p;
-  CUresult r = map(out->q_map, p.q, p.nq, p.hq, p.q_row_stride, p.q_head_stride, p.q_batch_stride, 64);
-  if (r == CUDA_SUCCESS) r = map(out->k_map, p.k, p.nk, p.hkv, p.k_row_stride, p.k_head_stride, p.k_batch_stride, bc);
-  if (r == CUDA_SUCCESS) r = map(out->v_map, p.v, p.nk, p.hkv, p.v_row_stride, p.v_head_stride, p.v_batch_stride, bc);
+  CUresult r = tensor_map16(out->q_map, false, p.q, p.d, p.nq, p.hq, p.b, p.q_row_stride, p.q_head_stride, p.q_batch_stride, 64);
+  if (r == CUDA_SUCCESS)
+    r = tensor_map16(out->k_map, false, p.k, p.d, p.nk, p.hkv, p.b, p.k_row_stride, p.k_head_stride, p.k_batch_stride, bc);
+  if (r == CUDA_SUCCESS)
+    r = tensor_map16(out->v_map, false, p.v, p.d, p.nk, p.hkv, p.b, p.v_row_stride, p.v_head_stride, p.v_batch_stride, bc);
   return r;
 }
 #endif
