@@ -1,7 +1,8 @@
 // bwd_sm90_check.cu: lab harness for a Hopper (sm_90a) backward, llm.c dev/cuda
 // style: the kernel, a float64 CPU check and a timing loop in one file. Not part
 // of the build; when it passes and beats the sm_80 single pass, its kernel moves
-// into kernels/ (bwd_sm90.cuh, fa2_sm90a.cu) and the plan runs it.
+// into kernels/ (bwd_sm90.cuh, fa2_sm90a.cu), the plan runs it, its check joins
+// bwd_check.cu (a -DFA2_SM90A mode, as fwd_check.cu's) and this file goes.
 //
 // Versions (each kept in the git history of this file):
 //   v1  FA3's structure, simplest form. One CTA per (key block of Bn = 128,
