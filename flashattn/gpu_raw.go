@@ -30,9 +30,10 @@ const (
 	// FP16 is IEEE 754 binary16, the kernels' element type (fp32
 	// accumulation).
 	FP16 DType = iota + 1
-	// BF16 is bfloat16 (fp32 accumulation), forward and backward, on the
-	// sm_80 path only: the sm_75 path (no bf16 tensor cores) refuses it with
-	// an *UnsupportedError. Nothing is ever converted silently.
+	// BF16 is bfloat16 (fp32 accumulation), forward and backward, on sm_80
+	// and newer (paths 80 and 90): the sm_75 path (no bf16 tensor cores)
+	// refuses it with an *UnsupportedError. Nothing is ever converted
+	// silently.
 	BF16
 )
 

@@ -96,8 +96,11 @@ func errZeroPlan(what string) error {
 // CheckRawForward checks a raw forward call's operands for problem dims
 // in element type dt as far as it can without a GPU: every address set and
 // aligned, strides the kernels honour, outputs without aliased elements,
-// and operands within the Bytes given (Bytes 0 is left to Enqueue, which
-// asks the driver). Enqueue runs the same checks first.
+// operands within the Bytes given (Bytes 0 is left to Enqueue, which asks
+// the driver), and no output sharing a byte with another operand. Enqueue
+// runs the same checks, the last one after the driver's allocation bounds
+// (so that a view running past its allocation is named as such, not as the
+// operand it runs into).
 func CheckRawForward(dims Dims, dt DType, a *RawForwardArgs) error {
 	return checkRaw(dims, dt, rawFwdOperands, a.operands())
 }
@@ -110,13 +113,14 @@ func (a *RawForwardArgs) operands() rawArgs {
 	return rawArgs{ts: [8]*RawTensor{&a.Q, &a.K, &a.V, &a.Out}, bufs: [2]*RawBuffer{&a.LSE}}
 }
 
-// Enqueue checks a (CheckRawForward, then the driver's answers for operands with
-// Bytes 0 and for the stream) and enqueues the forward kernel on stream, a
-// CUstream of the device's primary context (Stream.Handle, or a handle
-// from other CUDA code; 0 is the legacy default stream). It returns once
-// the kernel is enqueued: Out and the LSE are written when the stream gets
-// there, and a kernel fault is reported by a later synchronisation. Every
-// error comes before the launch.
+// Enqueue checks a (CheckRawForward's checks of each operand, then the
+// driver's answers for operands with Bytes 0 and for the stream, then that
+// no output overlaps another operand) and enqueues the forward kernel on
+// stream, a CUstream of the device's primary context (Stream.Handle, or a
+// handle from other CUDA code; 0 is the legacy default stream). It returns
+// once the kernel is enqueued: Out and the LSE are written when the stream
+// gets there, and a kernel fault is reported by a later synchronisation.
+// Every error comes before the launch.
 func (f *RawForward) Enqueue(stream uintptr, a *RawForwardArgs) error {
 	if f == nil || f.d == nil || f.kern == nil {
 		return errZeroPlan("RawForward")

@@ -400,7 +400,7 @@ func runRawConformance(t *testing.T, path int, bf16 bool) {
 func TestGPURawConformance(t *testing.T) { runRawConformance(t, 0, false) }
 
 // TestGPURawConformanceBF16 is TestGPURawConformance, forward and backward,
-// on the bf16 kernels (sm_80 path; skipped on Turing GPUs).
+// on the bf16 kernels (skipped on Turing GPUs).
 func TestGPURawConformanceBF16(t *testing.T) { runRawConformance(t, 0, true) }
 
 // TestGPURawConformanceSM75 is TestGPURawConformance on the Turing kernels
@@ -558,18 +558,18 @@ func TestGPURawErrors(t *testing.T) {
 	if err := u.s.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	wantData := func(name, arg string, err error) {
+	wantData := func(name, arg, reason string, err error) {
 		t.Helper()
 		var e *flashattn.DataError
-		if !errors.As(err, &e) || e.Arg != arg {
-			t.Errorf("%s: %v, want a *DataError for %s", name, err, arg)
+		if !errors.As(err, &e) || e.Arg != arg || !strings.Contains(e.Reason, reason) {
+			t.Errorf("%s: %v, want a *DataError for %s saying %q", name, err, arg, reason)
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
 	}
 	a := args()
 	a.K.Ptr = 1 << 44 // no allocation there
-	wantData("address in no allocation", "k", plan.Enqueue(u.s.Handle(), &a))
+	wantData("address in no allocation", "k", "lies in no CUDA allocation", plan.Enqueue(u.s.Handle(), &a))
 	// The driver reports an allocation's size as it keeps it (perhaps
 	// rounded up): the views below are placed against what it reports.
 	probe := cuda.NewProbe()
@@ -579,7 +579,7 @@ func TestGPURawErrors(t *testing.T) {
 	} else if size < need {
 		a = args()
 		a.V.Ptr = short.b.Ptr()
-		wantData("short allocation", "v", plan.Enqueue(u.s.Handle(), &a))
+		wantData("short allocation", "v", "its allocation has", plan.Enqueue(u.s.Handle(), &a))
 	} else {
 		t.Logf("the driver reports %d bytes for an allocation of %d: no short-allocation case", size, short.b.Size())
 	}
@@ -589,9 +589,9 @@ func TestGPURawErrors(t *testing.T) {
 	}
 	a = args()
 	a.Out.Ptr = (start + size - need + 16 + 15) &^ 15 // its allocation ends at least 16 bytes early for this view
-	wantData("view past its allocation's end", "out", plan.Enqueue(u.s.Handle(), &a))
+	wantData("view past its allocation's end", "out", "its allocation has", plan.Enqueue(u.s.Handle(), &a))
 
-	// bf16: forward and backward plans on the sm_80 path, their kernels
+	// bf16: forward and backward plans on sm_80 and newer, their kernels
 	// the _bf16 ones (TestBF16RefusedOnSM75 covers sm_75).
 	var ue *flashattn.UnsupportedError
 	if bp, err := dev.NewRawForward(d, flashattn.BF16, nil); err != nil || !strings.HasSuffix(bp.Kernel().Symbol, "_bf16") {
@@ -635,14 +635,14 @@ func TestGPURawErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantData("stream of GPU 1", "stream", plan.Enqueue(s1.Handle(), ptr(args())))
+		wantData("stream of GPU 1", "stream", "another CUDA context", plan.Enqueue(s1.Handle(), ptr(args())))
 		b1, err := other.Alloc(2 * n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		a = args()
 		a.Q.Ptr = b1.Ptr()
-		wantData("memory of GPU 1", "q", plan.Enqueue(u.s.Handle(), &a))
+		wantData("memory of GPU 1", "q", "is memory of GPU", plan.Enqueue(u.s.Handle(), &a))
 	} else {
 		t.Log("one GPU: the other-context stream and memory checks need two")
 	}
@@ -650,7 +650,7 @@ func TestGPURawErrors(t *testing.T) {
 	if err := dev.ForcePath(75); err != nil {
 		t.Fatal(err)
 	}
-	wantData("plan made before ForcePath", "plan", plan.Enqueue(u.s.Handle(), ptr(args())))
+	wantData("plan made before ForcePath", "plan", "were reloaded (ForcePath)", plan.Enqueue(u.s.Handle(), ptr(args())))
 	if err := dev.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -111,9 +111,9 @@ func TestGPUHopperForward(t *testing.T) {
 			// ALiBi alone: its column-bias form on the clean blocks either side
 			// of each consumer's diagonal.
 			attntest.Case{Name: fmt.Sprintf("alibi-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Seed: 9},
-			// Slopes steep against the scale: head 0's slope/scale is past what
-			// the ALiBi k16 step's two 16-bit halves hold (it takes apply_side),
-			// the others' within it (large column terms from the GEMM).
+			// Slopes steep against the scale: head 0's slope/scale is past 2^15,
+			// the bound of the ALiBi k16 step's two halves (it takes
+			// apply_side), the others' within it (large column terms from the GEMM).
 			attntest.Case{Name: fmt.Sprintf("alibi-steep-d%d", d), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, ALiBi: true, Scale: 5e-6, Seed: 10})
 	}
 	for _, be := range []attntest.Backend{b, bb} {

@@ -91,7 +91,8 @@ type KernelInfo struct {
 	// for a shipped one.
 	Rung int `json:"rung,omitempty"`
 	// DType is the element type of q, k, v and O (and dO and the
-	// gradients): FP16, or BF16 for the sm_80 path's bf16 kernels.
+	// gradients): FP16, or BF16 for the sm_80 path's bf16 kernels and the
+	// Hopper forward's bf16 twins.
 	DType DType `json:"dtype,omitempty"`
 	// Large: the kernel needs more than 99 KiB of shared memory per CTA and
 	// runs only on devices whose opt-in limit fits it (BackwardKernelTable).

@@ -148,8 +148,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // GEMMs at D128, 1/8 at D64).
   constexpr bool kSide = fa2::sm90_alibi_gemm(kMod);
   // exp2 as one MUFU op (ex2.approx.ftz, mma.cuh's exp2_approx; P's values
-  // under 2^-126 flush to 0: beside the row's largest, 1, both 16-bit types
-  // round them away), not exp2f, whose
+  // under 2^-126 flush to 0: beside the row's largest term, 1, they vanish in
+  // the fp32 sums), not exp2f, whose
   // denormal fix-up (FSETP, two FMULs) is 3 of the ~8 instructions per
   // score: D64 +7-12% (H200). Except in the D128 softcap + ALiBi kernel:
   // there the shorter code spilled 40 B (nvcc 12.4).
@@ -260,8 +260,9 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   // reads as long as kStages is a power of two (one register fewer: D64
   // causal spilled the Q tile count).
   constexpr int kQPhase = 30;
-  // kSide: bit kBiasOk of g says the tile's head's slope fits A's two E
-  // halves (else its blocks take apply_side); also a register fewer.
+  // kSide: bit kBiasOk of g says the tile's head's |slope| is under 2^15,
+  // which A's fp16 hi half holds (for bf16 a conservative bound); else its
+  // blocks take apply_side. Also a register fewer.
   constexpr int kBiasOk = 29;
   static_assert((T::kStages & (T::kStages - 1)) == 0, "the Q phase bit needs kStages a power of two");
   int g = 0;

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/goflash/goflash/bench"
 )
 
 // The README's performance section, docs/performance.md and the chart are
@@ -228,5 +230,25 @@ func TestPublishedLadderRun(t *testing.T) {
 	}
 	if strings.Index(table, "| rung 4 |") > strings.Index(table, "| shipped |") || strings.Index(table, "| shipped |") > strings.Index(table, "| edited (NVRTC) |") {
 		t.Errorf("ladder table rows out of order:\n%s", table)
+	}
+}
+
+// TestChartRunHasFP16: the chart (fp16, forward) comes from the last run
+// with an fp16 sweep, not from a later bf16-only run or a ladder run.
+func TestChartRunHasFP16(t *testing.T) {
+	part := func(dt, impl string) pubPart {
+		return pubPart{res: &bench.Result{Settings: bench.Settings{DType: dt}, Rows: []bench.Row{{Impl: impl}}}}
+	}
+	runs := []pubRun{
+		{name: "a", parts: []pubPart{part("fp16", bench.ImplGPU)}},
+		{name: "b", parts: []pubPart{part("fp16", bench.ImplGPU), part("bf16", bench.ImplGPU)}},
+		{name: "c", parts: []pubPart{part("bf16", bench.ImplGPU)}},
+		{name: "d", parts: []pubPart{part("fp16", bench.ImplRungPref+"1")}},
+	}
+	if got := chartRun(runs).name; got != "b" {
+		t.Errorf("chart run %q, want b (the last with an fp16 sweep)", got)
+	}
+	if got := chartRun(runs[2:]).name; got != "c" {
+		t.Errorf("no fp16 sweep: chart run %q, want the first, c", got)
 	}
 }

@@ -44,13 +44,14 @@ type Case struct {
 }
 
 // Mods reports whether the case modifies its scores beyond the causal
-// mask (a window that hides a key, softcap or ALiBi): what a Backend with
-// Plain refuses. A window side reaching past every key is unbounded, and
-// Right 0 is the causal mask (Options.Window's rules).
+// mask (a window bounded within the keys, softcap or ALiBi): what a Backend
+// with Plain refuses. A window side reaching past every key is unbounded,
+// and Right 0 is the causal mask (Options.Window's rules).
 func (c Case) Mods() bool { return c.windowHides() || c.Softcap != 0 || c.ALiBi }
 
-// windowHides reports whether c's window hides a key the causal mask (if
-// any) shows.
+// windowHides reports whether c's window is bounded within the keys on
+// either side (Left < Nk, or 0 < Right < Nq): the calls then run a modified
+// kernel.
 func (c Case) windowHides() bool {
 	w := c.Window
 	return w != nil && (w.Left >= 0 && w.Left < c.Nk || w.Right > 0 && w.Right < c.Nq)

@@ -23,6 +23,15 @@ func TestGPUTensorMapOnAThreadWithoutContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := c.NewTensorMapEncoder()
+	for _, bf16 := range []bool{false, true} {
+		encodeOnANewThread(t, c, e, bf16, buf.Ptr(), rows, cols)
+	}
+}
+
+// encodeOnANewThread encodes a rows x cols map of 16-bit elements at ptr
+// from a goroutine locked to a thread without a current context.
+func encodeOnANewThread(t *testing.T, c *Context, e *TensorMapEncoder, bf16 bool, ptr uint64, rows, cols uint64) {
+	t.Helper()
 	done := make(chan error)
 	go func() {
 		// Locked and never unlocked: the thread ends with the goroutine,
@@ -34,10 +43,10 @@ func TestGPUTensorMapOnAThreadWithoutContext(t *testing.T) {
 			return
 		}
 		var m [TensorMapSize]byte
-		done <- e.EncodeTiled16(&m, false, buf.Ptr(), [4]uint64{cols, rows, 1, 1}, [3]uint64{cols * 2, rows * cols * 2, rows * cols * 2},
-			[4]uint32{cols, 64, 1, 1})
+		done <- e.EncodeTiled16(&m, bf16, ptr, [4]uint64{cols, rows, 1, 1}, [3]uint64{cols * 2, rows * cols * 2, rows * cols * 2},
+			[4]uint32{uint32(cols), 64, 1, 1})
 	}()
 	if err := <-done; err != nil {
-		t.Fatalf("encoding on a thread without a current context: %v", err)
+		t.Fatalf("encoding (bf16 %v) on a thread without a current context: %v", bf16, err)
 	}
 }
