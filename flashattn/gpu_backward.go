@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goflash/goflash/internal/cuda"
+	"github.com/goflash/goflash/internal/kernels"
 )
 
 // DeviceGrads is the output of Device.Backward: the gradients on the device,
@@ -219,7 +220,10 @@ func (op *bwdOp) freeScratch() error {
 // on the device's stream (the launch contract of internal/kernels).
 func (op *bwdOp) enqueue() error {
 	d, f := op.d, op.f
-	p := d.bparams
+	p, args := d.bparams, d.bargs
+	if op.hopper() {
+		p, args = &d.hbparams.P, d.hbargs
+	}
 	p.Q, p.K, p.V, p.O, p.DO = op.q.buf.Ptr(), op.k.buf.Ptr(), op.v.buf.Ptr(), op.fwd.Out.buf.Ptr(), op.dO.buf.Ptr()
 	p.LSE, p.Di = op.fwd.lse.Ptr(), op.bufs.rows.Ptr()
 	p.DQAccum, p.DQAccumRows = 0, 0
@@ -238,17 +242,29 @@ func (op *bwdOp) enqueue() error {
 	set3(f.kvs, &p.DKBatchStride, &p.DKRowStride, &p.DKHeadStride)
 	set3(f.kvs, &p.DVBatchStride, &p.DVRowStride, &p.DVHeadStride)
 	f.setBwd(p)
+	if op.hopper() {
+		if err := encodeSM90ABwd(d.tmaps, op.pl.kernels[1], d.hbparams); err != nil {
+			return fmt.Errorf("flashattn: %s on %s: %w", op.pl.kernels[1].Symbol, d.info, err)
+		}
+	}
 	for i, k := range op.ks {
-		if err := k.fn.Launch(op.pl.cfgs[i], d.stream, d.bargs); err != nil {
+		if err := k.fn.Launch(op.pl.cfgs[i], d.stream, args); err != nil {
 			return fmt.Errorf("flashattn: launching %s on %s: %w", k.info.Symbol, d.info, err)
 		}
 	}
 	return nil
 }
 
+// hopper says whether the call runs the Hopper backward (Sm90BwdArgs).
+func (op *bwdOp) hopper() bool { return op.pl.kernels[1].Arch == kernels.SM90A }
+
 func (op *bwdOp) relaunch() error {
+	args := op.d.bargs
+	if op.hopper() {
+		args = op.d.hbargs
+	}
 	for i, k := range op.ks {
-		if err := k.fn.LaunchBound(op.pl.cfgs[i], op.d.stream.Handle(), op.d.bargs); err != nil {
+		if err := k.fn.LaunchBound(op.pl.cfgs[i], op.d.stream.Handle(), args); err != nil {
 			return err
 		}
 	}

@@ -154,13 +154,15 @@ type Device struct {
 
 	// One parameter block per launch contract, reused by every launch
 	// (calls are serialised by mu; the driver copies the values at launch).
-	params  *kernels.FwdParams
-	args    *cuda.Args
-	hparams *kernels.Sm90FwdArgs // the Hopper forward's (tensor maps + FwdParams)
-	hargs   *cuda.Args
-	tmaps   *cuda.TensorMapEncoder // encodes the Hopper forward's tensor maps (raw plans' too)
-	bparams *kernels.BwdParams
-	bargs   *cuda.Args
+	params   *kernels.FwdParams
+	args     *cuda.Args
+	hparams  *kernels.Sm90FwdArgs // the Hopper forward's (tensor maps + FwdParams)
+	hargs    *cuda.Args
+	tmaps    *cuda.TensorMapEncoder // encodes the Hopper kernels' tensor maps (raw plans' too)
+	bparams  *kernels.BwdParams
+	bargs    *cuda.Args
+	hbparams *kernels.Sm90BwdArgs // the Hopper backward's (tensor maps + BwdParams)
+	hbargs   *cuda.Args
 
 	closed bool
 }
@@ -216,11 +218,13 @@ func OpenDevice(ordinal int) (*Device, error) {
 	d.tmaps = d.ctx.NewTensorMapEncoder()
 	d.bparams = new(kernels.BwdParams)
 	d.bargs = cuda.NewArgs(unsafe.Pointer(d.bparams))
+	d.hbparams = new(kernels.Sm90BwdArgs)
+	d.hbargs = cuda.NewArgs(unsafe.Pointer(d.hbparams))
 	return d, nil
 }
 
 // hasSM90A says whether a device of compute capability cc runs the Hopper
-// forward: sm_90a SASS runs on 9.0 alone, and its launches need a driver
+// kernels: sm_90a SASS runs on 9.0 alone, and its launches need a driver
 // that encodes TMA tensor maps (CUDA 12+).
 func hasSM90A(cc int) bool { return cc == kernels.SM90A && cuda.HasTensorMaps() }
 

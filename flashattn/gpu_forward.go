@@ -300,10 +300,25 @@ func encodeSM90A(e *cuda.TensorMapEncoder, v kernels.Variant, a *kernels.Sm90Fwd
 	if !ok {
 		return errNoTensorMap
 	}
-	maps := [3]*[cuda.TensorMapSize]byte{&a.QMap, &a.KMap, &a.VMap}
-	for i, base := range [3]uint64{a.P.Q, a.P.K, a.P.V} {
-		vw := views[i]
-		if err := e.EncodeTiled16(maps[i], v.BF16, base, vw.Dims, vw.Strides, [4]uint32{kernels.SM90ABox, vw.BoxRows, 1, 1}); err != nil {
+	return encodeMaps(e, v.BF16, []*[cuda.TensorMapSize]byte{&a.QMap, &a.KMap, &a.VMap}, []uint64{a.P.Q, a.P.K, a.P.V}, views[:])
+}
+
+// encodeSM90ABwd writes, with e, the tensor maps of a's operands (a.P
+// filled) for the Hopper single pass v (kernels.SM90ABwdMaps); d.mu is held.
+func encodeSM90ABwd(e *cuda.TensorMapEncoder, v kernels.Variant, a *kernels.Sm90BwdArgs) error {
+	views, ok := kernels.SM90ABwdMaps(v, &a.P)
+	if !ok {
+		return errNoTensorMap
+	}
+	return encodeMaps(e, v.BF16, []*[cuda.TensorMapSize]byte{&a.QMap, &a.KMap, &a.VMap, &a.DOMap},
+		[]uint64{a.P.Q, a.P.K, a.P.V, a.P.DO}, views[:])
+}
+
+// encodeMaps encodes maps[i], the tensor map of the operand at device
+// address bases[i] as views[i] describes it, in boxes of SM90ABox columns.
+func encodeMaps(e *cuda.TensorMapEncoder, bf16 bool, maps []*[cuda.TensorMapSize]byte, bases []uint64, views []kernels.TensorMapView) error {
+	for i, vw := range views {
+		if err := e.EncodeTiled16(maps[i], bf16, bases[i], vw.Dims, vw.Strides, [4]uint32{kernels.SM90ABox, vw.BoxRows, 1, 1}); err != nil {
 			return err
 		}
 	}

@@ -212,6 +212,11 @@ func (c planDevice) shipped(k kernels.Key) (kernels.Variant, error) {
 	if k.Stage == kernels.BwdPre || k.Stage == kernels.BwdDQConv {
 		k.Causal = false
 	}
+	if k.Arch == kernels.SM90A { // backwardKeys' Hopper keys, which it looked up
+		if v, ok := kernels.Lookup(k); ok {
+			return v, nil
+		}
+	}
 	v, ok := c.lookup(k)
 	if ok {
 		return v, nil
@@ -321,6 +326,9 @@ func (c planDevice) backward(r planRequest) (plan, error) {
 //   - a head dim whose backward is the single pass alone (D 256): for
 //     modifiers and packed sequences its modified twin (atomic dQ), with
 //     Options.Deterministic the ordered one, after the (varlen) pre;
+//   - on an H100/H200 (not forced to the sm_80 path), dense, unmodified, at
+//     the Hopper backward's head dims: its single pass (Arch 90;
+//     deterministic: its ordered twin);
 //   - else the single pass (deterministic: its ordered twin, which large
 //     rows have) where the device has one, or pre, dK/dV, dQ.
 func (c planDevice) backwardKeys(r planRequest) ([3]kernels.Key, error) {
@@ -343,6 +351,9 @@ func (c planDevice) backwardKeys(r planRequest) ([3]kernels.Key, error) {
 	}
 	if r.op == opRawBackward {
 		return three(0, false, p.Causal), nil
+	}
+	if keys, ok := c.hopperBackward(single(0, false, p.Deterministic, p.Causal)); ok && r.op == opBackward && !mods && !packed {
+		return keys, nil
 	}
 	_, pair := c.lookup(key(kernels.BwdDKDV, kernels.ModOn, false, false, false))
 	_, fusedMod := c.lookup(key(kernels.BwdDKDVQ, kernels.ModOn, false, false, false))
@@ -387,6 +398,24 @@ func (c planDevice) backwardKeys(r planRequest) ([3]kernels.Key, error) {
 		}
 	}
 	return keys, nil
+}
+
+// hopperBackward is keys, the single pass's three, on the Hopper backward
+// (Arch 90) where the device runs it and the table has all three.
+func (c planDevice) hopperBackward(keys [3]kernels.Key) ([3]kernels.Key, bool) {
+	if !c.sm90a {
+		return keys, false
+	}
+	for i := range keys {
+		keys[i].Arch = kernels.SM90A
+		if keys[i].Stage != kernels.BwdDKDVQ {
+			keys[i].Causal = false
+		}
+		if _, ok := kernels.Lookup(keys[i]); !ok {
+			return keys, false
+		}
+	}
+	return keys, true
 }
 
 // checkOrderedGrid refuses an ordered single pass v whose grid y, nk keys

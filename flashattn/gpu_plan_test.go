@@ -248,6 +248,14 @@ func wantBackward(g planGPU, dt DType, d int, causal, mods, varlen, det bool) []
 		return []want{kern("bwd_pre", path, d, false, bf16, false, "_varlen"),
 			kern("bwd_dkdv", path, d, false, bf16, causal, "_varlen"), kern("bwd_dq", path, d, false, bf16, causal, "_varlen")}
 	}
+	if g.hopper && !mods && !varlen && (d == 64 || d == 128) { // the Hopper single pass, fp16 and bf16
+		pass := "bwd_dkdvq"
+		if det {
+			pass = "bwd_dkdvqdet"
+		}
+		return []want{kern("bwd_pre", "90a", d, false, bf16, false, ""), kern(pass, "90a", d, false, bf16, causal, ""),
+			kern("bwd_dqconv", "90a", d, false, bf16, false, "")}
+	}
 	three := []want{pre, kern("bwd_dkdv", path, d, false, bf16, causal, ""), kern("bwd_dq", path, d, false, bf16, causal, "")}
 	if path == 75 || d == 32 || d == 96 {
 		return three
@@ -424,9 +432,10 @@ func TestPlanNVRTC(t *testing.T) {
 
 // TestPlanGrids: the launches follow the kernels' tiles (the contract of
 // internal/kernels): a CTA per query block and (batch, head); packed
-// sequences by the longest one; the Hopper kernel persistent, one CTA per
-// SM at most; the ordered single pass with the heads fastest; and past the
-// grid's limits an *UnsupportedError.
+// sequences by the longest one; the Hopper forward persistent, one CTA per
+// SM at most; the sm_80 ordered single pass with the heads fastest, the
+// Hopper one with the key blocks in x; and past the grid's limits an
+// *UnsupportedError.
 func TestPlanGrids(t *testing.T) {
 	gs := planGPUs()
 	a100, h100 := gs[1], gs[4]
@@ -446,9 +455,14 @@ func TestPlanGrids(t *testing.T) {
 		t.Errorf("H100 D128: %+v (%v), want a persistent grid of at most 132 CTAs", pl.cfgs, err)
 	}
 	p = planProblem(t, 128, 8192, false, -1, 0, false, false, true)
-	pl, err = planOf(h100.c, planRequest{op: opBackward, p: p, dt: FP16})
+	pl, err = planOf(gs[5].c, planRequest{op: opBackward, p: p, dt: FP16})
 	if err != nil || pl.cfgs[1].Grid != [3]uint32{2 * 2, uint32(ceilDiv(8192, pl.kernels[1].Bc)), 1} {
-		t.Errorf("H100 D128 deterministic: %+v (%v), want (B*Hkv, key blocks)", pl.cfgs, err)
+		t.Errorf("H100 ForcePath(80) D128 deterministic: %+v (%v), want (B*Hkv, key blocks)", pl.cfgs, err)
+	}
+	pl, err = planOf(h100.c, planRequest{op: opBackward, p: p, dt: FP16}) // the Hopper ordered pass: key blocks in x
+	if err != nil || pl.cfgs[1].Grid != [3]uint32{uint32(ceilDiv(8192, pl.kernels[1].Bc)), 2 * 2, 1} || pl.cfgs[0].Grid != [3]uint32{uint32(ceilDiv(256, pl.kernels[0].Br)), 2 * 8, 1} ||
+		pl.cfgs[1].Block[0] != uint32(32*pl.kernels[1].Warps) || pl.cfgs[1].SharedMem != uint32(pl.kernels[1].SmemBytes) {
+		t.Errorf("H100 D128 deterministic: %+v (%v), want (key blocks, B*Hkv)", pl.cfgs, err)
 	}
 	for _, c := range []struct {
 		what string

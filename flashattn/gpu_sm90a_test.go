@@ -3,6 +3,7 @@ package flashattn_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/goflash/goflash/flashattn"
@@ -11,18 +12,38 @@ import (
 
 func TestHopperKernelTable(t *testing.T) {
 	tab, dims := flashattn.HopperKernelTable(), flashattn.HopperHeadDims()
-	if len(dims) == 0 || len(tab) != 12*len(dims) {
-		t.Fatalf("%d Hopper kernels for head dims %v, want a causal and a non-causal one and four modified ones each, fp16 and bf16", len(tab), dims)
+	if len(dims) == 0 || len(tab) != 24*len(dims) {
+		t.Fatalf("%d Hopper kernels for head dims %v, want per head dim and dtype a causal and a non-causal forward and four modified ones, "+
+			"and a backward's pre, causal and non-causal single pass and ordered twin, convert", len(tab), dims)
 	}
 	mods := []string{"fwd_mod", "fwd_mod_cap", "fwd_mod_alibi", "fwd_mod_cap_alibi"}
+	count := map[string]int{}
 	for _, k := range tab {
-		if k.Path != 90 || !(k.Pass == "fwd" || slices.Contains(mods, k.Pass) && !k.Causal) || k.DType != flashattn.FP16 && k.DType != flashattn.BF16 || k.Br%64 != 0 ||
-			k.Warps != 4*(k.Br/64+1) || !k.Persistent || !slices.Contains(dims, k.HeadDim) {
+		count[k.Pass]++
+		if k.Path != 90 || k.DType != flashattn.FP16 && k.DType != flashattn.BF16 || !slices.Contains(dims, k.HeadDim) {
+			t.Errorf("bad Hopper row %+v", k)
+		}
+		switch k.Pass {
+		case "bwd_pre", "bwd_dqconv", "bwd_dkdvq", "bwd_dkdvqdet":
+			single := k.Pass == "bwd_dkdvq" || k.Pass == "bwd_dkdvqdet"
+			if k.Persistent || single != (k.SmemBytes > 0) || !single && k.Causal || single && k.Warps != 4*(k.Bc/64+1) {
+				t.Errorf("bad Hopper backward row %+v", k)
+			}
+			if !slices.ContainsFunc(flashattn.BackwardKernelTable(90), func(s flashattn.KernelInfo) bool { return s.HeadDim == k.HeadDim && s.Pass == "bwd_dkdv" }) {
+				t.Errorf("%s has no sm_80 backward beside it (ForcePath(80), varlen and the modifiers run that)", k.Symbol)
+			}
+			continue
+		}
+		if !(k.Pass == "fwd" || slices.Contains(mods, k.Pass) && !k.Causal) || k.Br%64 != 0 || k.Warps != 4*(k.Br/64+1) || !k.Persistent {
 			t.Errorf("bad Hopper row %+v", k)
 		}
 		if !slices.ContainsFunc(flashattn.KernelTable(90), func(s flashattn.KernelInfo) bool { return s.HeadDim == k.HeadDim && s.Causal == k.Causal }) {
 			t.Errorf("%s has no sm_80 kernel beside it (ForcePath(80), varlen and raw fallbacks run that)", k.Symbol)
 		}
+	}
+	n := 2 * len(dims) // per dtype
+	if count["bwd_pre"] != n || count["bwd_dqconv"] != n || count["bwd_dkdvq"] != 2*n || count["bwd_dkdvqdet"] != 2*n || count["fwd"] != 2*n {
+		t.Errorf("Hopper kernels by pass %v", count)
 	}
 }
 
@@ -48,7 +69,7 @@ func TestGPUHopperForward(t *testing.T) {
 	hd := flashattn.HopperHeadDims()
 	maxNk := map[int]int{} // causal calls of at most this many keys run the sm_80 kernel
 	for _, k := range flashattn.HopperKernelTable() {
-		if k.Causal {
+		if k.Causal && k.Pass == "fwd" {
 			maxNk[k.HeadDim] = k.SM80CausalMaxNk
 		}
 	}
@@ -189,7 +210,7 @@ func TestGPUHopperFewCTAs(t *testing.T) {
 		t.Skipf("%s is not an sm_90 GPU: the Hopper forward does not run here", dev.Info())
 	}
 	for _, k := range flashattn.HopperKernelTable() {
-		if !k.Persistent {
+		if !k.Persistent && strings.HasPrefix(k.Pass, "fwd") {
 			t.Fatalf("%s is not persistent", k.Symbol)
 		}
 	}

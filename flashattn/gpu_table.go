@@ -26,12 +26,15 @@ func KernelTable(arch int) []KernelInfo {
 	return out
 }
 
-// HopperKernelTable lists the Hopper forward kernels (Path 90: wgmma and
-// TMA, SASS for sm_90a alone, persistent), which an H100/H200 runs for dense
-// fp16 and bf16 forwards at HopperHeadDims, plain ("fwd"; causal ones above
-// SM80CausalMaxNk keys) and with a window, softcap or ALiBi ("fwd_mod*"),
-// unless Device.ForcePath(80); KernelTable(90) lists the sm_80 path's,
-// which it runs for everything else.
+// HopperKernelTable lists the Hopper kernels (Path 90: wgmma and TMA, SASS
+// for sm_90a alone), which an H100/H200 runs unless Device.ForcePath(80):
+// the forward (persistent) for dense fp16 and bf16 forwards at
+// HopperHeadDims, plain ("fwd"; causal ones above SM80CausalMaxNk keys) and
+// with a window, softcap or ALiBi ("fwd_mod*"), and the backward's single
+// pass ("bwd_pre", "bwd_dkdvq" or with Options.Deterministic "bwd_dkdvqdet",
+// "bwd_dqconv") for dense unmodified fp16 and bf16 backwards at the same
+// head dims. KernelTable(90) and BackwardKernelTable(90) list the sm_80
+// path's, which it runs for everything else.
 func HopperKernelTable() []KernelInfo {
 	var out []KernelInfo
 	for _, v := range kernels.SM90AVariants() {

@@ -61,6 +61,15 @@ func backwardKernels(dev *flashattn.Device, dims flashattn.Dims, o *flashattn.Op
 	return out, nil
 }
 
+// backwardTable is the backward kernels of a kernel path: the Hopper
+// kernels for path 90 (the Hopper backward's), else BackwardKernelTable's.
+func backwardTable(path int) []flashattn.KernelInfo {
+	if path == 90 {
+		return flashattn.HopperKernelTable()
+	}
+	return flashattn.BackwardKernelTable(path)
+}
+
 func hasGPU() bool {
 	_, err := flashattn.Devices()
 	return err == nil
@@ -586,7 +595,7 @@ func TestGPUBackwardPaths(t *testing.T) {
 		}
 		return out
 	}
-	tab := flashattn.BackwardKernelTable(def[0].Path)
+	tab := backwardTable(def[0].Path)
 	large := strings.Contains(def[1].Symbol, "_large") // a large row runs where the device's opt-in limit fits it
 	single := large || slices.ContainsFunc(tab, func(k flashattn.KernelInfo) bool {
 		return k.Pass == "bwd_dkdvq" && k.HeadDim == d.D && !k.Large
@@ -616,9 +625,13 @@ func TestGPUBackwardPaths(t *testing.T) {
 		want := 4 * int64(d.LSELen()) // Di
 		if k := r.Kernels[1]; k.Pass == "bwd_dkdvq" || k.Pass == "bwd_dkdvqdet" {
 			blocks := (d.Nq + k.Br - 1) / k.Br // the accumulator holds whole query blocks
-			want += 4 * int64(d.B*d.Hq*blocks*k.Br*d.D)
-			if k.Pass == "bwd_dkdvqdet" { // and an int32 counter per query block
-				want += 4 * int64(d.B*d.Hq*blocks)
+			switch {
+			case k.Path == 90: // and per row LSE and Di, and an int32 turn per query block
+				want += 4 * int64(d.B*d.Hq*blocks*(k.Br*(d.D+2)+1))
+			case k.Pass == "bwd_dkdvqdet": // and an int32 counter per query block
+				want += 4 * int64(d.B*d.Hq*blocks*(k.Br*d.D+1))
+			default:
+				want += 4 * int64(d.B*d.Hq*blocks*k.Br*d.D)
 			}
 		}
 		if r.ExtraBytes != want || !slices.Equal(r.Kernels, map[bool][]flashattn.KernelInfo{false: def, true: det}[o.Deterministic]) {

@@ -34,3 +34,31 @@
 // fp16, and the bf16 twins on the same tiles (fa2_fwd_sm90a_d{D}_bf16*).
 #define FA2_SM90A_FWD(D, ...) FA2_SM90A_TYPED(D, , __half) FA2_SM90A_TYPED(D, _bf16, __nv_bfloat16)
 FA2_SM90A_TILES(FA2_SM90A_FWD)
+
+// The Hopper backward (bwd_sm90.cuh), for exactly the rows of traits.cuh's
+// FA2_SM90A_BWD_TILES: fa2_bwd_pre_sm90a_d{D}[_bf16], the single pass
+// fa2_bwd_dkdvq[det]_sm90a_d{D}[_bf16][_causal] (det: the fixed dQ order) and
+// fa2_bwd_dqconv_sm90a_d{D}[_bf16]. The argument is an Sm90BwdArgs
+// (params.cuh). Launch: pre and dqconv (ceil(Nq/Br), B*Hq, 1) x 256 threads,
+// no dynamic shared memory; the single pass (ceil(Nk/Bc), B*Hkv, 1) x
+// T::kThreads, T::kSmemBytes.
+#include "bwd_sm90.cuh"
+
+#define FA2_SM90A_BWD_PASS(D, ESFX, E, DET, KDET, CSFX, C)                                                       \
+  extern "C" __global__ void __launch_bounds__(Sm90BwdTraits<D>::type::kThreads, 1)                             \
+      fa2_bwd_dkdvq##DET##_sm90a_d##D##ESFX##CSFX(const __grid_constant__ Sm90BwdArgs a) {                      \
+    sm90::bwd_kernel<Sm90BwdTraits<D>::type, C, E, KDET>(a);                                                     \
+  }
+#define FA2_SM90A_BWD_TYPED(D, ESFX, E)                                                                          \
+  extern "C" __global__ void __launch_bounds__(256) fa2_bwd_pre_sm90a_d##D##ESFX(const __grid_constant__ Sm90BwdArgs a) { \
+    sm90::bwd_pre<Sm90BwdTraits<D>::type, E>(a);                                                                 \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256) fa2_bwd_dqconv_sm90a_d##D##ESFX(const __grid_constant__ Sm90BwdArgs a) { \
+    sm90::bwd_dqconv<Sm90BwdTraits<D>::type, E>(a);                                                              \
+  }                                                                                                              \
+  FA2_SM90A_BWD_PASS(D, ESFX, E, , false, , false)                                                               \
+  FA2_SM90A_BWD_PASS(D, ESFX, E, , false, _causal, true)                                                         \
+  FA2_SM90A_BWD_PASS(D, ESFX, E, det, true, , false)                                                             \
+  FA2_SM90A_BWD_PASS(D, ESFX, E, det, true, _causal, true)
+#define FA2_SM90A_BWD(D, ...) FA2_SM90A_BWD_TYPED(D, , __half) FA2_SM90A_BWD_TYPED(D, _bf16, __nv_bfloat16)
+FA2_SM90A_BWD_TILES(FA2_SM90A_BWD)

@@ -276,3 +276,22 @@ static_assert(offsetof(Sm90FwdArgs, k_map) == 128, "KMap");
 static_assert(offsetof(Sm90FwdArgs, v_map) == 256, "VMap");
 static_assert(offsetof(Sm90FwdArgs, p) == 384, "P");
 static_assert(sizeof(Sm90FwdArgs) == 640, "Sm90FwdArgs size (Go: unsafe.Sizeof(Sm90FwdArgs{}))");
+
+// Sm90BwdArgs: the argument of the sm_90a backward (fa2_bwd_sm90a_*,
+// bwd_sm90.cuh), as Sm90FwdArgs: the tensor maps of q, k, v and dout, then
+// the BwdParams every backward takes. Its dq_accum holds, per (b, h) of
+// dq_accum_rows rows: the fp32 dQ accumulator (B, Hq, rows, D) in the
+// consumers' fragment order, LSE log2(e) (B, Hq, rows; +inf where P is 0:
+// rows past Nq or seeing no key), Di (B, Hq, rows; 0 past Nq), then one
+// int32 turn counter per query block (B, Hq, rows / Br), all written by the
+// pre kernel.
+struct alignas(64) Sm90BwdArgs {
+  unsigned char q_map[128];
+  unsigned char k_map[128];
+  unsigned char v_map[128];
+  unsigned char do_map[128];
+  BwdParams p;
+};
+static_assert(offsetof(Sm90BwdArgs, do_map) == 384, "DOMap");
+static_assert(offsetof(Sm90BwdArgs, p) == 512, "P");
+static_assert(sizeof(Sm90BwdArgs) == 896, "Sm90BwdArgs size (Go: unsafe.Sizeof(Sm90BwdArgs{}))");

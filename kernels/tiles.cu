@@ -222,6 +222,36 @@ void sm90a_row() {
   }
 }
 
+// The Hopper backward (fa2_sm90a.cu, bwd_sm90.cuh): Arch 90, fp16 and bf16,
+// dense; pre and dqconv (8 warps, Br rows per CTA, no dynamic shared memory),
+// the single pass and its ordered twin, causal or not.
+template <int D>
+void sm90a_bwd_row() {
+  using T = typename Sm90BwdTraits<D>::type;
+  char sym[64];
+  bool bf16 = false;
+  auto row = [&](const char* stage, bool ordered, bool causal, int bc, int warps, int smem) {
+    if (is("go"))
+      go_row({stage, nullptr, false, ordered}, 90, D, causal, sym, T::kBr, bc, warps, smem, 0, bf16);
+    else if (is("sm90a"))
+      std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, D, causal, T::kBr, bc, warps,
+                  bc ? T::kStages : 0, 1, "no", smem);
+  };
+  for (int t = 0; t < 2; ++t) {
+    bf16 = t == 1;
+    const char* e = bf16 ? "_bf16" : "";
+    std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm90a_d%d%s", D, e);
+    row("BwdPre", false, false, 0, 8, 0);
+    for (int det = 0; det < 2; ++det)
+      for (int causal = 0; causal < 2; ++causal) {
+        std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm90a_d%d%s%s", det ? "det" : "", D, e, causal ? "_causal" : "");
+        row("BwdDKDVQ", det, causal, T::kBc, T::kWarps, T::kSmemBytes);
+      }
+    std::snprintf(sym, sizeof sym, "fa2_bwd_dqconv_sm90a_d%d%s", D, e);
+    row("BwdDQConv", false, false, 0, 8, 0);
+  }
+}
+
 // The kernel ladder (ladder/ladder.cuh): Arch 0, both paths run the same code;
 // shared memory is static, so no dynamic bytes.
 template <int R, class T, int D>
@@ -257,9 +287,11 @@ int main(int argc, char** argv) {
     FA2_SM75_UNDER8(UNDER8_ROW)
     return 0;
   }
-  if (is("go")) std::printf("}\n\n// sm90aVariants are the Hopper forward's (fa2_sm90a.cubin), for sm_90 devices.\nvar sm90aVariants = []Variant{\n");
+  if (is("go")) std::printf("}\n\n// sm90aVariants are the Hopper kernels (fa2_sm90a.cubin), for sm_90 devices.\nvar sm90aVariants = []Variant{\n");
 #define SM90A_ROW(D, ...) sm90a_row<D>();
   FA2_SM90A_TILES(SM90A_ROW)
+#define SM90A_BWD_ROW(D, ...) sm90a_bwd_row<D>();
+  FA2_SM90A_BWD_TILES(SM90A_BWD_ROW)
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");
 #define LADDER_ROW(R, D) ladder_row<R, fa2::ladder::Rung##R, D>();
   FA2_LADDER(LADDER_ROW)

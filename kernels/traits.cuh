@@ -553,6 +553,70 @@ template <int D> struct Sm90Traits;
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS
 
+// Hopper (sm_90a) backward tiles (bwd_sm90.cuh; fa2_sm90a.cubin): the
+// single pass of dense fp16 and bf16 backwards on an H100/H200 unless
+// ForcePath(80). One CTA = one key block of Bc rows of one (batch, kv head):
+// a producer warpgroup (TMA: K and V once, Q_m, dO_m, LSE and Di per query
+// block of Br rows into kStages stages) and Bc/64 consumer warpgroups, each
+// holding dK and dV of its 64 keys (D/2 + D/2 fp32 registers per thread)
+// over every query block of the kv head's query heads. dQ_m goes to an fp32
+// accumulator by TMA bulk reduce-adds, one per consumer and block.
+template <int D_, int Br_, int Bc_, int Stages_>
+struct Tile90Bwd {
+  static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
+  static constexpr int kConsumers = kBc / 64;
+  static constexpr int kWarps = 4 * (kConsumers + 1);
+  static constexpr int kThreads = 32 * kWarps;
+  // The producer keeps 32: the ordered twin's dQ writer (a thread of its
+  // warpgroup) spilled its loop state at 24.
+  static constexpr int kProducerRegs = 32, kConsumerRegs = 240;
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "the SM's registers");
+  static constexpr int kBox = 64;                        // TMA box columns: one 128-byte swizzle row
+  static constexpr int kKVBlock = kBc * kBox * 2;        // one 64-column box of K or V (bytes)
+  static constexpr int kQBlock = kBr * kBox * 2;         // one 64-column box of Q_m or dO_m
+  static constexpr int kKV = kBc * kD * 2, kQ = kBr * kD * 2;
+  static constexpr int kDS = 64 * kBr * 2;               // one consumer's dS^T (64 keys x Br queries, 16-bit)
+  // dQ_m: at D128 consumer c computes columns 64c.. over all Bc keys (by
+  // columns: 32 accumulator registers, not 64), at D64 all columns over its
+  // own 64 keys (by keys).
+  static constexpr bool kDQByCols = kD == 128;
+  static constexpr int kDQCols = kDQByCols ? 64 : kD;
+  static constexpr int kDQ = kBr * kDQCols * 4;          // one consumer's dQ_m partial, fp32, fragment order
+  static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
+  // K | V | Q_m[stages] | dO_m[stages] | dS^T[consumers] | dQ_m[consumers] |
+  // LSE, Di[stages] | mbarriers: K/V full; per stage Q full, empty; per
+  // consumer dQ full, empty (the deterministic twin's).
+  static constexpr int kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + kStages * kQ;
+  static constexpr int kOffDS = kOffDO + kStages * kQ;
+  static constexpr int kOffDQ = kOffDS + kConsumers * kDS;
+  static constexpr int kOffLD = kOffDQ + kConsumers * kDQ;
+  static constexpr int kOffBar = kOffLD + kStages * kLD;
+  static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages + 2 * kConsumers);
+  static_assert(kBr == 64 && kBc == 128, "the consumers' fragments are written for m64 blocks of 64 queries, two of 64 keys");
+  static_assert(kD == 64 || kD == 128, "D in 64-column boxes, dQ split by keys (64) or columns (128)");
+  static_assert(kConsumerRegs >= kD + 64 + (kDQByCols ? 32 : kD / 2), "dK, dV, S^T, dP^T and dQ_m fit a consumer's registers");
+  static_assert(kSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
+};
+
+// FA2_SM90A_BWD_TILES(X): THE list of shipped sm_90a backward kernels, one
+// X(d, Br, Bc, stages) per head dim: fa2_bwd_sm90a_d{D}[_bf16] pre and
+// dqconv, and the single pass fa2_bwd_sm90a_d{D}[_bf16][_causal][_ordered]
+// (ordered: Options.Deterministic, dQ_m added in a fixed key-block order).
+// Dense and unmodified only: varlen, a window, softcap or ALiBi, other head
+// dims and ForcePath(80) run the sm_80 backward.
+#define FA2_SM90A_BWD_TILES(X)                                                                        \
+  X(64, 64, 128, 2)  /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 32 + dP^T 32 + dQ 32 regs;       \
+                        the kernel alone 319-347 TFLOP/s, causal 275-336 (N 2048-16384, H200) */                    \
+  X(128, 64, 128, 2) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;                    \
+                        the kernel alone 438-488 TFLOP/s, causal 368-459 (N 2048-16384, H200) */
+
+// Sm90BwdTraits<D>::type ships.
+template <int D> struct Sm90BwdTraits;
+#define FA2_SM90A_BWD_TRAITS(D, BR, BC, S) \
+  template <> struct Sm90BwdTraits<D> { using type = Tile90Bwd<D, BR, BC, S>; };
+FA2_SM90A_BWD_TILES(FA2_SM90A_BWD_TRAITS)
+#undef FA2_SM90A_BWD_TRAITS
+
 // FA2_SM75_UNDER8(X): THE list of Turing kernels that run fewer than 8
 // resident warps per SM (two per scheduler, the floor the sm_75 tiles aim at),
 // X(symbol prefix, why); build.sh prints the reason on each such kernel's row

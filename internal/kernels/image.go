@@ -13,7 +13,7 @@ const (
 	ImageBwd                 // fa2_bwd.fatbin: every backward pass
 	ImageDecode              // fa2_decode.fatbin: the KV-cache decode
 	ImageLadder              // fa2_ladder.fatbin: the kernel ladder's rungs 1-4
-	ImageSM90A               // fa2_sm90a.cubin: the Hopper forward (SM90ACubin)
+	ImageSM90A               // fa2_sm90a.cubin: the Hopper forward and backward (SM90ACubin)
 	NumImages                // the number of images
 )
 
@@ -96,10 +96,13 @@ func (im Image) CUDA() string {
 }
 
 // ImageOf returns the image that holds the kernel of a symbol, by its
-// family's prefix: fa2_fwd_sm90a_* (ImageSM90A), fa2_fwd_* (ImageFwd),
-// fa2_bwd_* (ImageBwd), fa2_decode_* (ImageDecode), fa2_ladder*
+// family's prefix: fa2_fwd_sm90a_* and fa2_bwd_*_sm90a_* (ImageSM90A),
+// fa2_fwd_* (ImageFwd), fa2_bwd_* (ImageBwd), fa2_decode_* (ImageDecode), fa2_ladder*
 // (ImageLadder). ok is false for a symbol of no family.
 func ImageOf(symbol string) (im Image, ok bool) {
+	if strings.HasPrefix(symbol, "fa2_bwd_") && strings.Contains(symbol, "_sm90a_") {
+		return ImageSM90A, true
+	}
 	for _, f := range []struct {
 		prefix string
 		im     Image

@@ -87,6 +87,16 @@
 // bwd_dqconv kernel of the row that runs must be the one launched (the
 // accumulator's layout is its tile's).
 //
+// The Hopper backward (Arch 90 keys: fp16 and bf16, dense, unmodified;
+// SM90ACubin) is the single pass's three kernels with one Sm90BwdArgs
+// argument instead of BwdParams: the BwdParams, and before them the TMA
+// tensor maps of q, k, v and dout that SM90ABwdMaps describes. DQAccum holds
+// DQAccumLen(v, ...) elements (its layout: kernels/params.cuh's Sm90BwdArgs),
+// all written by bwd_pre on every call, so no zeroing between calls; Di is
+// not used. Grids: bwd_pre and bwd_dqconv (ceil(Nq/Br), B*Hq), bwd_dkdvq
+// and its ordered twin (ceil(Nk/Bc), B*Hkv), blocks Warps*32. The ordered
+// twin's CTAs wait for those dispatched before them, as bwd_dkdvqdet's.
+//
 // q, k, v, o (the forward output), dout, dq, dk, dv are fp16 with the same
 // layout rules as the forward; lse is the forward's (-Inf rows give dQ = 0).
 //
@@ -173,6 +183,16 @@ type Sm90FwdArgs struct {
 	_                [640 - 384 - 208]byte
 }
 
+// Sm90BwdArgs mirrors `struct Sm90BwdArgs` in kernels/params.cuh, the one
+// argument of the Hopper backward (Arch 90 keys of the backward stages): the
+// TMA tensor maps of q, k, v and dout (SM90ABwdMaps), then the BwdParams;
+// padded to the C struct's 64-byte multiple, 896.
+type Sm90BwdArgs struct {
+	QMap, KMap, VMap, DOMap [128]byte
+	P                       BwdParams
+	_                       [896 - 512 - 352]byte
+}
+
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of
 // the three backward kernels.
 type BwdParams struct {
@@ -211,14 +231,21 @@ type BwdParams struct {
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
 // ordered single pass (kDet in kernels/bwd_kv.cuh: key block n of a head
 // starts about a wave after n-1, so it seldom waits for n-1's adds).
-func HeadsFastest(v Variant) bool { return v.Stage == BwdDKDVQ && v.Ordered }
+func HeadsFastest(v Variant) bool { return v.Stage == BwdDKDVQ && v.Ordered && v.Arch != SM90A }
 
 // DQAccumLen is the 4-byte length of the dQ accumulator of single-pass
 // variant v (Stage BwdDKDVQ): (B, Hq, ceil(Nq/Br)*Br, D) float32, each Br-row
 // query block stored whole; for the ordered one followed by its (B, Hq,
 // ceil(Nq/Br)) int32 counters.
+//
+// The Hopper single pass's (Arch 90) is (B, Hq, rows, D + 2) float32, then
+// one int32 per query block: the accumulator, LSE log2(e) and Di per row,
+// and the ordered twin's turns (kernels/params.cuh's Sm90BwdArgs).
 func DQAccumLen(v Variant, b, nq, hq int) int {
 	blocks := b * hq * ((nq + v.Br - 1) / v.Br)
+	if v.Arch == SM90A {
+		return b*hq*DQAccumRows(v, nq)*(v.HeadDim+2) + blocks
+	}
 	n := b * hq * DQAccumRows(v, nq) * v.HeadDim
 	if HeadsFastest(v) { // the ordered twins
 		n += blocks
@@ -429,37 +456,65 @@ type TensorMapView struct {
 	BoxRows uint32
 }
 
+// SM90ABwdMaps gives the four views (q, k, v, dout) of a dense backward
+// with the element strides of BwdParams p for the Hopper single pass v: as
+// SM90AMaps, Q and dO in boxes of Br rows, K and V of Bc.
+func SM90ABwdMaps(v Variant, p *BwdParams) (views [4]TensorMapView, ok bool) {
+	ops := [4]mapOperand{
+		{p.Nq, p.Hq, p.QRowStride, p.QHeadStride, p.QBatchStride, v.Br},
+		{p.Nk, p.Hkv, p.KRowStride, p.KHeadStride, p.KBatchStride, v.Bc},
+		{p.Nk, p.Hkv, p.VRowStride, p.VHeadStride, p.VBatchStride, v.Bc},
+		{p.Nq, p.Hq, p.DORowStride, p.DOHeadStride, p.DOBatchStride, v.Br},
+	}
+	for i, o := range ops {
+		if views[i], ok = o.view(p.D, p.B); !ok {
+			return views, false
+		}
+	}
+	return views, true
+}
+
+// mapOperand is one operand of a Hopper call: its rows and heads, element
+// strides of rows, heads and batches, and the rows of one box.
+type mapOperand struct {
+	rows, heads int32
+	rs, hs, bs  int64
+	box         int
+}
+
+// view is o's TensorMapView for head dim d and b batches; ok is false where
+// TMA cannot express it (a stride not a multiple of 16 bytes, or 2^40 bytes
+// and more).
+func (o mapOperand) view(d, b int32) (TensorMapView, bool) {
+	vw := TensorMapView{Dims: [4]uint64{uint64(d), uint64(o.rows), uint64(o.heads), uint64(b)}, BoxRows: uint32(o.box)}
+	for j, s := range []int64{o.rs, o.hs, o.bs} {
+		n := 2 * s
+		if n <= 0 || n%16 != 0 || n >= 1<<40 {
+			if j == 2 && b == 1 && n == 0 { // one batch: its stride is never used
+				n = 16
+			} else {
+				return vw, false
+			}
+		}
+		vw.Strides[j] = uint64(n)
+	}
+	return vw, true
+}
+
 // SM90AMaps gives the three views (q, k, v) of a dense forward with
 // the element strides of FwdParams p for Hopper kernel v: (d, row, head,
 // batch) with p's strides, so BSHD and BHSD alike; Q in boxes of 64 rows, K
 // and V of Bc. ok is false where TMA cannot express them (a stride not a
 // multiple of 16 bytes, or 2^40 bytes and more): then the sm_80 kernel runs.
 func SM90AMaps(v Variant, p *FwdParams) (views [3]TensorMapView, ok bool) {
-	type op struct {
-		rows, heads int32
-		rs, hs, bs  int64
-		box         int
-	}
-	ops := [3]op{
+	ops := [3]mapOperand{
 		{p.Nq, p.Hq, p.QRowStride, p.QHeadStride, p.QBatchStride, 64},
 		{p.Nk, p.Hkv, p.KRowStride, p.KHeadStride, p.KBatchStride, v.Bc},
 		{p.Nk, p.Hkv, p.VRowStride, p.VHeadStride, p.VBatchStride, v.Bc},
 	}
 	for i, o := range ops {
-		views[i] = TensorMapView{
-			Dims:    [4]uint64{uint64(p.D), uint64(o.rows), uint64(o.heads), uint64(p.B)},
-			BoxRows: uint32(o.box),
-		}
-		for j, s := range []int64{o.rs, o.hs, o.bs} {
-			b := 2 * s
-			if b <= 0 || b%16 != 0 || b >= 1<<40 {
-				if j == 2 && p.B == 1 && b == 0 { // one batch: its stride is never used
-					b = 16
-				} else {
-					return views, false
-				}
-			}
-			views[i].Strides[j] = uint64(b)
+		if views[i], ok = o.view(p.D, p.B); !ok {
+			return views, false
 		}
 	}
 	return views, true

@@ -525,8 +525,14 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 // resources.md agree, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
 func TestSM90ATable(t *testing.T) {
 	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (?:true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
-	if len(rows) == 0 || 12*len(rows) != len(sm90aVariants) {
-		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d variants (want 6 per row and dtype)", len(rows), len(sm90aVariants))
+	fwds := 0
+	for _, v := range sm90aVariants {
+		if v.Stage == Fwd {
+			fwds++
+		}
+	}
+	if len(rows) == 0 || 12*len(rows) != fwds {
+		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d forwards (want 6 per row and dtype)", len(rows), fwds)
 	}
 	md := readFile(t, "resources.md")
 	var ds []int
@@ -573,6 +579,109 @@ func TestSM90ATable(t *testing.T) {
 	b := SM90ACubin
 	if len(b) < 64 || !bytes.HasPrefix(b, []byte("\x7fELF")) || binary.LittleEndian.Uint16(b[18:]) != 190 || b[48] != SM90A {
 		t.Errorf("fa2_sm90a.cubin: %d bytes, not a CUDA ELF (machine 190) for sm_90", len(b))
+	}
+}
+
+// Every X(d, Br, Bc, stages) row of FA2_SM90A_BWD_TILES ships the Hopper
+// backward in fp16 and bf16: pre and dqconv (8 warps, Br rows, no dynamic
+// shared memory) and the single pass, causal and not, and its ordered twin
+// (one producer warpgroup and Bc/64 consumers, the same shared memory); its
+// rows in resources.md agree; every head dim has a Hopper forward and an
+// sm_80 backward beside it.
+func TestSM90ABwdTable(t *testing.T) {
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_BWD_TILES"), -1)
+	bwds := 0
+	for _, v := range sm90aVariants {
+		if v.Stage != Fwd {
+			bwds++
+		}
+	}
+	if len(rows) == 0 || 12*len(rows) != bwds {
+		t.Fatalf("FA2_SM90A_BWD_TILES has %d rows, the table %d backward kernels (want 6 per row and dtype)", len(rows), bwds)
+	}
+	md := readFile(t, "resources.md")
+	for _, r := range rows {
+		n := make([]int, 4)
+		for i := range n {
+			n[i], _ = strconv.Atoi(r[i+1])
+		}
+		d, br, bc, stages := n[0], n[1], n[2], n[3]
+		for _, bf16 := range []bool{false, true} {
+			e := map[bool]string{true: "_bf16"}[bf16]
+			type want struct {
+				stage           Stage
+				ordered, causal bool
+				sym             string
+				bc, warps, ring int
+			}
+			ws := []want{
+				{BwdPre, false, false, fmt.Sprintf("fa2_bwd_pre_sm90a_d%d%s", d, e), 0, 8, 0},
+				{BwdDQConv, false, false, fmt.Sprintf("fa2_bwd_dqconv_sm90a_d%d%s", d, e), 0, 8, 0},
+			}
+			for _, det := range []bool{false, true} {
+				for _, causal := range []bool{false, true} {
+					ws = append(ws, want{BwdDKDVQ, det, causal, fmt.Sprintf("fa2_bwd_dkdvq%s_sm90a_d%d%s%s", map[bool]string{true: "det"}[det], d, e,
+						map[bool]string{true: "_causal"}[causal]), bc, 4 * (bc/64 + 1), stages})
+				}
+			}
+			var smem int
+			for _, w := range ws {
+				v, ok := Lookup(Key{Stage: w.stage, Ordered: w.ordered, Arch: SM90A, HeadDim: d, Causal: w.causal, BF16: bf16})
+				if !ok || v.Symbol != w.sym || v.Br != br || v.Bc != w.bc || v.Warps != w.warps || v.Persistent || (v.SmemBytes > 0) != (w.bc > 0) {
+					t.Errorf("%s: table has %+v (found %v)", w.sym, v, ok)
+					continue
+				}
+				if w.bc > 0 {
+					if smem != 0 && v.SmemBytes != smem {
+						t.Errorf("%s: %d bytes of shared memory, its siblings %d", w.sym, v.SmemBytes, smem)
+					}
+					smem = v.SmemBytes
+				}
+				row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", w.sym, d, map[bool]int{true: 1}[w.causal], br, w.bc, w.warps, w.ring, v.SmemBytes)
+				if !strings.Contains(md, row) {
+					t.Errorf("resources.md has no tile row %q", row)
+				}
+				if im, ok := ImageOf(v.Symbol); !ok || im != ImageSM90A {
+					t.Errorf("%s: image %v, %v; want the Hopper cubin", v.Symbol, im, ok)
+				}
+			}
+		}
+		if _, ok := lookupSM90A(pFwd, d, false); !ok {
+			t.Errorf("D %d: a Hopper backward without a Hopper forward", d)
+		}
+		if _, ok := Lookup(Key{Stage: BwdDKDV, Arch: 80, HeadDim: d}); !ok {
+			t.Errorf("D %d: a Hopper backward without an sm_80 one (ForcePath(80) and the fallbacks need it)", d)
+		}
+	}
+}
+
+// A contiguous BSHD backward maps Q and dO in boxes of Br rows, K and V of
+// Bc; a broadcast dO does not.
+func TestSM90ABwdMaps(t *testing.T) {
+	v, ok := Lookup(Key{Stage: BwdDKDVQ, Arch: SM90A, HeadDim: 64})
+	if !ok {
+		t.Fatal("no D64 Hopper backward")
+	}
+	p := BwdParams{B: 2, Nq: 300, Nk: 77, Hq: 8, Hkv: 2, D: 64}
+	p.QBatchStride, p.QRowStride, p.QHeadStride = 300*8*64, 8*64, 64
+	p.DOBatchStride, p.DORowStride, p.DOHeadStride = p.QBatchStride, p.QRowStride, p.QHeadStride
+	p.KBatchStride, p.KRowStride, p.KHeadStride = 77*2*64, 2*64, 64
+	p.VBatchStride, p.VRowStride, p.VHeadStride = p.KBatchStride, p.KRowStride, p.KHeadStride
+	views, ok := SM90ABwdMaps(v, &p)
+	q := TensorMapView{Dims: [4]uint64{64, 300, 8, 2}, Strides: [3]uint64{1024, 128, 307200}, BoxRows: uint32(v.Br)}
+	kv := TensorMapView{Dims: [4]uint64{64, 77, 2, 2}, Strides: [3]uint64{256, 128, 19712}, BoxRows: uint32(v.Bc)}
+	if want := [4]TensorMapView{q, kv, kv, q}; !ok || views != want {
+		t.Errorf("SM90ABwdMaps = %+v, %v; want %+v", views, ok, want)
+	}
+	p.DOBatchStride = 0
+	if _, ok := SM90ABwdMaps(v, &p); ok {
+		t.Error("SM90ABwdMaps maps a dO broadcast over the batch")
+	}
+	if n, want := DQAccumLen(v, 2, 300, 8), 2*8*320*(64+2)+2*8*5; n != want {
+		t.Errorf("DQAccumLen = %d, want %d (accumulator, LSE and Di per row, a turn per query block)", n, want)
+	}
+	if HeadsFastest(v) {
+		t.Error("the Hopper single pass's grid has the key blocks in x")
 	}
 }
 

@@ -353,7 +353,7 @@ var variants = []Variant{
 	{Key: Key{Stage: Decode, Arch: 80, HeadDim: 256, BF16: true}, Symbol: "fa2_decode_sm80_d256_bf16", Br: 16, Bc: 32, Warps: 2, SmemBytes: 98304},
 }
 
-// sm90aVariants are the Hopper forward's (fa2_sm90a.cubin), for sm_90 devices.
+// sm90aVariants are the Hopper kernels (fa2_sm90a.cubin), for sm_90 devices.
 var sm90aVariants = []Variant{
 	{Key: Key{Stage: Fwd, Arch: 90, HeadDim: 64}, Symbol: "fa2_fwd_sm90a_d64", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91728, Persistent: true},
 	{Key: Key{Stage: Fwd, Arch: 90, HeadDim: 64, Causal: true}, Symbol: "fa2_fwd_sm90a_d64_causal", Br: 192, Bc: 128, Warps: 16, SmemBytes: 91728, Persistent: true},
@@ -379,6 +379,30 @@ var sm90aVariants = []Variant{
 	{Key: Key{Stage: Fwd, Mods: ModOn | ModCap, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_fwd_sm90a_d128_bf16_mod_cap", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
 	{Key: Key{Stage: Fwd, Mods: ModOn | ModALiBi, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_fwd_sm90a_d128_bf16_mod_alibi", Br: 128, Bc: 128, Warps: 12, SmemBytes: 198656, Persistent: true},
 	{Key: Key{Stage: Fwd, Mods: ModOn | ModCap | ModALiBi, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_fwd_sm90a_d128_bf16_mod_cap_alibi", Br: 128, Bc: 128, Warps: 12, SmemBytes: 164944, Persistent: true},
+	{Key: Key{Stage: BwdPre, Arch: 90, HeadDim: 64}, Symbol: "fa2_bwd_pre_sm90a_d64", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 64}, Symbol: "fa2_bwd_dkdvq_sm90a_d64", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 64, Causal: true}, Symbol: "fa2_bwd_dkdvq_sm90a_d64_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 64}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d64", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 64, Causal: true}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d64_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDQConv, Arch: 90, HeadDim: 64}, Symbol: "fa2_bwd_dqconv_sm90a_d64", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdPre, Arch: 90, HeadDim: 64, BF16: true}, Symbol: "fa2_bwd_pre_sm90a_d64_bf16", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 64, BF16: true}, Symbol: "fa2_bwd_dkdvq_sm90a_d64_bf16", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 64, Causal: true, BF16: true}, Symbol: "fa2_bwd_dkdvq_sm90a_d64_bf16_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 64, BF16: true}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d64_bf16", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 64, Causal: true, BF16: true}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d64_bf16_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 115784},
+	{Key: Key{Stage: BwdDQConv, Arch: 90, HeadDim: 64, BF16: true}, Symbol: "fa2_bwd_dqconv_sm90a_d64_bf16", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdPre, Arch: 90, HeadDim: 128}, Symbol: "fa2_bwd_pre_sm90a_d128", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 128}, Symbol: "fa2_bwd_dkdvq_sm90a_d128", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 128, Causal: true}, Symbol: "fa2_bwd_dkdvq_sm90a_d128_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 128}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d128", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 128, Causal: true}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d128_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDQConv, Arch: 90, HeadDim: 128}, Symbol: "fa2_bwd_dqconv_sm90a_d128", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdPre, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_bwd_pre_sm90a_d128_bf16", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_bwd_dkdvq_sm90a_d128_bf16", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDKDVQ, Arch: 90, HeadDim: 128, Causal: true, BF16: true}, Symbol: "fa2_bwd_dkdvq_sm90a_d128_bf16_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d128_bf16", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDKDVQ, Ordered: true, Arch: 90, HeadDim: 128, Causal: true, BF16: true}, Symbol: "fa2_bwd_dkdvqdet_sm90a_d128_bf16_causal", Br: 64, Bc: 128, Warps: 12, SmemBytes: 181320},
+	{Key: Key{Stage: BwdDQConv, Arch: 90, HeadDim: 128, BF16: true}, Symbol: "fa2_bwd_dqconv_sm90a_d128_bf16", Br: 64, Bc: 0, Warps: 8, SmemBytes: 0},
 }
 
 // ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.

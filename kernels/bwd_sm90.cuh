@@ -1,0 +1,461 @@
+// bwd_sm90.cuh: the Hopper backward (sm_90a): FA3's structure, warp
+// specialisation with TMA loads and wgmma, on the tile of traits.cuh's
+// Tile90Bwd. Three kernels, the sm_80 single pass's launch contract:
+//   bwd_pre: per query block of Br rows and (b, h): Di = rowsum(dO * O) and
+//     LSE log2(e) into the scratch after the dQ accumulator (padded to the
+//     accumulator's rows: LSE +inf where P must be 0, a row past Nq or seeing
+//     no key; Di 0), the block's accumulator rows and turn counter zeroed.
+//   bwd_kernel: one CTA per key block of Bc keys and (b, kv head).
+//     producer warpgroup: gives its registers away (setmaxnreg); one thread
+//       loads K and V once, then per query block m of every query head of the
+//       kv head Q_m and dO_m (TMA, 128-byte swizzled) and the block's LSE and
+//       Di (1D bulk copies) into kStages stages, each with a "full" mbarrier
+//       (expect_tx) and an "empty" one (every consumer thread arrives).
+//     consumers: 64 keys each (wgmma's M), dK and dV in registers over every
+//       block. Per block: S^T = K Q_m^T, then dP^T = V dO_m^T issued while P^T
+//       = exp2(S^T scale log2(e) - LSE log2(e)) is computed; dS^T = P^T (dP^T -
+//       Di); dV += P^T dO_m and dK += dS^T Q_m with P^T and dS^T as register A
+//       operands (the accumulator layout is mma.sync's C layout, as the
+//       forward's P); dS^T also to shared memory, the A operand (read M-major)
+//       of dQ_m = dS K. The mask runs only on the blocks that need it (the
+//       last key block, the causal diagonal's). The register arrays are pinned
+//       (fence_regs) so that ptxas issues each batch of wgmmas back to back.
+//     dQ_m: each consumer's 64 x D partial (by columns at D128: 64 columns
+//       over all Bc keys) goes to shared memory in fragment order (dq_frag:
+//       conflict-free float2 stores) and is added to the fp32 accumulator,
+//       laid out in the same order, by one TMA bulk reduce-add.
+//     kDet (the _ordered kernels, Options.Deterministic): the key blocks add
+//       their partials in a fixed order, a turn counter per query block in
+//       global memory (acquire/release); a thread of the producer warpgroup
+//       (the dQ writer, as FA3's) waits for the turn and issues the adds,
+//       the consumers hand it their buffers by mbarriers. Non-causal: turns
+//       ascend with the key block; causal: they descend from the query
+//       block's last key block and the CTAs take the key blocks last to
+//       first, so a turn only waits on CTAs dispatched before.
+//   bwd_dqconv: dQ = accumulator * scale, rounded to E, from fragment order.
+// Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq.
+// E is the element type of every 16-bit operand: __half or __nv_bfloat16.
+// Not here (the host runs those calls on the sm_80 path): varlen, a window,
+// softcap or ALiBi, head dims other than FA2_SM90A_BWD_TILES'.
+// Measured on the H200 and H100, and what was tried: docs/kernels.md.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "params.cuh"
+#include "tma.cuh"
+#include "traits.cuh"
+#include "wgmma.cuh"
+
+namespace sm90 {
+
+// dQ's GEMM: d (64 x N) += A (64 x 16 in shared memory, M-major: trans-a 1) .
+// B (16 x N in shared memory, N-major: trans-b 1); N = 2 x d's floats.
+template <class E>
+__device__ __forceinline__ void wgmma_tt(float (&d)[64], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same<E, __nv_bfloat16>::value)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 1, 1;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) : "l"(a), "l"(b));
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 1, 1;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) : "l"(a), "l"(b));
+}
+template <class E>
+__device__ __forceinline__ void wgmma_tt(float (&d)[32], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same<E, __nv_bfloat16>::value)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) : "l"(a), "l"(b));
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) : "l"(a), "l"(b));
+}
+
+// The pre kernel's scratch after the dQ accumulator (Sm90BwdArgs): per (b,
+// h) of rows = dq_accum_rows, LSE log2(e), Di and a turn per query block.
+struct BwdScratch {
+  float* acc;
+  float* lse2;
+  float* di;
+  int* turns;
+};
+__device__ __forceinline__ BwdScratch bwd_scratch(const BwdParams& p) {
+  const int64_t bhr = static_cast<int64_t>(p.b) * p.hq * p.dq_accum_rows;
+  BwdScratch s;
+  s.acc = p.dq_accum;
+  s.lse2 = s.acc + bhr * p.d;
+  s.di = s.lse2 + bhr;
+  s.turns = reinterpret_cast<int*>(s.di + bhr);
+  return s;
+}
+
+// Element (r, x) of a consumer's 64-row dQ_m partial of `cols` columns in
+// fragment order: each warp's 32 lanes store 64 consecutive floats per
+// (column block of 8, row half), so the float2 stores hit every bank once.
+__host__ __device__ inline int dq_frag(int r, int x, int cols) {
+  const int w = r / 16, hh = (r % 16) / 8, g8 = r % 8, i = x / 8, c2 = x % 8 & ~1, e = x & 1;
+  return ((w * (cols / 8) + i) * 2 + hh) * 64 + (4 * g8 + c2 / 2) * 2 + e;
+}
+// Element (r, x) of a 64-row block of the accumulator: by columns (D128),
+// consumer c's 64 columns at c * 64 * 64.
+template <class T>
+__host__ __device__ inline int dq_acc_index(int r, int x) {
+  if (T::kDQByCols) return x / 64 * 64 * 64 + dq_frag(r, x % 64, 64);
+  return dq_frag(r, x, T::kD);
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// Until *p == want, then acquire (GPU scope) and order the async proxy (the
+// bulk reduce-add that follows) after it. The spin reads relaxed: an acquire
+// load per spin invalidates the SM's L1. A turn that never comes (a bug)
+// traps after about 2^34 cycles (~9 s): a kernel fault, not a hang.
+__device__ __forceinline__ void wait_turn(const int* p, int want) {
+  const long long t0 = clock64();
+  for (;;) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    if (v == want) break;
+    __nanosleep(64);
+    if (clock64() - t0 > (1ll << 34)) __trap();
+  }
+  asm volatile("fence.acq_rel.gpu;\nfence.proxy.async.global;\n" ::: "memory");
+}
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// Both consumer warpgroups (256 threads): named barrier 5, after
+// consumer_sync's ids 3 and 4.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 5, 256;\n" ::: "memory"); }
+
+// bwd_pre: grid (rows / Br, B*Hq), 256 threads: warp w takes rows 8w.. of
+// the block.
+template <class T, class E>
+__device__ void bwd_pre(const Sm90BwdArgs& a) {
+  constexpr int D = T::kD, kPer = D / 32;  // elements per lane
+  const BwdParams& p = a.p;
+  const BwdScratch s = bwd_scratch(p);
+  const int m = blockIdx.x, bh = blockIdx.y, b = bh / p.hq, h = bh % p.hq, t = threadIdx.x, w = t / 32, lane = t % 32;
+  const int64_t row0 = static_cast<int64_t>(bh) * p.dq_accum_rows + m * T::kBr;
+  for (int j = 0; j < T::kBr / 8; ++j) {
+    const int r = m * T::kBr + w * (T::kBr / 8) + j;
+    float di = 0.f, l2 = INFINITY;
+    if (r < p.nq) {
+      const E* o = static_cast<const E*>(p.o) + b * p.o_batch_stride + r * p.o_row_stride + h * p.o_head_stride + lane * kPer;
+      const E* dO = static_cast<const E*>(p.dout) + b * p.do_batch_stride + r * p.do_row_stride + h * p.do_head_stride + lane * kPer;
+#pragma unroll
+      for (int x = 0; x < kPer; ++x) di += float(o[x]) * float(dO[x]);
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) di += __shfl_xor_sync(0xffffffff, di, off);
+      const float lse = p.lse[static_cast<int64_t>(bh) * p.nq + r];
+      l2 = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+    }
+    if (lane == 0) {
+      s.lse2[row0 + r - m * T::kBr] = l2;
+      s.di[row0 + r - m * T::kBr] = di;
+    }
+  }
+  float4* acc = reinterpret_cast<float4*>(s.acc + row0 * D);
+  for (int i = t; i < T::kBr * D / 4; i += blockDim.x) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (t == 0) s.turns[row0 / T::kBr] = 0;
+}
+
+// bwd_dqconv: grid (rows / Br, B*Hq), 256 threads: dQ of the block's rows
+// below Nq, two columns per thread and step.
+template <class T, class E>
+__device__ void bwd_dqconv(const Sm90BwdArgs& a) {
+  constexpr int D = T::kD;
+  const BwdParams& p = a.p;
+  const int m = blockIdx.x, bh = blockIdx.y, b = bh / p.hq, h = bh % p.hq;
+  const float* acc = p.dq_accum + (static_cast<int64_t>(bh) * p.dq_accum_rows + m * T::kBr) * D;
+  for (int i = threadIdx.x; i < T::kBr * D / 2; i += blockDim.x) {
+    const int r = i / (D / 2), x = 2 * (i % (D / 2)), row = m * T::kBr + r;
+    if (row >= p.nq) break;
+    const float2 v = *reinterpret_cast<const float2*>(acc + dq_acc_index<T>(r, x));
+    E* dq = static_cast<E*>(p.dq) + b * p.dq_batch_stride + row * p.dq_row_stride + h * p.dq_head_stride + x;
+    *reinterpret_cast<uint32_t*>(dq) = pack<E>(v.x * p.scale, v.y * p.scale);
+  }
+}
+
+template <class T, bool kCausal, class E, bool kDet>
+__device__ void bwd_kernel(const Sm90BwdArgs& a) {
+  constexpr int D = T::kD;
+  static_assert(T::kConsumers == 2, "two consumer warpgroups (consumer_sync's ids, consumers_sync's 256 threads)");
+  const BwdParams& p = a.p;
+  const BwdScratch scr = bwd_scratch(p);
+  extern __shared__ __align__(1024) unsigned char smem[];
+  unsigned char* sK = smem;
+  unsigned char* sV = smem + T::kOffV;
+  unsigned char* sQ = smem + T::kOffQ;
+  unsigned char* sDO = smem + T::kOffDO;
+  unsigned char* sDS = smem + T::kOffDS;
+  uint64_t* fullKV = reinterpret_cast<uint64_t*>(smem + T::kOffBar);
+  uint64_t* fullQ = fullKV + 1;
+  uint64_t* emptyQ = fullQ + T::kStages;
+  uint64_t* dqFull = emptyQ + T::kStages;  // kDet: consumer c's dQ_m partial is in its buffer
+  uint64_t* dqEmpty = dqFull + 2;          // kDet: ... and added: the buffer is free
+  if (smem_u32(smem) % 1024 != 0) __trap();  // the 128-byte swizzle's atoms
+  const int t = threadIdx.x, wg = __shfl_sync(0xffffffff, t / 128, 0);
+  const int nb = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int n0 = nb * T::kBc, b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv, grp = p.hq / p.hkv;
+  const int shift = p.nk - p.nq;  // causal: query i sees keys <= i + shift
+  const int tr = (p.nq + T::kBr - 1) / T::kBr;
+  const int m_begin = kCausal ? max(0, n0 - shift) / T::kBr : 0;
+  if (t == 0) {
+    mbar_init(fullKV, 1);
+    for (int st = 0; st < T::kStages; ++st) {
+      mbar_init(fullQ + st, 1);
+      mbar_init(emptyQ + st, T::kConsumers * 128);
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(dqFull + i, 1);
+      mbar_init(dqEmpty + i, 1);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // The turn of this CTA's key block at query block m (kDet).
+  auto turn_of = [&](int m) {
+    if (!kCausal) return nb;
+    return min(static_cast<int>(gridDim.x) - 1, (T::kBr * m + T::kBr - 1 + shift) / T::kBc) - nb;
+  };
+  if (wg == 0) {  // producer
+    regs_dec<T::kProducerRegs>();
+    if (kDet && t == 32) {  // the dQ writer
+      int g = 0;
+      for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
+        const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
+        for (int m = m_begin; m < tr; ++m, ++g) {
+          float* acc = scr.acc + (bh * p.dq_accum_rows + m * T::kBr) * D;
+          int* turn = scr.turns + bh * (p.dq_accum_rows / T::kBr) + m;
+          const int mine = turn_of(m);
+          mbar_wait(dqFull, g & 1);
+          mbar_wait(dqFull + 1, g & 1);
+          wait_turn(turn, mine);
+          // By columns the two halves are disjoint: one group. By keys both
+          // add to the whole block: consumer 0's first, then 1's.
+          for (int c = 0; c < 2; ++c) {
+            bulk_reduce_add(acc + (T::kDQByCols ? c * T::kBr * 64 : 0), smem + T::kOffDQ + c * T::kDQ, T::kDQ);
+            bulk_commit();
+            if (!T::kDQByCols) bulk_wait_all();
+          }
+          bulk_wait_all();             // the adds are done in global memory, and the release
+          st_release(turn, mine + 1);  // makes them visible before the next key block's turn
+          mbar_arrive(dqEmpty);
+          mbar_arrive(dqEmpty + 1);
+        }
+      }
+      return;
+    }
+    if (t != 0) return;
+    mbar_expect_tx(fullKV, 2 * T::kKV);
+    for (int xb = 0; xb < D / 64; ++xb) {
+      tma_load(sK + xb * T::kKVBlock, a.k_map, fullKV, xb * 64, n0, hk, b);
+      tma_load(sV + xb * T::kKVBlock, a.v_map, fullKV, xb * 64, n0, hk, b);
+    }
+    int g = 0;
+    for (int h = hk * grp; h < (hk + 1) * grp; ++h)
+      for (int m = m_begin; m < tr; ++m, ++g) {
+        const int st = g % T::kStages;
+        if (g >= T::kStages) mbar_wait(emptyQ + st, ((g / T::kStages) & 1) ^ 1);
+        mbar_expect_tx(fullQ + st, 2 * T::kQ + T::kLD);
+        const int64_t off = (static_cast<int64_t>(b) * p.hq + h) * p.dq_accum_rows + m * T::kBr;
+        bulk_load(smem + T::kOffLD + st * T::kLD, scr.lse2 + off, T::kBr * 4, fullQ + st);
+        bulk_load(smem + T::kOffLD + st * T::kLD + T::kBr * 4, scr.di + off, T::kBr * 4, fullQ + st);
+        for (int xb = 0; xb < D / 64; ++xb) {
+          tma_load(sQ + st * T::kQ + xb * T::kQBlock, a.q_map, fullQ + st, xb * 64, m * T::kBr, h, b);
+          tma_load(sDO + st * T::kQ + xb * T::kQBlock, a.do_map, fullQ + st, xb * 64, m * T::kBr, h, b);
+        }
+      }
+    return;
+  }
+
+  regs_inc<T::kConsumerRegs>();
+  const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
+  const unsigned char* kw = sK + c * 64 * 128;  // this consumer's 64 keys: rows 64c.. of every column box
+  const unsigned char* vw = sV + c * 64 * 128;
+  unsigned char* ds = sDS + c * T::kDS;
+  // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
+  // 16 w + g8 + 8 hh, column 8 i + c2 + e (rows: keys for S^T, dP^T, dK, dV;
+  // queries for dQ).
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+  mbar_wait(fullKV, 0);
+  int g = 0;
+  for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
+    const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
+    for (int m = m_begin; m < tr; ++m, ++g) {
+      const int st = g % T::kStages, m0 = m * T::kBr;
+      const unsigned char* q = sQ + st * T::kQ;
+      const unsigned char* dO = sDO + st * T::kQ;
+      const float* sl = reinterpret_cast<const float*>(smem + T::kOffLD + st * T::kLD);  // LSE log2(e), then Di
+      mbar_wait(fullQ + st, (g / T::kStages) & 1);
+      float s[32], dp[32];
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j)
+        wgmma_ss<E>(s, desc(kw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024), desc(q + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024),
+                    j > 0);
+      wgmma_commit();  // S^T alone: P^T is computed while dP^T's GEMM runs
+      fence_regs(s);
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j)
+        wgmma_ss<E>(dp, desc(vw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024),
+                    desc(dO + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024), j > 0);
+      wgmma_commit();
+      fence_regs(dp);
+      wgmma_wait<1>();
+      fence_regs(s);
+      // P^T in place of S^T. Keys past Nk are masked (their zero-filled
+      // scores could overflow exp2 against a very negative LSE); rows past Nq
+      // and rows seeing no key have LSE log2(e) = +inf, so P = 0 without a
+      // mask, and dS = 0 (dP is finite: TMA fills rows past Nk and Nq with
+      // zeros).
+      uint32_t pf[16], df[16];
+      const bool masked = n0 + T::kBc > p.nk || (kCausal && n0 + T::kBc - 1 > m0 + shift);
+      if (masked) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 l = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int key = n0 + 64 * c + 16 * w + g8 + 8 * hh, qi = m0 + 8 * i + c2, x = 4 * i + 2 * hh;
+            s[x] = key < p.nk && (!kCausal || key <= qi + shift) ? exp2f(fmaf(s[x], p.scale_log2, -l.x)) : 0.f;
+            s[x + 1] = key < p.nk && (!kCausal || key <= qi + 1 + shift) ? exp2f(fmaf(s[x + 1], p.scale_log2, -l.y)) : 0.f;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 l = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int x = 4 * i + 2 * hh;
+            s[x] = exp2f(fmaf(s[x], p.scale_log2, -l.x));
+            s[x + 1] = exp2f(fmaf(s[x + 1], p.scale_log2, -l.y));
+          }
+        }
+      }
+#pragma unroll
+      for (int x = 0; x < 16; ++x) pf[x] = pack<E>(s[2 * x], s[2 * x + 1]);
+      wgmma_wait<0>();
+      fence_regs(dp);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * i + 2 * hh + e;
+            dp[x] = s[x] * (dp[x] - sl[T::kBr + 8 * i + c2 + e]);
+          }
+          df[2 * i + hh] = pack<E>(dp[4 * i + 2 * hh], dp[4 * i + 2 * hh + 1]);
+          // dS^T to shared memory (64 keys x Br queries, swizzled), dQ's A read M-major.
+          *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
+        }
+      fence_proxy_async();
+      if constexpr (T::kDQByCols) consumers_sync();  // dQ reads both consumers' dS^T
+      else consumer_sync<2>(c);
+      float dq[T::kDQByCols ? 32 : D / 2];
+#pragma unroll
+      for (int i = 0; i < (T::kDQByCols ? 32 : D / 2); ++i) dq[i] = 0.f;
+      // ptxas would move the zeroing and the packing into the batch and serialise it.
+      fence_regs(dv);
+      fence_regs(dk);
+      fence_regs(dq);
+      fence_regs(pf);
+      fence_regs(df);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < T::kBr / 16; ++j) {  // queries 16 j .. 16 j + 15
+        const uint32_t ap[4] = {pf[4 * j], pf[4 * j + 1], pf[4 * j + 2], pf[4 * j + 3]};
+        wgmma_rs<E>(dv, ap, desc(dO + j * 16 * 128, T::kQBlock, 1024));
+      }
+#pragma unroll
+      for (int j = 0; j < T::kBr / 16; ++j) {
+        const uint32_t ad[4] = {df[4 * j], df[4 * j + 1], df[4 * j + 2], df[4 * j + 3]};
+        wgmma_rs<E>(dk, ad, desc(q + j * 16 * 128, T::kQBlock, 1024));
+      }
+      if constexpr (T::kDQByCols) {
+#pragma unroll
+        for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..
+          wgmma_tt<E>(dq, desc(sDS + kk * 16 * 128, T::kQBlock, 1024), desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024));
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)  // this consumer's keys 16 kk .. 16 kk + 15
+          wgmma_tt<E>(dq, desc(ds + kk * 16 * 128, T::kQBlock, 1024), desc(kw + kk * 16 * 128, T::kKVBlock, 1024));
+      }
+      wgmma_commit();
+      fence_regs(pf);
+      fence_regs(df);
+      wgmma_wait<0>();
+      fence_regs(dv);
+      fence_regs(dk);
+      fence_regs(dq);
+      mbar_arrive(emptyQ + st);
+      // The block's partial in fragment order (by columns: consumer c's 64 x
+      // 64 at c * 64 * 64).
+      float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
+      if constexpr (kDet) {
+        if (g > 0) mbar_wait(dqEmpty + c, (g - 1) & 1);  // the writer has added the last block's
+      } else if (tc == 0) {
+        bulk_wait_read();  // the last block's reduce has read buf
+      }
+      // By columns, this barrier also keeps dS^T until both consumers' dQ
+      // GEMMs are done with it (the next block rewrites it).
+      if constexpr (T::kDQByCols) consumers_sync();
+      else consumer_sync<2>(c);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int i = 0; i < T::kDQCols / 8; ++i)
+          *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, T::kDQCols)) =
+              make_float2(dq[4 * i + 2 * hh], dq[4 * i + 2 * hh + 1]);
+      fence_proxy_async();
+      consumer_sync<2>(c);
+      if (tc == 0) {  // rows past Nq add zeros to the accumulator's padding rows
+        if constexpr (kDet) {
+          mbar_arrive(dqFull + c);  // the writer adds it
+        } else {
+          bulk_reduce_add(scr.acc + (bh * p.dq_accum_rows + m0) * D + (T::kDQByCols ? c * T::kBr * 64 : 0), buf, T::kDQ);
+          bulk_commit();
+        }
+      }
+    }
+  }
+  if (!kDet && tc == 0) bulk_wait_all();
+  E* gk = static_cast<E*>(p.dk);
+  E* gv = static_cast<E*>(p.dv);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int key = n0 + 64 * c + 16 * w + g8 + 8 * hh;
+    if (key >= p.nk) continue;
+    E* rk = gk + b * p.dk_batch_stride + static_cast<int64_t>(key) * p.dk_row_stride + hk * p.dk_head_stride;
+    E* rv = gv + b * p.dv_batch_stride + static_cast<int64_t>(key) * p.dv_row_stride + hk * p.dv_head_stride;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      *reinterpret_cast<uint32_t*>(rk + 8 * i + c2) = pack<E>(dk[4 * i + 2 * hh] * p.scale, dk[4 * i + 2 * hh + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(rv + 8 * i + c2) = pack<E>(dv[4 * i + 2 * hh], dv[4 * i + 2 * hh + 1]);
+    }
+  }
+}
+
+}  // namespace sm90
