@@ -124,15 +124,14 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 // Until *p == want, then acquire (GPU scope) and order the async proxy (the
 // bulk reduce-add that follows) after it. The spin reads relaxed: an acquire
 // load per spin invalidates the SM's L1. A turn that never comes (a bug)
-// traps after about 2^34 cycles (~9 s): a kernel fault, not a hang.
+// traps after 2^28 spins of at least 64 ns: a kernel fault, not a hang.
 __device__ __forceinline__ void wait_turn(const int* p, int want) {
-  const long long t0 = clock64();
-  for (;;) {
+  for (unsigned spins = 0;; ++spins) {
     int v;
     asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     if (v == want) break;
     __nanosleep(64);
-    if (clock64() - t0 > (1ll << 34)) __trap();
+    if (spins == 1u << 28) __trap();
   }
   asm volatile("fence.acq_rel.gpu;\nfence.proxy.async.global;\n" ::: "memory");
 }
@@ -238,13 +237,13 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   };
   if (wg == 0) {  // producer
     regs_dec<T::kProducerRegs>();
-    if (kDet && t == 32) {  // the dQ writer
+    if (kDet && t == 32) {  // the dQ writer: its pointers step with m (it runs on the producer's few registers)
       int g = 0;
       for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
         const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
-        for (int m = m_begin; m < tr; ++m, ++g) {
-          float* acc = scr.acc + (bh * p.dq_accum_rows + m * T::kBr) * D;
-          int* turn = scr.turns + bh * (p.dq_accum_rows / T::kBr) + m;
+        float* acc = scr.acc + (bh * p.dq_accum_rows + m_begin * T::kBr) * D;
+        int* turn = scr.turns + bh * (p.dq_accum_rows / T::kBr) + m_begin;
+        for (int m = m_begin; m < tr; ++m, ++g, acc += T::kBr * D, ++turn) {
           const int mine = turn_of(m);
           mbar_wait(dqFull, g & 1);
           mbar_wait(dqFull + 1, g & 1);

@@ -567,10 +567,15 @@ struct Tile90Bwd {
   static constexpr int kConsumers = kBc / 64;
   static constexpr int kWarps = 4 * (kConsumers + 1);
   static constexpr int kThreads = 32 * kWarps;
-  // The producer keeps 32: the ordered twin's dQ writer (a thread of its
-  // warpgroup) spilled its loop state at 24.
-  static constexpr int kProducerRegs = 32, kConsumerRegs = 240;
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "the SM's registers");
+  // setmaxnreg moves registers within what the CTA got at launch: 65536 /
+  // kThreads per thread, rounded down to 8 (168 at 384 threads).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
+  // wgmmas); D64's ordered twin's dQ writer, a producer thread, spilled its
+  // loop state at 24, so D64 splits 40 / 232.
+  static constexpr int kProducerRegs = kD == 128 ? 24 : 40, kConsumerRegs = kD == 128 ? 240 : 232;
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
+                "setmaxnreg.inc waits forever for registers the CTA does not have");
   static constexpr int kBox = 64;                        // TMA box columns: one 128-byte swizzle row
   static constexpr int kKVBlock = kBc * kBox * 2;        // one 64-column box of K or V (bytes)
   static constexpr int kQBlock = kBr * kBox * 2;         // one 64-column box of Q_m or dO_m
