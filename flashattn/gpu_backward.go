@@ -102,8 +102,11 @@ func infos(ks []*loadedKernel) []KernelInfo {
 // every output is bit-reproducible. Beyond its outputs the call allocates Di =
 // rowsum(dO*O), B*Hq*Nq float32, and on the single pass its dQ
 // accumulator, B*Hq*Nq*D float32 (Nq rounded up to the kernel's query
-// block; deterministic: and one int32 counter per query block), and frees
-// them before returning (BenchResult.ExtraBytes counts them).
+// block; deterministic: and one int32 counter per query block; the Hopper
+// single pass: B*Hq*Nq*(D+2) float32 with LSE and Di per row, and a
+// counter per query block), and frees them before returning
+// (BenchResult.ExtraBytes counts them). On an H100/H200 dense unmodified
+// calls at D 64 and 128 run the Hopper backward (HopperKernelTable).
 func (d *Device) Backward(q, k, v *DeviceTensor, fwd *DeviceResult, dOut *DeviceTensor, o *Options) (*DeviceGrads, error) {
 	p, err := d.backwardProblem(q, k, v, fwd, dOut, o)
 	if err != nil {

@@ -12,9 +12,8 @@ import (
 
 func TestHopperKernelTable(t *testing.T) {
 	tab, dims := flashattn.HopperKernelTable(), flashattn.HopperHeadDims()
-	if len(dims) == 0 || len(tab) != 24*len(dims) {
-		t.Fatalf("%d Hopper kernels for head dims %v, want per head dim and dtype a causal and a non-causal forward and four modified ones, "+
-			"and a backward's pre, causal and non-causal single pass and ordered twin, convert", len(tab), dims)
+	if len(dims) == 0 {
+		t.Fatal("no Hopper head dims")
 	}
 	mods := []string{"fwd_mod", "fwd_mod_cap", "fwd_mod_alibi", "fwd_mod_cap_alibi"}
 	count := map[string]int{}
@@ -41,8 +40,12 @@ func TestHopperKernelTable(t *testing.T) {
 			t.Errorf("%s has no sm_80 kernel beside it (ForcePath(80), varlen and raw fallbacks run that)", k.Symbol)
 		}
 	}
-	n := 2 * len(dims) // per dtype
-	if count["bwd_pre"] != n || count["bwd_dqconv"] != n || count["bwd_dkdvq"] != 2*n || count["bwd_dkdvqdet"] != 2*n || count["fwd"] != 2*n {
+	// Per head dim and dtype: a causal and a non-causal forward, four
+	// modified ones; the backward's pre and convert, its single pass causal
+	// and not, and at some head dims (at least D 128) its ordered twins.
+	n := 2 * len(dims)
+	if count["fwd"] != 2*n || count["fwd_mod"] != n || count["bwd_pre"] != n || count["bwd_dqconv"] != n || count["bwd_dkdvq"] != 2*n ||
+		count["bwd_dkdvqdet"] == 0 || count["bwd_dkdvqdet"]%4 != 0 || count["bwd_dkdvqdet"] > 2*n {
 		t.Errorf("Hopper kernels by pass %v", count)
 	}
 }

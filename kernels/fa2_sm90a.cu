@@ -37,7 +37,8 @@ FA2_SM90A_TILES(FA2_SM90A_FWD)
 
 // The Hopper backward (bwd_sm90.cuh), for exactly the rows of traits.cuh's
 // FA2_SM90A_BWD_TILES: fa2_bwd_pre_sm90a_d{D}[_bf16], the single pass
-// fa2_bwd_dkdvq[det]_sm90a_d{D}[_bf16][_causal] (det: the fixed dQ order) and
+// fa2_bwd_dkdvq[det]_sm90a_d{D}[_bf16][_causal] (det: the fixed dQ order, on
+// the rows whose ordered flag is true) and
 // fa2_bwd_dqconv_sm90a_d{D}[_bf16]. The argument is an Sm90BwdArgs
 // (params.cuh). Launch: pre and dqconv (ceil(Nq/Br), B*Hq, 1) x 256 threads,
 // no dynamic shared memory; the single pass (ceil(Nk/Bc), B*Hkv, 1) x
@@ -57,8 +58,13 @@ FA2_SM90A_TILES(FA2_SM90A_FWD)
     sm90::bwd_dqconv<Sm90BwdTraits<D>::type, E>(a);                                                              \
   }                                                                                                              \
   FA2_SM90A_BWD_PASS(D, ESFX, E, , false, , false)                                                               \
-  FA2_SM90A_BWD_PASS(D, ESFX, E, , false, _causal, true)                                                         \
+  FA2_SM90A_BWD_PASS(D, ESFX, E, , false, _causal, true)
+// The ordered twins, for the rows whose ordered flag is true.
+#define FA2_SM90A_BWD_ORDERED_true(D, ESFX, E)                                                                   \
   FA2_SM90A_BWD_PASS(D, ESFX, E, det, true, , false)                                                             \
   FA2_SM90A_BWD_PASS(D, ESFX, E, det, true, _causal, true)
-#define FA2_SM90A_BWD(D, ...) FA2_SM90A_BWD_TYPED(D, , __half) FA2_SM90A_BWD_TYPED(D, _bf16, __nv_bfloat16)
+#define FA2_SM90A_BWD_ORDERED_false(D, ESFX, E)
+#define FA2_SM90A_BWD(D, BR, BC, S, ORD)                                                                         \
+  FA2_SM90A_BWD_TYPED(D, , __half) FA2_SM90A_BWD_TYPED(D, _bf16, __nv_bfloat16)                                  \
+  FA2_SM90A_BWD_ORDERED_##ORD(D, , __half) FA2_SM90A_BWD_ORDERED_##ORD(D, _bf16, __nv_bfloat16)
 FA2_SM90A_BWD_TILES(FA2_SM90A_BWD)

@@ -224,7 +224,7 @@ void sm90a_row() {
 
 // The Hopper backward (fa2_sm90a.cu, bwd_sm90.cuh): Arch 90, fp16 and bf16,
 // dense; pre and dqconv (8 warps, Br rows per CTA, no dynamic shared memory),
-// the single pass and its ordered twin, causal or not.
+// the single pass and (kOrdered) its ordered twin, causal or not.
 template <int D>
 void sm90a_bwd_row() {
   using T = typename Sm90BwdTraits<D>::type;
@@ -242,7 +242,7 @@ void sm90a_bwd_row() {
     const char* e = bf16 ? "_bf16" : "";
     std::snprintf(sym, sizeof sym, "fa2_bwd_pre_sm90a_d%d%s", D, e);
     row("BwdPre", false, false, 0, 8, 0);
-    for (int det = 0; det < 2; ++det)
+    for (int det = 0; det < (T::kOrdered ? 2 : 1); ++det)
       for (int causal = 0; causal < 2; ++causal) {
         std::snprintf(sym, sizeof sym, "fa2_bwd_dkdvq%s_sm90a_d%d%s%s", det ? "det" : "", D, e, causal ? "_causal" : "");
         row("BwdDKDVQ", det, causal, T::kBc, T::kWarps, T::kSmemBytes);

@@ -561,9 +561,10 @@ FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 // holding dK and dV of its 64 keys (D/2 + D/2 fp32 registers per thread)
 // over every query block of the kv head's query heads. dQ_m goes to an fp32
 // accumulator by TMA bulk reduce-adds, one per consumer and block.
-template <int D_, int Br_, int Bc_, int Stages_>
+template <int D_, int Br_, int Bc_, int Stages_, bool Ordered_>
 struct Tile90Bwd {
   static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
+  static constexpr bool kOrdered = Ordered_;  // ships the ordered twin (Options.Deterministic)
   static constexpr int kConsumers = kBc / 64;
   static constexpr int kWarps = 4 * (kConsumers + 1);
   static constexpr int kThreads = 32 * kWarps;
@@ -571,8 +572,8 @@ struct Tile90Bwd {
   // kThreads per thread, rounded down to 8 (168 at 384 threads).
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
-  // wgmmas); D64's ordered twin's dQ writer, a producer thread, spilled its
-  // loop state at 24, so D64 splits 40 / 232.
+  // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
+  // writer, a producer thread, spilled its loop state at 24).
   static constexpr int kProducerRegs = kD == 128 ? 24 : 40, kConsumerRegs = kD == 128 ? 240 : 232;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc waits forever for registers the CTA does not have");
@@ -604,21 +605,25 @@ struct Tile90Bwd {
 };
 
 // FA2_SM90A_BWD_TILES(X): THE list of shipped sm_90a backward kernels, one
-// X(d, Br, Bc, stages) per head dim: fa2_bwd_sm90a_d{D}[_bf16] pre and
-// dqconv, and the single pass fa2_bwd_sm90a_d{D}[_bf16][_causal][_ordered]
-// (ordered: Options.Deterministic, dQ_m added in a fixed key-block order).
-// Dense and unmodified only: varlen, a window, softcap or ALiBi, other head
-// dims and ForcePath(80) run the sm_80 backward.
-#define FA2_SM90A_BWD_TILES(X)                                                                        \
-  X(64, 64, 128, 2)  /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 32 + dP^T 32 + dQ 32 regs;       \
-                        the kernel alone 319-347 TFLOP/s, causal 275-336 (N 2048-16384, H200) */                    \
-  X(128, 64, 128, 2) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;                    \
-                        the kernel alone 438-488 TFLOP/s, causal 368-459 (N 2048-16384, H200) */
+// X(d, Br, Bc, stages, ordered) per head dim: fa2_bwd_{pre,dqconv}_sm90a_d{D}[_bf16]
+// and the single pass fa2_bwd_dkdvq_sm90a_d{D}[_bf16][_causal], with
+// ordered its twin fa2_bwd_dkdvqdet_* (Options.Deterministic: dQ_m added in
+// a fixed key-block order); without it a deterministic call runs the sm_80
+// backward. Dense and unmodified only: varlen, a window, softcap or ALiBi,
+// other head dims and ForcePath(80) run the sm_80 backward.
+// D64's ordered twin ran at 0.48-0.62x cuDNN (H100), below the sm_80 path's
+// deterministic backward at N <= 4096: by keys, its dQ writer waits for
+// consumer 0's add before it issues consumer 1's.
+#define FA2_SM90A_BWD_TILES(X)                                                                             \
+  X(64, 64, 128, 2, false) /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 32 + dP^T 32 + dQ 32 regs;  \
+                              0.70-0.74x cuDNN, causal 0.73-0.79x (N >= 2048, H100) */              \
+  X(128, 64, 128, 2, true) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;               \
+                              0.79-0.82x cuDNN, causal 0.77-0.81x; ordered 0.72-0.83x (N >= 2048, H100) */
 
 // Sm90BwdTraits<D>::type ships.
 template <int D> struct Sm90BwdTraits;
-#define FA2_SM90A_BWD_TRAITS(D, BR, BC, S) \
-  template <> struct Sm90BwdTraits<D> { using type = Tile90Bwd<D, BR, BC, S>; };
+#define FA2_SM90A_BWD_TRAITS(D, BR, BC, S, ORD) \
+  template <> struct Sm90BwdTraits<D> { using type = Tile90Bwd<D, BR, BC, S, ORD>; };
 FA2_SM90A_BWD_TILES(FA2_SM90A_BWD_TRAITS)
 #undef FA2_SM90A_BWD_TRAITS
 

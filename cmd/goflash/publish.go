@@ -326,18 +326,22 @@ func fmtRate(x float64) string {
 
 // readmeSection writes the README's performance tables: per run its dense
 // parts at N = chartN with the ratios over N >= rangeFromN, beside the SDPA
-// backends that ran there (a T4 has no flash or cuDNN backend).
+// backends that ran there (a T4 has no flash or cuDNN backend); a run
+// without dense parts (decode, the self-test) is in docs/performance.md only.
 func readmeSection(w io.Writer, runs []pubRun) {
 	t4 := false
 	for _, r := range runs {
 		if !r.sweeps() {
 			continue
 		}
-		t4 = t4 || strings.Contains(r.gpu(), "T4")
 		var lines []summaryLine
 		for _, p := range r.parts {
 			lines = append(lines, summarize(p)...)
 		}
+		if len(lines) == 0 {
+			continue
+		}
+		t4 = t4 || strings.Contains(r.gpu(), "T4")
 		var bes []int // summaryBackends that ran in this run
 		for i, b := range summaryBackends {
 			for _, l := range lines {
@@ -393,9 +397,9 @@ TFLOP/s follow the FA2 paper: a forward is 4·B·H·Nq·Nk·D floating-point ope
 (halved when causal), a backward 2.5 times that, forward + backward 3.5 times. The FA2
 paper's shapes keep 16k tokens per batch (B = 16384 / N) and a model width of 2048
 (H = 2048 / D). SDPA's backends: cuDNN, flash (FlashAttention-2) and memory-efficient; "vs"
-columns divide GoFlash's TFLOP/s by the backend's. On a Hopper GPU GoFlash's forward is its
-sm_90a kernel (wgmma, TMA) and its backward the sm_80 kernel; "det" is the deterministic
-backward (`+"`Options.Deterministic`"+`).
+columns divide GoFlash's TFLOP/s by the backend's. On a Hopper GPU GoFlash runs its sm_90a
+kernels (wgmma, TMA) where it has them, and each `+"`bench.csv`"+` row names the kernels that ran;
+"det" is the deterministic backward (`+"`Options.Deterministic`"+`).
 `)
 	for _, r := range runs {
 		fmt.Fprintf(w, "\n## %s (perf/%s)\n\n", r.gpu(), r.name)

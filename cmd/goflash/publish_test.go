@@ -94,7 +94,7 @@ func TestPublishedResultsCatchEdits(t *testing.T) {
 		{"docs figure", perfDoc, func(s string) string {
 			return strings.Replace(s, "| forward | 64 | no | 2048 |", "| forward | 64 | no | 2049 |", 1)
 		}, perfDoc},
-		{"data", "perf/h100-2026-12/fp16/bench.csv", func(s string) string {
+		{"data", "perf/h100-2026-12-train/fp16/bench.csv", func(s string) string {
 			// GoFlash's forward at N 8192, D 64, no mask: a faster figure.
 			lines := strings.Split(s, "\n")
 			for i, l := range lines {

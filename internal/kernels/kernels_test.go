@@ -582,22 +582,26 @@ func TestSM90ATable(t *testing.T) {
 	}
 }
 
-// Every X(d, Br, Bc, stages) row of FA2_SM90A_BWD_TILES ships the Hopper
-// backward in fp16 and bf16: pre and dqconv (8 warps, Br rows, no dynamic
-// shared memory) and the single pass, causal and not, and its ordered twin
-// (one producer warpgroup and Bc/64 consumers, the same shared memory); its
+// Every X(d, Br, Bc, stages, ordered) row of FA2_SM90A_BWD_TILES ships the
+// Hopper backward in fp16 and bf16: pre and dqconv (8 warps, Br rows, no
+// dynamic shared memory) and the single pass, causal and not, and where
+// ordered is true its ordered twin (one producer warpgroup and Bc/64
+// consumers, the same shared memory), nothing else; its
 // rows in resources.md agree; every head dim has a Hopper forward and an
 // sm_80 backward beside it.
 func TestSM90ABwdTable(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_BWD_TILES"), -1)
-	bwds := 0
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_BWD_TILES"), -1)
+	bwds, want := 0, 0
 	for _, v := range sm90aVariants {
 		if v.Stage != Fwd {
 			bwds++
 		}
 	}
-	if len(rows) == 0 || 12*len(rows) != bwds {
-		t.Fatalf("FA2_SM90A_BWD_TILES has %d rows, the table %d backward kernels (want 6 per row and dtype)", len(rows), bwds)
+	for _, r := range rows {
+		want += map[string]int{"false": 8, "true": 12}[r[5]] // per dtype: pre, dqconv, the pass causal or not [and its ordered twin]
+	}
+	if len(rows) == 0 || want != bwds {
+		t.Fatalf("FA2_SM90A_BWD_TILES has %d rows, the table %d backward kernels, want %d", len(rows), bwds, want)
 	}
 	md := readFile(t, "resources.md")
 	for _, r := range rows {
@@ -619,6 +623,12 @@ func TestSM90ABwdTable(t *testing.T) {
 				{BwdDQConv, false, false, fmt.Sprintf("fa2_bwd_dqconv_sm90a_d%d%s", d, e), 0, 8, 0},
 			}
 			for _, det := range []bool{false, true} {
+				if det && r[5] != "true" {
+					if _, ok := Lookup(Key{Stage: BwdDKDVQ, Ordered: true, Arch: SM90A, HeadDim: d, BF16: bf16}); ok {
+						t.Errorf("D %d: an ordered Hopper pass its row does not list", d)
+					}
+					continue
+				}
 				for _, causal := range []bool{false, true} {
 					ws = append(ws, want{BwdDKDVQ, det, causal, fmt.Sprintf("fa2_bwd_dkdvq%s_sm90a_d%d%s%s", map[bool]string{true: "det"}[det], d, e,
 						map[bool]string{true: "_causal"}[causal]), bc, 4 * (bc/64 + 1), stages})
