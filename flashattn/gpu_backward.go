@@ -201,8 +201,12 @@ func (d *Device) newBackward(p problem, q, k, v *DeviceTensor, fwd *DeviceResult
 		if op.acc, err = d.ctx.Alloc(4 * n); err != nil {
 			return nil, errors.Join(fmt.Errorf("flashattn: allocating the dQ accumulator on %s: %w", d.info, err), op.free())
 		}
-		if err := op.acc.Memset32(0, n); err != nil { // the ordered pass's counters start zero (and stay so); pre zeroes the rest
-			return nil, errors.Join(err, op.free())
+		// The sm_80 ordered pass's counters start zero (and stay so); pre
+		// zeroes the rest. The Hopper pre kernel writes all of its scratch.
+		if !op.hopper() {
+			if err := op.acc.Memset32(0, n); err != nil {
+				return nil, errors.Join(err, op.free())
+			}
 		}
 	}
 	return op, nil

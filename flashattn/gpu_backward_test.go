@@ -13,8 +13,9 @@ import (
 // TestGPUBackwardDeterministicRepeats runs the deterministic backward three
 // times per shape (fp16, and bf16 on the sm_80 path) and demands the same
 // bits in dQ, dK and dV every time. Where the device runs the large single
-// pass it is its ordered twin (bwd_dkdvqdet), whose dQ is summed by fp32
-// atomics in a fixed order; many key blocks per query block (Nk 2100: 17-33 of them at
+// pass or the Hopper one it is their ordered twin (bwd_dkdvqdet) where the
+// table has one (for the Hopper pass without one, the sm_80 path's), whose
+// dQ is added in a fixed order; many key blocks per query block (Nk 2100: 17-33 of them at
 // D128), GQA, causal with Nq != Nk both ways and odd lengths make a broken
 // order likely to show. Accuracy is the conformance suite's
 // (TestGPUConformanceBackward, deterministic).
@@ -51,6 +52,14 @@ func TestGPUBackwardDeterministicRepeats(t *testing.T) {
 				twin := slices.ContainsFunc(backwardTable(def[0].Path), func(k flashattn.KernelInfo) bool {
 					return k.Symbol == strings.Replace(def[1].Symbol, "dkdvq_", "dkdvqdet_", 1)
 				})
+				if def[0].Path == 90 && !twin { // no Hopper ordered twin: the sm_80 path's deterministic backward (large rows here)
+					twin = slices.ContainsFunc(flashattn.BackwardKernelTable(90), func(k flashattn.KernelInfo) bool {
+						return k.Pass == "bwd_dkdvqdet" && k.HeadDim == d.D && k.Causal == s.causal
+					})
+					if ks[0].Path != 80 {
+						t.Fatalf("deterministic backward runs %+v; want the sm_80 path's", ks)
+					}
+				}
 				if twin != (ks[1].Pass == "bwd_dkdvqdet") {
 					t.Fatalf("deterministic backward runs %+v beside the default's %s; want the ordered twin exactly where the table has one (large rows, D64's causal only; the Hopper backward's)", ks, def[1].Symbol)
 				}

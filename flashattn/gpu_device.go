@@ -282,10 +282,10 @@ func (d *Device) lock() error {
 // ForcePath selects the kernel path: 75 runs the Turing (sm_75) kernels,
 // compiled from their compute_75 PTX by the driver, so that the Turing code
 // can be tested on a newer GPU; 80 on an H100/H200 runs the sm_80 (mma.sync)
-// forward instead of the Hopper one (wgmma and TMA, KernelInfo.Path 90),
-// which dense fp16 and bf16 forwards there run by default (at its head dims, but for
-// short causal calls where the sm_80 kernel is faster: HopperKernelTable's
-// SM80CausalMaxNk); 0 returns to the device's
+// kernels instead of the Hopper ones (wgmma and TMA, KernelInfo.Path 90),
+// which dense fp16 and bf16 forwards and unmodified backwards there run by
+// default (at their head dims, but for short causal forwards where the
+// sm_80 kernel is faster: HopperKernelTable's SM80CausalMaxNk); 0 returns to the device's
 // own path. 80 is accepted on every sm_80+ device and 90 on an sm_90 one
 // whose driver can run the Hopper kernels (as 0). A path is the code a
 // kernel is written for (KernelInfo.Path), not the compute capability of

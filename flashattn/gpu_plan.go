@@ -17,12 +17,12 @@ import (
 
 // planDevice is what a plan reads of a device. The kernel sets it chooses
 // from are the shipped table of its path (the family images, or their Turing PTX
-// when forced), the Hopper forward (sm90a), a ladder rung (rung) and the
+// when forced), the Hopper kernels (sm90a), a ladder rung (rung) and the
 // forwards an NVRTC build of the rung in use holds (nvrtc).
 type planDevice struct {
 	name      string // DeviceInfo.String(), for errors
 	path      int    // the kernel path in use: 75 (Turing code) or 80 (sm_80+ code); 0: none
-	sm90a     bool   // dense forwards run the Hopper kernels where they have one (Device.sm90a)
+	sm90a     bool   // dense forwards and unmodified backwards run the Hopper kernels where they have one (Device.sm90a)
 	smemOptin int    // opt-in shared memory per block: whether the Large rows run (kernels.LargeFits)
 	smemPerSM int    // shared memory per SM: decode CTAs per SM (decodePerSM)
 	sms       int    // multiprocessors: decode splits
@@ -581,7 +581,7 @@ func (d *Device) rungInUse() int {
 
 // plan plans r on d and loads its kernels (loaded[i] runs pl.kernels[i]).
 // What only loading tells is planned again: a Hopper cubin the driver
-// refuses turns the Hopper forward off for good (sm90aErr, which results
+// refuses turns the Hopper kernels off for good (sm90aErr, which results
 // report), and an NVRTC build made for another path or architecture (a
 // ForcePath since) is compiled again first; d.mu is held.
 func (d *Device) plan(r planRequest) (pl plan, loaded []*loadedKernel, err error) {

@@ -201,6 +201,56 @@ func TestGPUHopperForward(t *testing.T) {
 	}
 }
 
+// TestGPUHopperBackward: on an sm_90 GPU, dense backwards at the Hopper
+// head dims without a window, softcap or ALiBi run the Hopper single pass
+// (pre, pass, convert, all path 90; Deterministic its ordered twin where
+// HopperKernelTable has one), fp16 and bf16; everything else, and every
+// call after ForcePath(80), the sm_80 backward. Accuracy is the conformance
+// suites' (TestGPUConformanceBackward, TestGPUConformanceBF16Backward run
+// these kernels here).
+func TestGPUHopperBackward(t *testing.T) {
+	dev := openGPU(t)
+	if dev.Info().Arch() != 90 {
+		t.Skipf("%s is not an sm_90 GPU: the Hopper backward does not run here", dev.Info())
+	}
+	defer func() {
+		if err := dev.ForcePath(0); err != nil {
+			t.Error(err)
+		}
+	}()
+	tab := flashattn.HopperKernelTable()
+	hd := flashattn.HopperHeadDims()
+	for _, path := range []int{0, 80} {
+		if err := dev.ForcePath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dev.SupportedHeadDims(flashattn.OpBackward, flashattn.FP16, nil) {
+			for _, dt := range []flashattn.DType{flashattn.FP16, flashattn.BF16} {
+				for _, o := range []flashattn.Options{{}, {Causal: true}, {Deterministic: true}, {Causal: true, Deterministic: true}, {Softcap: 30}} {
+					dims := flashattn.Dims{B: 2, Nq: 300, Nk: 500, Hq: 4, Hkv: 2, D: d}
+					ks, err := dev.Kernels(flashattn.OpBackward, dims, dt, &o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pass := map[bool]string{false: "bwd_dkdvq", true: "bwd_dkdvqdet"}[o.Deterministic]
+					has := slices.ContainsFunc(tab, func(k flashattn.KernelInfo) bool {
+						return k.Pass == pass && k.HeadDim == d && k.DType == dt && k.Causal == o.Causal
+					})
+					hopper := path == 0 && slices.Contains(hd, d) && o.Softcap == 0 && has
+					want := []string{"bwd_pre", pass, "bwd_dqconv"}
+					ok := len(ks) == 3
+					for i, k := range ks {
+						ok = ok && (k.Path == 90) == hopper && k.DType == dt && (!hopper || k.Pass == want[i] && k.BinaryArch == 90 && !k.FromPTX && k.LocalBytes == 0)
+					}
+					if !ok {
+						t.Errorf("ForcePath(%d) D%d %v %+v: kernels %+v; want the Hopper single pass: %v", path, d, dt, o, ks, hopper)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestGPUHopperFewCTAs runs the conformance suite and TestGPUHopperForward's
 // larger cases on the Hopper kernels launched with 1, 3 and 5 CTAs, where
 // every CTA walks many tiles (the suite's problems have fewer tiles than an

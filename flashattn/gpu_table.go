@@ -78,7 +78,7 @@ type KernelInfo struct {
 	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
 	HeadDim    int    `json:"head_dim"`
 	Causal     bool   `json:"causal"`
-	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async); 90: the Hopper forward (wgmma, TMA)
+	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async); 90: the Hopper kernels (wgmma, TMA)
 	Br         int    `json:"br"`   // query rows per CTA (bwd_dkdv: query rows per step)
 	Bc         int    `json:"bc"`   // key rows per step (bwd_dkdv: key rows per CTA)
 	Warps      int    `json:"warps"`
@@ -95,15 +95,15 @@ type KernelInfo struct {
 	Rung int `json:"rung,omitempty"`
 	// DType is the element type of q, k, v and O (and dO and the
 	// gradients): FP16, or BF16 for the sm_80 path's bf16 kernels and the
-	// Hopper forward's bf16 twins.
+	// Hopper kernels' bf16 twins.
 	DType DType `json:"dtype,omitempty"`
 	// Large: the kernel needs more than 99 KiB of shared memory per CTA and
 	// runs only on devices whose opt-in limit fits it (BackwardKernelTable).
 	Large bool `json:"large,omitempty"`
-	// SM80CausalMaxNk (a causal Hopper kernel, Path 90): calls of at most
+	// SM80CausalMaxNk (a causal Hopper forward, Path 90): calls of at most
 	// this many keys run the sm_80 kernel instead, which is faster there.
 	SM80CausalMaxNk int `json:"sm80_causal_max_nk,omitempty"`
-	// Persistent (the Hopper kernels): one CTA per SM walks the (query
+	// Persistent (the Hopper forwards): one CTA per SM walks the (query
 	// block, batch, head) tiles, instead of one CTA per tile.
 	Persistent bool `json:"persistent,omitempty"`
 }

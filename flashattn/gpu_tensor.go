@@ -64,7 +64,7 @@ func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) { return d.upload("ten
 // tensor. Values dt cannot hold are refused with a *DataError (fp16: NaN,
 // Inf, |x| >= 65520; bf16: NaN, Inf and what rounds to Inf). The device
 // calls take tensors of one dtype and run its kernels: bf16 ones those of
-// the sm_80 path, or on an H100/H200 the Hopper forward's (the sm_75 path,
+// the sm_80 path, or on an H100/H200 the Hopper kernels' (the sm_75 path,
 // without bf16 tensor cores, refuses them with an *UnsupportedError), and
 // their outputs are of that dtype.
 func (d *Device) UploadAs(t *Tensor, dt DType) (*DeviceTensor, error) {

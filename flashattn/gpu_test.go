@@ -572,7 +572,8 @@ func TestGPUBackwardFreesMemory(t *testing.T) {
 }
 
 // The default backward runs FA2's single pass where the device has one
-// (sm_80 path, BackwardKernelTable), Options.Deterministic its ordered twin
+// (sm_80 path, BackwardKernelTable; the Hopper path's, HopperKernelTable),
+// Options.Deterministic its ordered twin
 // where the device runs the large single pass, else the three kernels; the single pass's dK and dV are still
 // bit-reproducible, its dQ accumulator (and the twin's counters) is counted
 // in ExtraBytes and freed. (Accuracy: both paths run

@@ -67,12 +67,13 @@ type Options struct {
 	Scale float64
 	// Deterministic asks for bit-reproducible results. It matters for the
 	// GPU backward on the sm_80 path at the head dims with a single-pass
-	// kernel (D 64, 128 and 256; Device.Kernels of OpBackward lists what runs): by default
+	// kernel (D 64, 128 and 256) and on the Hopper path (D 64 and 128;
+	// Device.Kernels of OpBackward lists what runs): by default
 	// that runs FA2's single pass, which adds dQ with float32 atomics in no
 	// fixed order, so dQ may differ in its last bits from call to call;
 	// Deterministic runs, where the device runs a large single-pass tile
-	// (D 128 and 256 on A100, H100/H200; D 64 causal) and at D 256 everywhere
-	// on the sm_80 path, the same single pass with the dQ
+	// (D 128 and 256 on A100, H100/H200; D 64 causal), at D 256 everywhere
+	// on the sm_80 path and at D 128 on the Hopper one, the same single pass with the dQ
 	// additions in a fixed order (key block after key block, each waiting for
 	// the one before it; its dQ accumulator carries one int32 counter per
 	// query block), elsewhere the three-kernel backward (dK/dV and dQ kernels

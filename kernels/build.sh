@@ -133,7 +133,7 @@ for f in $families; do echo "pack $f"; done | run_jobs
   echo
   echo "## Hopper tiles (kernels/traits.cuh, fa2_sm90a.cubin)"
   echo
-  echo "warps: one producer warpgroup and Br/64 consumer warpgroups; stages: K/V stages of the TMA pipeline."
+  echo "warps: one producer warpgroup and Br/64 (backward: Bc/64) consumer warpgroups; stages: K/V (backward: Q/dO) stages of the TMA pipeline; the backward's pre and dqconv: 8 warps, Br rows per CTA."
   echo
   echo "| symbol | arch | D | causal | Br | Bc | warps | stages | splits | Q in regs | dynamic smem bytes |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"

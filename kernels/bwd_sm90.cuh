@@ -255,8 +255,9 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
             bulk_commit();
             if (!T::kDQByCols) bulk_wait_all();
           }
-          bulk_wait_all();             // the adds are done in global memory, and the release
-          st_release(turn, mine + 1);  // makes them visible before the next key block's turn
+          bulk_wait_all();  // the adds are done in global memory; the proxy fence orders
+          asm volatile("fence.proxy.async.global;\n" ::: "memory");  // them (async proxy) before
+          st_release(turn, mine + 1);  // the release that hands the next key block its turn
           mbar_arrive(dqEmpty);
           mbar_arrive(dqEmpty + 1);
         }

@@ -105,8 +105,9 @@ struct BwdParams {
   float scale_log2;  // softmax scale * log2(e)
   float scale;
   // The single pass's dQ accumulator, fp32 (B, Hq, dq_accum_rows, D) dense:
-  // zeroed by the pre kernel, summed into with atomics (bwd_kv.cuh), scaled to
-  // dq by the convert kernel. Null on the three-kernel path.
+  // zeroed by the pre kernel, summed into with atomics (bwd_kv.cuh; the
+  // Hopper pass: bulk reduce-adds, and its scratch after it, Sm90BwdArgs),
+  // scaled to dq by the convert kernel. Null on the three-kernel path.
   float* dq_accum;
   // Read by the varlen backward only (fa2_bwd_*_varlen, varlen.cuh), as in
   // FwdParams: int32 (b + 1) cumulative lengths of the packed q, o, dout, dq
@@ -279,8 +280,8 @@ static_assert(sizeof(Sm90FwdArgs) == 640, "Sm90FwdArgs size (Go: unsafe.Sizeof(S
 
 // Sm90BwdArgs: the argument of the sm_90a backward (fa2_bwd_sm90a_*,
 // bwd_sm90.cuh), as Sm90FwdArgs: the tensor maps of q, k, v and dout, then
-// the BwdParams every backward takes. Its dq_accum holds, per (b, h) of
-// dq_accum_rows rows: the fp32 dQ accumulator (B, Hq, rows, D) in the
+// the BwdParams every backward takes. Its dq_accum holds, one after the
+// other (rows = dq_accum_rows): the fp32 dQ accumulator (B, Hq, rows, D) in the
 // consumers' fragment order, LSE log2(e) (B, Hq, rows; +inf where P is 0:
 // rows past Nq or seeing no key), Di (B, Hq, rows; 0 past Nq), then one
 // int32 turn counter per query block (B, Hq, rows / Br), all written by the
@@ -292,6 +293,9 @@ struct alignas(64) Sm90BwdArgs {
   unsigned char do_map[128];
   BwdParams p;
 };
+static_assert(offsetof(Sm90BwdArgs, q_map) == 0, "QMap");
+static_assert(offsetof(Sm90BwdArgs, k_map) == 128, "KMap");
+static_assert(offsetof(Sm90BwdArgs, v_map) == 256, "VMap");
 static_assert(offsetof(Sm90BwdArgs, do_map) == 384, "DOMap");
 static_assert(offsetof(Sm90BwdArgs, p) == 512, "P");
 static_assert(sizeof(Sm90BwdArgs) == 896, "Sm90BwdArgs size (Go: unsafe.Sizeof(Sm90BwdArgs{}))");

@@ -1,5 +1,5 @@
-// tma.cuh: the sm_90a pieces that move data for the Hopper forward
-// (fwd_sm90.cuh): mbarriers, TMA bulk tensor loads completing on them, and
+// tma.cuh: the sm_90a pieces that move data for the Hopper kernels
+// (fwd_sm90.cuh, bwd_sm90.cuh): mbarriers, TMA bulk tensor loads completing on them, and
 // named barriers. Compile for sm_90a only.
 //
 // An mbarrier counts arrivals and, with expect_tx, bytes: a phase completes

@@ -1,4 +1,4 @@
-// wgmma.cuh: the sm_90a tensor-core pieces of the Hopper forward (fwd_sm90.cuh;
+// wgmma.cuh: the sm_90a tensor-core pieces of the Hopper kernels (fwd_sm90.cuh, bwd_sm90.cuh;
 // checked alone by dev/wgmma_check.cu): the 128-byte swizzled
 // shared-memory layout, the wgmma matrix descriptor, the wgmma shapes of an FA2
 // step (N 64 or 128: Bc for S, D for O) and the fences.

@@ -42,7 +42,7 @@ Examples:
   goflash bench --force-arch 75                  # the Turing kernels, on any newer GPU
   goflash bench --dtype bf16 --compare-torch     # the bf16 kernels (sm_80+) beside SDPA in bf16
   goflash bench --force-arch 75 --compare-torch --torch-emulate sm75   # rehearse a T4 run on a newer GPU
-  goflash bench --compare-torch --with-sm80   # on an H100/H200: the Hopper forward, the sm_80 kernels, SDPA flash and cuDNN in one table
+  goflash bench --compare-torch --with-sm80   # on an H100/H200: the Hopper kernels, the sm_80 ones, SDPA flash and cuDNN in one table
   goflash bench --decode --compare-torch --peak-tbps 4.8   # KV-cache decode beside SDPA, bandwidth vs an H200's
   goflash bench --seqlens 8192 --window 1024,0 --softcap 30 --alibi   # the modified forward beside the plain one
   goflash bench --seqlens 8192 --direction bwd --deterministic --softcap 30   # the modified backward beside the plain one
@@ -50,7 +50,8 @@ Examples:
   goflash bench --rung-source 4=rung4.cuh   # the kernel ladder, and rung 4 compiled from an edited source
 
 The --with-sm80 example times, on an sm_90 GPU, the ` + implGPU + ` line's default
-Hopper forward (wgmma and TMA, dense fp16 and bf16 at flashattn.HopperHeadDims) beside
+Hopper kernels (wgmma and TMA, dense fp16 and bf16 at flashattn.HopperHeadDims; the
+backward without modifiers) beside
 a ` + implGPUSM80 + ` line of the same cases on the sm_80 (mma.sync) kernels that
 --force-arch 80 runs, and PyTorch's SDPA backends; elsewhere (no Hopper path)
 and with --decode (the same decode kernels on both paths) the flag is ignored
@@ -208,9 +209,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.reps, "reps", 0, "timed calls per shape, median reported (0: 20 on a GPU, 3 on the CPU)")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed calls before timing (-1: 5 on a GPU, 1 on the CPU)")
 	fs.StringVar(&o.backend, "backend", "auto", "auto, gpu, cpu (flash and naive), cpu-flash or cpu-naive")
-	fs.IntVar(&o.forceArch, "force-arch", 0, "GPU: run the kernels built for this architecture, e.g. 75 for the Turing path, 80 for the sm_80 kernels instead of an H100/H200's Hopper forward (0: the device's own)")
+	fs.IntVar(&o.forceArch, "force-arch", 0, "GPU: run the kernels built for this architecture, e.g. 75 for the Turing path, 80 for the sm_80 kernels instead of an H100/H200's Hopper ones (0: the device's own)")
 	fs.BoolVar(&o.withSM75, "with-sm75", false, "GPU: also time the forced sm_75 (Turing) variant beside the default one")
-	fs.BoolVar(&o.withSM80, "with-sm80", false, "GPU: also time the forced sm_80 (mma.sync) kernels beside the default Hopper forward (sm_90 GPUs)")
+	fs.BoolVar(&o.withSM80, "with-sm80", false, "GPU: also time the forced sm_80 (mma.sync) kernels beside the default Hopper ones (sm_90 GPUs)")
 	fs.IntVar(&o.device, "device", 0, "GPU ordinal")
 	fs.IntVar(&o.workers, "workers", 0, "CPU goroutines (0: GOMAXPROCS)")
 	fs.StringVar(&o.out, "out", "", "directory for bench.json, bench.csv, bench.md and bench.html (default .out/bench-DATE)")

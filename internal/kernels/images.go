@@ -28,11 +28,11 @@ var (
 	ladderPTX75 []byte
 )
 
-// SM90ACubin is the Hopper forward (ImageSM90A: sm90aVariants,
+// SM90ACubin is the Hopper forward and backward (ImageSM90A: sm90aVariants,
 // kernels/fa2_sm90a.cu): a cubin of SASS for sm_90a alone, built by nvcc 12.4
 // (wgmma and TMA), so it loads on compute capability 9.0 devices only (H100,
-// H200), as a module of its own beside the family fatbins. Its kernels take
-// Sm90FwdArgs.
+// H200), as a module of its own beside the family fatbins. Its forwards take
+// Sm90FwdArgs, its backward kernels Sm90BwdArgs.
 //
 //go:embed fa2_sm90a.cubin
 var SM90ACubin []byte

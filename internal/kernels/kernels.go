@@ -229,8 +229,9 @@ type BwdParams struct {
 }
 
 // HeadsFastest says whether variant v's grid is (B*Hkv, ceil(Nk/Bc)): the
-// ordered single pass (kDet in kernels/bwd_kv.cuh: key block n of a head
-// starts about a wave after n-1, so it seldom waits for n-1's adds).
+// sm_80 path's ordered single pass (kDet in kernels/bwd_kv.cuh: key block n
+// of a head starts about a wave after n-1, so it seldom waits for n-1's
+// adds); the Hopper one's grid is (ceil(Nk/Bc), B*Hkv).
 func HeadsFastest(v Variant) bool { return v.Stage == BwdDKDVQ && v.Ordered && v.Arch != SM90A }
 
 // DQAccumLen is the 4-byte length of the dQ accumulator of single-pass
@@ -238,9 +239,10 @@ func HeadsFastest(v Variant) bool { return v.Stage == BwdDKDVQ && v.Ordered && v
 // query block stored whole; for the ordered one followed by its (B, Hq,
 // ceil(Nq/Br)) int32 counters.
 //
-// The Hopper single pass's (Arch 90) is (B, Hq, rows, D + 2) float32, then
-// one int32 per query block: the accumulator, LSE log2(e) and Di per row,
-// and the ordered twin's turns (kernels/params.cuh's Sm90BwdArgs).
+// The Hopper single pass's (Arch 90) is, one after the other, the
+// accumulator (B, Hq, rows, D), LSE log2(e) and Di (B, Hq, rows each)
+// float32, and one int32 turn per query block (kernels/params.cuh's
+// Sm90BwdArgs), whether ordered or not.
 func DQAccumLen(v Variant, b, nq, hq int) int {
 	blocks := b * hq * ((nq + v.Br - 1) / v.Br)
 	if v.Arch == SM90A {
@@ -419,7 +421,7 @@ type Variant struct {
 	// this many keys run the sm_80 kernel instead, faster there (traits.cuh's
 	// FA2_SM90A_TILES); 0: none.
 	SM80CausalMaxNk int
-	// Persistent (the Hopper forward, traits.cuh's kPersistent): the grid is
+	// Persistent (the Hopper forward, traits.cuh's kPersistent; not its backward): the grid is
 	// (min(ceil(Nq/Br)*B*Hq, SMs), 1, 1), each CTA walking its share of the
 	// (query block, batch, head) tiles, instead of one CTA per tile.
 	Persistent bool
@@ -430,16 +432,16 @@ type Variant struct {
 const LadderRungs = 4
 
 // SM90A is the compute capability (as major*10 + minor) whose devices run
-// the Hopper forward: sm_90a SASS runs on 9.0 alone. It is also the Arch of
-// the Hopper forward's keys (fa2_sm90a.cubin, SM90ACubin): fwd, plain or
-// modified, fp16, dense (no packed sequences). Launch contract: the
-// forward's, with an Sm90FwdArgs argument instead of FwdParams (SM90AMaps
-// says how its tensor maps are made), block Warps*32 threads, the
-// persistent grid (SmemBytes of dynamic shared memory, above 48 KiB: opt
-// in).
+// the Hopper kernels: sm_90a SASS runs on 9.0 alone. It is also the Arch of
+// their keys (fa2_sm90a.cubin, SM90ACubin): the forward (fwd, plain or
+// modified, fp16 and bf16, dense; the forward's contract with an
+// Sm90FwdArgs argument, SM90AMaps, block Warps*32 threads, the persistent
+// grid, SmemBytes of dynamic shared memory above 48 KiB: opt in) and the
+// backward's single pass (bwd_pre, bwd_dkdvq[det], bwd_dqconv, fp16 and
+// bf16, dense, unmodified; the contract above the backward's list).
 const SM90A = 90
 
-// SM90AVariants returns a copy of the Hopper forward's kernels.
+// SM90AVariants returns a copy of the Hopper kernels (forward and backward).
 func SM90AVariants() []Variant { return append([]Variant(nil), sm90aVariants...) }
 
 // SM90ABox is the TMA box of one Hopper copy: 64 columns (a 128-byte

@@ -178,6 +178,7 @@ func TestParamsLayout(t *testing.T) {
 		{"BwdParams", reflect.TypeFor[BwdParams](), unsafe.Sizeof(BwdParams{})},
 		{"DecodeParams", reflect.TypeFor[DecodeParams](), unsafe.Sizeof(DecodeParams{})},
 		{"Sm90FwdArgs", reflect.TypeFor[Sm90FwdArgs](), unsafe.Sizeof(Sm90FwdArgs{})},
+		{"Sm90BwdArgs", reflect.TypeFor[Sm90BwdArgs](), unsafe.Sizeof(Sm90BwdArgs{})},
 	} {
 		re := regexp.MustCompile(`static_assert\(offsetof\(` + c.name + `, \w+\) == (\d+), "(\w+)"\)`)
 		ms := re.FindAllStringSubmatch(src, -1)
