@@ -468,12 +468,7 @@ func SM90ABwdMaps(v Variant, p *BwdParams) (views [4]TensorMapView, ok bool) {
 		{p.Nk, p.Hkv, p.VRowStride, p.VHeadStride, p.VBatchStride, v.Bc},
 		{p.Nq, p.Hq, p.DORowStride, p.DOHeadStride, p.DOBatchStride, v.Br},
 	}
-	for i, o := range ops {
-		if views[i], ok = o.view(p.D, p.B); !ok {
-			return views, false
-		}
-	}
-	return views, true
+	return views, viewsOf(views[:], ops[:], p.D, p.B)
 }
 
 // mapOperand is one operand of a Hopper call: its rows and heads, element
@@ -482,6 +477,18 @@ type mapOperand struct {
 	rows, heads int32
 	rs, hs, bs  int64
 	box         int
+}
+
+// viewsOf writes into views the view of each of ops for head dim d and b
+// batches; false where TMA cannot express one.
+func viewsOf(views []TensorMapView, ops []mapOperand, d, b int32) bool {
+	for i, o := range ops {
+		var ok bool
+		if views[i], ok = o.view(d, b); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // view is o's TensorMapView for head dim d and b batches; ok is false where
@@ -514,10 +521,5 @@ func SM90AMaps(v Variant, p *FwdParams) (views [3]TensorMapView, ok bool) {
 		{p.Nk, p.Hkv, p.KRowStride, p.KHeadStride, p.KBatchStride, v.Bc},
 		{p.Nk, p.Hkv, p.VRowStride, p.VHeadStride, p.VBatchStride, v.Bc},
 	}
-	for i, o := range ops {
-		if views[i], ok = o.view(p.D, p.B); !ok {
-			return views, false
-		}
-	}
-	return views, true
+	return views, viewsOf(views[:], ops[:], p.D, p.B)
 }
