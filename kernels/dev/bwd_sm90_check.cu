@@ -18,12 +18,15 @@
 //       482 TFLOP/s, D64 343 (H200): the per-element global loads of LSE and
 //       Di sat in the softmax's critical path.
 //   v5  v3's order with v4's staging: the product's _ordered kernels.
+//   sum (Tile90Bwd::kDQSum, D64 only; argument "sum"): the two consumers'
+//       partials summed in shared memory, then one add; not yet measured.
 //   Not yet: persistence, ping-pong between the consumers, Br 128 at D64.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
 //   .build/bwd_sm90 check    # odd shapes, fp16 and bf16, D 64 and 128, causal and not, GQA; the ordered pass bit-reproducible
 //   .build/bwd_sm90 bench    # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s of the single pass alone
+//   .build/bwd_sm90 check sum, bench sum: D64 with kDQSum
 // Here (no GPU): $(kernels/cuda12.sh) ... with the same flags builds it too
 // (the static CUDA runtime comes with it).
 //
@@ -56,6 +59,12 @@ template <class T, bool C, class E, bool Det>
 __global__ void __launch_bounds__(T::kThreads, 1) lab_bwd(const __grid_constant__ Sm90BwdArgs a) {
   sm90::bwd_kernel<T, C, E, Det>(a);
 }
+
+// The D64 tile with its dQ partials summed before one add (argument "sum").
+struct SumTile64 : Sm90BwdTraits<64>::type {
+  static constexpr bool kDQSum = true;
+};
+static bool g_sum = false;
 
 // ---------------------------------------------------------------------------
 // Host: tensor maps, launch, float64 reference, check and bench.
@@ -244,9 +253,8 @@ static void release(DevRun<E>& d) {
 }
 
 // The single pass alone: the accumulator and the turns zeroed (the pre kernel's work), then it.
-template <class E, int D, bool C, bool Det>
+template <class T, class E, bool C, bool Det>
 static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
-  using T = typename Sm90BwdTraits<D>::type;
   auto* fn = lab_bwd<T, C, E, Det>;
   CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
   const size_t bhr = size_t(pr.b) * pr.hq * d.rows;
@@ -257,8 +265,11 @@ static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
 }
 template <class E, bool Det>
 static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
-  if (pr.d == 64) pr.causal ? launch_as<E, 64, true, Det>(pr, d, s) : launch_as<E, 64, false, Det>(pr, d, s);
-  else pr.causal ? launch_as<E, 128, true, Det>(pr, d, s) : launch_as<E, 128, false, Det>(pr, d, s);
+  using T64 = Sm90BwdTraits<64>::type;
+  using T128 = Sm90BwdTraits<128>::type;
+  if (pr.d == 64 && g_sum) pr.causal ? launch_as<SumTile64, E, true, Det>(pr, d, s) : launch_as<SumTile64, E, false, Det>(pr, d, s);
+  else if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
+  else pr.causal ? launch_as<T128, E, true, Det>(pr, d, s) : launch_as<T128, E, false, Det>(pr, d, s);
 }
 
 // Max |x - truth| over a gradient, and 4 unit roundoffs of E of its largest |truth|.
@@ -395,6 +406,7 @@ static void bench_dtype(const char* name) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
+  g_sum = argc > 2 && std::string(argv[2]) == "sum";
   if (mode == "check") return check();
   if (mode == "bench") {
     bench_dtype<__half, false>("fp16");
@@ -402,6 +414,6 @@ int main(int argc, char** argv) {
     bench_dtype<__nv_bfloat16, false>("bf16");
     return 0;
   }
-  std::fprintf(stderr, "usage: bwd_sm90 check|bench\n");
+  std::fprintf(stderr, "usage: bwd_sm90 check|bench [sum]\n");
   return 2;
 }
