@@ -99,11 +99,12 @@ __host__ __device__ inline int dq_frag(int r, int x, int cols) {
   const int w = r / 16, hh = (r % 16) / 8, g8 = r % 8, i = x / 8, c2 = x % 8 & ~1, e = x & 1;
   return ((w * (cols / 8) + i) * 2 + hh) * 64 + (4 * g8 + c2 / 2) * 2 + e;
 }
-// Element (r, x) of a 64-row block of the accumulator: by columns (D128),
-// consumer c's 64 columns at c * 64 * 64.
+// Element (r, x) of a Br-row block of the accumulator: consumer c's partial
+// at c * 64 * 64 (by columns: its 64 columns; by rows: its 64 rows).
 template <class T>
 __host__ __device__ inline int dq_acc_index(int r, int x) {
   if (T::kDQByCols) return x / 64 * 64 * 64 + dq_frag(r, x % 64, 64);
+  if (T::kDQByRows) return r / 64 * 64 * T::kD + dq_frag(r % 64, x, T::kD);
   return dq_frag(r, x, T::kD);
 }
 
@@ -195,7 +196,7 @@ __device__ void bwd_dqconv(const Sm90BwdArgs& a) {
 template <class T, bool kCausal, class E, bool kDet>
 __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   constexpr int D = T::kD;
-  constexpr bool kSum = !T::kDQByCols && T::kDQSum;  // one add of the summed partials (in consumer 0's buffer)
+  constexpr bool kSum = !T::kDQDisjoint && T::kDQSum;  // one add of the summed partials (in consumer 0's buffer)
   static_assert(T::kConsumers == 2, "two consumer warpgroups (consumer_sync's ids, consumers_sync's 256 threads)");
   const BwdParams& p = a.p;
   const BwdScratch scr = bwd_scratch(p);
@@ -249,13 +250,13 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           mbar_wait(dqFull, g & 1);
           if (!kSum) mbar_wait(dqFull + 1, g & 1);
           wait_turn(turn, mine);
-          // By columns the two halves are disjoint: one group. By keys both
-          // add to the whole block: consumer 0's first, then 1's (kSum: their
-          // sum, once).
+          // By columns or rows the two partials are disjoint: one group. By
+          // keys both add to the whole block: consumer 0's first, then 1's
+          // (kSum: their sum, once).
           for (int c = 0; c < (kSum ? 1 : 2); ++c) {
-            bulk_reduce_add(acc + (T::kDQByCols ? c * T::kBr * 64 : 0), smem + T::kOffDQ + c * T::kDQ, T::kDQ);
+            bulk_reduce_add(acc + (T::kDQDisjoint ? c * T::kDQ / 4 : 0), smem + T::kOffDQ + c * T::kDQ, T::kDQ);
             bulk_commit();
-            if (!T::kDQByCols) bulk_wait_all();
+            if (!T::kDQDisjoint) bulk_wait_all();
           }
           bulk_wait_all();  // the adds are done in global memory; the proxy fence orders
           asm volatile("fence.proxy.async.global;\n" ::: "memory");  // them (async proxy) before
@@ -310,7 +311,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       const unsigned char* dO = sDO + st * T::kQ;
       const float* sl = reinterpret_cast<const float*>(smem + T::kOffLD + st * T::kLD);  // LSE log2(e), then Di
       mbar_wait(fullQ + st, (g / T::kStages) & 1);
-      float s[32], dp[32];
+      float s[T::kBr / 2], dp[T::kBr / 2];
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < D / 16; ++j)
@@ -331,11 +332,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       // and rows seeing no key have LSE log2(e) = +inf, so P = 0 without a
       // mask, and dS = 0 (dP is finite: TMA fills rows past Nk and Nq with
       // zeros).
-      uint32_t pf[16], df[16];
+      uint32_t pf[T::kBr / 4], df[T::kBr / 4];
       const bool masked = n0 + T::kBc > p.nk || (kCausal && n0 + T::kBc - 1 > m0 + shift);
       if (masked) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < T::kBr / 8; ++i) {
           const float2 l = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
@@ -346,7 +347,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < T::kBr / 8; ++i) {
           const float2 l = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
@@ -357,11 +358,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         }
       }
 #pragma unroll
-      for (int x = 0; x < 16; ++x) pf[x] = pack<E>(s[2 * x], s[2 * x + 1]);
+      for (int x = 0; x < T::kBr / 4; ++x) pf[x] = pack<E>(s[2 * x], s[2 * x + 1]);
       wgmma_wait<0>();
       fence_regs(dp);
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < T::kBr / 8; ++i)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
 #pragma unroll
@@ -370,15 +371,15 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
             dp[x] = s[x] * (dp[x] - sl[T::kBr + 8 * i + c2 + e]);
           }
           df[2 * i + hh] = pack<E>(dp[4 * i + 2 * hh], dp[4 * i + 2 * hh + 1]);
-          // dS^T to shared memory (64 keys x Br queries, swizzled), dQ's A read M-major.
+          // dS^T to shared memory (64 keys x Br queries in boxes of 64, swizzled), dQ's A read M-major.
           *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
         }
       fence_proxy_async();
-      if constexpr (T::kDQByCols) consumers_sync();  // dQ reads both consumers' dS^T
+      if constexpr (T::kDQDisjoint) consumers_sync();  // dQ reads both consumers' dS^T
       else consumer_sync<2>(c);
-      float dq[T::kDQByCols ? 32 : D / 2];
+      float dq[T::kDQCols / 2];
 #pragma unroll
-      for (int i = 0; i < (T::kDQByCols ? 32 : D / 2); ++i) dq[i] = 0.f;
+      for (int i = 0; i < T::kDQCols / 2; ++i) dq[i] = 0.f;
       // ptxas would move the zeroing and the packing into the batch and serialise it.
       fence_regs(dv);
       fence_regs(dk);
@@ -400,6 +401,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
 #pragma unroll
         for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..
           wgmma_tt<E>(dq, desc(sDS + kk * 16 * 128, T::kQBlock, 1024), desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024));
+      } else if constexpr (T::kDQByRows) {
+#pragma unroll
+        for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key; queries 64c .. (box c of each consumer's dS^T)
+          wgmma_tt<E>(dq, desc(sDS + kk / 4 * T::kDS + c * 64 * 128 + kk % 4 * 16 * 128, 64 * 128, 1024),
+                      desc(sK + kk * 16 * 128, T::kKVBlock, 1024));
       } else {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)  // this consumer's keys 16 kk .. 16 kk + 15
@@ -413,8 +419,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       fence_regs(dk);
       fence_regs(dq);
       mbar_arrive(emptyQ + st);
-      // The block's partial in fragment order (by columns: consumer c's 64 x
-      // 64 at c * 64 * 64).
+      // The block's partial in fragment order (by columns or rows: consumer
+      // c's 64 x 64 at c * 64 * 64).
       float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
       const bool adder = tc == 0 && (!kSum || c == 0);  // issues (or hands the writer) this buffer's add
       if constexpr (kDet) {
@@ -422,9 +428,9 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       } else if (adder) {
         bulk_wait_read();  // the last block's reduce has read buf
       }
-      // By columns, this barrier also keeps dS^T until both consumers' dQ
-      // GEMMs are done with it (the next block rewrites it).
-      if constexpr (T::kDQByCols || kSum) consumers_sync();
+      // By columns or rows, this barrier also keeps dS^T until both
+      // consumers' dQ GEMMs are done with it (the next block rewrites it).
+      if constexpr (T::kDQDisjoint || kSum) consumers_sync();
       else consumer_sync<2>(c);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
@@ -448,7 +454,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         if constexpr (kDet) {
           mbar_arrive(dqFull + c);  // the writer adds it
         } else {
-          bulk_reduce_add(scr.acc + (bh * p.dq_accum_rows + m0) * D + (T::kDQByCols ? c * T::kBr * 64 : 0), buf, T::kDQ);
+          bulk_reduce_add(scr.acc + (bh * p.dq_accum_rows + m0) * D + (T::kDQDisjoint ? c * T::kDQ / 4 : 0), buf, T::kDQ);
           bulk_commit();
         }
       }

@@ -574,7 +574,12 @@ struct Tile90Bwd {
   // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
   // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
   // writer, a producer thread, spilled its loop state at 24).
-  static constexpr int kProducerRegs = kD == 128 ? 24 : 40, kConsumerRegs = kD == 128 ? 240 : 232;
+  // Where dQ_m is split (below): D128's consumers and Br 128's need 240 (at
+  // 232 ptxas serialised D128's ordered twin's wgmmas); D64 by keys takes 232
+  // and leaves the producer 40 (by keys, an ordered twin's dQ writer, a
+  // producer thread, spilled its loop state at 24).
+  static constexpr bool kBig = kD == 128 || kBr == 128;
+  static constexpr int kProducerRegs = kBig ? 24 : 40, kConsumerRegs = kBig ? 240 : 232;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc waits forever for registers the CTA does not have");
   static constexpr int kBox = 64;                        // TMA box columns: one 128-byte swizzle row
@@ -582,17 +587,21 @@ struct Tile90Bwd {
   static constexpr int kQBlock = kBr * kBox * 2;         // one 64-column box of Q_m or dO_m
   static constexpr int kKV = kBc * kD * 2, kQ = kBr * kD * 2;
   static constexpr int kDS = 64 * kBr * 2;               // one consumer's dS^T (64 keys x Br queries, 16-bit)
-  // dQ_m: at D128 consumer c computes columns 64c.. over all Bc keys (by
-  // columns: 32 accumulator registers, not 64), at D64 all columns over its
-  // own 64 keys (by keys).
-  static constexpr bool kDQByCols = kD == 128;
-  static constexpr int kDQCols = kDQByCols ? 64 : kD;
+  // dQ_m = dS K over the block's Bc keys, split between the consumers: at
+  // D128 by columns (consumer c: columns 64c.., 32 accumulator registers, not
+  // 64), at D64 with Br 128 by rows (queries 64c..), at D64 with Br 64 by
+  // keys (each its own 64 keys, all rows and columns: both add to the whole
+  // block). By columns or rows the partials are disjoint: one add each, in
+  // any order.
+  static constexpr bool kDQByCols = kD == 128, kDQByRows = !kDQByCols && kBr == 128;
+  static constexpr bool kDQDisjoint = kDQByCols || kDQByRows;
+  static constexpr int kDQCols = kDQByCols ? 64 : kD, kDQRows = kDQByRows ? 64 : kBr;
   // By keys: the two consumers' partials summed in shared memory, then one
   // add (one turn's wait fewer for the ordered twin), instead of one add
   // each. An option the lab harness times (dev/bwd_sm90_check.cu's "sum");
   // no shipped row sets it.
   static constexpr bool kDQSum = false;
-  static constexpr int kDQ = kBr * kDQCols * 4;          // one consumer's dQ_m partial, fp32, fragment order
+  static constexpr int kDQ = kDQRows * kDQCols * 4;      // one consumer's dQ_m partial, fp32, fragment order
   static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
   // K | V | Q_m[stages] | dO_m[stages] | dS^T[consumers] | dQ_m[consumers] |
   // LSE, Di[stages] | mbarriers: K/V full; per stage Q full, empty; per
@@ -603,9 +612,10 @@ struct Tile90Bwd {
   static constexpr int kOffLD = kOffDQ + kConsumers * kDQ;
   static constexpr int kOffBar = kOffLD + kStages * kLD;
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages + 2 * kConsumers);
-  static_assert(kBr == 64 && kBc == 128, "the consumers' fragments are written for m64 blocks of 64 queries, two of 64 keys");
-  static_assert(kD == 64 || kD == 128, "D in 64-column boxes, dQ split by keys (64) or columns (128)");
-  static_assert(kConsumerRegs >= kD + 64 + (kDQByCols ? 32 : kD / 2), "dK, dV, S^T, dP^T and dQ_m fit a consumer's registers");
+  static_assert((kBr == 64 || (kBr == 128 && kD == 64)) && kBc == 128,
+                "two consumers of 64 keys; query blocks of 64 (D 64, 128) or 128 (D64, dQ by rows)");
+  static_assert(kD == 64 || kD == 128, "D in 64-column boxes");
+  static_assert(kConsumerRegs >= kD + kBr + kDQCols / 2, "dK, dV, S^T, dP^T and dQ_m fit a consumer's registers");
   static_assert(kSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
 };
 

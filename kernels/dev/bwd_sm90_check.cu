@@ -19,14 +19,17 @@
 //       Di sat in the softmax's critical path.
 //   v5  v3's order with v4's staging: the product's _ordered kernels.
 //   sum (Tile90Bwd::kDQSum, D64 only; argument "sum"): the two consumers'
-//       partials summed in shared memory, then one add; not yet measured.
-//   Not yet: persistence, ping-pong between the consumers, Br 128 at D64.
+//       partials summed in shared memory, then one add. H100, N 1024-16384:
+//       plain 0.89-0.93x v4, ordered 1.11-1.20x v5.
+//   br128 (D64 only; argument "br128"): query blocks of 128 rows, dQ_m split
+//       by rows between the consumers (disjoint partials, one add each).
+//   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
 //   .build/bwd_sm90 check    # odd shapes, fp16 and bf16, D 64 and 128, causal and not, GQA; the ordered pass bit-reproducible
 //   .build/bwd_sm90 bench    # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s of the single pass alone
-//   .build/bwd_sm90 check sum, bench sum: D64 with kDQSum
+//   .build/bwd_sm90 check sum, bench sum: D64 with kDQSum; br128: D64 in query blocks of 128
 // Here (no GPU): $(kernels/cuda12.sh) ... with the same flags builds it too
 // (the static CUDA runtime comes with it).
 //
@@ -61,10 +64,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) lab_bwd(const __grid_constant_
 }
 
 // The D64 tile with its dQ partials summed before one add (argument "sum").
-struct SumTile64 : Sm90BwdTraits<64>::type {
+struct SumTile64 : Tile90Bwd<64, 64, 128, 2, true> {
   static constexpr bool kDQSum = true;
 };
-static bool g_sum = false;
+// D64 in query blocks of 128, dQ split by rows (argument "br128").
+using Br128Tile64 = Tile90Bwd<64, 128, 128, 2, true>;
+static bool g_sum = false, g_br128 = false;
+// The D64 tile the arguments pick (the shipped one without any).
+static int br_of(int d) { return d == 64 && g_br128 ? 128 : d == 64 && g_sum ? 64 : Sm90BwdTraits<64>::type::kBr; }
 
 // ---------------------------------------------------------------------------
 // Host: tensor maps, launch, float64 reference, check and bench.
@@ -188,7 +195,7 @@ template <class E>
 struct DevRun {
   E *q, *k, *v, *dout, *dk, *dv;
   float* acc;  // the product's scratch: accumulator, LSE log2(e), Di, turns (Sm90BwdArgs)
-  int rows;
+  int br, rows;  // query block rows, accumulator rows per (b, h)
   size_t acc_floats;  // the accumulator part
   Sm90BwdArgs a;
 };
@@ -199,7 +206,8 @@ template <class E>
 static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, const E* dout, const float* lse, const float* di) {
   DevRun<E> d{};
   const size_t nqe = size_t(pr.b) * pr.nq * pr.hq * pr.d, nke = size_t(pr.b) * pr.nk * pr.hkv * pr.d;
-  d.rows = (pr.nq + 63) / 64 * 64;
+  d.br = pr.d == 64 ? br_of(64) : Sm90BwdTraits<128>::type::kBr;
+  d.rows = (pr.nq + d.br - 1) / d.br * d.br;
   const size_t bhr = size_t(pr.b) * pr.hq * d.rows;
   d.acc_floats = bhr * pr.d;
   CK(cudaMalloc(&d.q, nqe * 2));
@@ -233,8 +241,8 @@ static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, c
   CK(cudaMemset(d.dk, 0xff, nke * 2));  // NaN poison: every key's row must be written
   CK(cudaMemset(d.dv, 0xff, nke * 2));
   Sm90BwdArgs& a = d.a;
-  make_map<E>(a.q_map, d.q, pr.b, pr.nq, pr.hq, pr.d, 64);
-  make_map<E>(a.do_map, d.dout, pr.b, pr.nq, pr.hq, pr.d, 64);
+  make_map<E>(a.q_map, d.q, pr.b, pr.nq, pr.hq, pr.d, d.br);
+  make_map<E>(a.do_map, d.dout, pr.b, pr.nq, pr.hq, pr.d, d.br);
   make_map<E>(a.k_map, d.k, pr.b, pr.nk, pr.hkv, pr.d, 128);
   make_map<E>(a.v_map, d.v, pr.b, pr.nk, pr.hkv, pr.d, 128);
   BwdParams& p = a.p;
@@ -267,7 +275,8 @@ template <class E, bool Det>
 static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
   using T64 = Sm90BwdTraits<64>::type;
   using T128 = Sm90BwdTraits<128>::type;
-  if (pr.d == 64 && g_sum) pr.causal ? launch_as<SumTile64, E, true, Det>(pr, d, s) : launch_as<SumTile64, E, false, Det>(pr, d, s);
+  if (pr.d == 64 && g_br128) pr.causal ? launch_as<Br128Tile64, E, true, Det>(pr, d, s) : launch_as<Br128Tile64, E, false, Det>(pr, d, s);
+  else if (pr.d == 64 && g_sum) pr.causal ? launch_as<SumTile64, E, true, Det>(pr, d, s) : launch_as<SumTile64, E, false, Det>(pr, d, s);
   else if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
   else pr.causal ? launch_as<T128, E, true, Det>(pr, d, s) : launch_as<T128, E, false, Det>(pr, d, s);
 }
@@ -282,6 +291,8 @@ static void errs(const std::vector<double>& got, const std::vector<double>& trut
 }
 
 static int acc_index(int r, int x, int d) {
+  if (d == 64 && g_br128) return sm90::dq_acc_index<Br128Tile64>(r, x);
+  if (d == 64 && g_sum) return sm90::dq_acc_index<SumTile64>(r, x);
   return d == 64 ? sm90::dq_acc_index<Sm90BwdTraits<64>::type>(r, x) : sm90::dq_acc_index<Sm90BwdTraits<128>::type>(r, x);
 }
 
@@ -303,7 +314,7 @@ static bool check_one(const Problem& pr, uint32_t seed) {
       for (int h = 0; h < pr.hq; ++h)
         for (int x = 0; x < pr.d; ++x)  // the convert kernel's work: scale, round to E
           gq[((size_t(b) * pr.nq + i) * pr.hq + h) * pr.d + x] =
-              rnd<E>(double(acc[((size_t(b) * pr.hq + h) * d.rows + i / 64 * 64) * pr.d + acc_index(i % 64, x, pr.d)]) * d.a.p.scale);
+              rnd<E>(double(acc[((size_t(b) * pr.hq + h) * d.rows + i / d.br * d.br) * pr.d + acc_index(i % d.br, x, pr.d)]) * d.a.p.scale);
   release(d);
   const double u = std::is_same<E, __nv_bfloat16>::value ? 1.0 / 256 : 1.0 / 2048;
   bool ok = true;
@@ -407,6 +418,7 @@ static void bench_dtype(const char* name) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
   g_sum = argc > 2 && std::string(argv[2]) == "sum";
+  g_br128 = argc > 2 && std::string(argv[2]) == "br128";
   if (mode == "check") return check();
   if (mode == "bench") {
     bench_dtype<__half, false>("fp16");
@@ -414,6 +426,6 @@ int main(int argc, char** argv) {
     bench_dtype<__nv_bfloat16, false>("bf16");
     return 0;
   }
-  std::fprintf(stderr, "usage: bwd_sm90 check|bench [sum]\n");
+  std::fprintf(stderr, "usage: bwd_sm90 check|bench [sum|br128]\n");
   return 2;
 }
