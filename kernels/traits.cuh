@@ -574,12 +574,10 @@ struct Tile90Bwd {
   // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
   // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
   // writer, a producer thread, spilled its loop state at 24).
-  // Where dQ_m is split (below): D128's consumers and Br 128's need 240 (at
-  // 232 ptxas serialised D128's ordered twin's wgmmas); D64 by keys takes 232
-  // and leaves the producer 40 (by keys, an ordered twin's dQ writer, a
-  // producer thread, spilled its loop state at 24).
-  static constexpr bool kBig = kD == 128 || kBr == 128;
-  static constexpr int kProducerRegs = kBig ? 24 : 40, kConsumerRegs = kBig ? 240 : 232;
+  // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
+  // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
+  // writer, a producer thread, spilled its loop state at 24).
+  static constexpr int kProducerRegs = kD == 128 ? 24 : 40, kConsumerRegs = kD == 128 ? 240 : 232;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc waits forever for registers the CTA does not have");
   static constexpr int kBox = 64;                        // TMA box columns: one 128-byte swizzle row
