@@ -574,9 +574,6 @@ struct Tile90Bwd {
   // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
   // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
   // writer, a producer thread, spilled its loop state at 24).
-  // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
-  // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
-  // writer, a producer thread, spilled its loop state at 24).
   static constexpr int kProducerRegs = kD == 128 ? 24 : 40, kConsumerRegs = kD == 128 ? 240 : 232;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc waits forever for registers the CTA does not have");
