@@ -20,10 +20,11 @@
 //       of dQ_m = dS K. The mask runs only on the blocks that need it (the
 //       last key block, the causal diagonal's). The register arrays are pinned
 //       (fence_regs) so that ptxas issues each batch of wgmmas back to back.
-//     dQ_m: each consumer's 64 x D partial (by columns at D128: 64 columns
-//       over all Bc keys) goes to shared memory in fragment order (dq_frag:
-//       conflict-free float2 stores) and is added to the fp32 accumulator,
-//       laid out in the same order, by one TMA bulk reduce-add.
+//     dQ_m: each consumer's partial (Tile90Bwd's split: by columns, 64
+//       columns over all Bc keys; by rows, 64 queries over all Bc keys; by
+//       keys, its own 64 keys) goes to shared memory in fragment order
+//       (dq_frag: conflict-free float2 stores) and is added to the fp32
+//       accumulator, laid out in the same order, by one TMA bulk reduce-add.
 //     kDet (the _ordered kernels, Options.Deterministic): the key blocks add
 //       their partials in a fixed order, a turn counter per query block in
 //       global memory (acquire/release); a thread of the producer warpgroup
