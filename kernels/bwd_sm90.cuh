@@ -304,9 +304,10 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
   mbar_wait(fullKV, 0);
   float s[T::kBr / 2], dp[T::kBr / 2];
-  // S^T, then dP^T, of the block in stage st: one wgmma group each.
-  auto issue_s = [&](int st, int g) {
+  // S^T and then dP^T of the block in stage st, as two wgmma groups.
+  auto issue_sdp = [&](int st, int g) {
     const unsigned char* q = sQ + st * T::kQ;
+    const unsigned char* dO = sDO + st * T::kQ;
     mbar_wait(fullQ + st, (g / T::kStages) & 1);
     wgmma_fence();
 #pragma unroll
@@ -315,9 +316,6 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
                   j > 0);
     wgmma_commit();  // S^T alone: P^T is computed while dP^T's GEMM runs
     fence_regs(s);
-  };
-  auto issue_dp = [&](int st) {
-    const unsigned char* dO = sDO + st * T::kQ;
 #pragma unroll
     for (int j = 0; j < D / 16; ++j)
       wgmma_ss<E>(dp, desc(vw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024),
@@ -325,9 +323,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
     wgmma_commit();
     fence_regs(dp);
   };
-  // kPipe: the next block's S^T (D64: and dP^T) is issued right after this
-  // block's dV, dK and dQ GEMMs and runs under its dQ epilogue.
-  constexpr bool kPipeDP = T::kPipe && D == 64;
+  // kPipe: the next block's S^T and dP^T are issued right after this block's
+  // dV, dK and dQ GEMMs and run under its dQ epilogue.
   int g = 0;
   for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
     const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
@@ -336,8 +333,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       const unsigned char* q = sQ + st * T::kQ;
       const unsigned char* dO = sDO + st * T::kQ;
       const float* sl = reinterpret_cast<const float*>(smem + T::kOffLD + st * T::kLD);  // LSE log2(e), then Di
-      if (!T::kPipe || g == 0) issue_s(st, g);
-      if (!kPipeDP || g == 0) issue_dp(st);
+      if (!T::kPipe || g == 0) issue_sdp(st, g);
       wgmma_wait<1>();
       fence_regs(s);
       // P^T in place of S^T. Keys past Nk are masked (their zero-filled
@@ -428,13 +424,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       fence_regs(pf);
       fence_regs(df);
       if (T::kPipe && (m + 1 < tr || h + 1 < (hk + 1) * grp)) {
-        issue_s((g + 1) % T::kStages, g + 1);
-        if constexpr (kPipeDP) {
-          issue_dp((g + 1) % T::kStages);
-          wgmma_wait<2>();
-        } else {
-          wgmma_wait<1>();
-        }
+        issue_sdp((g + 1) % T::kStages, g + 1);
+        wgmma_wait<2>();
       } else {
         wgmma_wait<0>();
       }

@@ -23,8 +23,8 @@
 //       plain 0.89-0.93x v4, ordered 1.11-1.20x v5.
 //   br128 (D64 only; argument "br128"): query blocks of 128 rows, dQ_m split
 //       by rows between the consumers (disjoint partials, one add each).
-//   pipe (Tile90Bwd::kPipe; argument "pipe"): the next block's S^T (D64:
-//       and dP^T) issued before this block's dQ epilogue.
+//   pipe (Tile90Bwd::kPipe, D64 by keys; argument "pipe"): the next block's
+//       S^T and dP^T issued before this block's dQ epilogue.
 //   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
@@ -71,11 +71,8 @@ struct SumTile64 : Tile90Bwd<64, 64, 128, 2, true> {
 };
 // D64 in query blocks of 128, dQ split by rows (argument "br128").
 using Br128Tile64 = Tile90Bwd<64, 128, 128, 2, true>;
-// The next block's S^T (D64: and dP^T) issued before the dQ epilogue (argument "pipe").
+// D64 with the next block's S^T and dP^T issued before the dQ epilogue (argument "pipe").
 struct PipeTile64 : Tile90Bwd<64, 64, 128, 2, true> {
-  static constexpr bool kPipe = true;
-};
-struct PipeTile128 : Sm90BwdTraits<128>::type {
   static constexpr bool kPipe = true;
 };
 static bool g_sum = false, g_br128 = false, g_pipe = false;
@@ -288,7 +285,6 @@ static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
   else if (pr.d == 64 && g_br128) pr.causal ? launch_as<Br128Tile64, E, true, Det>(pr, d, s) : launch_as<Br128Tile64, E, false, Det>(pr, d, s);
   else if (pr.d == 64 && g_sum) pr.causal ? launch_as<SumTile64, E, true, Det>(pr, d, s) : launch_as<SumTile64, E, false, Det>(pr, d, s);
   else if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
-  else if (g_pipe) pr.causal ? launch_as<PipeTile128, E, true, Det>(pr, d, s) : launch_as<PipeTile128, E, false, Det>(pr, d, s);
   else pr.causal ? launch_as<T128, E, true, Det>(pr, d, s) : launch_as<T128, E, false, Det>(pr, d, s);
 }
 
