@@ -303,28 +303,6 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
   mbar_wait(fullKV, 0);
-  float s[T::kBr / 2], dp[T::kBr / 2];
-  // S^T and then dP^T of the block in stage st, as two wgmma groups.
-  auto issue_sdp = [&](int st, int g) {
-    const unsigned char* q = sQ + st * T::kQ;
-    const unsigned char* dO = sDO + st * T::kQ;
-    mbar_wait(fullQ + st, (g / T::kStages) & 1);
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < D / 16; ++j)
-      wgmma_ss<E>(s, desc(kw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024), desc(q + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024),
-                  j > 0);
-    wgmma_commit();  // S^T alone: P^T is computed while dP^T's GEMM runs
-    fence_regs(s);
-#pragma unroll
-    for (int j = 0; j < D / 16; ++j)
-      wgmma_ss<E>(dp, desc(vw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024),
-                  desc(dO + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024), j > 0);
-    wgmma_commit();
-    fence_regs(dp);
-  };
-  // kPipe: the next block's S^T and dP^T are issued right after this block's
-  // dV, dK and dQ GEMMs and run under its dQ epilogue.
   int g = 0;
   for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
     const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
@@ -333,7 +311,21 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       const unsigned char* q = sQ + st * T::kQ;
       const unsigned char* dO = sDO + st * T::kQ;
       const float* sl = reinterpret_cast<const float*>(smem + T::kOffLD + st * T::kLD);  // LSE log2(e), then Di
-      if (!T::kPipe || g == 0) issue_sdp(st, g);
+      mbar_wait(fullQ + st, (g / T::kStages) & 1);
+      float s[T::kBr / 2], dp[T::kBr / 2];
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j)
+        wgmma_ss<E>(s, desc(kw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024), desc(q + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024),
+                    j > 0);
+      wgmma_commit();  // S^T alone: P^T is computed while dP^T's GEMM runs
+      fence_regs(s);
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j)
+        wgmma_ss<E>(dp, desc(vw + (j / 4) * T::kKVBlock + (j % 4) * 32, 16, 1024),
+                    desc(dO + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024), j > 0);
+      wgmma_commit();
+      fence_regs(dp);
       wgmma_wait<1>();
       fence_regs(s);
       // P^T in place of S^T. Keys past Nk are masked (their zero-filled
@@ -423,12 +415,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       wgmma_commit();
       fence_regs(pf);
       fence_regs(df);
-      if (T::kPipe && (m + 1 < tr || h + 1 < (hk + 1) * grp)) {
-        issue_sdp((g + 1) % T::kStages, g + 1);
-        wgmma_wait<2>();
-      } else {
-        wgmma_wait<0>();
-      }
+      wgmma_wait<0>();
       fence_regs(dv);
       fence_regs(dk);
       fence_regs(dq);

@@ -596,10 +596,6 @@ struct Tile90Bwd {
   // each. An option the lab harness times (dev/bwd_sm90_check.cu's "sum");
   // no shipped row sets it.
   static constexpr bool kDQSum = false;
-  // The next block's S^T and dP^T issued before this block's dQ epilogue
-  // (their 2 x Br/2 registers beside dK, dV, dQ_m, P^T and dS^T): an option
-  // the lab harness times (dev/bwd_sm90_check.cu's "pipe"); no shipped row sets it.
-  static constexpr bool kPipe = false;
   static constexpr int kDQ = kDQRows * kDQCols * 4;      // one consumer's dQ_m partial, fp32, fragment order
   static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
   // K | V | Q_m[stages] | dO_m[stages] | dS^T[consumers] | dQ_m[consumers] |

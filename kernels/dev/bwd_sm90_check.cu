@@ -23,8 +23,6 @@
 //       plain 0.89-0.93x v4, ordered 1.11-1.20x v5.
 //   br128 (D64 only; argument "br128"): query blocks of 128 rows, dQ_m split
 //       by rows between the consumers (disjoint partials, one add each).
-//   pipe (Tile90Bwd::kPipe, D64 by keys; argument "pipe"): the next block's
-//       S^T and dP^T issued before this block's dQ epilogue.
 //   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
@@ -71,13 +69,9 @@ struct SumTile64 : Tile90Bwd<64, 64, 128, 2, true> {
 };
 // D64 in query blocks of 128, dQ split by rows (argument "br128").
 using Br128Tile64 = Tile90Bwd<64, 128, 128, 2, true>;
-// D64 with the next block's S^T and dP^T issued before the dQ epilogue (argument "pipe").
-struct PipeTile64 : Tile90Bwd<64, 64, 128, 2, true> {
-  static constexpr bool kPipe = true;
-};
-static bool g_sum = false, g_br128 = false, g_pipe = false;
+static bool g_sum = false, g_br128 = false;
 // The D64 tile the arguments pick (the shipped one without any).
-static int br_of(int d) { return d == 64 && g_br128 ? 128 : d == 64 && (g_sum || g_pipe) ? 64 : Sm90BwdTraits<64>::type::kBr; }
+static int br_of(int d) { return d == 64 && g_br128 ? 128 : d == 64 && g_sum ? 64 : Sm90BwdTraits<64>::type::kBr; }
 
 // ---------------------------------------------------------------------------
 // Host: tensor maps, launch, float64 reference, check and bench.
@@ -281,8 +275,7 @@ template <class E, bool Det>
 static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
   using T64 = Sm90BwdTraits<64>::type;
   using T128 = Sm90BwdTraits<128>::type;
-  if (pr.d == 64 && g_pipe) pr.causal ? launch_as<PipeTile64, E, true, Det>(pr, d, s) : launch_as<PipeTile64, E, false, Det>(pr, d, s);
-  else if (pr.d == 64 && g_br128) pr.causal ? launch_as<Br128Tile64, E, true, Det>(pr, d, s) : launch_as<Br128Tile64, E, false, Det>(pr, d, s);
+  if (pr.d == 64 && g_br128) pr.causal ? launch_as<Br128Tile64, E, true, Det>(pr, d, s) : launch_as<Br128Tile64, E, false, Det>(pr, d, s);
   else if (pr.d == 64 && g_sum) pr.causal ? launch_as<SumTile64, E, true, Det>(pr, d, s) : launch_as<SumTile64, E, false, Det>(pr, d, s);
   else if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
   else pr.causal ? launch_as<T128, E, true, Det>(pr, d, s) : launch_as<T128, E, false, Det>(pr, d, s);
@@ -300,7 +293,6 @@ static void errs(const std::vector<double>& got, const std::vector<double>& trut
 static int acc_index(int r, int x, int d) {
   if (d == 64 && g_br128) return sm90::dq_acc_index<Br128Tile64>(r, x);
   if (d == 64 && g_sum) return sm90::dq_acc_index<SumTile64>(r, x);
-  if (d == 64 && g_pipe) return sm90::dq_acc_index<PipeTile64>(r, x);
   return d == 64 ? sm90::dq_acc_index<Sm90BwdTraits<64>::type>(r, x) : sm90::dq_acc_index<Sm90BwdTraits<128>::type>(r, x);
 }
 
@@ -427,7 +419,6 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
   g_sum = argc > 2 && std::string(argv[2]) == "sum";
   g_br128 = argc > 2 && std::string(argv[2]) == "br128";
-  g_pipe = argc > 2 && std::string(argv[2]) == "pipe";
   if (mode == "check") return check();
   if (mode == "bench") {
     bench_dtype<__half, false>("fp16");
@@ -435,6 +426,6 @@ int main(int argc, char** argv) {
     bench_dtype<__nv_bfloat16, false>("bf16");
     return 0;
   }
-  std::fprintf(stderr, "usage: bwd_sm90 check|bench [sum|br128|pipe]\n");
+  std::fprintf(stderr, "usage: bwd_sm90 check|bench [sum|br128]\n");
   return 2;
 }
