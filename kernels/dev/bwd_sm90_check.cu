@@ -23,6 +23,8 @@
 //       plain 0.89-0.93x v4, ordered 1.11-1.20x v5.
 //   br128 (D64 only; argument "br128"): query blocks of 128 rows, dQ_m split
 //       by rows between the consumers (disjoint partials, one add each).
+//   Not kept: the next block's S^T and dP^T issued before this block's dQ
+//       epilogue (ptxas serialised every wgmma).
 //   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
