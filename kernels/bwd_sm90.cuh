@@ -197,7 +197,6 @@ __device__ void bwd_dqconv(const Sm90BwdArgs& a) {
 template <class T, bool kCausal, class E, bool kDet>
 __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   constexpr int D = T::kD;
-  constexpr bool kSum = !T::kDQDisjoint && T::kDQSum;  // one add of the summed partials (in consumer 0's buffer)
   static_assert(T::kConsumers == 2, "two consumer warpgroups (consumer_sync's ids, consumers_sync's 256 threads)");
   const BwdParams& p = a.p;
   const BwdScratch scr = bwd_scratch(p);
@@ -249,12 +248,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         for (int m = m_begin; m < tr; ++m, ++g, acc += T::kBr * D, ++turn) {
           const int mine = turn_of(m);
           mbar_wait(dqFull, g & 1);
-          if (!kSum) mbar_wait(dqFull + 1, g & 1);
+          mbar_wait(dqFull + 1, g & 1);
           wait_turn(turn, mine);
           // By columns or rows the two partials are disjoint: one group. By
-          // keys both add to the whole block: consumer 0's first, then 1's
-          // (kSum: their sum, once).
-          for (int c = 0; c < (kSum ? 1 : 2); ++c) {
+          // keys both add to the whole block: consumer 0's first, then 1's.
+          for (int c = 0; c < 2; ++c) {
             bulk_reduce_add(acc + (T::kDQDisjoint ? c * T::kDQ / 4 : 0), smem + T::kOffDQ + c * T::kDQ, T::kDQ);
             bulk_commit();
             if (!T::kDQDisjoint) bulk_wait_all();
@@ -263,7 +261,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           asm volatile("fence.proxy.async.global;\n" ::: "memory");  // them (async proxy) before
           st_release(turn, mine + 1);  // the release that hands the next key block its turn
           mbar_arrive(dqEmpty);
-          if (!kSum) mbar_arrive(dqEmpty + 1);
+          mbar_arrive(dqEmpty + 1);
         }
       }
       return;
@@ -423,15 +421,14 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       // The block's partial in fragment order (by columns or rows: consumer
       // c's 64 x 64 at c * 64 * 64).
       float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
-      const bool adder = tc == 0 && (!kSum || c == 0);  // issues (or hands the writer) this buffer's add
       if constexpr (kDet) {
-        if (g > 0) mbar_wait(dqEmpty + (kSum ? 0 : c), (g - 1) & 1);  // the writer has added the last block's
-      } else if (adder) {
+        if (g > 0) mbar_wait(dqEmpty + c, (g - 1) & 1);  // the writer has added the last block's
+      } else if (tc == 0) {
         bulk_wait_read();  // the last block's reduce has read buf
       }
       // By columns or rows, this barrier also keeps dS^T until both
       // consumers' dQ GEMMs are done with it (the next block rewrites it).
-      if constexpr (T::kDQDisjoint || kSum) consumers_sync();
+      if constexpr (T::kDQDisjoint) consumers_sync();
       else consumer_sync<2>(c);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
@@ -439,19 +436,9 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         for (int i = 0; i < T::kDQCols / 8; ++i)
           *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, T::kDQCols)) =
               make_float2(dq[4 * i + 2 * hh], dq[4 * i + 2 * hh + 1]);
-      if constexpr (kSum) {  // consumer 0's buffer += consumer 1's, four float4 per thread
-        consumers_sync();
-        float4* b0 = reinterpret_cast<float4*>(smem + T::kOffDQ);
-        const float4* b1 = reinterpret_cast<const float4*>(smem + T::kOffDQ + T::kDQ);
-        for (int i = c * 128 + tc; i < T::kDQ / 16; i += 256) {
-          const float4 x = b0[i], y = b1[i];
-          b0[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-        }
-      }
       fence_proxy_async();
-      if constexpr (kSum) consumers_sync();
-      else consumer_sync<2>(c);
-      if (adder) {  // rows past Nq add zeros to the accumulator's padding rows
+      consumer_sync<2>(c);
+      if (tc == 0) {  // rows past Nq add zeros to the accumulator's padding rows
         if constexpr (kDet) {
           mbar_arrive(dqFull + c);  // the writer adds it
         } else {

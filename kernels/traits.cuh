@@ -591,11 +591,6 @@ struct Tile90Bwd {
   static constexpr bool kDQByCols = kD == 128, kDQByRows = !kDQByCols && kBr == 128;
   static constexpr bool kDQDisjoint = kDQByCols || kDQByRows;
   static constexpr int kDQCols = kDQByCols ? 64 : kD, kDQRows = kDQByRows ? 64 : kBr;
-  // By keys: the two consumers' partials summed in shared memory, then one
-  // add (one turn's wait fewer for the ordered twin), instead of one add
-  // each. An option the lab harness times (dev/bwd_sm90_check.cu's "sum");
-  // no shipped row sets it.
-  static constexpr bool kDQSum = false;
   static constexpr int kDQ = kDQRows * kDQCols * 4;      // one consumer's dQ_m partial, fp32, fragment order
   static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
   // K | V | Q_m[stages] | dO_m[stages] | dS^T[consumers] | dQ_m[consumers] |
