@@ -30,6 +30,7 @@
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
 //   .build/bwd_sm90 check    # odd shapes, fp16 and bf16, D 64 and 128, causal and not, GQA; the ordered pass bit-reproducible
 //   .build/bwd_sm90 bench    # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s of the single pass alone
+//   .build/bwd_sm90 sanitize  # check's small problems alone, for compute-sanitizer (memcheck, racecheck, synccheck)
 //   .build/bwd_sm90 check br128, bench br128: D64 in query blocks of 128
 // Here (no GPU): $(kernels/cuda12.sh) ... with the same flags builds it too
 // (the static CUDA runtime comes with it).
@@ -332,7 +333,9 @@ static bool check_one(const Problem& pr, uint32_t seed) {
   return ok;
 }
 
-static int check() {
+// repeats: also the ordered pass's bit-for-bit repeats on multi-wave problems
+// (without them, "sanitize": small problems only, for compute-sanitizer).
+static int check(bool repeats) {
   const Problem ps[] = {
       {1, 1, 1, 1, 1, 64, false},      {1, 17, 17, 2, 1, 64, true},     {1, 97, 97, 2, 2, 128, false},
       {2, 130, 257, 4, 2, 64, true},   {1, 257, 130, 4, 1, 128, true},  {1, 300, 300, 4, 4, 128, true},
@@ -345,6 +348,10 @@ static int check() {
     fails += !check_one<__half, true>(p, seed++);
     fails += !check_one<__nv_bfloat16, false>(p, seed);
     fails += !check_one<__nv_bfloat16, true>(p, seed++);
+  }
+  if (!repeats) {
+    std::printf(fails ? "CHECK FAILED (%d)\n" : "all checks passed\n", fails);
+    return fails ? 1 : 0;
   }
   // The ordered pass is deterministic: the same dQ accumulator, bit for bit,
   // over 5 runs, on problems of many CTA waves (cheap inputs: N(0,1), LSE =
@@ -413,13 +420,13 @@ static void bench_dtype(const char* name) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
   g_br128 = argc > 2 && std::string(argv[2]) == "br128";
-  if (mode == "check") return check();
+  if (mode == "check" || mode == "sanitize") return check(mode == "check");
   if (mode == "bench") {
     bench_dtype<__half, false>("fp16");
     bench_dtype<__half, true>("fp16");
     bench_dtype<__nv_bfloat16, false>("bf16");
     return 0;
   }
-  std::fprintf(stderr, "usage: bwd_sm90 check|bench [br128]\n");
+  std::fprintf(stderr, "usage: bwd_sm90 check|sanitize|bench [br128]\n");
   return 2;
 }
