@@ -340,6 +340,7 @@ static int check(bool repeats) {
       {1, 1, 1, 1, 1, 64, false},      {1, 17, 17, 2, 1, 64, true},     {1, 97, 97, 2, 2, 128, false},
       {2, 130, 257, 4, 2, 64, true},   {1, 257, 130, 4, 1, 128, true},  {1, 300, 300, 4, 4, 128, true},
       {2, 200, 333, 8, 2, 128, false}, {1, 1025, 1025, 2, 1, 64, true}, {1, 513, 700, 2, 2, 128, false},
+      {2, 200, 333, 4, 2, 64, false},  {1, 300, 130, 4, 1, 64, true},  // D64: a last query block of 72 or 44 rows
   };
   int fails = 0;
   uint32_t seed = 1;
