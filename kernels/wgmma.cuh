@@ -124,6 +124,26 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss_init(float (&d)[64], uint64_
   SM90_WGMMA(E, SM90_ASM)
 #undef SM90_ASM
 }
+// dQ's GEMM (bwd_sm90.cuh): d (64 x N) += A (64 x 16 in shared memory,
+// M-major: trans-a 1) . B (16 x N in shared memory, N-major: trans-b 1).
+template <class E>
+__device__ __forceinline__ void wgmma_m64n128k16_tt(float (&d)[64], uint64_t a, uint64_t b) {
+#define SM90_ASM(TY)                                                                                                 \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " SM90_R64 ", %64, %65, 1, 1, 1, 1, 1;\n" \
+               : SM90_ACC64("+f")                                                                                   \
+               : "l"(a), "l"(b))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
+}
+template <class E>
+__device__ __forceinline__ void wgmma_m64n64k16_tt(float (&d)[32], uint64_t a, uint64_t b) {
+#define SM90_ASM(TY)                                                                                                \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " SM90_R32 ", %32, %33, 1, 1, 1, 1, 1;\n" \
+               : SM90_ACC32("+f")                                                                                  \
+               : "l"(a), "l"(b))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
+}
 #undef SM90_WGMMA
 #undef SM90_ACC32
 #undef SM90_ACC64
@@ -131,7 +151,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss_init(float (&d)[64], uint64_
 #undef SM90_R64
 
 // By accumulator size (N = 2 x its floats): d (64xN) [+]= A . B, both from
-// shared memory (ss) or A from registers and B N-major (rs).
+// shared memory (ss; tt: A M-major, B N-major) or A from registers and B
+// N-major (rs).
 template <class E>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
   wgmma_m64n128k16_ss<E>(d, a, b, scale_d);
@@ -151,6 +172,14 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4],
 template <class E>
 __device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
   wgmma_m64n64k16_rs<E>(d, a, b);
+}
+template <class E>
+__device__ __forceinline__ void wgmma_tt(float (&d)[64], uint64_t a, uint64_t b) {
+  wgmma_m64n128k16_tt<E>(d, a, b);
+}
+template <class E>
+__device__ __forceinline__ void wgmma_tt(float (&d)[32], uint64_t a, uint64_t b) {
+  wgmma_m64n64k16_tt<E>(d, a, b);
 }
 
 // lo, hi rounded to nearest (even) in E and packed as a wgmma A register.
