@@ -248,7 +248,7 @@ func wantBackward(g planGPU, dt DType, d int, causal, mods, varlen, det bool) []
 		return []want{kern("bwd_pre", path, d, false, bf16, false, "_varlen"),
 			kern("bwd_dkdv", path, d, false, bf16, causal, "_varlen"), kern("bwd_dq", path, d, false, bf16, causal, "_varlen")}
 	}
-	if g.hopper && !mods && !varlen && (d == 128 || d == 64 && !det) { // the Hopper single pass, fp16 and bf16 (D64's ordered twin: none)
+	if g.hopper && !mods && !varlen && (d == 64 || d == 128) { // the Hopper single pass and its ordered twin, fp16 and bf16
 		pass := "bwd_dkdvq"
 		if det {
 			pass = "bwd_dkdvqdet"

@@ -73,7 +73,7 @@ type Options struct {
 	// fixed order, so dQ may differ in its last bits from call to call;
 	// Deterministic runs, where the device runs a large single-pass tile
 	// (D 128 and 256 on A100, H100/H200; D 64 causal), at D 256 everywhere
-	// on the sm_80 path and at D 128 on the Hopper one, the same single pass with the dQ
+	// on the sm_80 path and at D 64 and 128 on the Hopper one, the same single pass with the dQ
 	// additions in a fixed order (key block after key block, each waiting for
 	// the one before it; its dQ accumulator carries one int32 counter per
 	// query block), elsewhere the three-kernel backward (dK/dV and dQ kernels

@@ -688,7 +688,11 @@ func TestSM90ABwdMaps(t *testing.T) {
 	if _, ok := SM90ABwdMaps(v, &p); ok {
 		t.Error("SM90ABwdMaps maps a dO broadcast over the batch")
 	}
-	if n, want := DQAccumLen(v, 2, 300, 8), 2*8*320*(64+2)+2*8*5; n != want {
+	rb, ok := map[int][2]int{64: {320, 5}, 128: {384, 3}}[v.Br] // 300 rows in query blocks of Br: rows, blocks
+	if !ok {
+		t.Fatalf("D64 Hopper backward in query blocks of %d: no expectation", v.Br)
+	}
+	if n, want := DQAccumLen(v, 2, 300, 8), 2*8*rb[0]*(64+2)+2*8*rb[1]; n != want {
 		t.Errorf("DQAccumLen = %d, want %d (accumulator, LSE and Di per row, a turn per query block)", n, want)
 	}
 	if HeadsFastest(v) {

@@ -18,12 +18,15 @@
 //       482 TFLOP/s, D64 343 (H200): the per-element global loads of LSE and
 //       Di sat in the softmax's critical path.
 //   v5  v3's order with v4's staging: the product's _ordered kernels.
-//   br128 (D64 only; argument "br128"): query blocks of 128 rows, dQ_m split
-//       by rows between the consumers (disjoint partials, one add each).
+//   v6  D64 in query blocks of 128, dQ_m split by rows between the consumers
+//       (disjoint partials, one add each): H100, N 1024-16384, plain
+//       1.17-1.19x v4 (N 8192 351 -> 415 TFLOP/s), ordered 1.45-1.67x v5.
 //   Not kept (git history has them): at D64 the two consumers' partials
 //       summed in shared memory before one add (H100, N 1024-16384: plain
 //       0.89-0.93x v4, ordered 1.11-1.20x v5); the next block's S^T and dP^T
-//       issued before this block's dQ epilogue (ptxas serialised every wgmma).
+//       issued before this block's dQ epilogue (ptxas serialised every wgmma);
+//       a rotated D64 loop, block g-1's dV and dK under block g's softmax
+//       (1.03-1.05x v4, 0.88-0.90x v6, with which it does not fit the registers).
 //   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
@@ -31,7 +34,6 @@
 //   .build/bwd_sm90 check    # odd shapes, fp16 and bf16, D 64 and 128, causal and not, GQA; the ordered pass bit-reproducible
 //   .build/bwd_sm90 bench    # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s of the single pass alone
 //   .build/bwd_sm90 sanitize  # check's small problems alone, for compute-sanitizer (memcheck, racecheck, synccheck)
-//   .build/bwd_sm90 check br128, bench br128: D64 in query blocks of 128
 // Here (no GPU): $(kernels/cuda12.sh) ... with the same flags builds it too
 // (the static CUDA runtime comes with it).
 //
@@ -65,11 +67,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) lab_bwd(const __grid_constant_
   sm90::bwd_kernel<T, C, E, Det>(a);
 }
 
-// D64 in query blocks of 128, dQ split by rows (argument "br128").
-using Br128Tile64 = Tile90Bwd<64, 128, 128, 2, true>;
-static bool g_br128 = false;
-// The D64 tile the arguments pick (the shipped one without any).
-static int br_of(int d) { return d == 64 && g_br128 ? 128 : Sm90BwdTraits<64>::type::kBr; }
 
 // ---------------------------------------------------------------------------
 // Host: tensor maps, launch, float64 reference, check and bench.
@@ -204,7 +201,7 @@ template <class E>
 static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, const E* dout, const float* lse, const float* di) {
   DevRun<E> d{};
   const size_t nqe = size_t(pr.b) * pr.nq * pr.hq * pr.d, nke = size_t(pr.b) * pr.nk * pr.hkv * pr.d;
-  d.br = pr.d == 64 ? br_of(64) : Sm90BwdTraits<128>::type::kBr;
+  d.br = pr.d == 64 ? Sm90BwdTraits<64>::type::kBr : Sm90BwdTraits<128>::type::kBr;
   d.rows = (pr.nq + d.br - 1) / d.br * d.br;
   const size_t bhr = size_t(pr.b) * pr.hq * d.rows;
   d.acc_floats = bhr * pr.d;
@@ -273,8 +270,7 @@ template <class E, bool Det>
 static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
   using T64 = Sm90BwdTraits<64>::type;
   using T128 = Sm90BwdTraits<128>::type;
-  if (pr.d == 64 && g_br128) pr.causal ? launch_as<Br128Tile64, E, true, Det>(pr, d, s) : launch_as<Br128Tile64, E, false, Det>(pr, d, s);
-  else if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
+  if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
   else pr.causal ? launch_as<T128, E, true, Det>(pr, d, s) : launch_as<T128, E, false, Det>(pr, d, s);
 }
 
@@ -288,7 +284,6 @@ static void errs(const std::vector<double>& got, const std::vector<double>& trut
 }
 
 static int acc_index(int r, int x, int d) {
-  if (d == 64 && g_br128) return sm90::dq_acc_index<Br128Tile64>(r, x);
   return d == 64 ? sm90::dq_acc_index<Sm90BwdTraits<64>::type>(r, x) : sm90::dq_acc_index<Sm90BwdTraits<128>::type>(r, x);
 }
 
@@ -420,7 +415,6 @@ static void bench_dtype(const char* name) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
-  g_br128 = argc > 2 && std::string(argv[2]) == "br128";
   if (mode == "check" || mode == "sanitize") return check(mode == "check");
   if (mode == "bench") {
     bench_dtype<__half, false>("fp16");
@@ -428,6 +422,6 @@ int main(int argc, char** argv) {
     bench_dtype<__nv_bfloat16, false>("bf16");
     return 0;
   }
-  std::fprintf(stderr, "usage: bwd_sm90 check|sanitize|bench [br128]\n");
+  std::fprintf(stderr, "usage: bwd_sm90 check|sanitize|bench\n");
   return 2;
 }
