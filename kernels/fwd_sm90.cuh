@@ -554,20 +554,40 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     if (kSide) to_side(0);  // L of the |distance| form
     E* gO = static_cast<E*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
     float* gL = p.lse + (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq;
+    // kStageO: this warp's 16 rows, D / 8 16-byte chunks each, chunk k of
+    // row r at k ^ (r % 8): the quad's 4-byte writes of 8 rows and the
+    // 16-byte reads of a row's 8 chunks both hit 32 distinct banks.
+    constexpr int kChunks = T::kD / 8, kRowBytes = 2 * T::kD;
+    unsigned char* sO = smem + T::kStageOOff + (64 * c + 16 * w) * kRowBytes;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int row = row0 + 8 * hh;
       float sum = l[hh];
       sum += __shfl_xor_sync(0xffffffff, sum, 1);
       sum += __shfl_xor_sync(0xffffffff, sum, 2);
-      if (row >= p.nq) continue;
+      if (!T::kStageO && row >= p.nq) continue;
       const bool seen = m[hh] != -INFINITY;
       const float inv = seen ? 1.f / sum : 0.f;
+      const int r = g8 + 8 * hh;
 #pragma unroll
-      for (int i = 0; i < T::kD / 8; ++i)
-        *reinterpret_cast<uint32_t*>(gO + row * p.o_row_stride + 8 * i + c2) =
-            pack<E>(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
-      if (tc % 4 == 0) gL[row] = seen ? fmaf(m[hh], kMod ? mods.unit : p.scale, logf(sum)) : -INFINITY;
+      for (int i = 0; i < kChunks; ++i) {
+        const uint32_t v = pack<E>(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
+        if constexpr (T::kStageO) *reinterpret_cast<uint32_t*>(sO + r * kRowBytes + 16 * (i ^ g8) + 2 * c2) = v;
+        else *reinterpret_cast<uint32_t*>(gO + row * p.o_row_stride + 8 * i + c2) = v;
+      }
+      if (tc % 4 == 0 && row < p.nq) gL[row] = seen ? fmaf(m[hh], kMod ? mods.unit : p.scale, logf(sum)) : -INFINITY;
+    }
+    if constexpr (T::kStageO) {
+      __syncwarp();
+      const int lane = tc & 31;
+#pragma unroll
+      for (int j = 0; j < 16 * kChunks / 32; ++j) {
+        const int idx = 32 * j + lane, r = idx / kChunks, k = idx % kChunks, row = rowc + 16 * w + r;
+        if (row < p.nq)
+          *reinterpret_cast<uint4*>(gO + row * p.o_row_stride + 8 * k) =
+              *reinterpret_cast<const uint4*>(sO + r * kRowBytes + 16 * (k ^ (r % 8)));
+      }
+      __syncwarp();  // read before the next tile's rows are staged
     }
   }
 }

@@ -474,7 +474,7 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 // 16-bit pairs) of its 64 rows in registers; persistent (kPersistent: one CTA per SM
 // walks the tiles). Registers: 64K per CTA at launch, then the producer drops
 // to kProducerRegs and the consumers take the rest (multiples of 8).
-template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_, bool Overlap_ = true>
+template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_, bool Overlap_ = true, bool StageO_ = false>
 struct Tile90 {
   static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
   // The intra-warpgroup overlap (P_{n-1} V_{n-1} under the softmax of S_n),
@@ -482,6 +482,10 @@ struct Tile90 {
   // registers together, each step's P V waited for before S_n is issued
   // (fwd_sm90.cuh's step_seq): the consumers still overlap one another.
   static constexpr bool kOverlap = Overlap_;
+  // O leaves through shared memory: each warp stages its 16 rows (16-byte
+  // chunks swizzled by row), then stores whole rows by 16-byte stores, not
+  // 4-byte stores straight from the accumulator (fwd_sm90.cuh's epilogue).
+  static constexpr bool kStageO = StageO_;
   // Causal calls of at most this many keys run the sm_80 kernel instead (the
   // host's choice): over few key blocks the Hopper CTA's fixed cost (Q and
   // the first K/V behind TMA, the first S without overlap) loses to it.
@@ -500,11 +504,12 @@ struct Tile90 {
   static constexpr int kKVTile = kBc * kD * 2;          // K_n or V_n (bytes)
   // Q[consumers] | K[stages] | V[stages] | mbarriers: Q full; per stage K, V full
   // and empty; Q empty | a float per consumer thread (fwd_sm90.cuh's pin of the
-  // softmax).
+  // softmax) | kStageO: O's rows, D 16-bit values each, per consumer.
   static constexpr int kBarOff = kConsumers * kQTile + 2 * kStages * kKVTile;
   static constexpr int kBars = 2 + 4 * kStages;
   static constexpr int kPinOff = kBarOff + 8 * kBars;
-  static constexpr int kSmemBytes = kPinOff + 4 * kConsumerThreads;
+  static constexpr int kStageOOff = kPinOff + 4 * kConsumerThreads;
+  static constexpr int kSmemBytes = kStageOOff + (kStageO ? kConsumers * kQTile : 0);
   // The ALiBi kernels without the softcap (fwd_sm90.cuh's kSide) add, in
   // the same swizzled layout, the A operand of S's ALiBi k16 step (one 64-row
   // box per consumer) and its B (one Bc-row box), 1024-aligned after the rest.
@@ -519,8 +524,9 @@ struct Tile90 {
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
-// X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages, mod_overlap)
-// per head dim: fa2_fwd_sm90a_d{D}[_bf16][_causal] on the tile (Br, Bc), and the
+// X(d, Br, Bc, stages, sm80_causal_max_nk, stage_o, mod_br, mod_bc, mod_stages, mod_overlap)
+// per head dim: fa2_fwd_sm90a_d{D}[_bf16][_causal] on the tile (Br, Bc), O through
+// shared memory or not (Tile90::kStageO), and the
 // modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi],
 // no causal twin) on (mod_br, mod_bc), with or without the intra-warpgroup
 // overlap (Tile90::kOverlap); bf16 on the fp16 tiles (552 / 683 TFLOP/s at N 8192,
@@ -537,18 +543,21 @@ struct Tile90 {
 // both 1.06x, a window past every key 1.13x as fast; 4 stages over 2: a
 // window past every key 1.03x, the rest equal.
 #define FA2_SM90A_TILES(X)                                                                                  \
-  X(64, 192, 128, 2, 0, 192, 128, 4, false) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem; \
-                                               mod: 4 stages of 16 KiB K and V, 154 KiB smem;       \
-                                               1.01-1.10x cuDNN, causal or not (N >= 2048, H200) */ \
-  X(128, 128, 128, 2, 0, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 160 KiB smem; \
-                                               0.94-1.01x cuDNN, causal 1.04-1.10x (N >= 2048, H200) */
+  X(64, 192, 128, 2, 0, false, 192, 128, 4, false) /* 3 consumers x 160 regs: O 32 + S 64 + P 32; 88 KiB smem; \
+                                                      mod: 4 stages of 16 KiB K and V, 154 KiB smem;       \
+                                                      1.01-1.10x cuDNN, causal or not (N >= 2048, H200);   \
+                                                      O staged: within the run's spread */                 \
+  X(128, 128, 128, 2, 0, true, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 192 KiB   \
+                                                     smem with O's 32 KiB; 0.94-1.01x cuDNN, causal        \
+                                                     1.04-1.10x (N >= 2048, H200); O staged: 1.05-1.08x at \
+                                                     N 512-1024, causal 1.06-1.15x (H100, the kernel) */
 
 // Sm90Traits<D>::type ships, and Sm90Traits<D>::mod for the modified forward.
 template <int D> struct Sm90Traits;
-#define FA2_SM90A_TRAITS(D, BR, BC, S, NK, MBR, MBC, MS, MOV) \
-  template <> struct Sm90Traits<D> {                          \
-    using type = Tile90<D, BR, BC, S, NK>;                    \
-    using mod = Tile90<D, MBR, MBC, MS, 0, MOV>;              \
+#define FA2_SM90A_TRAITS(D, BR, BC, S, NK, SO, MBR, MBC, MS, MOV) \
+  template <> struct Sm90Traits<D> {                              \
+    using type = Tile90<D, BR, BC, S, NK, true, SO>;              \
+    using mod = Tile90<D, MBR, MBC, MS, 0, MOV>;                  \
   };
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS

@@ -518,14 +518,14 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 	}
 }
 
-// Every X(d, Br, Bc, stages, sm80_causal_max_nk, mod_br, mod_bc, mod_stages, mod_overlap)
+// Every X(d, Br, Bc, stages, sm80_causal_max_nk, stage_o, mod_br, mod_bc, mod_stages, mod_overlap)
 // row of FA2_SM90A_TILES ships the Hopper forward, causal (with the threshold)
 // and not, and the four modified forwards on the (mod_br, mod_bc) tile (one producer
 // warpgroup and Br/64 consumers each), persistent, in fp16 and in bf16 on the
 // same tiles; its tile rows in
 // resources.md agree, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
 func TestSM90ATable(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (?:true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (?:true|false), (\d+), (\d+), (\d+), (?:true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
 	fwds := 0
 	for _, v := range sm90aVariants {
 		if v.Stage == Fwd {
