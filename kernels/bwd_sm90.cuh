@@ -17,7 +17,10 @@
 //       Di); dV += P^T dO_m and dK += dS^T Q_m with P^T and dS^T as register A
 //       operands (the accumulator layout is mma.sync's C layout, as the
 //       forward's P); dS^T also to shared memory, the A operand (read M-major)
-//       of dQ_m = dS K. The mask runs only on the blocks that need it (the
+//       of dQ_m = dS K. kEarlyDKV (D128): dV's GEMM is issued once P^T is
+//       packed and dK's once dS^T is, so dS^T is computed and stored under
+//       them; with kDSBufs 2 the dS^T of consecutive blocks alternate
+//       between two buffers. The mask runs only on the blocks that need it (the
 //       last key block, the causal diagonal's). The register arrays are pinned
 //       (fence_regs) so that ptxas issues each batch of wgmmas back to back.
 //     dQ_m: each consumer's partial (Tile90Bwd's split: by columns, 64
@@ -272,7 +275,6 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
   const unsigned char* kw = sK + c * 64 * 128;  // this consumer's 64 keys: rows 64c.. of every column box
   const unsigned char* vw = sV + c * 64 * 128;
-  unsigned char* ds = sDS + c * T::kDS;
   // Accumulators in mma's C layout per warp: element 4 i + 2 hh + e is row
   // 16 w + g8 + 8 hh, column 8 i + c2 + e (rows: keys for S^T, dP^T, dK, dV;
   // queries for dQ).
@@ -287,6 +289,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       const int st = g % T::kStages, m0 = m * T::kBr;
       const unsigned char* q = sQ + st * T::kQ;
       const unsigned char* dO = sDO + st * T::kQ;
+      unsigned char* sDSg = sDS + (g % T::kDSBufs) * T::kConsumers * T::kDS;  // this block's dS^T, both consumers'
+      unsigned char* ds = sDSg + c * T::kDS;
       const float* sl = reinterpret_cast<const float*>(smem + T::kOffLD + st * T::kLD);  // LSE log2(e), then Di
       mbar_wait(fullQ + st, (g / T::kStages) & 1);
       float s[T::kBr / 2], dp[T::kBr / 2];
@@ -337,7 +341,31 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       }
 #pragma unroll
       for (int x = 0; x < T::kBr / 4; ++x) pf[x] = pack<E>(s[2 * x], s[2 * x + 1]);
-      wgmma_wait<0>();
+      auto dv_gemm = [&]() {  // dV += P^T dO_m
+#pragma unroll
+        for (int j = 0; j < T::kBr / 16; ++j) {  // queries 16 j .. 16 j + 15
+          const uint32_t ap[4] = {pf[4 * j], pf[4 * j + 1], pf[4 * j + 2], pf[4 * j + 3]};
+          wgmma_rs<E>(dv, ap, desc(dO + j * 16 * 128, T::kQBlock, 1024));
+        }
+      };
+      auto dk_gemm = [&]() {  // dK += dS^T Q_m
+#pragma unroll
+        for (int j = 0; j < T::kBr / 16; ++j) {
+          const uint32_t ad[4] = {df[4 * j], df[4 * j + 1], df[4 * j + 2], df[4 * j + 3]};
+          wgmma_rs<E>(dk, ad, desc(q + j * 16 * 128, T::kQBlock, 1024));
+        }
+      };
+      if constexpr (T::kEarlyDKV) {  // dS^T is computed under dV's GEMM
+        fence_regs(dv);
+        fence_regs(pf);
+        wgmma_fence();
+        dv_gemm();
+        wgmma_commit();
+        fence_regs(dv);
+        wgmma_wait<1>();  // dP^T is in; dV's GEMM may still run
+      } else {
+        wgmma_wait<0>();
+      }
       fence_regs(dp);
 #pragma unroll
       for (int i = 0; i < T::kBr / 8; ++i)
@@ -350,8 +378,21 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           }
           df[2 * i + hh] = pack<E>(dp[4 * i + 2 * hh], dp[4 * i + 2 * hh + 1]);
           // dS^T to shared memory (64 keys x Br queries in boxes of 64, swizzled), dQ's A read M-major.
-          *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
+          if constexpr (!T::kEarlyDKV) *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
         }
+      if constexpr (T::kEarlyDKV) {  // dK += dS^T Q_m issued before dS^T is stored for dQ
+        fence_regs(dk);
+        fence_regs(df);
+        wgmma_fence();
+        dk_gemm();
+        wgmma_commit();
+        fence_regs(dk);
+#pragma unroll
+        for (int i = 0; i < T::kBr / 8; ++i)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh)
+            *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
+      }
       fence_proxy_async();
       if constexpr (T::kDQDisjoint) consumers_sync();  // dQ reads both consumers' dS^T
       else consumer_sync<2>(c);
@@ -365,24 +406,18 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       fence_regs(pf);
       fence_regs(df);
       wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < T::kBr / 16; ++j) {  // queries 16 j .. 16 j + 15
-        const uint32_t ap[4] = {pf[4 * j], pf[4 * j + 1], pf[4 * j + 2], pf[4 * j + 3]};
-        wgmma_rs<E>(dv, ap, desc(dO + j * 16 * 128, T::kQBlock, 1024));
-      }
-#pragma unroll
-      for (int j = 0; j < T::kBr / 16; ++j) {
-        const uint32_t ad[4] = {df[4 * j], df[4 * j + 1], df[4 * j + 2], df[4 * j + 3]};
-        wgmma_rs<E>(dk, ad, desc(q + j * 16 * 128, T::kQBlock, 1024));
+      if constexpr (!T::kEarlyDKV) {
+        dv_gemm();
+        dk_gemm();
       }
       if constexpr (T::kDQByCols) {
 #pragma unroll
         for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..
-          wgmma_tt<E>(dq, desc(sDS + kk * 16 * 128, T::kQBlock, 1024), desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024));
+          wgmma_tt<E>(dq, desc(sDSg + kk * 16 * 128, T::kQBlock, 1024), desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024));
       } else if constexpr (T::kDQByRows) {
 #pragma unroll
         for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key; queries 64c .. (box c of each consumer's dS^T)
-          wgmma_tt<E>(dq, desc(sDS + kk / 4 * T::kDS + c * 64 * 128 + kk % 4 * 16 * 128, 64 * 128, 1024),
+          wgmma_tt<E>(dq, desc(sDSg + kk / 4 * T::kDS + c * 64 * 128 + kk % 4 * 16 * 128, 64 * 128, 1024),
                       desc(sK + kk * 16 * 128, T::kKVBlock, 1024));
       } else {
 #pragma unroll
@@ -405,10 +440,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       } else if (tc == 0) {
         bulk_wait_read();  // the last block's reduce has read buf
       }
-      // By columns or rows, this barrier also keeps dS^T until both
-      // consumers' dQ GEMMs are done with it (the next block rewrites it).
-      if constexpr (T::kDQDisjoint) consumers_sync();
-      else consumer_sync<2>(c);
+      // With one dS^T buffer, split by columns or rows, this barrier also keeps
+      // it until both consumers' dQ GEMMs are done with it (the next block
+      // rewrites it).
+      if constexpr (T::kDSBufs == 1 && T::kDQDisjoint) consumers_sync();
+      else consumer_sync<2>(c);  // buf is free (tc 0 waited)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll

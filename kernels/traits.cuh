@@ -599,6 +599,12 @@ struct Tile90Bwd {
   // any order.
   static constexpr bool kDQByCols = kD == 128, kDQByRows = !kDQByCols && kBr == 128;
   static constexpr bool kDQDisjoint = kDQByCols || kDQByRows;
+  // dV's GEMM issued as soon as P^T is packed and dK's as soon as dS^T is, so
+  // that dS^T is computed and stored for dQ under them (bwd_sm90.cuh): at
+  // D128 the pass alone 1.09-1.15x, causal too, ordered 0.99-1.03x (H100, N
+  // 1024-16384). Not at D64's Br 128: S^T, dP^T and P^T live with dV's
+  // GEMM spilled 76-156 B.
+  static constexpr bool kEarlyDKV = kD == 128;
   static constexpr int kDQCols = kDQByCols ? 64 : kD, kDQRows = kDQByRows ? 64 : kBr;
   static constexpr int kDQ = kDQRows * kDQCols * 4;      // one consumer's dQ_m partial, fp32, fragment order
   static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
@@ -607,7 +613,12 @@ struct Tile90Bwd {
   // consumer dQ full, empty (the deterministic twin's).
   static constexpr int kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + kStages * kQ;
   static constexpr int kOffDS = kOffDO + kStages * kQ;
-  static constexpr int kOffDQ = kOffDS + kConsumers * kDS;
+  // dS^T in two buffers at D128 (block g in g % 2): a consumer rewrites one
+  // only after the other's dQ GEMM of two blocks before, so the consumers
+  // meet once per block, not twice (with kEarlyDKV level with one buffer:
+  // 0.99-1.01x, H100). D64's ordered twin spilled 32-68 B with them.
+  static constexpr int kDSBufs = kD == 128 ? 2 : 1;
+  static constexpr int kOffDQ = kOffDS + kDSBufs * kConsumers * kDS;
   static constexpr int kOffLD = kOffDQ + kConsumers * kDQ;
   static constexpr int kOffBar = kOffLD + kStages * kLD;
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages + 2 * kConsumers);
@@ -632,7 +643,8 @@ struct Tile90Bwd {
   X(64, 128, 128, 2, true) /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 64 + dP^T 64 + dQ by rows 32 regs; \
                               341-420 TFLOP/s, ordered 285-423 (the pass alone, N 1024-16384, H100) */ \
   X(128, 64, 128, 2, true) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;               \
-                              0.79-0.82x cuDNN, causal 0.77-0.81x; ordered 0.72-0.83x (N >= 2048, H100) */
+                              501-574 TFLOP/s, causal 416-542, ordered 385-498 (the pass alone,        \
+                              N 2048-16384, H100) */
 
 // Sm90BwdTraits<D>::type ships.
 template <int D> struct Sm90BwdTraits;

@@ -21,13 +21,20 @@
 //   v6  D64 in query blocks of 128, dQ_m split by rows between the consumers
 //       (disjoint partials, one add each): H100, N 1024-16384, plain
 //       1.17-1.19x v4 (N 8192 351 -> 415 TFLOP/s), ordered 1.45-1.67x v5.
+//   v7  D128: dV's GEMM issued once P^T is packed, dK's once dS^T is, so
+//       dS^T is computed and stored under them; dS^T in two buffers. H100,
+//       N 1024-16384: plain and causal 1.09-1.15x v6 (N 8192 496 -> 562
+//       TFLOP/s), ordered 0.99-1.03x.
 //   Not kept (git history has them): at D64 the two consumers' partials
 //       summed in shared memory before one add (H100, N 1024-16384: plain
 //       0.89-0.93x v4, ordered 1.11-1.20x v5); the next block's S^T and dP^T
 //       issued before this block's dQ epilogue (ptxas serialised every wgmma);
 //       a rotated D64 loop, block g-1's dV and dK under block g's softmax
-//       (1.03-1.05x v4, 0.88-0.90x v6, with which it does not fit the registers).
-//   Not yet: persistence, ping-pong between the consumers.
+//       (1.03-1.05x v4, 0.88-0.90x v6, with which it does not fit the registers);
+//       v7's early GEMMs and two buffers at D64 (spilled); P^T by ex2.approx
+//       at D64 (plain 0.98-0.99x, its ordered causal twin spilled).
+//   Not yet: P^T by ex2.approx at D128 (1.03-1.04x on v7, unchecked);
+//       persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
