@@ -547,7 +547,7 @@ struct Tile90 {
                                                       mod: 4 stages of 16 KiB K and V, 154 KiB smem;       \
                                                       1.01-1.10x cuDNN, causal or not (N >= 2048, H200);   \
                                                       O staged: within the run's spread */                 \
-  X(128, 128, 128, 2, 0, true, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 192 KiB   \
+  X(128, 128, 128, 2, 0, true, 128, 128, 2, true) /* 2 consumers x 240 regs: O 64 + S 64 + P 32; 193 KiB   \
                                                      smem with O's 32 KiB; 0.94-1.01x cuDNN, causal        \
                                                      1.04-1.10x (N >= 2048, H200); O staged: 1.05-1.08x at \
                                                      N 512-1024, causal 1.06-1.15x (H100, the kernel) */
