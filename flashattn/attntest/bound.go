@@ -86,10 +86,14 @@ func (p *problem) bounds(r *Ref) {
 	}
 	// First pass: forward bounds, and M_j (rows seeing each key, per kv head).
 	M := make([]int, d.B*d.Hkv*d.Nk)
-	s, A, P := make([]float64, d.Nk), make([]float64, d.Nk), make([]float64, d.Nk)
-	E, DX := make([]float64, d.Nk), make([]float64, d.Nk) // es_ij and ds/dx
 	as := math.Abs(p.scale)
-	rowBound := func(b, h, i int) (n int, m, R float64) {
+	// scratch is one goroutine's rows of scores and their bounds.
+	type scratch struct{ s, A, P, E, DX []float64 } // E: es_ij, DX: ds/dx
+	newScratch := func() *scratch {
+		return &scratch{make([]float64, d.Nk), make([]float64, d.Nk), make([]float64, d.Nk), make([]float64, d.Nk), make([]float64, d.Nk)}
+	}
+	rowBound := func(sc *scratch, b, h, i int) (n int, m, R float64) {
+		s, A, P, E, DX := sc.s, sc.A, sc.P, sc.E, sc.DX
 		Q, K := p.q[p.qh(b, h)], p.k[p.kvh(b, h)]
 		m, lo := math.Inf(-1), math.Inf(1)
 		for j := 0; j < d.Nk; j++ {
@@ -117,15 +121,17 @@ func (p *problem) bounds(r *Ref) {
 		}
 		return n, m, m - lo
 	}
-	for b := 0; b < d.B; b++ {
-		for h := 0; h < d.Hq; h++ {
+	p.forGroups(func(b, kv int) {
+		sc := newScratch()
+		s, P, E := sc.s, sc.P, sc.E
+		for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
 			V := p.v[p.kvh(b, h)]
 			for i := 0; i < d.Nq; i++ {
 				row := (b*d.Hq+h)*d.Nq + i
 				if r.Masked[row] {
 					continue // exact values are checked exactly
 				}
-				n, m, R := rowBound(b, h, i)
+				n, m, R := rowBound(sc, b, h, i)
 				eP := func(j int) float64 {
 					if P[j] < tiny {
 						return 1 // the whole term may be lost
@@ -159,18 +165,19 @@ func (p *problem) bounds(r *Ref) {
 				r.bLSE[row] = sumPe + gamma(n) + u32*(math.Abs(math.Log(l))+math.Abs(r.LSE[row]))
 			}
 		}
-	}
+	})
 	if grads {
-		for b := 0; b < d.B; b++ {
-			for h := 0; h < d.Hq; h++ {
+		p.forGroups(func(b, kv int) {
+			sc := newScratch()
+			s, P, E, DX := sc.s, sc.P, sc.E, sc.DX
+			for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
 				Q, K, V, dO := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)], p.dO[p.qh(b, h)]
-				kv := h / p.groups
 				for i := 0; i < d.Nq; i++ {
 					row := (b*d.Hq+h)*d.Nq + i
 					if r.Masked[row] {
 						continue
 					}
-					n, _, _ := rowBound(b, h, i)
+					n, _, _ := rowBound(sc, b, h, i)
 					qo := ((b*d.Nq+i)*d.Hq + h) * d.D
 					qi, doi, oi := Q[i*d.D:(i+1)*d.D], dO[i*d.D:(i+1)*d.D], r.Out[qo:][:d.D]
 					Di := dot64(doi, oi)
@@ -211,7 +218,7 @@ func (p *problem) bounds(r *Ref) {
 					}
 				}
 			}
-		}
+		})
 		for x := range r.bDK {
 			r.bDK[x] += u32 * math.Abs(r.DK[x])
 		}

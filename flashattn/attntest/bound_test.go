@@ -101,3 +101,47 @@ func TestBoundsAtHugeSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestReferenceSplitKeepsEveryBit: the references run their (batch, kv
+// head) pairs on several goroutines; each pair's sums keep their order, so
+// the truth, its bounds and the baselines in every order match, bit for
+// bit, what one goroutine computes (GQA, causal with Nq > Nk, a window,
+// softcap and ALiBi, the backward too).
+func TestReferenceSplitKeepsEveryBit(t *testing.T) {
+	c := Case{B: 2, Nq: 37, Nk: 29, Hq: 6, Hkv: 2, D: 16, Causal: true, Softcap: 20, ALiBi: true,
+		Window: &flashattn.Window{Left: 9, Right: 0}, Seed: 3}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, mods := c.EffectiveScale(), ScoresOf(c.Options())
+	run := func(workers int) []*Ref {
+		defer func(w int) { refWorkers = w }(refWorkers)
+		refWorkers = workers
+		rs := []*Ref{ReferenceScores(q, k, v, dO, c.Causal, sc, mods)}
+		for _, p := range []Precision{FP16, BF16} {
+			rs = append(rs, BaselineScores(p, q, k, v, dO, c.Causal, sc, mods).all()...)
+		}
+		return rs
+	}
+	one, many := run(1), run(5)
+	fields := func(r *Ref) [][]float64 {
+		return [][]float64{r.Out, r.LSE, r.DQ, r.DK, r.DV, r.bOut, r.bLSE, r.bDQ, r.bDK, r.bDV}
+	}
+	for i := range one {
+		for f, a := range fields(one[i]) {
+			b := fields(many[i])[f]
+			if len(a) != len(b) {
+				t.Fatalf("ref %d field %d: %d values on one goroutine, %d on five", i, f, len(a), len(b))
+			}
+			for x := range a {
+				if math.Float64bits(a[x]) != math.Float64bits(b[x]) {
+					t.Fatalf("ref %d field %d [%d]: %v on one goroutine, %v on five", i, f, x, a[x], b[x])
+				}
+			}
+		}
+		if len(fields(one[i])[0]) == 0 || one[i].DQ == nil {
+			t.Fatalf("ref %d: no output or no gradients", i)
+		}
+	}
+}

@@ -2,6 +2,9 @@ package attntest
 
 import (
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/goflash/goflash/flashattn"
 )
@@ -139,6 +142,31 @@ func (p *problem) mods() bool { return p.softcap > 0 || p.alibi != nil }
 func (p *problem) qh(b, h int) int  { return b*p.d.Hq + h }
 func (p *problem) kvh(b, h int) int { return b*p.d.Hkv + h/p.groups }
 
+// refWorkers caps the goroutines a reference runs on (0: GOMAXPROCS).
+var refWorkers = 0
+
+// forGroups runs f(b, kv) for every (batch, kv head) pair, on up to
+// refWorkers goroutines. A pair owns its query heads' rows and its K and V
+// rows, into which only its own heads accumulate, in the order f takes
+// them: the result does not depend on the split.
+func (p *problem) forGroups(f func(b, kv int)) {
+	n := p.d.B * p.d.Hkv
+	w := refWorkers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(w, n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i/p.d.Hkv, i%p.d.Hkv)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // Reference computes attention and, when dOut is not nil, its gradients in
 // float64 from q, k, v (and dOut): the truth every backend is measured against.
 // scale is the softmax scale actually used (not 0).
@@ -152,9 +180,9 @@ func ReferenceScores(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64
 	d := p.d
 	r := newRef(d, causal, scale, dOut != nil)
 	r.Precision = -1
-	s := make([]float64, d.Nk)
-	for b := 0; b < d.B; b++ {
-		for h := 0; h < d.Hq; h++ {
+	p.forGroups(func(b, kv int) {
+		s := make([]float64, d.Nk)
+		for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
 			Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
 			for i := 0; i < d.Nq; i++ {
 				row := (b*d.Hq+h)*d.Nq + i
@@ -184,7 +212,7 @@ func ReferenceScores(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64
 				r.LSE[row] = m + math.Log(l)
 			}
 		}
-	}
+	})
 	if dOut != nil {
 		p.backward64(r)
 	}
@@ -198,10 +226,9 @@ func ReferenceScores(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64
 // dK = scale dS^T Q; dK and dV summed over the query heads of each GQA group.
 func (p *problem) backward64(r *Ref) {
 	d := p.d
-	for b := 0; b < d.B; b++ {
-		for h := 0; h < d.Hq; h++ {
+	p.forGroups(func(b, kv int) {
+		for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
 			Q, K, V, dO := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)], p.dO[p.qh(b, h)]
-			kv := h / p.groups
 			for i := 0; i < d.Nq; i++ {
 				row := (b*d.Hq+h)*d.Nq + i
 				if r.Masked[row] {
@@ -229,7 +256,7 @@ func (p *problem) backward64(r *Ref) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // Baseline computes the same textbook attention in a backend's precision:
@@ -314,10 +341,10 @@ func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal
 	r := newRef(d, causal, scale, dOut != nil)
 	r.Precision = prec
 	sc := float32(scale)
-	s := make([]float32, d.Nk)
-	o := make([]float32, d.D)
-	for b := 0; b < d.B; b++ {
-		for h := 0; h < d.Hq; h++ {
+	p.forGroups(func(b, kv int) {
+		s := make([]float32, d.Nk)
+		o := make([]float32, d.D)
+		for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
 			Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
 			for i := 0; i < d.Nq; i++ {
 				row := (b*d.Hq+h)*d.Nq + i
@@ -353,7 +380,7 @@ func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal
 				r.LSE[row] = float64(m + float32(math.Log(float64(l))))
 			}
 		}
-	}
+	})
 	if dOut != nil {
 		p.backward32(r, ord, rnd)
 	}
@@ -364,14 +391,13 @@ func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal
 func (p *problem) backward32(r *Ref, ord order, rnd func(float32) float32) {
 	d := p.d
 	sc := float32(p.scale)
-	dq := make([]float32, d.D)
 	dK := make([]float32, d.B*d.Nk*d.Hkv*d.D)
 	dV := make([]float32, len(dK))
-	for b := 0; b < d.B; b++ {
-		for nh := 0; nh < d.Hq; nh++ {
-			h := ord.index(nh, d.Hq)
+	p.forGroups(func(b, kv int) {
+		dq := make([]float32, d.D)
+		for nh := 0; nh < p.groups; nh++ { // the group's heads in the order's direction
+			h := kv*p.groups + ord.index(nh, p.groups)
 			Q, K, V, dO := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)], p.dO[p.qh(b, h)]
-			kv := h / p.groups
 			for ni := 0; ni < d.Nq; ni++ {
 				i := ord.index(ni, d.Nq)
 				row := (b*d.Hq+h)*d.Nq + i
@@ -403,7 +429,7 @@ func (p *problem) backward32(r *Ref, ord order, rnd func(float32) float32) {
 				}
 			}
 		}
-	}
+	})
 	for x := range dK {
 		r.DK[x], r.DV[x] = float64(rnd(sc*dK[x])), float64(rnd(dV[x]))
 	}
