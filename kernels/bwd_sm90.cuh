@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "mma.cuh"
 #include "params.cuh"
 #include "tma.cuh"
 #include "traits.cuh"
@@ -100,6 +101,12 @@ __device__ __forceinline__ void bulk_reduce_add(float* dst, const void* src, uin
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
                "r"(bytes)
                : "memory");
+}
+// P = exp2(x): ex2.approx.ftz where the tile asks for it (Tile90Bwd::kExp2Approx).
+template <class T>
+__device__ __forceinline__ float p_exp2(float x) {
+  if constexpr (T::kExp2Approx) return fa2::exp2_approx(x);
+  else return exp2f(x);
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
@@ -323,8 +330,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int key = n0 + 64 * c + 16 * w + g8 + 8 * hh, qi = m0 + 8 * i + c2, x = 4 * i + 2 * hh;
-            s[x] = key < p.nk && (!kCausal || key <= qi + shift) ? exp2f(fmaf(s[x], p.scale_log2, -l.x)) : 0.f;
-            s[x + 1] = key < p.nk && (!kCausal || key <= qi + 1 + shift) ? exp2f(fmaf(s[x + 1], p.scale_log2, -l.y)) : 0.f;
+            s[x] = key < p.nk && (!kCausal || key <= qi + shift) ? p_exp2<T>(fmaf(s[x], p.scale_log2, -l.x)) : 0.f;
+            s[x + 1] = key < p.nk && (!kCausal || key <= qi + 1 + shift) ? p_exp2<T>(fmaf(s[x + 1], p.scale_log2, -l.y)) : 0.f;
           }
         }
       } else {
@@ -334,8 +341,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int x = 4 * i + 2 * hh;
-            s[x] = exp2f(fmaf(s[x], p.scale_log2, -l.x));
-            s[x + 1] = exp2f(fmaf(s[x + 1], p.scale_log2, -l.y));
+            s[x] = p_exp2<T>(fmaf(s[x], p.scale_log2, -l.x));
+            s[x + 1] = p_exp2<T>(fmaf(s[x + 1], p.scale_log2, -l.y));
           }
         }
       }

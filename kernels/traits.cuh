@@ -605,6 +605,11 @@ struct Tile90Bwd {
   // 1024-16384). Not at D64's Br 128: S^T, dP^T and P^T live with dV's
   // GEMM spilled 76-156 B.
   static constexpr bool kEarlyDKV = kD == 128;
+  // P^T by ex2.approx.ftz (2 ulp; scores below 2^-126 flush to 0) at D128,
+  // where the exponentials sit between the early GEMMs: 1.03-1.04x on them
+  // (H100, the pass alone). At D64 plain 0.98-0.99x, its ordered causal
+  // twin spilled 64 B.
+  static constexpr bool kExp2Approx = kD == 128;
   static constexpr int kDQCols = kDQByCols ? 64 : kD, kDQRows = kDQByRows ? 64 : kBr;
   static constexpr int kDQ = kDQRows * kDQCols * 4;      // one consumer's dQ_m partial, fp32, fragment order
   static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
