@@ -134,16 +134,6 @@ constexpr int kPreRows = 64, kPreThreads = 128;
 // every tile's Br, so pre can zero a sequence's blocks without knowing the tile.
 constexpr int kAccumPad = 128;
 
-// A pair of E as two floats (exact for both types). bf16 is the top half of a
-// float32 (and cuda_bf16.h of CUDA 11.8 has no conversion below sm_80, which
-// the fatbin's sm_75 build of every symbol needs).
-__device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
-__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) {
-  const uint32_t u = *reinterpret_cast<const uint32_t*>(&x);
-  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-}
-template <class E> struct Pair { using type = __half2; };
-template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 
 template <int D, class E = __half, bool kVarlen = false>
 __device__ __forceinline__ void bwd_pre_kernel(const BwdParams& p) {

@@ -134,32 +134,49 @@ __device__ __forceinline__ void st_release(int* p, int v) {
 // consumer_sync's ids 3 and 4.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 5, 256;\n" ::: "memory"); }
 
-// bwd_pre: grid (rows / Br, B*Hq), 256 threads: warp w takes rows 8w.. of
-// the block.
+// bwd_pre: grid (rows / Br, B*Hq), 256 threads: warp w takes rows
+// Br/8 w.. of the block, a row per D/8 lanes that read 16 bytes each of O and
+// dO; every load of the warp is issued before the first sum, so its rows'
+// reads are in flight together.
 template <class T, class E>
 __device__ void bwd_pre(const Sm90BwdArgs& a) {
-  constexpr int D = T::kD, kPer = D / 32;  // elements per lane
+  constexpr int D = T::kD, L = D / 8, kRowsPerStep = 32 / L, kSteps = T::kBr / 8 / kRowsPerStep;
+  using E2 = typename fa2::Pair<E>::type;
   const BwdParams& p = a.p;
   const BwdScratch s = bwd_scratch(p);
   const int m = blockIdx.x, bh = blockIdx.y, b = bh / p.hq, h = bh % p.hq, t = threadIdx.x, w = t / 32, lane = t % 32;
   const int64_t row0 = static_cast<int64_t>(bh) * p.dq_accum_rows + m * T::kBr;
-  for (int j = 0; j < T::kBr / 8; ++j) {
-    const int r = m * T::kBr + w * (T::kBr / 8) + j;
-    float di = 0.f, l2 = INFINITY;
+  const E* gO = static_cast<const E*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + lane % L * 8;
+  const E* gdO = static_cast<const E*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride + lane % L * 8;
+  const int r0 = m * T::kBr + w * (T::kBr / 8) + lane / L;  // this lane's row at step 0
+  uint4 o[kSteps], d[kSteps];
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int r = r0 + j * kRowsPerStep;
+    o[j] = d[j] = make_uint4(0u, 0u, 0u, 0u);
     if (r < p.nq) {
-      const E* o = static_cast<const E*>(p.o) + b * p.o_batch_stride + r * p.o_row_stride + h * p.o_head_stride + lane * kPer;
-      const E* dO = static_cast<const E*>(p.dout) + b * p.do_batch_stride + r * p.do_row_stride + h * p.do_head_stride + lane * kPer;
-#pragma unroll
-      for (int x = 0; x < kPer; ++x) di += float(o[x]) * float(dO[x]);
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) di += __shfl_xor_sync(0xffffffff, di, off);
-      const float lse = p.lse[static_cast<int64_t>(bh) * p.nq + r];
-      l2 = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+      o[j] = __ldg(reinterpret_cast<const uint4*>(gO + r * p.o_row_stride));
+      d[j] = __ldg(reinterpret_cast<const uint4*>(gdO + r * p.do_row_stride));
     }
-    if (lane == 0) {
-      s.lse2[row0 + r - m * T::kBr] = l2;
-      s.di[row0 + r - m * T::kBr] = di;
+  }
+  if (t < T::kBr) {  // LSE in log2 units; +inf for rows past Nq or seeing no key (P = 0)
+    const int r = m * T::kBr + t;
+    const float lse = r < p.nq ? __ldg(p.lse + static_cast<int64_t>(bh) * p.nq + r) : -INFINITY;
+    s.lse2[row0 + t] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+  }
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const E2* oh = reinterpret_cast<const E2*>(&o[j]);
+    const E2* dh = reinterpret_cast<const E2*>(&d[j]);
+    float di = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 of = fa2::to_float2(oh[e]), df = fa2::to_float2(dh[e]);
+      di = fmaf(of.x, df.x, fmaf(of.y, df.y, di));
     }
+#pragma unroll
+    for (int off = L / 2; off > 0; off /= 2) di += __shfl_xor_sync(0xffffffffu, di, off);
+    if (lane % L == 0) s.di[row0 + r0 + j * kRowsPerStep - m * T::kBr] = di;  // 0 past Nq
   }
   float4* acc = reinterpret_cast<float4*>(s.acc + row0 * D);
   for (int i = t; i < T::kBr * D / 4; i += blockDim.x) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -167,19 +184,26 @@ __device__ void bwd_pre(const Sm90BwdArgs& a) {
 }
 
 // bwd_dqconv: grid (rows / Br, B*Hq), 256 threads: dQ of the block's rows
-// below Nq, two columns per thread and step.
+// below Nq, two columns per thread and step; every step's load (the
+// accumulator is padded to whole blocks) is issued before the first store.
 template <class T, class E>
 __device__ void bwd_dqconv(const Sm90BwdArgs& a) {
-  constexpr int D = T::kD;
+  constexpr int D = T::kD, kSteps = T::kBr * D / 2 / 256;
+  static_assert(T::kBr * D / 2 % 256 == 0, "whole steps of 256 threads");
   const BwdParams& p = a.p;
   const int m = blockIdx.x, bh = blockIdx.y, b = bh / p.hq, h = bh % p.hq;
   const float* acc = p.dq_accum + (static_cast<int64_t>(bh) * p.dq_accum_rows + m * T::kBr) * D;
-  for (int i = threadIdx.x; i < T::kBr * D / 2; i += blockDim.x) {
-    const int r = i / (D / 2), x = 2 * (i % (D / 2)), row = m * T::kBr + r;
-    if (row >= p.nq) break;
-    const float2 v = *reinterpret_cast<const float2*>(acc + dq_acc_index<T>(r, x));
+  float2 v[kSteps];
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+    const int i = threadIdx.x + 256 * k, r = i / (D / 2), x = 2 * (i % (D / 2));
+    v[k] = __ldg(reinterpret_cast<const float2*>(acc + dq_acc_index<T>(r, x)));
+  }
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+    const int i = threadIdx.x + 256 * k, r = i / (D / 2), x = 2 * (i % (D / 2)), row = m * T::kBr + r;
     E* dq = static_cast<E*>(p.dq) + b * p.dq_batch_stride + row * p.dq_row_stride + h * p.dq_head_stride + x;
-    *reinterpret_cast<uint32_t*>(dq) = pack<E>(v.x * p.scale, v.y * p.scale);
+    if (row < p.nq) *reinterpret_cast<uint32_t*>(dq) = pack<E>(v[k].x * p.scale, v[k].y * p.scale);
   }
 }
 
