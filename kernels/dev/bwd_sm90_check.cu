@@ -25,6 +25,8 @@
 //       dS^T is computed and stored under them; dS^T in two buffers. H100,
 //       N 1024-16384: plain and causal 1.09-1.15x v6 (N 8192 496 -> 562
 //       TFLOP/s), ordered 0.99-1.03x.
+//   v8  D128: P^T by ex2.approx.ftz. H100, N 1024-16384: plain and causal
+//       1.03-1.04x v7 (N 8192 563 -> 588 TFLOP/s), ordered 0.99-1.01x.
 //   Not kept (git history has them): at D64 the two consumers' partials
 //       summed in shared memory before one add (H100, N 1024-16384: plain
 //       0.89-0.93x v4, ordered 1.11-1.20x v5); the next block's S^T and dP^T
@@ -33,7 +35,7 @@
 //       (1.03-1.05x v4, 0.88-0.90x v6, with which it does not fit the registers);
 //       v7's early GEMMs and two buffers at D64 (spilled); P^T by ex2.approx
 //       at D64 (plain 0.98-0.99x, its ordered causal twin spilled).
-//   Not yet: P^T by ex2.approx at D128 (1.03-1.04x on v7, unchecked);
+//   Not yet: a diagonal order for the ordered twin without causality;
 //       persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
