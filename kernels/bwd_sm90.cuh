@@ -102,12 +102,6 @@ __device__ __forceinline__ void bulk_reduce_add(float* dst, const void* src, uin
                "r"(bytes)
                : "memory");
 }
-// P = exp2(x): ex2.approx.ftz where the tile asks for it (Tile90Bwd::kExp2Approx).
-template <class T>
-__device__ __forceinline__ float p_exp2(float x) {
-  if constexpr (T::kExp2Approx) return fa2::exp2_approx(x);
-  else return exp2f(x);
-}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
@@ -133,6 +127,13 @@ __device__ __forceinline__ void st_release(int* p, int v) {
 // Both consumer warpgroups (256 threads): named barrier 5, after
 // consumer_sync's ids 3 and 4.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 5, 256;\n" ::: "memory"); }
+
+// P = exp2(x): ex2.approx.ftz where the tile asks for it (Tile90Bwd::kExp2Approx).
+template <class T>
+__device__ __forceinline__ float p_exp2(float x) {
+  if constexpr (T::kExp2Approx) return fa2::exp2_approx(x);
+  else return exp2f(x);
+}
 
 // bwd_pre: grid (rows / Br, B*Hq), 256 threads: warp w takes rows
 // Br/8 w.. of the block, a row per D/8 lanes that read 16 bytes each of O and
