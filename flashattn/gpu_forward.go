@@ -359,6 +359,7 @@ func (f launchFields) setFwd(p *kernels.FwdParams) {
 	p.B, p.Nq, p.Nk, p.Hq, p.Hkv, p.D = f.dims[0], f.dims[1], f.dims[2], f.dims[3], f.dims[4], f.dims[5]
 	p.Scale, p.ScaleLog2 = f.scale, f.scaleLog2
 	p.WindowLeft, p.WindowRight, p.Softcap = f.window[0], f.window[1], f.softcap
+	p.Seqs, p.MaxNq = f.seqs, f.maxNq
 }
 
 func (f launchFields) setBwd(p *kernels.BwdParams) {
@@ -380,6 +381,7 @@ type launchFields struct {
 	nq, nk, bh, bhkv int      // grid extents: rows, keys, B*Hq, B*Hkv
 	window           [2]int32 // left, right reach (-1 unbounded), for the modified kernels
 	softcap          float32  // 0: none
+	seqs, maxNq      int32    // packed sequences: their number and the longest one's rows (FwdParams.Seqs, MaxNq); 0 dense
 }
 
 func fieldsOf(p problem) launchFields {
@@ -395,6 +397,7 @@ func fieldsOf(p problem) launchFields {
 	if vl := p.varlen; vl != nil {
 		f.nq, f.nk = maxSeqlen(vl.CuSeqlensQ), maxSeqlen(vl.CuSeqlensK)
 		f.bh, f.bhkv = vl.Seqs()*p.Hq, vl.Seqs()*p.Hkv
+		f.seqs, f.maxNq = int32(vl.Seqs()), int32(f.nq)
 	}
 	return f
 }

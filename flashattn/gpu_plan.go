@@ -174,12 +174,12 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 }
 
 // hopper is the Hopper forward of key k (fwd, plain or modified, fp16 or
-// bf16, dense: not p's packed sequences) where the device runs it: not on a
-// ladder rung, not where an NVRTC build replaces the plain forward, and not
-// for causal calls short enough that the sm_80 kernel is faster
-// (Variant.SM80CausalMaxNk).
+// bf16; packed sequences without modifiers: its varlen twins) where the
+// device runs it: not on a ladder rung, not where an NVRTC build replaces
+// the plain forward, and not for causal calls short enough that the sm_80
+// kernel is faster (Variant.SM80CausalMaxNk).
 func (c planDevice) hopper(k kernels.Key, p problem) (kernels.Variant, bool) {
-	if !c.sm90a || c.rung != 0 || p.varlen != nil || k.Mods == 0 && c.nvrtc != nil && !k.BF16 {
+	if !c.sm90a || c.rung != 0 || p.varlen != nil && !k.Packed || k.Mods == 0 && c.nvrtc != nil && !k.BF16 {
 		return kernels.Variant{}, false
 	}
 	k.Arch = kernels.SM90A

@@ -181,11 +181,12 @@ func wantForward(g planGPU, dt DType, d int, causal bool, mods string, varlen bo
 	if mods != "" {
 		causal = false // the window's right edge
 	}
-	if g.hopper && !varlen && (d == 64 || d == 128) { // long calls: above any SM80CausalMaxNk
-		return []want{kern("fwd", "90a", d, false, bf16, causal, mods)}
-	}
+	hopper := g.hopper && (!varlen || mods == "") && (d == 64 || d == 128) // long calls: above any SM80CausalMaxNk
 	if varlen && mods == "" {
 		mods = "_varlen"
+	}
+	if hopper {
+		return []want{kern("fwd", "90a", d, false, bf16, causal, mods)}
 	}
 	return []want{kern("fwd", g.c.path, d, false, bf16, causal, mods)}
 }

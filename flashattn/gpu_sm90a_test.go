@@ -33,18 +33,18 @@ func TestHopperKernelTable(t *testing.T) {
 			}
 			continue
 		}
-		if !(k.Pass == "fwd" || slices.Contains(mods, k.Pass) && !k.Causal) || k.Br%64 != 0 || k.Warps != 4*(k.Br/64+1) || !k.Persistent {
+		if !(k.Pass == "fwd" || k.Pass == "fwd_varlen" || slices.Contains(mods, k.Pass) && !k.Causal) || k.Br%64 != 0 || k.Warps != 4*(k.Br/64+1) || !k.Persistent {
 			t.Errorf("bad Hopper row %+v", k)
 		}
 		if !slices.ContainsFunc(flashattn.KernelTable(90), func(s flashattn.KernelInfo) bool { return s.HeadDim == k.HeadDim && s.Causal == k.Causal }) {
 			t.Errorf("%s has no sm_80 kernel beside it (ForcePath(80), varlen and raw fallbacks run that)", k.Symbol)
 		}
 	}
-	// Per head dim and dtype: a causal and a non-causal forward, four
-	// modified ones; the backward's pre and convert, its single pass causal
+	// Per head dim and dtype: a causal and a non-causal forward and their
+	// varlen twins, four modified ones; the backward's pre and convert, its single pass causal
 	// and not, and at some head dims (at least D 128) its ordered twins.
 	n := 2 * len(dims)
-	if count["fwd"] != 2*n || count["fwd_mod"] != n || count["bwd_pre"] != n || count["bwd_dqconv"] != n || count["bwd_dkdvq"] != 2*n ||
+	if count["fwd"] != 2*n || count["fwd_varlen"] != 2*n || count["fwd_mod"] != n || count["bwd_pre"] != n || count["bwd_dqconv"] != n || count["bwd_dkdvq"] != 2*n ||
 		count["bwd_dkdvqdet"] == 0 || count["bwd_dkdvqdet"]%4 != 0 || count["bwd_dkdvqdet"] > 2*n {
 		t.Errorf("Hopper kernels by pass %v", count)
 	}

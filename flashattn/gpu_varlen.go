@@ -8,8 +8,9 @@ import (
 
 // ForwardVarlen is flashattn.ForwardVarlen on device tensors: q
 // (1, total_q, Hq, D) and k, v (1, total_k, Hkv, D), all fp16 or all bf16
-// (the sm_80 path), packed as vl describes. One kernel launch (KernelInfo.Pass
-// "fwd_varlen") runs every sequence; the call uploads vl's cumulative
+// (sm_80 and newer), packed as vl describes. One kernel launch (KernelInfo.Pass
+// "fwd_varlen"; on an H100/H200 at HopperHeadDims the Hopper forward's
+// varlen twin, elsewhere the sm_80 path's) runs every sequence; the call uploads vl's cumulative
 // lengths once (int32, freed on return) and waits. The options used are
 // Causal (bottom-right per sequence), Scale, Window, Softcap and ALiBi (then
 // the modified kernel, Pass "fwd_mod*", takes the packed sequences). The LSE

@@ -1,12 +1,15 @@
 // fa2_sm90a.cu: the Hopper kernels. The forward, fa2_fwd_sm90a_d{D}[_bf16][_causal]
-// and the modified fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi], for exactly the rows
+// with its varlen twins fa2_fwd_sm90a_d{D}[_bf16][_causal]_varlen (packed sequences:
+// FwdParams' cumulative lengths, seqs and max_nq) and the modified
+// fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi], for exactly the rows
 // of traits.cuh's FA2_SM90A_TILES; the backward (below) for those of
 // FA2_SM90A_BWD_TILES. Built by build.sh with the private nvcc 12.4
 // (kernels/cuda12.sh) as SASS for sm_90a only, into fa2_sm90a.cubin, a module
 // of its own beside fa2_fwd.fatbin (which nvcc 11.8 builds and whose sm_90
 // image the forced sm_80 path keeps running on an H100/H200). The forward's
 // argument is an Sm90FwdArgs (params.cuh): the tensor maps of q, k, v, then
-// FwdParams. Launch: the persistent grid (min(ceil(Nq/Br) * B*Hq, SMs), 1, 1),
+// FwdParams. Launch: the persistent grid (min(ceil(Nq/Br) * B*Hq, SMs), 1, 1;
+// varlen: Nq the longest sequence's rows, B the sequences),
 // T::kThreads threads, T::kSmemBytes of dynamic shared memory (T::kBiasSmemBytes in
 // the ALiBi kernels without the softcap: mask.cuh's sm90_alibi_gemm).
 #include "fwd_sm90.cuh"
@@ -27,6 +30,14 @@
   extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::type::kThreads, 1)                               \
       fa2_fwd_sm90a_d##D##ESFX##_causal(const __grid_constant__ Sm90FwdArgs a) {                               \
     sm90::fwd_kernel<Sm90Traits<D>::type, true, 0, E>(a);                                                      \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::type::kThreads, 1)                               \
+      fa2_fwd_sm90a_d##D##ESFX##_varlen(const __grid_constant__ Sm90FwdArgs a) {                               \
+    sm90::fwd_kernel<Sm90Traits<D>::type, false, 0, E, true>(a);                                               \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(Sm90Traits<D>::type::kThreads, 1)                               \
+      fa2_fwd_sm90a_d##D##ESFX##_causal_varlen(const __grid_constant__ Sm90FwdArgs a) {                        \
+    sm90::fwd_kernel<Sm90Traits<D>::type, true, 0, E, true>(a);                                                \
   }                                                                                                             \
   FA2_SM90A_MOD(D, ESFX, E, , fa2::kModOn)                                                                      \
   FA2_SM90A_MOD(D, ESFX, E, _cap, fa2::kModOn | fa2::kModCap)                                                   \

@@ -44,7 +44,13 @@
 // E is the element type of Q, K, V, O and P: __half, or __nv_bfloat16 (the
 // fa2_fwd_sm90a_d{D}_bf16* twins); only wgmma's input type and the packing of
 // P, O and the ALiBi operand differ (wgmma.cuh).
-// Not here (the host runs those calls on the sm_80 path): varlen.
+// kVarlen (fa2_fwd_sm90a_d{D}[_bf16][_causal]_varlen, plain and causal only):
+// sequence b of the packed (1, total, H, D) tensors (FwdParams'
+// cumulative lengths), each its own bottom-right causal problem; the tile
+// order gives every sequence the longest one's Tr tiles per head (those past
+// its rows are skipped). TMA reads rows and keys past a sequence's end from
+// the next one: the mask gives those keys P = 0, and rows past Nq are not
+// stored. The modified forward on packed sequences runs the sm_80 path.
 // Measured on the H200 and H100, and what was tried: docs/kernels.md.
 #pragma once
 #include <cuda_fp16.h>
@@ -82,19 +88,22 @@ __device__ __forceinline__ float round_to(float x) {
 // the heaviest tiles, 31% slower at D128 causal, H200;
 // kernels/dev/tile_order_check.cu checks that every tile is taken once and
 // prints each shape's balance.)
-template <class T, bool kCausal, int kMod>
+template <class T, bool kCausal, int kMod, bool kVarlen = false>
 struct TileOrder {
   static constexpr bool kUnequal = kCausal || kMod;  // tiles of unequal work (a mask)
   static constexpr int64_t kL2Bytes = int64_t{16} << 20;  // of the H100/H200's 50 MiB
   struct Tile {
     int m0, b, h, n_begin, n_end;  // first query row, batch, head; the key blocks its rows see
+    int nq, nk, q0, k0;            // kVarlen: sequence b's rows and keys, its first row of q and of k
   };
   const FwdParams& p;
   int tr, bhs, tiles, stride;
   int group, per_group, rounds;  // (b, h) pairs per group, rounds of a whole group, rounds
   __host__ __device__ TileOrder(const FwdParams& p_, int stride_) : p(p_), stride(stride_) {
-    tr = (p.nq + T::kBr - 1) / T::kBr, bhs = p.b * p.hq, tiles = tr * bhs;
-    const int64_t kv = int64_t{4} * T::kD * max(p.nk, 1);  // K and V bytes of one (b, h)
+    // kVarlen: every sequence has the longest one's Tr tiles per head; those
+    // past its rows are empty.
+    tr = ((kVarlen ? p.max_nq : p.nq) + T::kBr - 1) / T::kBr, bhs = (kVarlen ? p.seqs : p.b) * p.hq, tiles = tr * bhs;
+    const int64_t kv = int64_t{4} * T::kD * max(kVarlen ? p.nk / max(p.seqs, 1) : p.nk, 1);  // K and V bytes of one (b, h)
     group = kUnequal ? static_cast<int>(max(int64_t{1}, min(int64_t{bhs}, kL2Bytes / kv))) : bhs;
     per_group = (group * tr + stride - 1) / stride;
     const int groups = (bhs + group - 1) / group, last = bhs - (groups - 1) * group;
@@ -116,21 +125,27 @@ struct TileOrder {
     } else {
       bh = pos / tr, mb = pos % tr;
     }
-    Tile x{mb * T::kBr, bh / p.hq, bh % p.hq, 0, (p.nk + T::kBc - 1) / T::kBc};
+    Tile x{mb * T::kBr, bh / p.hq, bh % p.hq, 0, (p.nk + T::kBc - 1) / T::kBc, p.nq, p.nk, 0, 0};
+    if constexpr (kVarlen) {  // a tile past its sequence's rows has no key block
+      x.q0 = p.cu_seqlens_q[x.b], x.k0 = p.cu_seqlens_k[x.b];
+      x.nq = p.cu_seqlens_q[x.b + 1] - x.q0, x.nk = p.cu_seqlens_k[x.b + 1] - x.k0;
+      x.n_end = x.m0 < x.nq ? (x.nk + T::kBc - 1) / T::kBc : 0;
+    }
     if (kMod) {  // the window (causal is its right edge 0): mask.cuh's blocks of the tile's rows
       const fa2::WindowBlocks wb = fa2::window_blocks<T::kBr, T::kBc>(x.m0, p.nq, p.nk, p.window_left, p.window_right);
       x.n_begin = wb.n_begin, x.n_end = wb.n_end;
     } else if (kCausal) {
-      const int last = x.m0 + T::kBr - 1 + p.nk - p.nq;  // the last key this tile's rows see
+      const int last = kVarlen ? x.m0 + T::kBr - 1 + x.nk - x.nq : x.m0 + T::kBr - 1 + p.nk - p.nq;  // the last key this tile's rows see
       x.n_end = last < 0 ? 0 : min(x.n_end, last / T::kBc + 1);
     }
     return x;
   }
 };
 
-template <class T, bool kCausal, int kMod = 0, class E = __half>
+template <class T, bool kCausal, int kMod = 0, class E = __half, bool kVarlen = false>
 __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
   static_assert(!(kCausal && kMod), "the modified kernel takes causal as window right 0");
+  static_assert(!(kVarlen && kMod), "packed sequences with modifiers run the sm_80 path");
   constexpr bool kCap = kMod & fa2::kModCap, kALiBi = kMod & fa2::kModALiBi;
   // ALiBi without the softcap (kSide; mask.cuh's sm90_alibi_gemm, which
   // tiles.cu's shared memory sizes read too): on a clean block wholly on one
@@ -201,9 +216,15 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     }
     fence_proxy_async();
   }
-  const TileOrder<T, kCausal, kMod> order(p, gridDim.x);
+  const TileOrder<T, kCausal, kMod, kVarlen> order(p, gridDim.x);
   const int first = blockIdx.x;
-  const int shift = p.nk - p.nq;  // causal: row i sees keys <= i + shift
+  // The tile's Nq and Nk, and shift: causal row i sees keys <= i + shift.
+  // Dense, the call's; kVarlen, the tile's sequence's (set per tile, below).
+  int vnq = 0, vnk = 0;
+  auto NQ = [&]() { if constexpr (kVarlen) return vnq; else return p.nq; };
+  auto NK = [&]() { if constexpr (kVarlen) return vnk; else return p.nk; };
+  const int dense_shift = p.nk - p.nq;
+  auto SH = [&]() { if constexpr (kVarlen) return vnk - vnq; else return dense_shift; };
   if (t == 0) {
     mbar_init(fullQ, 1);
     mbar_init(emptyQ, T::kConsumerThreads);
@@ -233,18 +254,18 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       mbar_expect_tx(fullQ, T::kConsumers * T::kQTile);
       for (int c = 0; c < T::kConsumers; ++c)
         for (int xb = 0; xb < T::kD / T::kBox; ++xb)
-          tma_load(sQ + c * T::kQTile + xb * kQBlock, a.q_map, fullQ, xb * T::kBox, x.m0 + 64 * c, x.h, x.b);
+          tma_load(sQ + c * T::kQTile + xb * kQBlock, a.q_map, fullQ, xb * T::kBox, x.q0 + x.m0 + 64 * c, x.h, kVarlen ? 0 : x.b);
       for (int n = x.n_begin; n < x.n_end; ++n, ++g) {
         const int st = g % T::kStages;
         const uint32_t ph = (g / T::kStages) & 1;  // the stage's use g / kStages; its release was the use before
         if (g >= T::kStages) mbar_wait(emptyK + st, ph ^ 1);
         mbar_expect_tx(fullK + st, T::kKVTile);
         for (int xb = 0; xb < T::kD / T::kBox; ++xb)
-          tma_load(sK + st * T::kKVTile + xb * kKVBlock, a.k_map, fullK + st, xb * T::kBox, n * T::kBc, hk, x.b);
+          tma_load(sK + st * T::kKVTile + xb * kKVBlock, a.k_map, fullK + st, xb * T::kBox, x.k0 + n * T::kBc, hk, kVarlen ? 0 : x.b);
         if (g >= T::kStages) mbar_wait(emptyV + st, ph ^ 1);
         mbar_expect_tx(fullV + st, T::kKVTile);
         for (int xb = 0; xb < T::kD / T::kBox; ++xb)
-          tma_load(sV + st * T::kKVTile + xb * kKVBlock, a.v_map, fullV + st, xb * T::kBox, n * T::kBc, hk, x.b);
+          tma_load(sV + st * T::kKVTile + xb * kKVBlock, a.v_map, fullV + st, xb * T::kBox, x.k0 + n * T::kBc, hk, kVarlen ? 0 : x.b);
       }
     }
     return;
@@ -353,7 +374,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       // The last key the row sees, relative to this thread's first column:
       // one compare with a constant per score. (Causal rows past Nq see keys
       // past Nk, which TMA filled with zeros; their outputs are not stored.)
-      const int lim = (kCausal ? row + shift : p.nk - 1) - col0 - c2;
+      const int lim = (kCausal ? row + SH() : NK() - 1) - col0 - c2;
       float mx = mo;
 #pragma unroll
       for (int i = 0; i < T::kBc / 8; ++i)
@@ -460,6 +481,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     const auto x = order.at(pos);
     const int n_end = x.n_end - x.n_begin;  // the tile's steps
     nb = x.n_begin;
+    if constexpr (kVarlen) vnq = x.nq, vnk = x.nk;
     rowc = x.m0 + 64 * c;
     row0 = rowc + 16 * w + g8;
     m[0] = m[1] = -INFINITY;
@@ -487,7 +509,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     // before that could count toward the stage's previous use.
     int n_own = n_end;
     if (kCausal) {
-      const int last = rowc < p.nq ? min(rowc + 63, p.nq - 1) + shift : -1;  // the last key its rows see
+      const int last = rowc < NQ() ? min(rowc + 63, NQ() - 1) + SH() : -1;  // the last key its rows see
       n_own = last < 0 ? 0 : min(n_end, last / T::kBc + 1 - nb);
     }
     if (n_end > 0) {
@@ -499,8 +521,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       // Steps [n_full, n_mask) need no mask for any of this consumer's rows:
       // whole blocks of keys, all at or left of its first row's diagonal (and
       // kMod: within every row's window).
-      int n_full = 0, n_mask = p.nk / T::kBc;
-      if (kCausal) n_mask = min(n_mask, max(rowc + shift + 1, 0) / T::kBc);
+      int n_full = 0, n_mask = NK() / T::kBc;
+      if (kCausal) n_mask = min(n_mask, max(rowc + SH() + 1, 0) / T::kBc);
       if (kMod) {
         const fa2::WindowBlocks wc =
             fa2::window_blocks_rows<T::kBc>(rowc, min(rowc + 63, p.nq - 1), p.nq, p.nk, p.window_left, p.window_right);
@@ -536,8 +558,8 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       // keep it live across the steps (D64 spilled 8 B with n_end kept).
       int m0 = rowc - 64 * c;
       asm volatile("" : "+r"(m0));
-      const int last = m0 + T::kBr - 1 + shift;
-      const int e = last < 0 ? 0 : min((p.nk + T::kBc - 1) / T::kBc, last / T::kBc + 1);
+      const int last = m0 + T::kBr - 1 + SH();
+      const int e = last < 0 || (kVarlen && m0 >= NQ()) ? 0 : min((NK() + T::kBc - 1) / T::kBc, last / T::kBc + 1);
       for (int n = n_own; n < e; ++n) {
         const int gn = g + n, st = gn % T::kStages;
         const uint32_t ph = (gn / T::kStages) & 1;
@@ -552,8 +574,9 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
     }
 
     if (kSide) to_side(0);  // L of the |distance| form
-    E* gO = static_cast<E*>(p.o) + x.b * p.o_batch_stride + x.h * p.o_head_stride;
-    float* gL = p.lse + (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq;
+    // kVarlen: the sequence's rows of the packed O, and of the LSE's (Hq, total).
+    E* gO = static_cast<E*>(p.o) + (kVarlen ? x.q0 * p.o_row_stride : x.b * p.o_batch_stride) + x.h * p.o_head_stride;
+    float* gL = p.lse + (kVarlen ? x.h * static_cast<int64_t>(p.nq) + x.q0 : (static_cast<int64_t>(x.b) * p.hq + x.h) * p.nq);
     // kStageO: this warp's 16 rows, D / 8 16-byte chunks each, chunk k of
     // row r at k ^ (r % 8): the quad's 4-byte writes of 8 rows and the
     // 16-byte reads of a row's 8 chunks both hit 32 distinct banks.
@@ -565,7 +588,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
       float sum = l[hh];
       sum += __shfl_xor_sync(0xffffffff, sum, 1);
       sum += __shfl_xor_sync(0xffffffff, sum, 2);
-      if (!T::kStageO && row >= p.nq) continue;
+      if (!T::kStageO && row >= NQ()) continue;
       const bool seen = m[hh] != -INFINITY;
       const float inv = seen ? 1.f / sum : 0.f;
       const int r = g8 + 8 * hh;
@@ -575,7 +598,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
         if constexpr (T::kStageO) *reinterpret_cast<uint32_t*>(sO + r * kRowBytes + 16 * (i ^ g8) + 2 * c2) = v;
         else *reinterpret_cast<uint32_t*>(gO + row * p.o_row_stride + 8 * i + c2) = v;
       }
-      if (tc % 4 == 0 && row < p.nq) gL[row] = seen ? fmaf(m[hh], kMod ? mods.unit : p.scale, logf(sum)) : -INFINITY;
+      if (tc % 4 == 0 && row < NQ()) gL[row] = seen ? fmaf(m[hh], kMod ? mods.unit : p.scale, logf(sum)) : -INFINITY;
     }
     if constexpr (T::kStageO) {
       __syncwarp();
@@ -583,7 +606,7 @@ __device__ __forceinline__ void fwd_kernel(const Sm90FwdArgs& a) {
 #pragma unroll
       for (int j = 0; j < 16 * kChunks / 32; ++j) {
         const int idx = 32 * j + lane, r = idx / kChunks, k = idx % kChunks, row = rowc + 16 * w + r;
-        if (row < p.nq)
+        if (row < NQ())
           *reinterpret_cast<uint4*>(gO + row * p.o_row_stride + 8 * k) =
               *reinterpret_cast<const uint4*>(sO + r * kRowBytes + 16 * (k ^ (r % 8)));
       }

@@ -37,6 +37,10 @@ struct FwdParams {
   // total (the LSE's row stride).
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
+  // Read by the Hopper varlen forward only (fa2_fwd_sm90a_*_varlen): the
+  // sequences and the longest one's rows, which size its tile order (0 for
+  // every other call).
+  int32_t seqs, max_nq;
 };
 
 static_assert(sizeof(void*) == 8, "64-bit device pointers");
@@ -72,7 +76,9 @@ static_assert(offsetof(FwdParams, window_right) == 180, "WindowRight");
 static_assert(offsetof(FwdParams, softcap) == 184, "Softcap");
 static_assert(offsetof(FwdParams, cu_seqlens_q) == 192, "CuSeqlensQ");
 static_assert(offsetof(FwdParams, cu_seqlens_k) == 200, "CuSeqlensK");
-static_assert(sizeof(FwdParams) == 208, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
+static_assert(offsetof(FwdParams, seqs) == 208, "Seqs");
+static_assert(offsetof(FwdParams, max_nq) == 212, "MaxNq");
+static_assert(sizeof(FwdParams) == 216, "FwdParams size (Go: unsafe.Sizeof(FwdParams{}))");
 
 // BwdParams: the argument of every backward kernel (pre, dK/dV, dQ; the
 // single pass's dK/dV/dQ and dQ convert kernels). Same conventions as FwdParams.

@@ -193,12 +193,14 @@ void decode_row() {
 
 // The Hopper forward (fa2_sm90a.cu, its own cubin): Arch 90, fp16 and its
 // bf16 twins on the same tiles; the plain pair on Sm90Traits<D>::type, the
-// modified forwards (no causal twin) on Sm90Traits<D>::mod; no varlen twins.
+// modified forwards (no causal twin) on Sm90Traits<D>::mod; the plain pair's
+// varlen twins (Packed, the plain symbol plus _varlen) on the plain tile.
 template <class T>
-void sm90a_one(const char* mods, const char* sym, bool causal, bool bf16, int sm80_max_nk, bool alibi_gemm = false) {
+void sm90a_one(const char* mods, const char* sym, bool causal, bool bf16, int sm80_max_nk, bool alibi_gemm = false,
+               bool varlen = false) {
   const int smem = alibi_gemm ? T::kBiasSmemBytes : T::kSmemBytes;  // fwd_sm90.cuh's kSide adds its A and B
   if (is("go"))
-    go_row({"Fwd", mods}, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, bf16, false, sm80_max_nk,
+    go_row({"Fwd", mods, varlen}, 90, T::kD, causal, sym, T::kBr, T::kBc, T::kWarps, smem, 0, bf16, false, sm80_max_nk,
            T::kPersistent);
   else if (is("sm90a"))
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, T::kD, causal, T::kBr, T::kBc,
@@ -214,6 +216,8 @@ void sm90a_row() {
     for (int causal = 0; causal < 2; ++causal) {
       std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s%s", D, e, causal ? "_causal" : "");
       sm90a_one<T>(nullptr, sym, causal, bf16, causal ? T::kSM80CausalMaxNk : 0);
+      std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s%s_varlen", D, e, causal ? "_causal" : "");
+      sm90a_one<T>(nullptr, sym, causal, bf16, causal ? T::kSM80CausalMaxNk : 0, false, true);
     }
     for (int i = 0; i < 4; ++i) {
       std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s%s", D, e, mod_sfx[i]);

@@ -530,8 +530,10 @@ struct Tile90 {
 // modified forward (a window, softcap, ALiBi: fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi],
 // no causal twin) on (mod_br, mod_bc), with or without the intra-warpgroup
 // overlap (Tile90::kOverlap); bf16 on the fp16 tiles (552 / 683 TFLOP/s at N 8192,
-// D64 / D128 non-causal, against fp16's 544 / 657, H100). Dense only: varlen
-// calls run the sm_80 path, as do causal calls of at most sm80_causal_max_nk keys: none, since
+// D64 / D128 non-causal, against fp16's 544 / 657, H100). Packed sequences
+// without modifiers run the plain pair's varlen twins (fa2_fwd_sm90a_*_varlen,
+// the same tile); causal calls of at most sm80_causal_max_nk keys run the sm_80
+// path: none, since
 // the persistent D64 kernel, each consumer stopping at its own rows' last key
 // block, beats the sm_80 one at causal N 512 / 1024 (204 / 258 TFLOP/s against
 // 173 / 217, H200).

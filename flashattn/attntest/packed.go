@@ -59,6 +59,10 @@ func VarlenCases() []VarlenCase {
 		VarlenCase{Case{Name: "varlen-d96-alibi-gqa3", ALiBi: true, Hq: 3, Hkv: 1, D: 96, Seed: 65000}, lq, lk},
 		VarlenCase{Case{Name: "varlen-d256-causal-window-l90-softcap30", Causal: true, Window: &flashattn.Window{Left: 90, Right: -1}, Softcap: 30,
 			Hq: 4, Hkv: 2, D: 256, Seed: 66000}, lq, lk},
+		// D 64 plain and causal on the same lengths: tiles of Br 192 (the Hopper forward's) across
+		// sequences of 7 to 513 rows.
+		VarlenCase{Case{Name: "varlen-d64-gqa2", Hq: 4, Hkv: 2, D: 64, Seed: 68000}, lq, lk},
+		VarlenCase{Case{Name: "varlen-causal-d64-gqa2", Causal: true, Hq: 4, Hkv: 2, D: 64, Seed: 69000}, lq, lk},
 		// D 256 without modifiers: the GPU runs its backward on the modified single pass too.
 		VarlenCase{Case{Name: "varlen-causal-d256-gqa2", Causal: true, Hq: 4, Hkv: 2, D: 256, Seed: 67000}, []int{77, 0, 150, 33}, []int{90, 5, 130, 0}})
 	return cs

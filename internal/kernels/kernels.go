@@ -170,6 +170,10 @@ type FwdParams struct {
 	// int32 (B+1) cumulative sequence lengths of the packed q (and O) and k
 	// (and v); Nq is the packed total.
 	CuSeqlensQ, CuSeqlensK uint64
+
+	// Read by the Hopper varlen forward only: the sequences and the longest
+	// one's rows, which size its tile order; 0 for every other call.
+	Seqs, MaxNq int32
 }
 
 // Sm90FwdArgs mirrors `struct Sm90FwdArgs` in kernels/params.cuh, the one
@@ -180,7 +184,7 @@ type FwdParams struct {
 type Sm90FwdArgs struct {
 	QMap, KMap, VMap [128]byte
 	P                FwdParams
-	_                [640 - 384 - 208]byte
+	_                [640 - 384 - 216]byte
 }
 
 // Sm90BwdArgs mirrors `struct Sm90BwdArgs` in kernels/params.cuh, the one

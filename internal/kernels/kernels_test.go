@@ -520,7 +520,7 @@ func TestDecodeTableMatchesTraits(t *testing.T) {
 
 // Every X(d, Br, Bc, stages, sm80_causal_max_nk, stage_o, mod_br, mod_bc, mod_stages, mod_overlap)
 // row of FA2_SM90A_TILES ships the Hopper forward, causal (with the threshold)
-// and not, and the four modified forwards on the (mod_br, mod_bc) tile (one producer
+// and not, their varlen twins on the same tile, and the four modified forwards on the (mod_br, mod_bc) tile (one producer
 // warpgroup and Br/64 consumers each), persistent, in fp16 and in bf16 on the
 // same tiles; its tile rows in
 // resources.md agree, and the cubin is sm_90a SASS (CUDA ELF, arch 90).
@@ -532,8 +532,8 @@ func TestSM90ATable(t *testing.T) {
 			fwds++
 		}
 	}
-	if len(rows) == 0 || 12*len(rows) != fwds {
-		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d forwards (want 6 per row and dtype)", len(rows), fwds)
+	if len(rows) == 0 || 16*len(rows) != fwds {
+		t.Fatalf("FA2_SM90A_TILES has %d rows, the table %d forwards (want 8 per row and dtype)", len(rows), fwds)
 	}
 	md := readFile(t, "resources.md")
 	var ds []int
@@ -552,6 +552,7 @@ func TestSM90ATable(t *testing.T) {
 		for _, bf16 := range []bool{false, true} {
 			for _, w := range []want{
 				{pFwd, "", false, n[1], n[2], n[3], 0}, {pFwd, "_causal", true, n[1], n[2], n[3], n[4]},
+				{pFwdVarlen, "_varlen", false, n[1], n[2], n[3], 0}, {pFwdVarlen, "_causal_varlen", true, n[1], n[2], n[3], n[4]},
 				{pFwdMod, "_mod", false, n[5], n[6], n[7], 0}, {pFwdModCap, "_mod_cap", false, n[5], n[6], n[7], 0},
 				{pFwdModALiBi, "_mod_alibi", false, n[5], n[6], n[7], 0}, {pFwdModCapALiBi, "_mod_cap_alibi", false, n[5], n[6], n[7], 0},
 			} {
