@@ -246,10 +246,27 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   }
   __syncthreads();
 
+  // kDet, non-causal, Tr >= Tc: the key blocks start at query blocks spread
+  // over Tr (key block nb at off = nb Tr / Tc) and wrap around, so that at
+  // each step the CTAs of a (b, kv head) hold different query blocks. The
+  // turns at query block m follow arrival: first the key block q(m) whose
+  // start is the last one <= m, then q(m) - 1, ..., wrapping; each waits on a
+  // CTA that reached m earlier, and no turn waits while they keep pace.
+  const int tcn = gridDim.x;
+  const bool rot = kDet && !kCausal && tr >= tcn;
+  const int off = rot ? nb * tr / tcn : 0;
+  auto m_at = [&](int j) {
+    if constexpr (!kDet || kCausal) return j;
+    else return j + off < tr ? j + off : j + off - tr;
+  };
   // The turn of this CTA's key block at query block m (kDet).
   auto turn_of = [&](int m) {
-    if (!kCausal) return nb;
-    return min(static_cast<int>(gridDim.x) - 1, (T::kBr * m + T::kBr - 1 + shift) / T::kBc) - nb;
+    if (!kCausal) {
+      if (!rot) return nb;
+      const int q = ((m + 1) * tcn + tr - 1) / tr - 1;
+      return q >= nb ? q - nb : q - nb + tcn;
+    }
+    return min(tcn - 1, (T::kBr * m + T::kBr - 1 + shift) / T::kBc) - nb;
   };
   if (wg == 0) {  // producer
     regs_dec<T::kProducerRegs>();
@@ -257,10 +274,14 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       int g = 0;
       for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
         const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
-        float* acc = scr.acc + (bh * p.dq_accum_rows + m_begin * T::kBr) * D;
-        int* turn = scr.turns + bh * (p.dq_accum_rows / T::kBr) + m_begin;
-        for (int m = m_begin; m < tr; ++m, ++g, acc += T::kBr * D, ++turn) {
-          const int mine = turn_of(m);
+        float* acc = scr.acc + (bh * p.dq_accum_rows + m_at(m_begin) * T::kBr) * D;
+        int* turn = scr.turns + bh * (p.dq_accum_rows / T::kBr) + m_at(m_begin);
+        for (int j = m_begin; j < tr; ++j, ++g, acc += T::kBr * D, ++turn) {
+          const int m = m_at(j), mine = turn_of(m);
+          if (rot && j > m_begin && m == 0) {  // wrapped around
+            acc -= static_cast<int64_t>(tr) * T::kBr * D;
+            turn -= tr;
+          }
           mbar_wait(dqFull, g & 1);
           mbar_wait(dqFull + 1, g & 1);
           wait_turn(turn, mine);
@@ -288,8 +309,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
     }
     int g = 0;
     for (int h = hk * grp; h < (hk + 1) * grp; ++h)
-      for (int m = m_begin; m < tr; ++m, ++g) {
-        const int st = g % T::kStages;
+      for (int j = m_begin; j < tr; ++j, ++g) {
+        const int st = g % T::kStages, m = m_at(j);
         if (g >= T::kStages) mbar_wait(emptyQ + st, ((g / T::kStages) & 1) ^ 1);
         mbar_expect_tx(fullQ + st, 2 * T::kQ + T::kLD);
         const int64_t off = (static_cast<int64_t>(b) * p.hq + h) * p.dq_accum_rows + m * T::kBr;
@@ -317,7 +338,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   int g = 0;
   for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
     const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
-    for (int m = m_begin; m < tr; ++m, ++g) {
+    // m from m_begin up (kDet, non-causal: from off, wrapping around to it).
+    for (int m = m_at(m_begin), more = m_begin < tr; more; ++g) {
       const int st = g % T::kStages, m0 = m * T::kBr;
       const unsigned char* q = sQ + st * T::kQ;
       const unsigned char* dO = sDO + st * T::kQ;
@@ -492,6 +514,12 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           bulk_reduce_add(scr.acc + (bh * p.dq_accum_rows + m0) * D + (T::kDQDisjoint ? c * T::kDQ / 4 : 0), buf, T::kDQ);
           bulk_commit();
         }
+      }
+      if constexpr (kDet && !kCausal) {
+        m = m + 1 == tr ? 0 : m + 1;
+        more = m != off;
+      } else {
+        more = ++m < tr;
       }
     }
   }
