@@ -263,7 +263,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   auto turn_of = [&](int m) {
     if (!kCausal) {
       if (!rot) return nb;
-      const int q = ((m + 1) * tcn + tr - 1) / tr - 1;
+      const int q = ((m + 1) * tcn - 1) / tr;
       return q >= nb ? q - nb : q - nb + tcn;
     }
     return min(tcn - 1, (T::kBr * m + T::kBr - 1 + shift) / T::kBc) - nb;
