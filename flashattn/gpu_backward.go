@@ -250,6 +250,10 @@ func (op *bwdOp) enqueue() error {
 	set3(f.kvs, &p.DVBatchStride, &p.DVRowStride, &p.DVHeadStride)
 	f.setBwd(p)
 	if op.hopper() {
+		d.hbparams.DetSpread = 0
+		if op.pl.detSpread {
+			d.hbparams.DetSpread = 1
+		}
 		if err := encodeSM90ABwd(d.tmaps, op.pl.kernels[1], d.hbparams); err != nil {
 			return fmt.Errorf("flashattn: %s on %s: %w", op.pl.kernels[1].Symbol, d.info, err)
 		}

@@ -70,6 +70,11 @@ type plan struct {
 	// ordered kernel's int32 counters) and rows per slab
 	// (BwdParams.DQAccumRows); 0, 0 for the three kernels.
 	dqAccumLen, dqAccumRows int
+	// detSpread (the Hopper ordered non-causal pass, Sm90BwdArgs.DetSpread):
+	// each key block starts at its own query block, which needs a (batch, kv
+	// head)'s Tc CTAs resident at once: asked for where Tc is at most half
+	// the SMs (one CTA per SM), so a GPU shared with other work still fits them.
+	detSpread bool
 	// Decode: the KV splits, the CTAs sharing a group's merge, and the split
 	// workspace (decodeWorkspace; 0 for one split).
 	splits, mergeCTAs        int
@@ -311,6 +316,7 @@ func (c planDevice) backward(r planRequest) (plan, error) {
 		} else {
 			pl.dqAccumLen, pl.dqAccumRows = kernels.DQAccumLen(v, p.B, p.Nq, p.Hq), kernels.DQAccumRows(v, p.Nq)
 		}
+		pl.detSpread = v.Arch == kernels.SM90A && v.Ordered && !v.Causal && (p.Nk+v.Bc-1)/v.Bc <= c.sms/2
 	}
 	return pl, nil
 }

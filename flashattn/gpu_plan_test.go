@@ -542,3 +542,34 @@ func TestKernelTablePlans(t *testing.T) {
 		t.Errorf("KernelTable(70) = %v, want none", got)
 	}
 }
+
+// TestPlanDetSpread: the Hopper ordered non-causal pass spreads its key
+// blocks' start only where a (batch, kv head)'s key blocks fit half the SMs;
+// causal and the sm_80 path never.
+func TestPlanDetSpread(t *testing.T) {
+	gs := planGPUs()
+	h100, h100sm80 := gs[4], gs[5] // gs[5]: the H100 under ForcePath(80)
+	for _, c := range []struct {
+		d, nk          int
+		causal, forced bool
+		want           bool
+	}{
+		{64, 8192, false, false, true},   // Tc 64 <= 132 / 2
+		{128, 8192, false, false, true},  // Tc 64
+		{64, 8448, false, false, true},   // Tc 66: half of 132
+		{64, 8449, false, false, false},  // Tc 67
+		{64, 16384, false, false, false}, // Tc 128
+		{64, 8192, true, false, false},
+		{64, 8192, false, true, false},
+	} {
+		p := planProblem(t, c.d, c.nk, c.causal, -1, 0, false, false, true)
+		g := h100
+		if c.forced {
+			g = h100sm80
+		}
+		pl, err := planOf(g.c, planRequest{op: opBackward, p: p, dt: FP16})
+		if err != nil || pl.detSpread != c.want {
+			t.Errorf("D%d Nk %d causal %v sm_80 %v: detSpread %v (%v), want %v", c.d, c.nk, c.causal, c.forced, pl.detSpread, err, c.want)
+		}
+	}
+}

@@ -32,10 +32,12 @@
 //       their partials in a fixed order, a turn counter per query block in
 //       global memory (acquire/release); a thread of the producer warpgroup
 //       (the dQ writer, as FA3's) waits for the turn and issues the adds,
-//       the consumers hand it their buffers by mbarriers. Non-causal: turns
-//       ascend with the key block; causal: they descend from the query
-//       block's last key block and the CTAs take the key blocks last to
-//       first, so a turn only waits on CTAs dispatched before.
+//       the consumers hand it their buffers by mbarriers. Non-causal: each
+//       key block starts at its own query block and wraps around, the turns
+//       in that arrival order (Sm90BwdArgs::det_spread; else they ascend with
+//       the key block from query block 0); causal: they descend from the
+//       query block's last key block and the CTAs take the key blocks last
+//       to first, so a turn only waits on CTAs dispatched before.
 //   bwd_dqconv: dQ = accumulator * scale, rounded to E, from fragment order.
 // Causal is bottom-right aligned: row i sees keys j <= i + Nk - Nq.
 // E is the element type of every 16-bit operand: __half or __nv_bfloat16.
@@ -246,14 +248,16 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   }
   __syncthreads();
 
-  // kDet, non-causal, Tr >= Tc: the key blocks start at query blocks spread
-  // over Tr (key block nb at off = nb Tr / Tc) and wrap around, so that at
-  // each step the CTAs of a (b, kv head) hold different query blocks. The
-  // turns at query block m follow arrival: first the key block q(m) whose
+  // kDet, non-causal, Tr >= Tc, det_spread (the host's: every CTA of a
+  // (b, kv head) resident at once): the key blocks start at query blocks
+  // spread over Tr (key block nb at off = nb Tr / Tc) and wrap around, so
+  // that at each step the CTAs of a (b, kv head) hold different query blocks.
+  // The turns at query block m follow arrival: first the key block q(m) whose
   // start is the last one <= m, then q(m) - 1, ..., wrapping; each waits on a
   // CTA that reached m earlier, and no turn waits while they keep pace.
+  // Ascending from query block 0 instead, key block j first waits j turns.
   const int tcn = gridDim.x;
-  const bool rot = kDet && !kCausal && tr >= tcn;
+  const bool rot = kDet && !kCausal && a.det_spread != 0 && tr >= tcn;
   const int off = rot ? nb * tr / tcn : 0;
   auto m_at = [&](int j) {
     if constexpr (!kDet || kCausal) return j;

@@ -291,17 +291,21 @@ static_assert(sizeof(Sm90FwdArgs) == 640, "Sm90FwdArgs size (Go: unsafe.Sizeof(S
 // consumers' fragment order, LSE log2(e) (B, Hq, rows; +inf where P is 0:
 // rows past Nq or seeing no key), Di (B, Hq, rows; 0 past Nq), then one
 // int32 turn counter per query block (B, Hq, rows / Br), all written by the
-// pre kernel.
+// pre kernel. det_spread (the ordered non-causal pass): nonzero where the
+// host lets key block nb start at query block nb Tr / Tc (bwd_sm90.cuh),
+// which needs every CTA of a (batch, kv head) resident at once.
 struct alignas(64) Sm90BwdArgs {
   unsigned char q_map[128];
   unsigned char k_map[128];
   unsigned char v_map[128];
   unsigned char do_map[128];
   BwdParams p;
+  int32_t det_spread;
 };
 static_assert(offsetof(Sm90BwdArgs, q_map) == 0, "QMap");
 static_assert(offsetof(Sm90BwdArgs, k_map) == 128, "KMap");
 static_assert(offsetof(Sm90BwdArgs, v_map) == 256, "VMap");
 static_assert(offsetof(Sm90BwdArgs, do_map) == 384, "DOMap");
 static_assert(offsetof(Sm90BwdArgs, p) == 512, "P");
+static_assert(offsetof(Sm90BwdArgs, det_spread) == 864, "DetSpread");
 static_assert(sizeof(Sm90BwdArgs) == 896, "Sm90BwdArgs size (Go: unsafe.Sizeof(Sm90BwdArgs{}))");

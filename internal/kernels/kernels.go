@@ -194,7 +194,10 @@ type Sm90FwdArgs struct {
 type Sm90BwdArgs struct {
 	QMap, KMap, VMap, DOMap [128]byte
 	P                       BwdParams
-	_                       [896 - 512 - 352]byte
+	// DetSpread (the ordered non-causal pass): nonzero where every CTA of a
+	// (batch, kv head) can be resident at once (kernels/bwd_sm90.cuh).
+	DetSpread int32
+	_         [896 - 512 - 352 - 4]byte
 }
 
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of

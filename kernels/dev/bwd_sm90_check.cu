@@ -27,6 +27,10 @@
 //       TFLOP/s), ordered 0.99-1.03x.
 //   v8  D128: P^T by ex2.approx.ftz. H100, N 1024-16384: plain and causal
 //       1.03-1.04x v7 (N 8192 563 -> 588 TFLOP/s), ordered 0.99-1.01x.
+//   v9  the ordered twin without causality: key block nb starts at query
+//       block nb Tr / Tc and wraps around, turns in arrival order, where the
+//       host allows it (det_spread: Tc <= SMs / 2). H100, ordered non-causal,
+//       N 1024-8192: D64 1.07-1.19x v8, D128 1.05-1.12x.
 //   Not kept (git history has them): at D64 the two consumers' partials
 //       summed in shared memory before one add (H100, N 1024-16384: plain
 //       0.89-0.93x v4, ordered 1.11-1.20x v5); the next block's S^T and dP^T
@@ -34,9 +38,13 @@
 //       a rotated D64 loop, block g-1's dV and dK under block g's softmax
 //       (1.03-1.05x v4, 0.88-0.90x v6, with which it does not fit the registers);
 //       v7's early GEMMs and two buffers at D64 (spilled); P^T by ex2.approx
-//       at D64 (plain 0.98-0.99x, its ordered causal twin spilled).
-//   Not yet: a diagonal order for the ordered twin without causality;
-//       persistence, ping-pong between the consumers.
+//       at D64 (plain 0.98-0.99x, its ordered causal twin spilled); the
+//       ordered twin on a heads-fastest grid as the sm_80 one's (0.61-0.92x
+//       v8 at N 1024-8192); at D64 block g's dQ GEMM issued in block g + 1
+//       so that the consumers never meet (two dS^T buffers handed over by
+//       mbarriers: plain 0.95-1.01x v8); two dS^T buffers alone at D64
+//       (plain 1.00-1.02x, the ordered twin spilled).
+//   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
@@ -272,7 +280,11 @@ static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
   const size_t bhr = size_t(pr.b) * pr.hq * d.rows;
   CK(cudaMemsetAsync(d.acc, 0, d.acc_floats * 4, s));
   CK(cudaMemsetAsync(d.acc + d.acc_floats + 2 * bhr, 0, bhr / 64 * 4, s));
-  fn<<<dim3((pr.nk + T::kBc - 1) / T::kBc, pr.b * pr.hkv), T::kThreads, T::kSmemBytes, s>>>(d.a);
+  int sms = 0;  // the product's rule (flashattn's plan.detSpread): a (b, kv head)'s key blocks fit half the SMs
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int tc = (pr.nk + T::kBc - 1) / T::kBc;
+  d.a.det_spread = tc <= sms / 2;
+  fn<<<dim3(tc, pr.b * pr.hkv), T::kThreads, T::kSmemBytes, s>>>(d.a);
   CK(cudaGetLastError());
 }
 template <class E, bool Det>
