@@ -250,7 +250,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
 
   // kDet, non-causal, Tr >= Tc, det_spread (the host's: every CTA of a
   // (b, kv head) resident at once): the key blocks start at query blocks
-  // spread over Tr (key block nb at off = nb Tr / Tc) and wrap around, so
+  // spread over Tr (key block nb at m_start = nb Tr / Tc) and wrap around, so
   // that at each step the CTAs of a (b, kv head) hold different query blocks.
   // The turns at query block m follow arrival: first the key block q(m) whose
   // start is the last one <= m, then q(m) - 1, ..., wrapping; each waits on a
@@ -258,10 +258,10 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   // Ascending from query block 0 instead, key block j first waits j turns.
   const int tcn = gridDim.x;
   const bool rot = kDet && !kCausal && a.det_spread != 0 && tr >= tcn;
-  const int off = rot ? nb * tr / tcn : 0;
+  const int m_start = rot ? nb * tr / tcn : 0;
   auto m_at = [&](int j) {
     if constexpr (!kDet || kCausal) return j;
-    else return j + off < tr ? j + off : j + off - tr;
+    else return j + m_start < tr ? j + m_start : j + m_start - tr;
   };
   // The turn of this CTA's key block at query block m (kDet).
   auto turn_of = [&](int m) {
@@ -342,7 +342,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   int g = 0;
   for (int h = hk * grp; h < (hk + 1) * grp; ++h) {
     const int64_t bh = static_cast<int64_t>(b) * p.hq + h;
-    // m from m_begin up (kDet, non-causal: from off, wrapping around to it).
+    // m from m_begin up (kDet, non-causal: from m_start, wrapping around to it).
     for (int m = m_at(m_begin), more = m_begin < tr; more; ++g) {
       const int st = g % T::kStages, m0 = m * T::kBr;
       const unsigned char* q = sQ + st * T::kQ;
@@ -521,7 +521,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       }
       if constexpr (kDet && !kCausal) {
         m = m + 1 == tr ? 0 : m + 1;
-        more = m != off;
+        more = m != m_start;
       } else {
         more = ++m < tr;
       }
