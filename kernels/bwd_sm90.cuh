@@ -20,7 +20,9 @@
 //       of dQ_m = dS K. kEarlyDKV (D128): dV's GEMM is issued once P^T is
 //       packed and dK's once dS^T is, so dS^T is computed and stored under
 //       them; with kDSBufs 2 the dS^T of consecutive blocks alternate
-//       between two buffers. The mask runs only on the blocks that need it (the
+//       between two buffers. Otherwise (D64) dV's and dQ_m's GEMMs go first
+//       and dK's runs under dQ_m's epilogue (kLateDK; not in the ordered twin
+//       without causality, which would spill). The mask runs only on the blocks that need it (the
 //       last key block, the causal diagonal's). The register arrays are pinned
 //       (fence_regs) so that ptxas issues each batch of wgmmas back to back.
 //     dQ_m: each consumer's partial (Tile90Bwd's split: by columns, 64
@@ -329,6 +331,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   }
 
   regs_inc<T::kConsumerRegs>();
+  constexpr bool kLateDK = !T::kEarlyDKV && (!kDet || kCausal);
   const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
   const unsigned char* kw = sK + c * 64 * 128;  // this consumer's 64 keys: rows 64c.. of every column box
   const unsigned char* vw = sV + c * 64 * 128;
@@ -365,6 +368,13 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
                     desc(dO + (j / 4) * T::kQBlock + (j % 4) * 32, 16, 1024), j > 0);
       wgmma_commit();
       fence_regs(dp);
+      // LSE of the first two query column groups, loaded under S^T's GEMM
+      // (no load moves above the wait); not in the D64 ordered twin without
+      // causality, which would spill.
+      constexpr int kL = kLateDK || T::kEarlyDKV ? 2 : 0;
+      float2 l0[kL > 0 ? kL : 1];
+#pragma unroll
+      for (int i = 0; i < kL; ++i) l0[i] = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
       wgmma_wait<1>();
       fence_regs(s);
       // P^T in place of S^T. Keys past Nk are masked (their zero-filled
@@ -377,7 +387,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       if (masked) {
 #pragma unroll
         for (int i = 0; i < T::kBr / 8; ++i) {
-          const float2 l = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+          const float2 l = i < kL ? l0[i < kL ? i : 0] : *reinterpret_cast<const float2*>(sl + 8 * i + c2);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int key = n0 + 64 * c + 16 * w + g8 + 8 * hh, qi = m0 + 8 * i + c2, x = 4 * i + 2 * hh;
@@ -388,7 +398,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       } else {
 #pragma unroll
         for (int i = 0; i < T::kBr / 8; ++i) {
-          const float2 l = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+          const float2 l = i < kL ? l0[i < kL ? i : 0] : *reinterpret_cast<const float2*>(sl + 8 * i + c2);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int x = 4 * i + 2 * hh;
@@ -425,19 +435,30 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         wgmma_wait<0>();
       }
       fence_regs(dp);
+      // Di of queries 8 i + c2, + 1, loaded kAhead i ahead: ptxas cannot
+      // tell sl from ds, so it keeps each load behind the stores before it,
+      // and a load right before its use leaves every dS waiting for it. The
+      // ordered causal twin has no registers for it.
+      constexpr int kAhead = T::kEarlyDKV || (kDet && kCausal) ? 0 : 4;
+      const float2* di = reinterpret_cast<const float2*>(sl + T::kBr + c2);
+      float2 dn[kAhead > 0 ? kAhead : 1];
 #pragma unroll
-      for (int i = 0; i < T::kBr / 8; ++i)
+      for (int a = 0; a < kAhead; ++a) dn[a] = di[4 * a];
+#pragma unroll
+      for (int i = 0; i < T::kBr / 8; ++i) {
+        const float2 d_i = dn[i % (kAhead > 0 ? kAhead : 1)];
+        if (kAhead > 0 && i + kAhead < T::kBr / 8) dn[i % (kAhead > 0 ? kAhead : 1)] = di[4 * (i + kAhead)];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int x = 4 * i + 2 * hh + e;
-            dp[x] = s[x] * (dp[x] - sl[T::kBr + 8 * i + c2 + e]);
-          }
-          df[2 * i + hh] = pack<E>(dp[4 * i + 2 * hh], dp[4 * i + 2 * hh + 1]);
+          const int x = 4 * i + 2 * hh;
+          const float2 d = kAhead > 0 ? d_i : di[4 * i];
+          dp[x] = s[x] * (dp[x] - d.x);
+          dp[x + 1] = s[x + 1] * (dp[x + 1] - d.y);
+          df[2 * i + hh] = pack<E>(dp[x], dp[x + 1]);
           // dS^T to shared memory (64 keys x Br queries in boxes of 64, swizzled), dQ's A read M-major.
           if constexpr (!T::kEarlyDKV) *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
         }
+      }
       if constexpr (T::kEarlyDKV) {  // dK += dS^T Q_m issued before dS^T is stored for dQ
         fence_regs(dk);
         fence_regs(df);
@@ -464,10 +485,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       fence_regs(pf);
       fence_regs(df);
       wgmma_fence();
-      if constexpr (!T::kEarlyDKV) {
-        dv_gemm();
-        dk_gemm();
-      }
+      if constexpr (!T::kEarlyDKV) dv_gemm();
+      if constexpr (!T::kEarlyDKV && !kLateDK) dk_gemm();
       if constexpr (T::kDQByCols) {
 #pragma unroll
         for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..
@@ -483,13 +502,19 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           wgmma_tt<E>(dq, desc(ds + kk * 16 * 128, T::kQBlock, 1024), desc(kw + kk * 16 * 128, T::kKVBlock, 1024));
       }
       wgmma_commit();
-      fence_regs(pf);
-      fence_regs(df);
-      wgmma_wait<0>();
-      fence_regs(dv);
-      fence_regs(dk);
+      if constexpr (kLateDK) {  // dK's GEMM runs under dQ's epilogue, waited for at the block's end
+        dk_gemm();
+        wgmma_commit();
+        wgmma_wait<1>();
+      } else {
+        fence_regs(pf);
+        fence_regs(df);
+        wgmma_wait<0>();
+        fence_regs(dv);
+        fence_regs(dk);
+        mbar_arrive(emptyQ + st);
+      }
       fence_regs(dq);
-      mbar_arrive(emptyQ + st);
       // The block's partial in fragment order (by columns or rows: consumer
       // c's 64 x 64 at c * 64 * 64).
       float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
@@ -518,6 +543,14 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           bulk_reduce_add(scr.acc + (bh * p.dq_accum_rows + m0) * D + (T::kDQDisjoint ? c * T::kDQ / 4 : 0), buf, T::kDQ);
           bulk_commit();
         }
+      }
+      if constexpr (kLateDK) {
+        wgmma_wait<0>();
+        fence_regs(dv);
+        fence_regs(dk);
+        fence_regs(pf);
+        fence_regs(df);
+        mbar_arrive(emptyQ + st);
       }
       if constexpr (kDet && !kCausal) {
         m = m + 1 == tr ? 0 : m + 1;

@@ -31,6 +31,13 @@
 //       block nb Tr / Tc and wraps around, turns in arrival order, where the
 //       host allows it (det_spread: Tc <= SMs / 2). H100, ordered non-causal,
 //       N 1024-8192: D64 1.07-1.19x v8, D128 1.05-1.12x.
+//   v10 D64: Di loaded four column groups ahead of its use (a dS^T store
+//       between the loads kept ptxas from hoisting them: every dS waited for
+//       its load); the first two LSE groups loaded under S^T's GEMM; dV's and
+//       dQ_m's GEMMs first, dK's under dQ_m's epilogue (kLateDK). H100, the
+//       pass alone, N 1024-16384, one interleaved run of each part against
+//       v9: Di ahead 1.14-1.19x (D64 plain), LSE early a further 1-2% (D128
+//       causal 1.01x), dK late 1.16-1.21x with the first.
 //   Not kept (git history has them): at D64 the two consumers' partials
 //       summed in shared memory before one add (H100, N 1024-16384: plain
 //       0.89-0.93x v4, ordered 1.11-1.20x v5); the next block's S^T and dP^T
