@@ -22,9 +22,10 @@
 //       them; with kDSBufs 2 the dS^T of consecutive blocks alternate
 //       between two buffers. Otherwise (D64) dV's and dQ_m's GEMMs go first
 //       and dK's runs under dQ_m's epilogue (kLateDK; not in the ordered twin
-//       without causality, which would spill). The mask runs only on the blocks that need it (the
-//       last key block, the causal diagonal's). The register arrays are pinned
-//       (fence_regs) so that ptxas issues each batch of wgmmas back to back.
+//       without causality, which would spill). The mask runs only on the
+//       blocks that need it (the last key block, the causal diagonal's). The
+//       register arrays are pinned (fence_regs) so that ptxas issues each
+//       batch of wgmmas back to back.
 //     dQ_m: each consumer's partial (Tile90Bwd's split: by columns, 64
 //       columns over all Bc keys; by rows, 64 queries over all Bc keys; by
 //       keys, its own 64 keys) goes to shared memory in fragment order
@@ -502,7 +503,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           wgmma_tt<E>(dq, desc(ds + kk * 16 * 128, T::kQBlock, 1024), desc(kw + kk * 16 * 128, T::kKVBlock, 1024));
       }
       wgmma_commit();
-      if constexpr (kLateDK) {  // dK's GEMM runs under dQ's epilogue, waited for at the block's end
+      if constexpr (kLateDK) {  // dK's GEMM runs under dQ_m's epilogue, waited for at the block's end
         dk_gemm();
         wgmma_commit();
         wgmma_wait<1>();
