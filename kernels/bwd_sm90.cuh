@@ -376,6 +376,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       float2 l0[kL > 0 ? kL : 1];
 #pragma unroll
       for (int i = 0; i < kL; ++i) l0[i] = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+      auto lse = [&](int i) { return i < kL ? l0[i < kL ? i : 0] : *reinterpret_cast<const float2*>(sl + 8 * i + c2); };
       wgmma_wait<1>();
       fence_regs(s);
       // P^T in place of S^T. Keys past Nk are masked (their zero-filled
@@ -388,7 +389,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       if (masked) {
 #pragma unroll
         for (int i = 0; i < T::kBr / 8; ++i) {
-          const float2 l = i < kL ? l0[i < kL ? i : 0] : *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+          const float2 l = lse(i);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int key = n0 + 64 * c + 16 * w + g8 + 8 * hh, qi = m0 + 8 * i + c2, x = 4 * i + 2 * hh;
@@ -399,7 +400,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       } else {
 #pragma unroll
         for (int i = 0; i < T::kBr / 8; ++i) {
-          const float2 l = i < kL ? l0[i < kL ? i : 0] : *reinterpret_cast<const float2*>(sl + 8 * i + c2);
+          const float2 l = lse(i);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int x = 4 * i + 2 * hh;
@@ -442,13 +443,14 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       // ordered causal twin has no registers for it.
       constexpr int kAhead = T::kEarlyDKV || (kDet && kCausal) ? 0 : 4;
       const float2* di = reinterpret_cast<const float2*>(sl + T::kBr + c2);
-      float2 dn[kAhead > 0 ? kAhead : 1];
+      constexpr int kRing = kAhead > 0 ? kAhead : 1;
+      float2 dn[kRing];
 #pragma unroll
       for (int a = 0; a < kAhead; ++a) dn[a] = di[4 * a];
 #pragma unroll
       for (int i = 0; i < T::kBr / 8; ++i) {
-        const float2 d_i = dn[i % (kAhead > 0 ? kAhead : 1)];
-        if (kAhead > 0 && i + kAhead < T::kBr / 8) dn[i % (kAhead > 0 ? kAhead : 1)] = di[4 * (i + kAhead)];
+        const float2 d_i = dn[i % kRing];
+        if (kAhead > 0 && i + kAhead < T::kBr / 8) dn[i % kRing] = di[4 * (i + kAhead)];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int x = 4 * i + 2 * hh;
