@@ -17,12 +17,12 @@
 //       Di); dV += P^T dO_m and dK += dS^T Q_m with P^T and dS^T as register A
 //       operands (the accumulator layout is mma.sync's C layout, as the
 //       forward's P); dS^T also to shared memory, the A operand (read M-major)
-//       of dQ_m = dS K. kEarlyDKV (D128): dV's GEMM is issued once P^T is
-//       packed and dK's once dS^T is, so dS^T is computed and stored under
-//       them; with kDSBufs 2 the dS^T of consecutive blocks alternate
-//       between two buffers. Otherwise (D64) dV's and dQ_m's GEMMs go first
-//       and dK's runs under dQ_m's epilogue (kLateDK; not in the ordered twin
-//       without causality, which would spill). The mask runs only on the
+//       of dQ_m = dS K. kEarlyDV (D128): dV's GEMM is issued once P^T is
+//       packed, so dS^T is computed and stored under it; with kDSBufs 2 the
+//       dS^T of consecutive blocks alternate between two buffers. Otherwise
+//       (D64) dV's and dQ_m's GEMMs go first. dK's runs under dQ_m's
+//       epilogue (kLateDK; not in D64's ordered twin without causality,
+//       which would spill). The mask runs only on the
 //       blocks that need it (the last key block, the causal diagonal's). The
 //       register arrays are pinned (fence_regs) so that ptxas issues each
 //       batch of wgmmas back to back.
@@ -332,7 +332,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   }
 
   regs_inc<T::kConsumerRegs>();
-  constexpr bool kLateDK = !T::kEarlyDKV && (!kDet || kCausal);
+  constexpr bool kLateDK = T::kEarlyDV || !kDet || kCausal;
   const int c = wg - 1, tc = t & 127, w = tc >> 5, g8 = (tc >> 2) & 7, c2 = (tc & 3) << 1;
   const unsigned char* kw = sK + c * 64 * 128;  // this consumer's 64 keys: rows 64c.. of every column box
   const unsigned char* vw = sV + c * 64 * 128;
@@ -372,7 +372,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       // LSE of the first two query column groups, loaded under S^T's GEMM
       // (no load moves above the wait); not in the D64 ordered twin without
       // causality, which would spill.
-      constexpr int kL = kLateDK || T::kEarlyDKV ? 2 : 0;
+      constexpr int kL = kLateDK ? 2 : 0;
       float2 l0[kL > 0 ? kL : 1];
 #pragma unroll
       for (int i = 0; i < kL; ++i) l0[i] = *reinterpret_cast<const float2*>(sl + 8 * i + c2);
@@ -425,7 +425,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           wgmma_rs<E>(dk, ad, desc(q + j * 16 * 128, T::kQBlock, 1024));
         }
       };
-      if constexpr (T::kEarlyDKV) {  // dS^T is computed under dV's GEMM
+      if constexpr (T::kEarlyDV) {  // dS^T is computed under dV's GEMM
         fence_regs(dv);
         fence_regs(pf);
         wgmma_fence();
@@ -441,7 +441,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       // tell sl from ds, so it keeps each load behind the stores before it,
       // and a load right before its use leaves every dS waiting for it. The
       // ordered causal twin has no registers for it.
-      constexpr int kAhead = T::kEarlyDKV || (kDet && kCausal) ? 0 : 4;
+      constexpr int kAhead = T::kEarlyDV || (kDet && kCausal) ? 0 : 4;
       const float2* di = reinterpret_cast<const float2*>(sl + T::kBr + c2);
       constexpr int kRing = kAhead > 0 ? kAhead : 1;
       float2 dn[kRing];
@@ -459,16 +459,10 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
           dp[x + 1] = s[x + 1] * (dp[x + 1] - d.y);
           df[2 * i + hh] = pack<E>(dp[x], dp[x + 1]);
           // dS^T to shared memory (64 keys x Br queries in boxes of 64, swizzled), dQ's A read M-major.
-          if constexpr (!T::kEarlyDKV) *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
+          if constexpr (!T::kEarlyDV) *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
         }
       }
-      if constexpr (T::kEarlyDKV) {  // dK += dS^T Q_m issued before dS^T is stored for dQ
-        fence_regs(dk);
-        fence_regs(df);
-        wgmma_fence();
-        dk_gemm();
-        wgmma_commit();
-        fence_regs(dk);
+      if constexpr (T::kEarlyDV) {  // dS^T stored for dQ after the subtractions
 #pragma unroll
         for (int i = 0; i < T::kBr / 8; ++i)
 #pragma unroll
@@ -488,8 +482,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       fence_regs(pf);
       fence_regs(df);
       wgmma_fence();
-      if constexpr (!T::kEarlyDKV) dv_gemm();
-      if constexpr (!T::kEarlyDKV && !kLateDK) dk_gemm();
+      if constexpr (!T::kEarlyDV) dv_gemm();
+      if constexpr (!kLateDK) dk_gemm();
       if constexpr (T::kDQByCols) {
 #pragma unroll
         for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..

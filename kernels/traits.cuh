@@ -601,12 +601,13 @@ struct Tile90Bwd {
   // any order.
   static constexpr bool kDQByCols = kD == 128, kDQByRows = !kDQByCols && kBr == 128;
   static constexpr bool kDQDisjoint = kDQByCols || kDQByRows;
-  // dV's GEMM issued as soon as P^T is packed and dK's as soon as dS^T is, so
-  // that dS^T is computed and stored for dQ under them (bwd_sm90.cuh): at
-  // D128 the pass alone 1.09-1.15x, causal too, ordered 0.99-1.03x (H100, N
-  // 1024-16384). Not at D64's Br 128: S^T, dP^T and P^T live with dV's
-  // GEMM spilled 76-156 B.
-  static constexpr bool kEarlyDKV = kD == 128;
+  // dV's GEMM issued as soon as P^T is packed, so that dS^T is computed and
+  // stored for dQ under it (bwd_sm90.cuh): at D128, with dK's issued early
+  // too, the pass alone 1.10-1.14x (H100, N 1024-16384); dK's moved under
+  // dQ_m's epilogue (kLateDK) on top, 1.02-1.05x, causal 1.01-1.04x, ordered
+  // 1.01-1.05x. Not at D64's Br 128: S^T, dP^T and P^T live with dV's GEMM
+  // spilled 76-156 B.
+  static constexpr bool kEarlyDV = kD == 128;
   // P^T by ex2.approx.ftz (2 ulp; scores below 2^-126 flush to 0) at D128,
   // where the exponentials sit between the early GEMMs: 1.03-1.04x on them
   // (H100, the pass alone). At D64 plain 0.98-0.99x, its ordered causal
@@ -622,7 +623,7 @@ struct Tile90Bwd {
   static constexpr int kOffDS = kOffDO + kStages * kQ;
   // dS^T in two buffers at D128 (block g in g % 2): a consumer rewrites one
   // only after the other's dQ GEMM of two blocks before, so the consumers
-  // meet once per block, not twice (with kEarlyDKV level with one buffer:
+  // meet once per block, not twice (with kEarlyDV level with one buffer:
   // 0.99-1.01x, H100). D64's ordered twin spilled 32-68 B with them.
   static constexpr int kDSBufs = kD == 128 ? 2 : 1;
   static constexpr int kOffDQ = kOffDS + kDSBufs * kConsumers * kDS;
@@ -648,10 +649,11 @@ struct Tile90Bwd {
 // (H100, N 1024-16384), which brings that twin above the sm_80 path's.
 #define FA2_SM90A_BWD_TILES(X)                                                                             \
   X(64, 128, 128, 2, true) /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 64 + dP^T 64 + dQ by rows 32 regs; \
-                              341-420 TFLOP/s, ordered 285-423 (the pass alone, N 1024-16384, H100) */ \
+                              462-531 TFLOP/s, causal 370-488; ordered 431-496, causal 319-425 (the    \
+                              pass alone, fp16, N 2048-16384, H100) */                                 \
   X(128, 64, 128, 2, true) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;               \
-                              501-574 TFLOP/s, causal 416-542, ordered 385-498 (the pass alone,        \
-                              N 2048-16384, H100) */
+                              538-622 TFLOP/s, causal 451-593; ordered 472-518, causal 390-519 (the    \
+                              pass alone, fp16, N 2048-16384, H100) */
 
 // Sm90BwdTraits<D>::type ships.
 template <int D> struct Sm90BwdTraits;

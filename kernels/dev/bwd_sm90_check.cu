@@ -38,8 +38,14 @@
 //       pass alone, N 1024-16384, one interleaved run of each part against
 //       v9: Di ahead 1.14-1.19x (D64 plain), LSE early a further 1-2% (D128
 //       causal 1.01x), dK late 1.16-1.21x with the first.
-//   Not kept (git history has them): at D64 the two consumers' partials
-//       summed in shared memory before one add (H100, N 1024-16384: plain
+//   v11 D128: dK's GEMM under dQ_m's epilogue too (kLateDK), dV's still
+//       issued early (kEarlyDV). H100, the pass alone, N 1024-16384, two
+//       interleaved rounds against v10: plain 1.02-1.05x, causal
+//       1.01-1.04x, ordered 1.01-1.05x (fp16 and bf16).
+//   Not kept (git history has them): D128's first four Di groups loaded
+//       under dP^T's GEMM (0.99-1.02x v10, ordered 0.99x; on v11 within 1%,
+//       ordered 0.98-1.00x); at D64 the two consumers' partials summed in
+//       shared memory before one add (H100, N 1024-16384: plain
 //       0.89-0.93x v4, ordered 1.11-1.20x v5); the next block's S^T and dP^T
 //       issued before this block's dQ epilogue (ptxas serialised every wgmma);
 //       a rotated D64 loop, block g-1's dV and dK under block g's softmax
