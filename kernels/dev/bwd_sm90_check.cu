@@ -116,7 +116,7 @@ static float to_f(E x) {
   else return __half2float(x);
 }
 template <class E>
-static E from_f(float x) {
+__host__ __device__ static E from_f(float x) {
   if constexpr (std::is_same<E, __nv_bfloat16>::value) return __float2bfloat16_rn(x);
   else return __float2half_rn(x);
 }
@@ -216,6 +216,20 @@ static Run<E> reference(const Problem& pr, uint32_t seed) {
 }
 
 
+// Bench inputs: about N(0, 1) (a sum of 4 uniforms from a hash of the index).
+template <class E>
+__global__ void fill_random(E* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    float s = 0;
+    for (int k = 0; k < 4; ++k) s += ((z >> (16 * k)) & 0xffff) / 65536.f - 0.5f;
+    x[i] = from_f<E>(s * 1.7320508f);
+  }
+}
+
 template <class E>
 struct DevRun {
   E *q, *k, *v, *dout, *dk, *dv;
@@ -254,12 +268,14 @@ static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, c
         l2[bh * d.rows + i] = l == -INFINITY ? INFINITY : l * kLog2e;
         dp[bh * d.rows + i] = di[bh * pr.nq + i];
       }
-  } else {  // bench: any finite values
-    CK(cudaMemset(d.q, 0, nqe * 2));
-    CK(cudaMemset(d.dout, 0, nqe * 2));
-    CK(cudaMemset(d.k, 0, nke * 2));
-    CK(cudaMemset(d.v, 0, nke * 2));
-    std::fill(l2.begin(), l2.end(), 0.f);
+  } else {  // bench: inputs ~ N(0, 1) as the product bench's (zeros draw less power, so run at higher clocks)
+    fill_random<E><<<1024, 256>>>(d.q, nqe, 1);
+    fill_random<E><<<1024, 256>>>(d.dout, nqe, 2);
+    fill_random<E><<<1024, 256>>>(d.k, nke, 3);
+    fill_random<E><<<1024, 256>>>(d.v, nke, 4);
+    CK(cudaDeviceSynchronize());
+    // S scale ~ N(0, 1): a row's LSE is about ln Nk + 1/2, so P stays below 1.
+    std::fill(l2.begin(), l2.end(), float((std::log(double(pr.nk)) + 0.5) * 1.4426950408889634));
   }
   CK(cudaMemcpy(d.acc + d.acc_floats, l2.data(), bhr * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d.acc + d.acc_floats + bhr, dp.data(), bhr * 4, cudaMemcpyHostToDevice));
