@@ -116,7 +116,7 @@ static float to_f(E x) {
   else return __half2float(x);
 }
 template <class E>
-__host__ __device__ static E from_f(float x) {
+static E from_f(float x) {
   if constexpr (std::is_same<E, __nv_bfloat16>::value) return __float2bfloat16_rn(x);
   else return __float2half_rn(x);
 }
@@ -215,20 +215,6 @@ static Run<E> reference(const Problem& pr, uint32_t seed) {
   return r;
 }
 
-
-// Bench inputs: about N(0, 1) (a sum of 4 uniforms from a hash of the index).
-template <class E>
-__global__ void fill_random(E* x, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    float s = 0;
-    for (int k = 0; k < 4; ++k) s += ((z >> (16 * k)) & 0xffff) / 65536.f - 0.5f;
-    x[i] = from_f<E>(s * 1.7320508f);
-  }
-}
 
 template <class E>
 struct DevRun {

@@ -1,18 +1,23 @@
 // dev.h: what the dev harnesses (fwd_check.cu, bwd_check.cu, bwd_sm90_check.cu)
 // share: a CUDA runtime error check, the driver API reached through dlopen (no
 // -lcuda at link time) to load the committed fatbin or PTX as Go does
-// (cuModuleLoadData), and (CUDA 12) the sm_90a kernels' TMA tensor maps.
+// (cuModuleLoadData), the benchmark inputs, and (CUDA 12) the sm_90a kernels'
+// TMA tensor maps.
 #pragma once
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #define CK(x)                                                                                  \
   do {                                                                                         \
@@ -22,6 +27,22 @@
       std::exit(1);                                                                            \
     }                                                                                          \
   } while (0)
+
+// Benchmark inputs, as the product bench's N(0, 1): a sum of 4 uniforms
+// from a hash of the index (mean 0, variance 1), rounded to E.
+template <class E>
+__global__ void fill_random(E* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    float s = 0;
+    for (int k = 0; k < 4; ++k) s += ((z >> (16 * k)) & 0xffff) / 65536.f - 0.5f;
+    if constexpr (std::is_same<E, __nv_bfloat16>::value) x[i] = __float2bfloat16_rn(s * 1.7320508f);
+    else x[i] = __float2half_rn(s * 1.7320508f);
+  }
+}
 
 struct Driver {
   CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;

@@ -478,19 +478,6 @@ static CheckStats run_checks(const std::vector<Kernel>& ks, bool verbose) {
 }
 
 // ---- benchmark ----
-__global__ void fill_random(__half* x, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    // Sum of 4 uniforms: roughly normal, mean 0, variance 1.
-    float s = 0;
-    for (int k = 0; k < 4; ++k) s += ((z >> (16 * k)) & 0xffff) / 65536.f - 0.5f;
-    x[i] = __float2half(s * 1.7320508f);
-  }
-}
-
 __global__ void spin(long long cycles) {
   const long long t0 = clock64();
   while (clock64() - t0 < cycles) {
