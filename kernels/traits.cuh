@@ -650,10 +650,10 @@ struct Tile90Bwd {
 #define FA2_SM90A_BWD_TILES(X)                                                                             \
   X(64, 128, 128, 2, true) /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 64 + dP^T 64 + dQ by rows 32 regs; \
                               462-531 TFLOP/s, causal 370-488; ordered 431-496, causal 319-425 (the    \
-                              pass alone, fp16, N 2048-16384, H100) */                                 \
+                              pass alone on all-zero inputs, fp16, N 2048-16384, H100) */              \
   X(128, 64, 128, 2, true) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;               \
                               538-622 TFLOP/s, causal 451-593; ordered 472-518, causal 390-519 (the    \
-                              pass alone, fp16, N 2048-16384, H100) */
+                              pass alone on all-zero inputs, fp16, N 2048-16384, H100) */
 
 // Sm90BwdTraits<D>::type ships.
 template <int D> struct Sm90BwdTraits;
