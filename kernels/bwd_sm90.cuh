@@ -90,8 +90,10 @@ __host__ __device__ inline int dq_frag(int r, int x, int cols) {
 }
 // Element (r, x) of a Br-row block of the accumulator: consumer c's partial
 // at c * 64 * 64 (by columns: its 64 columns; by rows: its 64 rows).
+// With kDQSwap the partial is dQ_m^T's (64 columns x Br queries) at c * 64 * Br.
 template <class T>
 __host__ __device__ inline int dq_acc_index(int r, int x) {
+  if (T::kDQSwap) return x / 64 * 64 * T::kBr + dq_frag(x % 64, r, T::kBr);
   if (T::kDQByCols) return x / 64 * 64 * 64 + dq_frag(r, x % 64, 64);
   if (T::kDQByRows) return r / 64 * 64 * T::kD + dq_frag(r % 64, x, T::kD);
   return dq_frag(r, x, T::kD);
@@ -127,6 +129,17 @@ __device__ __forceinline__ void wait_turn(const int* p, int want) {
 }
 __device__ __forceinline__ void st_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// Byte offset of dS^T's element (key r, query x) in a consumer's buffer: with
+// kDQSwap in 8x8 core matrices (the 8-key groups Br * 16 bytes apart, the
+// 8-query groups 128 bytes), the B operand of dQ_m^T; else swizzled in
+// boxes of 64 queries, the A operand (M-major) of dQ_m. Both take a warp's
+// 32-bit stores of a row pair conflict-free.
+template <class T>
+__device__ __forceinline__ int ds_off(int r, int x) {
+  if constexpr (T::kDQSwap) return (r / 8) * T::kBr * 16 + (x / 8) * 128 + (r % 8) * 16 + (x % 8) * 2;
+  else return swz<64>(r, x);
 }
 
 // Both consumer warpgroups (256 threads): named barrier 5, after
@@ -199,6 +212,29 @@ __device__ void bwd_dqconv(const Sm90BwdArgs& a) {
   const BwdParams& p = a.p;
   const int m = blockIdx.x, bh = blockIdx.y, b = bh / p.hq, h = bh % p.hq;
   const float* acc = p.dq_accum + (static_cast<int64_t>(bh) * p.dq_accum_rows + m * T::kBr) * D;
+  if constexpr (T::kDQSwap) {
+    // The block's dQ_m^T partials, read in their fragment order (coalesced)
+    // and written row-major into shared memory, then converted by rows.
+    __shared__ float tile[T::kBr][D + 2];
+    for (int i = threadIdx.x; i < T::kBr * D / 4; i += blockDim.x) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(acc) + i);
+      const int c = 4 * i / (64 * T::kBr), l = 4 * i % (64 * T::kBr);  // consumer c's float l (dq_frag's order)
+      const int rest = l / 64, w = rest / 2 / (T::kBr / 8), qi = rest / 2 % (T::kBr / 8), hh = rest % 2;
+      const int col = 64 * c + 16 * w + 8 * hh + (l % 64) / 8, q = 8 * qi + (l % 8);  // (l % 8): c2 + e of two lanes' pairs
+      tile[q][col] = f.x;
+      tile[q + 1][col] = f.y;
+      tile[q + 2][col] = f.z;
+      tile[q + 3][col] = f.w;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int i = threadIdx.x; i < T::kBr * D / 2; i += blockDim.x) {
+      const int r = i / (D / 2), x = 2 * (i % (D / 2)), row = m * T::kBr + r;
+      E* dq = static_cast<E*>(p.dq) + b * p.dq_batch_stride + row * p.dq_row_stride + h * p.dq_head_stride + x;
+      if (row < p.nq) *reinterpret_cast<uint32_t*>(dq) = pack<E>(tile[r][x] * p.scale, tile[r][x + 1] * p.scale);
+    }
+    return;
+  }
   float2 v[kSteps];
 #pragma unroll
   for (int k = 0; k < kSteps; ++k) {
@@ -455,11 +491,13 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         for (int hh = 0; hh < 2; ++hh) {
           const int x = 4 * i + 2 * hh;
           const float2 d = kAhead > 0 ? d_i : di[4 * i];
-          dp[x] = s[x] * (dp[x] - d.x);
-          dp[x + 1] = s[x + 1] * (dp[x + 1] - d.y);
+          float2 pv = make_float2(s[x], s[x + 1]);
+          if constexpr (T::kDSFromP) pv = fa2::to_float2(*reinterpret_cast<const typename fa2::Pair<E>::type*>(&pf[2 * i + hh]));
+          dp[x] = pv.x * (dp[x] - d.x);
+          dp[x + 1] = pv.y * (dp[x + 1] - d.y);
           df[2 * i + hh] = pack<E>(dp[x], dp[x + 1]);
           // dS^T to shared memory (64 keys x Br queries in boxes of 64, swizzled), dQ's A read M-major.
-          if constexpr (!T::kEarlyDV) *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
+          if constexpr (!T::kEarlyDV) *reinterpret_cast<uint32_t*>(ds + ds_off<T>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
         }
       }
       if constexpr (T::kEarlyDV) {  // dS^T stored for dQ after the subtractions
@@ -467,14 +505,14 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
         for (int i = 0; i < T::kBr / 8; ++i)
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh)
-            *reinterpret_cast<uint32_t*>(ds + swz<64>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
+            *reinterpret_cast<uint32_t*>(ds + ds_off<T>(16 * w + g8 + 8 * hh, 8 * i + c2)) = df[2 * i + hh];
       }
       fence_proxy_async();
       if constexpr (T::kDQDisjoint) consumers_sync();  // dQ reads both consumers' dS^T
       else consumer_sync<2>(c);
-      float dq[T::kDQCols / 2];
+      float dq[T::kDQRegs];
 #pragma unroll
-      for (int i = 0; i < T::kDQCols / 2; ++i) dq[i] = 0.f;
+      for (int i = 0; i < T::kDQRegs; ++i) dq[i] = 0.f;
       // ptxas would move the zeroing and the packing into the batch and serialise it.
       fence_regs(dv);
       fence_regs(dk);
@@ -484,7 +522,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       wgmma_fence();
       if constexpr (!T::kEarlyDV) dv_gemm();
       if constexpr (!kLateDK) dk_gemm();
-      if constexpr (T::kDQByCols) {
+      if constexpr (T::kDQSwap) {
+#pragma unroll
+        for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; dQ_m^T's rows: columns 64c ..
+          wgmma_tt<E>(dq, desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024), desc_il(sDSg + kk * 2 * T::kBr * 16, T::kBr * 16, 128));
+      } else if constexpr (T::kDQByCols) {
 #pragma unroll
         for (int kk = 0; kk < T::kBc / 16; ++kk)  // every key, 16 kk .. 16 kk + 15; columns 64c ..
           wgmma_tt<E>(dq, desc(sDSg + kk * 16 * 128, T::kQBlock, 1024), desc(sK + c * T::kKVBlock + kk * 16 * 128, T::kKVBlock, 1024));
@@ -513,7 +555,7 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
       }
       fence_regs(dq);
       // The block's partial in fragment order (by columns or rows: consumer
-      // c's 64 x 64 at c * 64 * 64).
+      // c's 64 x 64 at c * 64 * 64; kDQSwap: its 64 x Br at c * 64 * Br).
       float* buf = reinterpret_cast<float*>(smem + T::kOffDQ + c * T::kDQ);
       if constexpr (kDet) {
         if (g > 0) mbar_wait(dqEmpty + c, (g - 1) & 1);  // the writer has added the last block's
@@ -528,8 +570,8 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-        for (int i = 0; i < T::kDQCols / 8; ++i)
-          *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, T::kDQCols)) =
+        for (int i = 0; i < T::kDQRegs / 4; ++i)  // the accumulator's 64 x 2 kDQRegs (kDQSwap: dQ_m^T's)
+          *reinterpret_cast<float2*>(buf + dq_frag(16 * w + g8 + 8 * hh, 8 * i + c2, 2 * T::kDQRegs)) =
               make_float2(dq[4 * i + 2 * hh], dq[4 * i + 2 * hh + 1]);
       fence_proxy_async();
       consumer_sync<2>(c);

@@ -601,6 +601,14 @@ struct Tile90Bwd {
   // any order.
   static constexpr bool kDQByCols = kD == 128, kDQByRows = !kDQByCols && kBr == 128;
   static constexpr bool kDQDisjoint = kDQByCols || kDQByRows;
+  // A query block of Br 80 is no wgmma M (64): dQ_m's partial is computed
+  // transposed, dQ_m^T = K^T dS^T (M: the consumer's 64 columns, N: the Br
+  // queries), with dS^T stored in 8x8 core matrices (wgmma's interleaved
+  // layout, read N-major), and bwd_dqconv transposes it back.
+  static constexpr bool kDQSwap = kBr % 64 != 0;
+  // dS^T from P^T's packed 16-bit pairs, not its fp32 values: with the
+  // fp32 ones live through dP^T's subtraction every Br-80 kernel spilled 8-32 B.
+  static constexpr bool kDSFromP = kDQSwap;
   // dV's GEMM issued as soon as P^T is packed, so that dS^T is computed and
   // stored for dQ under it (bwd_sm90.cuh): at D128, with dK's issued early
   // too, the pass alone 1.10-1.14x (H100, N 1024-16384); dK's moved under
@@ -615,6 +623,7 @@ struct Tile90Bwd {
   static constexpr bool kExp2Approx = kD == 128;
   static constexpr int kDQCols = kDQByCols ? 64 : kD, kDQRows = kDQByRows ? 64 : kBr;
   static constexpr int kDQ = kDQRows * kDQCols * 4;      // one consumer's dQ_m partial, fp32, fragment order
+  static constexpr int kDQRegs = kDQRows * kDQCols / 128;  // its accumulator's floats per consumer thread
   static constexpr int kLD = 2 * kBr * 4;                // a stage's LSE log2(e) and Di, fp32
   // K | V | Q_m[stages] | dO_m[stages] | dS^T[consumers] | dQ_m[consumers] |
   // LSE, Di[stages] | mbarriers: K/V full; per stage Q full, empty; per
@@ -630,10 +639,13 @@ struct Tile90Bwd {
   static constexpr int kOffLD = kOffDQ + kConsumers * kDQ;
   static constexpr int kOffBar = kOffLD + kStages * kLD;
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages + 2 * kConsumers);
-  static_assert((kBr == 64 || (kBr == 128 && kD == 64)) && kBc == 128,
-                "two consumers of 64 keys; query blocks of 64 (D 64, 128) or 128 (D64, dQ by rows)");
+  static_assert((kBr == 64 || (kBr == 128 && kD == 64) || (kBr == 80 && kD == 128)) && kBc == 128,
+                "two consumers of 64 keys; query blocks of 64 (D 64, 128), 128 (D64, dQ by rows) or 80 (D128, dQ^T by columns)");
+  static_assert(!kDQSwap || kDQByCols, "dQ_m^T's M is a consumer's 64 columns");
   static_assert(kD == 64 || kD == 128, "D in 64-column boxes");
-  static_assert(kConsumerRegs >= kD + kBr + kDQCols / 2, "dK, dV, S^T, dP^T and dQ_m fit a consumer's registers");
+  // dK, dV, S^T and dP^T; then dQ_m beside dK, dV and the packed P^T, dS^T.
+  static_assert(kConsumerRegs >= kD + kBr && kConsumerRegs >= kD + kBr / 2 + kDQRegs,
+                "dK, dV, S^T, dP^T and dQ_m fit a consumer's registers");
   static_assert(kSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
 };
 
@@ -651,9 +663,8 @@ struct Tile90Bwd {
   X(64, 128, 128, 2, true) /* 2 consumers of 64 keys: dK 32 + dV 32 + S^T 64 + dP^T 64 + dQ by rows 32 regs; \
                               462-531 TFLOP/s, causal 370-488; ordered 431-496, causal 319-425 (the    \
                               pass alone on all-zero inputs, fp16, N 2048-16384, H100) */              \
-  X(128, 64, 128, 2, true) /* dK 64 + dV 64 + S^T 32 + dP^T 32 + dQ by columns 32 regs;               \
-                              538-622 TFLOP/s, causal 451-593; ordered 472-518, causal 390-519 (the    \
-                              pass alone on all-zero inputs, fp16, N 2048-16384, H100) */
+  X(128, 80, 128, 2, true) /* dK 64 + dV 64 + S^T 40 + dP^T 40, then dQ_m^T by columns 40 regs: each  \
+                              wait and barrier covers 80 queries, not 64 (FA3's D128 tile) */
 
 // Sm90BwdTraits<D>::type ships.
 template <int D> struct Sm90BwdTraits;

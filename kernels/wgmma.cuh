@@ -37,6 +37,15 @@ __device__ inline uint64_t desc(const void* p, uint32_t lead, uint32_t stride) {
          (uint64_t((stride >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+// An operand without swizzle, in 8x8 core matrices (8 rows of 16 bytes, 128
+// contiguous bytes): for an N-major B, "leading" is the byte step between
+// core matrices along K, "stride" the step along N (CUTLASS's interleaved
+// MN-major layout).
+__device__ inline uint64_t desc_il(const void* p, uint32_t lead, uint32_t stride) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t((lead >> 4) & 0x3FFF) << 16) | (uint64_t((stride >> 4) & 0x3FFF) << 32);
+}
+
 // The wgmma wrappers take the element type E of their A and B operands:
 // __half (.f16) or __nv_bfloat16 (.bf16), both accumulating in fp32 with the
 // same fragment and shared-memory layouts, so the bf16 kernels differ from
@@ -56,12 +65,15 @@ __device__ inline uint64_t desc(const void* p, uint32_t lead, uint32_t stride) {
       K(d[11]), K(d[12]), K(d[13]), K(d[14]), K(d[15]), K(d[16]), K(d[17]), K(d[18]), K(d[19]), K(d[20]),  \
       K(d[21]), K(d[22]), K(d[23]), K(d[24]), K(d[25]), K(d[26]), K(d[27]), K(d[28]), K(d[29]), K(d[30]),  \
       K(d[31])
+#define SM90_ACC40(K)                                                                                      \
+  SM90_ACC32(K), K(d[32]), K(d[33]), K(d[34]), K(d[35]), K(d[36]), K(d[37]), K(d[38]), K(d[39])
 #define SM90_ACC64(K)                                                                                      \
   SM90_ACC32(K), K(d[32]), K(d[33]), K(d[34]), K(d[35]), K(d[36]), K(d[37]), K(d[38]), K(d[39]), K(d[40]), \
       K(d[41]), K(d[42]), K(d[43]), K(d[44]), K(d[45]), K(d[46]), K(d[47]), K(d[48]), K(d[49]), K(d[50]),  \
       K(d[51]), K(d[52]), K(d[53]), K(d[54]), K(d[55]), K(d[56]), K(d[57]), K(d[58]), K(d[59]), K(d[60]),  \
       K(d[61]), K(d[62]), K(d[63])
 #define SM90_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define SM90_R40 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
 #define SM90_R64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 // S (64x64, fp32 in d) = Q (64x16 slice, smem desc a) . K^T (desc b); scale_d 0 overwrites d.
@@ -71,6 +83,18 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, u
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " SM90_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
                : SM90_ACC32("+f")                                                                           \
+               : "l"(a), "l"(b), "r"(scale_d))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
+}
+
+// The backward's S^T and dP^T at Br 80 (64 keys x 80 queries): as above.
+template <class E>
+__device__ __forceinline__ void wgmma_m64n80k16_ss(float (&d)[40], uint64_t a, uint64_t b, int scale_d) {
+#define SM90_ASM(TY)                                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " " SM90_R40 ", %40, %41, p, 1, 1, 0, 0;\n}\n" \
+               : SM90_ACC40("+f")                                                                           \
                : "l"(a), "l"(b), "r"(scale_d))
   SM90_WGMMA(E, SM90_ASM)
 #undef SM90_ASM
@@ -144,10 +168,22 @@ __device__ __forceinline__ void wgmma_m64n64k16_tt(float (&d)[32], uint64_t a, u
   SM90_WGMMA(E, SM90_ASM)
 #undef SM90_ASM
 }
+// dQ_m^T's GEMM at Br 80 (64 columns x 80 queries): A M-major, B N-major.
+template <class E>
+__device__ __forceinline__ void wgmma_m64n80k16_tt(float (&d)[40], uint64_t a, uint64_t b) {
+#define SM90_ASM(TY)                                                                                                \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " " SM90_R40 ", %40, %41, 1, 1, 1, 1, 1;\n" \
+               : SM90_ACC40("+f")                                                                                  \
+               : "l"(a), "l"(b))
+  SM90_WGMMA(E, SM90_ASM)
+#undef SM90_ASM
+}
 #undef SM90_WGMMA
 #undef SM90_ACC32
+#undef SM90_ACC40
 #undef SM90_ACC64
 #undef SM90_R32
+#undef SM90_R40
 #undef SM90_R64
 
 // By accumulator size (N = 2 x its floats): d (64xN) [+]= A . B, both from
@@ -160,6 +196,10 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b,
 template <class E>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
   wgmma_m64n64k16_ss<E>(d, a, b, scale_d);
+}
+template <class E>
+__device__ __forceinline__ void wgmma_ss(float (&d)[40], uint64_t a, uint64_t b, int scale_d) {
+  wgmma_m64n80k16_ss<E>(d, a, b, scale_d);
 }
 template <class E>
 __device__ __forceinline__ void wgmma_ss_init(float (&d)[64], uint64_t a, uint64_t b) {
@@ -180,6 +220,10 @@ __device__ __forceinline__ void wgmma_tt(float (&d)[64], uint64_t a, uint64_t b)
 template <class E>
 __device__ __forceinline__ void wgmma_tt(float (&d)[32], uint64_t a, uint64_t b) {
   wgmma_m64n64k16_tt<E>(d, a, b);
+}
+template <class E>
+__device__ __forceinline__ void wgmma_tt(float (&d)[40], uint64_t a, uint64_t b) {
+  wgmma_m64n80k16_tt<E>(d, a, b);
 }
 
 // lo, hi rounded to nearest (even) in E and packed as a wgmma A register.
