@@ -31,6 +31,9 @@
 //       keys, its own 64 keys) goes to shared memory in fragment order
 //       (dq_frag: conflict-free float2 stores) and is added to the fp32
 //       accumulator, laid out in the same order, by one TMA bulk reduce-add.
+//       kDQSwap (Br 80, no wgmma M): the columns' partial is computed
+//       transposed, dQ_m^T = K^T dS^T, from dS^T stored in 8x8 core matrices
+//       (ds_off), and bwd_dqconv transposes it back.
 //     kDet (the _ordered kernels, Options.Deterministic): the key blocks add
 //       their partials in a fixed order, a turn counter per query block in
 //       global memory (acquire/release); a thread of the producer warpgroup
