@@ -43,6 +43,12 @@
 //       issued early (kEarlyDV). H100, the pass alone, N 1024-16384, two
 //       interleaved rounds against v10: plain 1.02-1.05x, causal
 //       1.01-1.04x, ordered 1.01-1.05x (fp16 and bf16).
+//   v12 D128 in query blocks of 80 (FA3's D128 tile): dQ_m^T = K^T dS^T by
+//       wgmma (M: a consumer's 64 columns, N: the 80 queries), dS^T stored
+//       in 8x8 core matrices, dS from P^T's packed pairs (the fp32 P^T live
+//       through dP^T's subtraction spilled 8-32 B), bwd_dqconv transposing
+//       back. H100, the whole backward through Go beside v11, N 2048-16384,
+//       fp16: plain 1.00-1.03x, causal 0.97-1.04x, ordered 1.05-1.06x.
 //   Not kept (git history has them): D128's first four Di groups loaded
 //       under dP^T's GEMM (0.99-1.02x v10, ordered 0.99x; on v11 within 1%,
 //       ordered 0.98-1.00x); at D64 the two consumers' partials summed in
