@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -76,7 +77,9 @@ type BenchResult struct {
 	// enqueue, which on an idle GPU would sit between the start event and the
 	// first kernel, is not timed (PyTorch's side, bench/sdpa.py, hides its
 	// own the same way). False where the driver has no stream memory
-	// operations: the events then include the first launch's latency.
+	// operations, or under a CUDA tool (Nsight Compute would wait forever
+	// on the held stream): the events then include the first launch's
+	// latency.
 	EnqueueHidden bool
 	// HostOverheadUs is the median, over Reps, of the host wall time of
 	// one call (record, launch(es), record, wait) minus its event time: what
@@ -366,6 +369,13 @@ func (d *Device) launchFloor(op deviceOp, n int) (float64, error) {
 	return stats.Median(us), d.stream.Synchronize()
 }
 
+// profiled reports a tool the driver loads from CUDA_INJECTION64_PATH
+// (Nsight Compute, Nsight Systems, compute-sanitizer). The calls are then
+// timed without the gate: Nsight Compute runs each kernel to completion
+// inside its launch, behind the stream's earlier work, and a stream held
+// for the host opens only after the launches return, so it would never run.
+func profiled() bool { return os.Getenv("CUDA_INJECTION64_PATH") != "" }
+
 // timeCalls enqueues op warmup times untimed, then reps times each timed
 // with CUDA events, and fills r's times; d.mu is held.
 func (d *Device) timeCalls(r *BenchResult, op deviceOp, warmup, reps int) error {
@@ -392,11 +402,14 @@ func (d *Device) timeCalls(r *BenchResult, op deviceOp, warmup, reps int) error 
 	// and a goroutine that moved threads between calls would time that too.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	gate, gerr := d.ctx.NewGate()
-	if gerr == nil {
-		defer func() { _ = gate.Destroy() }() // after the last wait below
+	var gate *cuda.Gate
+	if !profiled() {
+		if g, err := d.ctx.NewGate(); err == nil {
+			gate = g
+			defer func() { _ = gate.Destroy() }() // after the last wait below
+		}
 	}
-	r.EnqueueHidden = gerr == nil
+	r.EnqueueHidden = gate != nil
 	ms := make([]float64, reps)
 	overhead := make([]float64, reps)
 	enqueue := make([]float64, reps)

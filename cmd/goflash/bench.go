@@ -277,8 +277,9 @@ func sweep(ctx context.Context, o benchOpts, stderr io.Writer) (*BenchResult, er
 		p.gpu.Close() // before PyTorch runs: its memory is the GPU's again
 	}
 	if slices.ContainsFunc(p.res.Rows, func(r Row) bool { return r.LaunchTimed }) {
-		p.res.Notes = append(p.res.Notes, "GoFlash GPU times include the first kernel's launch: this driver has no "+
-			"stream memory operations (cuStreamWaitValue32) to hold the GPU while the host enqueues, as PyTorch's times do by a GPU sleep")
+		p.res.Notes = append(p.res.Notes, "GoFlash GPU times include the first kernel's launch: nothing held the GPU while the host "+
+			"enqueued, as PyTorch's times do by a GPU sleep (this driver has no stream memory operations, cuStreamWaitValue32, "+
+			"or a CUDA tool such as Nsight Compute is attached)")
 	}
 	if p.res.Settings.Direction == "both" {
 		p.res.Rows = append(p.res.Rows, derivedFwdBwd(p.res.Rows)...)
