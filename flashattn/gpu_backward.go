@@ -254,6 +254,7 @@ func (op *bwdOp) enqueue() error {
 		if op.pl.detSpread {
 			d.hbparams.DetSpread = 1
 		}
+		d.hbparams.CausalGroups = int32(op.pl.causalGroups)
 		if err := encodeSM90ABwd(d.tmaps, op.pl.kernels[1], d.hbparams); err != nil {
 			return fmt.Errorf("flashattn: %s on %s: %w", op.pl.kernels[1].Symbol, d.info, err)
 		}

@@ -75,6 +75,10 @@ type plan struct {
 	// head)'s Tc CTAs resident at once: asked for where Tc is at most half
 	// the SMs (one CTA per SM), so a GPU shared with other work still fits them.
 	detSpread bool
+	// causalGroups (the Hopper plain causal pass, Sm90BwdArgs.CausalGroups):
+	// the (batch, kv head) pairs in groups of about 2·SMs/Tc, each group's
+	// key blocks heaviest first (hopperCausalGroups).
+	causalGroups int
 	// Decode: the KV splits, the CTAs sharing a group's merge, and the split
 	// workspace (decodeWorkspace; 0 for one split).
 	splits, mergeCTAs        int
@@ -317,8 +321,24 @@ func (c planDevice) backward(r planRequest) (plan, error) {
 			pl.dqAccumLen, pl.dqAccumRows = kernels.DQAccumLen(v, p.B, p.Nq, p.Hq), kernels.DQAccumRows(v, p.Nq)
 		}
 		pl.detSpread = v.Arch == kernels.SM90A && v.Ordered && !v.Causal && (p.Nk+v.Bc-1)/v.Bc <= c.sms/2
+		if v.Arch == kernels.SM90A && !v.Ordered && v.Causal {
+			pl.causalGroups = hopperCausalGroups(p.B*p.Hkv, (p.Nk+v.Bc-1)/v.Bc, c.sms)
+		}
 	}
 	return pl, nil
+}
+
+// hopperCausalGroups is the number of groups the plain causal Hopper pass
+// splits its bhs (batch, kv head) pairs of tc key blocks into (one CTA per
+// key block and pair, one CTA per SM): groups of at least 2·sms/tc pairs, so
+// that a group's CTAs average at least a CTA's full length per SM and its
+// heaviest (first) CTAs end before the group's last, lightest ones.
+func hopperCausalGroups(bhs, tc, sms int) int {
+	per := max(1, (2*sms+tc-1)/tc)
+	if per >= bhs {
+		return 1
+	}
+	return bhs / per // every group at least per pairs
 }
 
 // backwardKeys are the three kernels of a backward, in launch order (the

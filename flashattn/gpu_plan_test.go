@@ -573,3 +573,56 @@ func TestPlanDetSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCausalGroups: the Hopper plain causal pass, and it alone, orders its
+// CTAs in groups (hopperCausalGroups); the ordered twin keeps its turn order.
+func TestPlanCausalGroups(t *testing.T) {
+	gs := planGPUs()
+	h100, h100sm80 := gs[4], gs[5]
+	for _, c := range []struct {
+		d, nk               int
+		causal, det, forced bool
+		want                bool
+	}{
+		{128, 8192, true, false, false, true},
+		{64, 2048, true, false, false, true},
+		{128, 8192, false, false, false, false},
+		{128, 8192, true, true, false, false},
+		{128, 8192, true, false, true, false},
+	} {
+		p := planProblem(t, c.d, c.nk, c.causal, -1, 0, false, false, c.det)
+		g := h100
+		if c.forced {
+			g = h100sm80
+		}
+		pl, err := planOf(g.c, planRequest{op: opBackward, p: p, dt: FP16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if c.want {
+			v := pl.kernels[1]
+			want = hopperCausalGroups(p.B*p.Hkv, (p.Nk+v.Bc-1)/v.Bc, g.c.sms)
+		}
+		if pl.causalGroups != want || c.want && want < 1 {
+			t.Errorf("D%d Nk %d causal %v det %v sm_80 %v: causalGroups %d, want %d", c.d, c.nk, c.causal, c.det, c.forced, pl.causalGroups, want)
+		}
+	}
+}
+
+// TestHopperCausalGroups: between 1 and the pairs, each group at least
+// 2·SMs/Tc pairs (the whole batch where it has fewer), and as many groups as
+// that allows.
+func TestHopperCausalGroups(t *testing.T) {
+	for _, sms := range []int{114, 132} {
+		for bhs := 1; bhs <= 300; bhs++ {
+			for tc := 1; tc <= 200; tc++ {
+				g := hopperCausalGroups(bhs, tc, sms)
+				per := (2*sms + tc - 1) / tc
+				if g < 1 || g > bhs || g > 1 && bhs/g < per || bhs/(g+1) >= per {
+					t.Fatalf("hopperCausalGroups(%d pairs, Tc %d, %d SMs) = %d (groups of %d, want at least %d)", bhs, tc, sms, g, bhs/g, per)
+				}
+			}
+		}
+	}
+}

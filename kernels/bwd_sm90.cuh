@@ -252,6 +252,34 @@ __device__ void bwd_dqconv(const Sm90BwdArgs& a) {
   }
 }
 
+// The plain causal pass's CTA order (Sm90BwdArgs::causal_groups > 0): CTA
+// lin (the dispatch order, blockIdx.x fastest) takes key block nb of (batch,
+// kv head) pair bh. The pairs come in `groups` groups of nearly equal size
+// (the first bhs % groups one pair larger), and within a group the key
+// blocks heaviest first (nb ascending: key block nb sees the query rows from
+// nb Bc - shift on), the group's pairs interleaved. So the last CTAs
+// dispatched are light ones, and the CTAs resident together span a group's
+// pairs, whose Q, dO and dQ rows they share in L2. Lightest first, one pair
+// after the other (the ordered twin's order), the last pair's heaviest CTA
+// starts among the last and ends alone (kernels/dev/tile_order_check.cu
+// models both).
+struct BwdCausalOrder {
+  int tc, bhs, groups;
+  __host__ __device__ void at(int lin, int& nb, int& bh) const {
+    const int s = bhs / groups, r = bhs % groups;  // r groups of s + 1 pairs, then groups - r of s
+    const int big = r * (s + 1) * tc;
+    int g0, gs, off;
+    if (lin < big) {
+      const int g = lin / ((s + 1) * tc);
+      g0 = g * (s + 1), gs = s + 1, off = lin - g * (s + 1) * tc;
+    } else {
+      const int g = (lin - big) / (s * tc);
+      g0 = r * (s + 1) + g * s, gs = s, off = lin - big - g * s * tc;
+    }
+    nb = off / gs, bh = g0 + off % gs;
+  }
+};
+
 template <class T, bool kCausal, class E, bool kDet>
 __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   constexpr int D = T::kD;
@@ -271,8 +299,11 @@ __device__ void bwd_kernel(const Sm90BwdArgs& a) {
   uint64_t* dqEmpty = dqFull + 2;          // kDet: ... and added: the buffer is free
   if (smem_u32(smem) % 1024 != 0) __trap();  // the 128-byte swizzle's atoms
   const int t = threadIdx.x, wg = __shfl_sync(0xffffffff, t / 128, 0);
-  const int nb = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int n0 = nb * T::kBc, b = blockIdx.y / p.hkv, hk = blockIdx.y % p.hkv, grp = p.hq / p.hkv;
+  // kDet keeps lightest first: a causal turn then only waits on CTAs dispatched before.
+  int nb = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, bhk = blockIdx.y;
+  if (kCausal && !kDet && a.causal_groups > 0)
+    BwdCausalOrder{int(gridDim.x), int(gridDim.y), a.causal_groups}.at(blockIdx.x + gridDim.x * blockIdx.y, nb, bhk);
+  const int n0 = nb * T::kBc, b = bhk / p.hkv, hk = bhk % p.hkv, grp = p.hq / p.hkv;
   const int shift = p.nk - p.nq;  // causal: query i sees keys <= i + shift
   const int tr = (p.nq + T::kBr - 1) / T::kBr;
   const int m_begin = kCausal ? max(0, n0 - shift) / T::kBr : 0;

@@ -294,6 +294,9 @@ static_assert(sizeof(Sm90FwdArgs) == 640, "Sm90FwdArgs size (Go: unsafe.Sizeof(S
 // pre kernel. det_spread (the ordered non-causal pass): nonzero where the
 // host lets key block nb start at query block nb Tr / Tc (bwd_sm90.cuh),
 // which needs every CTA of a (batch, kv head) resident at once.
+// causal_groups (the plain causal pass): the (batch, kv head) pairs come in
+// that many groups, each group's key blocks heaviest first (BwdCausalOrder);
+// 0: each pair's key blocks lightest first, one pair after the other.
 struct alignas(64) Sm90BwdArgs {
   unsigned char q_map[128];
   unsigned char k_map[128];
@@ -301,6 +304,7 @@ struct alignas(64) Sm90BwdArgs {
   unsigned char do_map[128];
   BwdParams p;
   int32_t det_spread;
+  int32_t causal_groups;
 };
 static_assert(offsetof(Sm90BwdArgs, q_map) == 0, "QMap");
 static_assert(offsetof(Sm90BwdArgs, k_map) == 128, "KMap");
@@ -308,4 +312,5 @@ static_assert(offsetof(Sm90BwdArgs, v_map) == 256, "VMap");
 static_assert(offsetof(Sm90BwdArgs, do_map) == 384, "DOMap");
 static_assert(offsetof(Sm90BwdArgs, p) == 512, "P");
 static_assert(offsetof(Sm90BwdArgs, det_spread) == 864, "DetSpread");
+static_assert(offsetof(Sm90BwdArgs, causal_groups) == 868, "CausalGroups");
 static_assert(sizeof(Sm90BwdArgs) == 896, "Sm90BwdArgs size (Go: unsafe.Sizeof(Sm90BwdArgs{}))");

@@ -197,7 +197,11 @@ type Sm90BwdArgs struct {
 	// DetSpread (the ordered non-causal pass): nonzero where every CTA of a
 	// (batch, kv head) can be resident at once (kernels/bwd_sm90.cuh).
 	DetSpread int32
-	_         [896 - 512 - 352 - 4]byte
+	// CausalGroups (the plain causal pass): the (batch, kv head) pairs come
+	// in that many groups, each group's key blocks heaviest first; 0: each
+	// pair's key blocks lightest first, one pair after the other.
+	CausalGroups int32
+	_            [896 - 512 - 352 - 8]byte
 }
 
 // BwdParams mirrors `struct BwdParams` in kernels/params.cuh, the argument of

@@ -49,6 +49,12 @@
 //       through dP^T's subtraction spilled 8-32 B), bwd_dqconv transposing
 //       back. H100, the whole backward through Go beside v11, N 2048-16384,
 //       fp16: plain 1.00-1.03x, causal 0.97-1.04x, ordered 1.05-1.06x.
+//   v13 the plain causal pass's CTAs in groups of (b, kv head) pairs, each
+//       group's key blocks heaviest first (BwdCausalOrder; lightest first,
+//       one pair after the other, before: BWD_LIGHT_FIRST=1 runs that). A
+//       model of the dispatch (tile_order_check.cu) gives the last SM's end
+//       over the mean 1.06-1.08 -> 1.00-1.02 at D128, 1.03-1.04 -> 1.00-1.01
+//       at D64 on the paper shapes; not yet timed.
 //   Not kept (git history has them): D128's first four Di groups loaded
 //       under dP^T's GEMM (0.99-1.02x v10, ordered 0.99x; on v11 within 1%,
 //       ordered 0.98-1.00x); at D64 the two consumers' partials summed in
@@ -306,6 +312,10 @@ static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int tc = (pr.nk + T::kBc - 1) / T::kBc;
   d.a.det_spread = tc <= sms / 2;
+  // flashattn's hopperCausalGroups: groups of at least 2 SMs / Tc (b, kv head) pairs, heaviest key blocks first.
+  const int bhs = pr.b * pr.hkv, per = std::max(1, (2 * sms + tc - 1) / tc);
+  d.a.causal_groups = C && !Det ? (per >= bhs ? 1 : bhs / per) : 0;
+  if (std::getenv("BWD_LIGHT_FIRST")) d.a.causal_groups = 0;  // the earlier order, for an A/B
   fn<<<dim3(tc, pr.b * pr.hkv), T::kThreads, T::kSmemBytes, s>>>(d.a);
   CK(cudaGetLastError());
 }

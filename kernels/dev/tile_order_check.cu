@@ -3,10 +3,18 @@
 // without a GPU: for every shape and CTA count, the CTAs' rounds take each
 // (query block, batch, head) tile exactly once; and how even the causal
 // CTAs' work comes out (key blocks per CTA, max / mean), beside a plain
-// round-robin stride (which aliases with Tr).
+// round-robin stride (which aliases with Tr). Then the Hopper backward's
+// plain causal CTA order (bwd_sm90.cuh's BwdCausalOrder): every (key block,
+// batch, kv head) CTA taken once for every group count, and on the paper
+// shapes a model of its balance: CTAs dispatched in order to the first free
+// SM (one CTA per SM), each as long as its query blocks plus 2 (K, V and the
+// dK, dV stores), the last SM's end over the mean, lightest first (one pair
+// after the other) beside the groups of flashattn's hopperCausalGroups.
 //   $(kernels/cuda12.sh) -std=c++17 -arch=sm_90a kernels/dev/tile_order_check.cu -o /tmp/toc && /tmp/toc
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <queue>
 #include <vector>
 
 #include "../fa2_sm90a.cu"
@@ -87,5 +95,45 @@ int main() {
     run(D128{}, Yes{}, 16384 / n, 16, n, n, 132, true);
   }
   std::printf("tile order: %d/%d cases pass\n", cases - failed, cases);
-  return failed ? 1 : 0;
+
+  int bcases = 0, bfailed = 0;
+  for (int tc : {1, 2, 3, 7, 16, 33})
+    for (int bhs : {1, 2, 5, 12, 13, 32, 128})
+      for (int groups = 1; groups <= bhs; ++groups) {
+        ++bcases;
+        std::vector<int> seen(tc * bhs, 0);
+        for (int lin = 0; lin < tc * bhs; ++lin) {
+          int nb = -1, bh = -1;
+          sm90::BwdCausalOrder{tc, bhs, groups}.at(lin, nb, bh);
+          if (nb >= 0 && nb < tc && bh >= 0 && bh < bhs) ++seen[bh * tc + nb];
+        }
+        if (std::count(seen.begin(), seen.end(), 1) != tc * bhs) {
+          std::printf("FAIL backward causal order: Tc %d, %d pairs, %d groups\n", tc, bhs, groups);
+          ++bfailed;
+        }
+      }
+  // The model: heaviest-first groups against lightest first, 132 SMs.
+  auto model = [](int br, int n, int bhs, int groups) {
+    const int tc = n / 128, tr = (n + br - 1) / br, sms = 132;
+    std::priority_queue<double, std::vector<double>, std::greater<double>> free;
+    for (int i = 0; i < sms; ++i) free.push(0);
+    double sum = 0, end = 0;
+    for (int lin = 0; lin < tc * bhs; ++lin) {
+      int nb = tc - 1 - lin % tc, bh;
+      if (groups > 0) sm90::BwdCausalOrder{tc, bhs, groups}.at(lin, nb, bh);
+      const double w = tr - nb * 128 / br + 2, t = free.top() + w;
+      free.pop(), free.push(t), sum += w, end = std::max(end, t);
+    }
+    return end / (sum / sms);
+  };
+  for (int d : {64, 128})
+    for (int n : {1024, 2048, 4096, 8192, 16384}) {
+      const int br = d == 64 ? Sm90BwdTraits<64>::type::kBr : Sm90BwdTraits<128>::type::kBr;
+      const int bhs = 16384 / n * (2048 / d), tc = n / 128, per = std::max(1, (2 * 132 + tc - 1) / tc);
+      const int groups = per >= bhs ? 1 : bhs / per;
+      std::printf("backward D%-3d causal N %-5d %3d pairs: end/mean lightest first %.3f, %d groups heaviest first %.3f\n",
+                  d, n, bhs, model(br, n, bhs, 0), groups, model(br, n, bhs, groups));
+    }
+  std::printf("backward causal order: %d/%d cases pass\n", bcases - bfailed, bcases);
+  return failed || bfailed ? 1 : 0;
 }
