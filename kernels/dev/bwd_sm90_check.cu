@@ -77,6 +77,8 @@
 //   .build/bwd_sm90 check    # odd shapes, fp16 and bf16, D 64 and 128, causal and not, GQA; the ordered pass bit-reproducible
 //   .build/bwd_sm90 bench    # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s of the single pass alone
 //   .build/bwd_sm90 sanitize  # check's small problems alone, for compute-sanitizer (memcheck, racecheck, synccheck)
+//   BWD_LIGHT_FIRST=1: the plain causal pass in the earlier CTA order (v13's A/B);
+//   BWD_D128_BR=64: D128 in query blocks of 64 (v11's tile, FA3's causal one) instead of the shipped 80.
 // Here (no GPU): $(kernels/cuda12.sh) ... with the same flags builds it too
 // (the static CUDA runtime comes with it).
 //
@@ -238,13 +240,23 @@ struct DevRun {
   Sm90BwdArgs a;
 };
 
+// The D128 tile: the shipped one, or with BWD_D128_BR=64 query blocks of 64.
+using T128Br64 = Tile90Bwd<128, 64, 128, 2, true>;
+static bool d128_br64() {
+  const char* v = std::getenv("BWD_D128_BR");
+  return v && std::atoi(v) == 64;
+}
+static int br_of(int d) {
+  return d == 64 ? Sm90BwdTraits<64>::type::kBr : d128_br64() ? T128Br64::kBr : Sm90BwdTraits<128>::type::kBr;
+}
+
 // The pre kernel's work (here the host's): LSE log2(e) and Di padded to the
 // accumulator's rows.
 template <class E>
 static DevRun<E> upload(const Problem& pr, const E* q, const E* k, const E* v, const E* dout, const float* lse, const float* di) {
   DevRun<E> d{};
   const size_t nqe = size_t(pr.b) * pr.nq * pr.hq * pr.d, nke = size_t(pr.b) * pr.nk * pr.hkv * pr.d;
-  d.br = pr.d == 64 ? Sm90BwdTraits<64>::type::kBr : Sm90BwdTraits<128>::type::kBr;
+  d.br = br_of(pr.d);
   d.rows = (pr.nq + d.br - 1) / d.br * d.br;
   const size_t bhr = size_t(pr.b) * pr.hq * d.rows;
   d.acc_floats = bhr * pr.d;
@@ -324,6 +336,7 @@ static void launch(const Problem& pr, DevRun<E>& d, cudaStream_t s = 0) {
   using T64 = Sm90BwdTraits<64>::type;
   using T128 = Sm90BwdTraits<128>::type;
   if (pr.d == 64) pr.causal ? launch_as<T64, E, true, Det>(pr, d, s) : launch_as<T64, E, false, Det>(pr, d, s);
+  else if (d128_br64()) pr.causal ? launch_as<T128Br64, E, true, Det>(pr, d, s) : launch_as<T128Br64, E, false, Det>(pr, d, s);
   else pr.causal ? launch_as<T128, E, true, Det>(pr, d, s) : launch_as<T128, E, false, Det>(pr, d, s);
 }
 
@@ -337,7 +350,8 @@ static void errs(const std::vector<double>& got, const std::vector<double>& trut
 }
 
 static int acc_index(int r, int x, int d) {
-  return d == 64 ? sm90::dq_acc_index<Sm90BwdTraits<64>::type>(r, x) : sm90::dq_acc_index<Sm90BwdTraits<128>::type>(r, x);
+  if (d == 64) return sm90::dq_acc_index<Sm90BwdTraits<64>::type>(r, x);
+  return d128_br64() ? sm90::dq_acc_index<T128Br64>(r, x) : sm90::dq_acc_index<Sm90BwdTraits<128>::type>(r, x);
 }
 
 template <class E, bool Det>
