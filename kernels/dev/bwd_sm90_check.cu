@@ -78,6 +78,7 @@
 //   .build/bwd_sm90 bench    # FA2 paper shapes (16k tokens, hidden 2048), TFLOP/s of the single pass alone
 //   .build/bwd_sm90 sanitize  # check's small problems alone, for compute-sanitizer (memcheck, racecheck, synccheck)
 //   BWD_LIGHT_FIRST=1: the plain causal pass in the earlier CTA order (v13's A/B);
+//   BWD_CAUSAL_GROUPS=n: n groups (at most the pairs), so that check's small shapes run several;
 //   BWD_D128_BR=64: D128 in query blocks of 64 (v11's tile, FA3's causal one) instead of the shipped 80.
 // Here (no GPU): $(kernels/cuda12.sh) ... with the same flags builds it too
 // (the static CUDA runtime comes with it).
@@ -327,7 +328,9 @@ static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
   // flashattn's hopperCausalGroups: groups of at least 2 SMs / Tc (b, kv head) pairs, heaviest key blocks first.
   const int bhs = pr.b * pr.hkv, per = std::max(1, (2 * sms + tc - 1) / tc);
   d.a.causal_groups = C && !Det ? (per >= bhs ? 1 : bhs / per) : 0;
-  if (std::getenv("BWD_LIGHT_FIRST")) d.a.causal_groups = 0;  // the earlier order, for an A/B
+  auto env = [](const char* k) { const char* v = std::getenv(k); return v ? std::atoi(v) : 0; };
+  if (env("BWD_LIGHT_FIRST")) d.a.causal_groups = 0;  // the earlier order, for an A/B
+  if (env("BWD_CAUSAL_GROUPS") && C && !Det) d.a.causal_groups = std::min(env("BWD_CAUSAL_GROUPS"), bhs);  // check's small shapes in several groups
   fn<<<dim3(tc, pr.b * pr.hkv), T::kThreads, T::kSmemBytes, s>>>(d.a);
   CK(cudaGetLastError());
 }
