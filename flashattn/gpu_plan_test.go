@@ -586,6 +586,7 @@ func TestPlanCausalGroups(t *testing.T) {
 	}{
 		{128, 8192, true, false, false, true},
 		{64, 2048, true, false, false, true},
+		{128, 1024, true, false, false, false}, // Tc 8: lightest first
 		{128, 8192, false, false, false, false},
 		{128, 8192, true, true, false, false},
 		{128, 8192, true, false, true, false},
@@ -600,24 +601,30 @@ func TestPlanCausalGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := 0
-		if c.want {
+		if c.causal && !c.det && !c.forced {
 			v := pl.kernels[1]
 			want = hopperCausalGroups(p.B*p.Hkv, (p.Nk+v.Bc-1)/v.Bc, g.c.sms)
 		}
-		if pl.causalGroups != want || c.want && want < 1 {
+		if pl.causalGroups != want || c.want != (want > 0) {
 			t.Errorf("D%d Nk %d causal %v det %v sm_80 %v: causalGroups %d, want %d", c.d, c.nk, c.causal, c.det, c.forced, pl.causalGroups, want)
 		}
 	}
 }
 
-// TestHopperCausalGroups: between 1 and the pairs, each group at least
-// 2·SMs/Tc pairs (the whole batch where it has fewer), and as many groups as
-// that allows.
+// TestHopperCausalGroups: none below causalGroupsMinTc key blocks; from
+// there between 1 and the pairs, each group at least 2·SMs/Tc pairs (the
+// whole batch where it has fewer), and as many groups as that allows.
 func TestHopperCausalGroups(t *testing.T) {
 	for _, sms := range []int{114, 132} {
 		for bhs := 1; bhs <= 300; bhs++ {
 			for tc := 1; tc <= 200; tc++ {
 				g := hopperCausalGroups(bhs, tc, sms)
+				if tc < causalGroupsMinTc {
+					if g != 0 {
+						t.Fatalf("hopperCausalGroups(%d pairs, Tc %d, %d SMs) = %d, want 0 (lightest first)", bhs, tc, sms, g)
+					}
+					continue
+				}
 				per := (2*sms + tc - 1) / tc
 				if g < 1 || g > bhs || g > 1 && bhs/g < per || bhs/(g+1) >= per {
 					t.Fatalf("hopperCausalGroups(%d pairs, Tc %d, %d SMs) = %d (groups of %d, want at least %d)", bhs, tc, sms, g, bhs/g, per)

@@ -526,3 +526,43 @@ func TestZeroGradientFloor(t *testing.T) {
 		expectReport(t, m.name, m.want, CheckBackward(rec, FP16, truth, base, gc), rec.errs)
 	}
 }
+
+// TestRunCaseBatchesCatchesBugs: RunCaseBatches passes the CPU flash backend
+// and reports a backward that leaves one batch entry's dK unwritten or gives
+// an entry another's dV, in the entries it checks.
+func TestRunCaseBatchesCatchesBugs(t *testing.T) {
+	c := Case{Name: "batches", B: 4, Nq: 24, Nk: 40, Hq: 2, Hkv: 1, D: 16, Causal: true, Seed: 11}
+	good := ForBackend(flashattn.CPUFlash)
+	for _, m := range []struct {
+		name   string
+		mutate func(g *flashattn.Grads)
+	}{
+		{"unmutated", nil},
+		{"entry 3's dK zero", func(g *flashattn.Grads) {
+			for n := range c.Nk {
+				clear(g.DK.Row(3, n, 0))
+			}
+		}},
+		{"entry 1's dV entry 0's", func(g *flashattn.Grads) {
+			for n := range c.Nk {
+				copy(g.DV.Row(1, n, 0), g.DV.Row(0, n, 0))
+			}
+		}},
+	} {
+		b := good
+		if m.mutate != nil {
+			b.Backward = func(q, k, v, out, dOut *flashattn.Tensor, lse []float32, o *flashattn.Options) (*flashattn.Grads, error) {
+				g, err := good.Backward(q, k, v, out, dOut, lse, o)
+				if err == nil {
+					m.mutate(g)
+				}
+				return g, err
+			}
+		}
+		rec := &recorder{T: t}
+		RunCaseBatches(rec, b, c, []int{0, 1, 3})
+		if got := len(rec.errs) > 0; got != (m.mutate != nil) {
+			t.Errorf("%s: reported %q", m.name, rec.errs)
+		}
+	}
+}

@@ -70,6 +70,57 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	}
 }
 
+// RunCaseBatches runs c on b forward and backward like RunCase, and checks
+// the batch entries listed against the reference, each as a problem of its
+// own: for a batch whose whole reference would take minutes (the backend
+// still computes every entry, so a launch that loses or repeats one shows in
+// the entries checked).
+func RunCaseBatches(t testing.TB, b Backend, c Case, batches []int) {
+	t.Helper()
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Options()
+	res, err := b.Forward(q, k, v, o)
+	if err != nil {
+		t.Fatalf("%s: Forward(%v): %v", b.Name, c, err)
+	}
+	g, err := b.Backward(q, k, v, res.Out, dO, res.LSE, o)
+	if err != nil {
+		t.Fatalf("%s: Backward(%v): %v", b.Name, c, err)
+	}
+	one := c
+	one.B = 1
+	rows := c.Hq * c.Nq // one entry's LSE
+	for _, i := range batches {
+		qi, ki, vi, dOi := batchOf(q, i), batchOf(k, i), batchOf(v, i), batchOf(dO, i)
+		truth := ReferenceScores(qi, ki, vi, dOi, c.Causal, c.EffectiveScale(), ScoresOf(o))
+		base := BaselineScores(b.Precision, qi, ki, vi, dOi, c.Causal, c.EffectiveScale(), ScoresOf(o))
+		r := &flashattn.Result{Dims: one.Dims(), Out: batchOf(res.Out, i), LSE: res.LSE[i*rows : (i+1)*rows]}
+		if !CheckForward(t, b.Precision, truth, base, r) {
+			t.Errorf("%s on %v: batch entry %d's forward is wrong", b.Name, c, i)
+		}
+		gi := &flashattn.Grads{DQ: batchOf(g.DQ, i), DK: batchOf(g.DK, i), DV: batchOf(g.DV, i)}
+		if !CheckBackward(t, b.Precision, truth, base, gi) {
+			t.Errorf("%s on %v: batch entry %d's gradients are wrong", b.Name, c, i)
+		}
+	}
+}
+
+// batchOf is batch entry i of x as a dense tensor of B = 1.
+func batchOf(x *flashattn.Tensor, i int) *flashattn.Tensor {
+	s := x.Shape
+	s.B = 1
+	y := flashattn.New(s)
+	for n := range s.N {
+		for h := range s.H {
+			copy(y.Row(0, n, h), x.Row(i, n, h))
+		}
+	}
+	return y
+}
+
 func expectUnsupported(t *testing.T, call string, c Case, err error) {
 	t.Helper()
 	var ue *flashattn.UnsupportedError

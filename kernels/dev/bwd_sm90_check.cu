@@ -325,9 +325,9 @@ static void launch_as(const Problem& pr, DevRun<E>& d, cudaStream_t s) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int tc = (pr.nk + T::kBc - 1) / T::kBc;
   d.a.det_spread = tc <= sms / 2;
-  // flashattn's hopperCausalGroups: groups of at least 2 SMs / Tc (b, kv head) pairs, heaviest key blocks first.
+  // flashattn's hopperCausalGroups: from Tc 16 on, groups of at least 2 SMs / Tc (b, kv head) pairs, heaviest key blocks first.
   const int bhs = pr.b * pr.hkv, per = std::max(1, (2 * sms + tc - 1) / tc);
-  d.a.causal_groups = C && !Det ? (per >= bhs ? 1 : bhs / per) : 0;
+  d.a.causal_groups = C && !Det && tc >= 16 ? (per >= bhs ? 1 : bhs / per) : 0;
   auto env = [](const char* k) { const char* v = std::getenv(k); return v ? std::atoi(v) : 0; };
   if (env("BWD_LIGHT_FIRST")) d.a.causal_groups = 0;  // the earlier order, for an A/B
   if (env("BWD_CAUSAL_GROUPS") && C && !Det) d.a.causal_groups = std::min(env("BWD_CAUSAL_GROUPS"), bhs);  // check's small shapes in several groups
