@@ -54,7 +54,10 @@
 //       one pair after the other, before: BWD_LIGHT_FIRST=1 runs that). A
 //       model of the dispatch (tile_order_check.cu) gives the last SM's end
 //       over the mean 1.06-1.08 -> 1.00-1.02 at D128, 1.03-1.04 -> 1.00-1.01
-//       at D64 on the paper shapes; not yet timed.
+//       at D64 on the paper shapes. H100, the whole causal backward through
+//       Go beside v12, fp16, one run: N 2048-16384 D128 1.01-1.08x (N 16384
+//       528 -> 572 TFLOP/s), D64 1.02-1.05x; N 512-1024 D128 0.87-0.93x, D64
+//       0.90-0.97x (the model has no L2), so the host groups from Tc 16 on.
 //   Not kept (git history has them): D128's first four Di groups loaded
 //       under dP^T's GEMM (0.99-1.02x v10, ordered 0.99x; on v11 within 1%,
 //       ordered 0.98-1.00x); at D64 the two consumers' partials summed in
@@ -69,7 +72,9 @@
 //       v8 at N 1024-8192); at D64 block g's dQ GEMM issued in block g + 1
 //       so that the consumers never meet (two dS^T buffers handed over by
 //       mbarriers: plain 0.95-1.01x v8); two dS^T buffers alone at D64
-//       (plain 1.00-1.02x, the ordered twin spilled).
+//       (plain 1.00-1.02x, the ordered twin spilled); a causal-only D128
+//       tile of Br 64 with v13's groups (BWD_D128_BR=64; the pass alone
+//       1.01-1.04x Br 80 at N 1024-4096, 0.98-0.99x at 8192-16384, H100).
 //   Not yet: persistence, ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
