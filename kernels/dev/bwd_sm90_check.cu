@@ -468,6 +468,9 @@ static void bench_dtype(const char* name) {
     for (bool causal : {false, true})
       for (int n : {1024, 2048, 4096, 8192, 16384}) {
         const Problem pr{16384 / n, n, n, 2048 / d, 2048 / d, d, causal};
+        char row[64];  // BWD_BENCH_ONLY="fp16 plain D128 nc N8192"-style: that row alone (a profiler's run)
+        std::snprintf(row, sizeof row, "%s %s D%d %s N%d", name, Det ? "ordered" : "plain", d, causal ? "causal" : "nc", n);
+        if (const char* only = std::getenv("BWD_BENCH_ONLY"); only && std::strcmp(only, row) != 0) continue;
         DevRun<E> dr = upload<E>(pr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
         std::vector<float> ms;
         for (int it = 0; it < 25; ++it) {
