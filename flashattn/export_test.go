@@ -83,3 +83,8 @@ func SetSharedMemoryOptin(d *Device, n int) (previous int) {
 	previous, d.smemOptin = d.smemOptin, n
 	return previous
 }
+
+// Profiled and ToolEnv: how Device.Bench knows a CUDA tool (profiled).
+func Profiled() bool { return profiled() }
+
+var ToolEnv = toolEnv

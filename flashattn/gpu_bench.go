@@ -369,12 +369,24 @@ func (d *Device) launchFloor(op deviceOp, n int) (float64, error) {
 	return stats.Median(us), d.stream.Synchronize()
 }
 
-// profiled reports a tool the driver loads from CUDA_INJECTION64_PATH
-// (Nsight Compute, Nsight Systems, compute-sanitizer). The calls are then
-// timed without the gate: Nsight Compute runs each kernel to completion
-// inside its launch, behind the stream's earlier work, and a stream held
-// for the host opens only after the launches return, so it would never run.
-func profiled() bool { return os.Getenv("CUDA_INJECTION64_PATH") != "" }
+// profiled reports a CUDA tool in the process: Nsight Systems and
+// compute-sanitizer name their library in CUDA_INJECTION64_PATH, Nsight
+// Compute's launcher preloads its own and sets the other toolEnv variables.
+// The calls are then timed without the gate: Nsight Compute runs each kernel
+// to completion inside its launch, behind the stream's earlier work, and a
+// stream held for the host opens only after the launches return, so it would
+// never run.
+func profiled() bool {
+	for _, v := range toolEnv {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// toolEnv are the variables by which profiled knows a CUDA tool.
+var toolEnv = []string{"CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NV_NSIGHT_INJECTION_TRANSPORT_TYPE"}
 
 // timeCalls enqueues op warmup times untimed, then reps times each timed
 // with CUDA events, and fills r's times; d.mu is held.

@@ -3,7 +3,6 @@ package flashattn_test
 import (
 	"errors"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -732,7 +731,7 @@ func TestGPUBenchLaunchCost(t *testing.T) {
 		// Every Linux driver of CUDA 11.7 or newer has stream memory
 		// operations, so the timed window holds the kernels alone (not
 		// under a CUDA tool: see TestGPUBenchUnderATool).
-		if !r.EnqueueHidden && os.Getenv("CUDA_INJECTION64_PATH") == "" {
+		if !r.EnqueueHidden && !flashattn.Profiled() {
 			t.Errorf("backward %v: the enqueue was timed too (no cuda.Gate on this driver?)", r.Backward)
 		}
 		t.Logf("backward %v: enqueue %.2f µs = cuLaunchKernel %.2f µs + %.2f µs of GoFlash; host overhead (enqueue to event wait) %.2f µs",
@@ -740,22 +739,37 @@ func TestGPUBenchLaunchCost(t *testing.T) {
 	}
 }
 
-// TestGPUBenchUnderATool: where a CUDA tool is injected (Nsight Compute,
-// which runs each launch to completion, would wait forever on a stream held
-// by the gate) the calls are timed without the gate, and say so. The
-// variable is read at each bench; the driver, already loaded, ignores it.
+// TestGPUBenchUnderATool: where a CUDA tool is in the process (Nsight
+// Compute, which runs each launch to completion, would wait forever on a
+// stream held by the gate) the calls are timed without the gate, and say so;
+// each of the tool's variables alone tells. The variables are read at each
+// bench; the driver, already loaded, ignores them.
 func TestGPUBenchUnderATool(t *testing.T) {
 	dev := openGPU(t)
-	t.Setenv("CUDA_INJECTION64_PATH", "/nonexistent/injection.so")
+	if flashattn.Profiled() {
+		t.Skip("already under a CUDA tool")
+	}
 	d := flashattn.Dims{B: 1, Nq: 128, Nk: 128, Hq: 1, Hkv: 1, D: 64}
-	for _, op := range []flashattn.Op{flashattn.OpForward, flashattn.OpBackward} {
-		r, err := dev.Bench(op, d, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.EnqueueHidden || !(r.MedianMs > 0) {
-			t.Errorf("op %d under a tool: EnqueueHidden %t, median %v ms; want false and a time", op, r.EnqueueHidden, r.MedianMs)
-		}
+	for _, v := range flashattn.ToolEnv {
+		t.Run(v, func(t *testing.T) {
+			t.Setenv(v, "1")
+			for _, op := range []flashattn.Op{flashattn.OpForward, flashattn.OpBackward} {
+				r, err := dev.Bench(op, d, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.EnqueueHidden || !(r.MedianMs > 0) {
+					t.Errorf("op %d under a tool: EnqueueHidden %t, median %v ms; want false and a time", op, r.EnqueueHidden, r.MedianMs)
+				}
+			}
+		})
+	}
+	r, err := dev.Bench(flashattn.OpForward, d, flashattn.FP16, nil, flashattn.BenchConfig{Warmup: 1, Reps: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.EnqueueHidden {
+		t.Error("without a tool: EnqueueHidden false, want true")
 	}
 }
 
