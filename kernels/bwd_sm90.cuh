@@ -258,11 +258,10 @@ __device__ void bwd_dqconv(const Sm90BwdArgs& a) {
 // (the first bhs % groups one pair larger), and within a group the key
 // blocks heaviest first (nb ascending: key block nb sees the query rows from
 // nb Bc - shift on), the group's pairs interleaved. So the last CTAs
-// dispatched are light ones, and the CTAs resident together span a group's
-// pairs, whose Q, dO and dQ rows they share in L2. Lightest first, one pair
-// after the other (the ordered twin's order), the last pair's heaviest CTA
-// starts among the last and ends alone (kernels/dev/tile_order_check.cu
-// models both).
+// dispatched are light ones. Lightest first, one pair after the other (the
+// ordered twin's order, and the host's below 16 key blocks, where the groups
+// measured slower), the last pair's heaviest CTA starts among the last and
+// ends alone (kernels/dev/tile_order_check.cu models both).
 struct BwdCausalOrder {
   int tc, bhs, groups;
   __host__ __device__ void at(int lin, int& nb, int& bh) const {
