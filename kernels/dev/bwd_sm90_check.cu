@@ -75,7 +75,12 @@
 //       (plain 1.00-1.02x, the ordered twin spilled); a causal-only D128
 //       tile of Br 64 with v13's groups (BWD_D128_BR=64; the pass alone
 //       1.01-1.04x Br 80 at N 1024-4096, 0.98-0.99x at 8192-16384, H100).
-//   Not yet: persistence, ping-pong between the consumers.
+//       A persistent D128 pass (one CTA per SM; non-causal by a static
+//       stride, causal from a counter in the one-CTA-per-tile order; the
+//       next tile's K and V loaded while the last one's dK and dV are
+//       stored): level with one CTA per tile (H100, 0.97-1.03x, N
+//       1024-16384); heaviest first over all pairs, 0.60x at N 1024.
+//   Not yet: ping-pong between the consumers.
 //
 // Build on the GPU machine (nvcc 12.3+), from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a kernels/dev/bwd_sm90_check.cu -o .build/bwd_sm90 -ldl
