@@ -99,8 +99,8 @@ func planOf(c planDevice, r planRequest) (plan, error) {
 	return plan{}, fmt.Errorf("flashattn: no plan for op %d", r.op)
 }
 
-// forward plans a forward: the plain kernel (on an H100/H200, fp16 at the
-// Hopper forward's head dims: that one, unless ForcePath), or with a
+// forward plans a forward: the plain kernel (on an H100/H200, fp16 or bf16
+// at the Hopper forward's head dims: that one, unless ForcePath), or with a
 // window, softcap or ALiBi the modified one with exactly p's softcap and
 // ALiBi compiled in (kernels.FwdMods; the window, and causal as its right
 // edge 0, are parameters), for packed sequences the varlen one (with

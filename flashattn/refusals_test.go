@@ -134,8 +134,7 @@ func TestTraceSharedByConcurrentCalls(t *testing.T) {
 
 // TestBackwardIgnoresTrace: Backward records no trace and ignores
 // Options.Trace alike on every backend, so one Options serves a Forward and
-// its Backward (it used to be ignored on CPUFlash and refused on CPUNaive):
-// the gradients are those of a call without it, and the trace is left as
+// its Backward: the gradients are those of a call without it, and the trace is left as
 // it was.
 func TestBackwardIgnoresTrace(t *testing.T) {
 	d := Dims{B: 1, Nq: 40, Nk: 30, Hq: 2, Hkv: 1, D: 8}

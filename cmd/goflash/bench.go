@@ -650,7 +650,7 @@ func sweepImpls(o benchOpts, res *BenchResult, gpu gpuDevice, cases []Case, reps
 		}
 		if o.direction != "fwd" {
 			if ok, why := gpu.HasBackward(); !ok {
-				res.Notes = append(res.Notes, "no GPU backward pass yet ("+why+"): the bwd and fwdbwd rows of "+implGPU+" say unsupported")
+				res.Notes = append(res.Notes, "no GPU backward pass ("+why+"): the bwd and fwdbwd rows of "+implGPU+" say unsupported")
 			}
 		}
 	} else {

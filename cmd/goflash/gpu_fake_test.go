@@ -282,7 +282,7 @@ func TestBenchNoGPUBackward(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stdout, "no GPU backward pass yet (fake: no backward kernels on this device)") || !strings.Contains(stdout, statusUnsupported) {
+	if !strings.Contains(stdout, "no GPU backward pass (fake: no backward kernels on this device)") || !strings.Contains(stdout, statusUnsupported) {
 		t.Errorf("output:\n%s", stdout)
 	}
 }

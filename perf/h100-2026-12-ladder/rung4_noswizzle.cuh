@@ -1,8 +1,8 @@
 // rung4_ldmatrix.cuh: rung 4 of the kernel ladder. Rung 3 reads its fragments
 // 32 (or 16) bits per lane per load, and its row-major tiles put the rows a
-// warp reads in the same shared-memory banks. Here every tile is stored in
-// 16-byte chunks XOR-swizzled by row (traits.cuh: Swizzle), so the 8 rows one
-// ldmatrix reads sit in 8 different bank groups, and one ldmatrix.x4 loads a
+// warp reads in the same shared-memory banks. This edit of it stores every
+// tile in plain row-major 16-byte chunks, without rung 4's XOR swizzle by
+// row, so the 8 rows one ldmatrix reads share bank groups; one ldmatrix.x4 loads a
 // whole 16x16 fragment for the warp; .trans reads V transposed, so its B
 // fragments need no 16-bit shuffling. The products are the shipped kernels'
 // own (gemm.cuh), as is the epilogue: O goes out through shared memory in
