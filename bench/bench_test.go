@@ -138,6 +138,15 @@ func TestParseOutputChecksSchema(t *testing.T) {
 	if _, err := bench.ParseOutput([]byte(`{"schema": "other/1"}`)); err == nil {
 		t.Error("wrong schema accepted")
 	}
+	for _, r := range []string{
+		`{"b": 1e9, "hq": 1, "hkv": 1e9, "nq": 1, "nk": 1e9, "d": 1e9, "direction": "decode", "status": "ok", "ms": 1}`,
+		`{"b": -1, "hq": 1, "hkv": 1, "nq": 1, "nk": 1, "d": 64, "direction": "fwd", "status": "ok", "ms": 1}`,
+		`{"b": 1, "hq": 1, "hkv": 1, "nq": 1, "nk": 1, "d": 64, "direction": "fwd", "status": "ok", "ms": -1}`,
+	} {
+		if o, err := bench.ParseOutput([]byte(`{"schema": "goflash-sdpa/1", "results": [` + r + `]}`)); err == nil {
+			t.Errorf("%s accepted: %+v", r, o.Rows())
+		}
+	}
 	o, err := bench.ParseOutput([]byte(`{"schema": "goflash-sdpa/1", "error": "bad spec: x", "outcome": "error"}`))
 	if err != nil || o.Meta().Status != bench.StatusError {
 		t.Errorf("%+v %v", o, err)

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -120,8 +121,28 @@ func ParseCSV(r io.Reader) (*Result, error) {
 				return 0
 			}
 			v, err := strconv.ParseFloat(s, 64)
+			if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+				err = fmt.Errorf("%q is not finite", s)
+			}
 			if err != nil && perr == nil {
 				perr = fmt.Errorf("line %d: %s: %v", line, name, err)
+			}
+			return v
+		}
+		atoi64 := func(name string) int64 { // an integer, or an integral float within int64 (1e+06)
+			s := get(name)
+			if s == "" {
+				return 0
+			}
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				f, ferr := strconv.ParseFloat(s, 64)
+				if ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+					return int64(f)
+				}
+				if perr == nil {
+					perr = fmt.Errorf("line %d: %s: %q is not an integer within int64", line, name, s)
+				}
 			}
 			return v
 		}
@@ -130,9 +151,14 @@ func ParseCSV(r io.Reader) (*Result, error) {
 			Shape:  Shape{B: atoi("b"), Hq: atoi("hq"), Hkv: atoi("hkv"), Nq: atoi("nq"), Nk: atoi("nk"), D: atoi("d"), Causal: get("causal") == "true"},
 			Status: get("status"), Reason: get("reason"),
 			MS: atof("ms"), FLOPs: atof("flops"), TFLOPs: atof("tflops"),
-			ExtraBytes: int64(atof("extra_bytes")), HostOverheadUS: atof("host_overhead_us"),
+			ExtraBytes: atoi64("extra_bytes"), HostOverheadUS: atof("host_overhead_us"),
 			Derived: get("derived") == "true", GQA: get("gqa"), Kernel: get("kernel"), TBps: atof("tb_per_s"),
 			Registers: atoi("registers"), SmemBytes: atoi("smem_bytes"), Occupancy: atof("occupancy"), ErrUsed: atof("err_used"),
+		}
+		if perr == nil {
+			if err := row.Shape.check(); err != nil {
+				perr = fmt.Errorf("line %d: %v", line, err)
+			}
 		}
 		if perr != nil {
 			return nil, perr

@@ -63,6 +63,11 @@ func TestCSVRefusals(t *testing.T) {
 		"date,impl\n",
 		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,fwd,one,2,2,64,64,64,false,ok,,,,0,,false,,,,fp16,\n",
 		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,fwd,1,2,2,64,64,64,false,ok,x,,,0,,false,,,,fp16,\n",
+		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,fwd,1,2,2,64,64,64,false,ok,NaN,,,0,,false,,,,fp16,\n",
+		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,fwd,1,2,2,64,64,64,false,ok,1,,,1e30,,false,,,,fp16,\n",
+		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,fwd,1,2,2,64,64,64,false,ok,1,,,0.5,,false,,,,fp16,\n",
+		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,fwd,-1,2,2,64,64,64,false,ok,1,,,0,,false,,,,fp16,\n",
+		strings.Join(CSVHeader, ",") + "\n2026,abc,GPU,8.0,580,goflash-gpu,decode,1000000000,2,1000000000,1,1000000000,1000000000,false,ok,1,,,0,,false,,,,fp16,\n",
 	} {
 		if res, err := ParseCSV(strings.NewReader(in)); err == nil {
 			t.Errorf("ParseCSV(%q) = %+v, want an error", in, res)

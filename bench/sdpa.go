@@ -65,6 +65,21 @@ func ShapeOf(d flashattn.Dims, causal bool) Shape {
 	return Shape{B: d.B, Hq: d.Hq, Hkv: d.Hkv, Nq: d.Nq, Nk: d.Nk, D: d.D, Causal: causal}
 }
 
+// check refuses a shape read from a file that no run measures: a negative
+// dimension, or element counts (Q's, the cache's bytes) beyond int64.
+func (s Shape) check() error {
+	for _, x := range [6]int{s.B, s.Hq, s.Hkv, s.Nq, s.Nk, s.D} {
+		if x < 0 {
+			return fmt.Errorf("shape %+v: a negative dimension", s)
+		}
+	}
+	const limit = 1 << 62
+	if float64(s.B)*float64(max(s.Hq, s.Hkv))*float64(max(s.Nq, s.Nk))*float64(s.D)*4 >= limit {
+		return fmt.Errorf("shape %+v: too large", s)
+	}
+	return nil
+}
+
 // Dims is the problem's dimensions.
 func (s Shape) Dims() flashattn.Dims {
 	return flashattn.Dims{B: s.B, Nq: s.Nq, Nk: s.Nk, Hq: s.Hq, Hkv: s.Hkv, D: s.D}
@@ -138,6 +153,14 @@ func ParseOutput(b []byte) (*Output, error) {
 	}
 	if o.Schema != SDPASchema {
 		return nil, fmt.Errorf("schema %q, want %s", o.Schema, SDPASchema)
+	}
+	for i, r := range o.Results {
+		if err := r.Shape.check(); err != nil {
+			return nil, fmt.Errorf("result %d: %v", i, err)
+		}
+		if r.MS < 0 {
+			return nil, fmt.Errorf("result %d: ms %v", i, r.MS)
+		}
 	}
 	return &o, nil
 }

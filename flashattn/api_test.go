@@ -88,6 +88,31 @@ func TestTensorChecks(t *testing.T) {
 	if r := sd.Row(0, 0, 0); r[0] != 1 || r[1] != 2 || r[2] != 3 {
 		t.Errorf("Row with D stride 2 = %v", r)
 	}
+	// Accessors on a Tensor built by hand, whose strides' offsets leave int:
+	// a wrapped offset is outside Data, not an element of it.
+	for _, c := range []struct {
+		st   Strides
+		b, n int
+	}{
+		{Strides{0, 1 << 62, 0, 1}, 0, 4},               // 4·2^62 wraps to 0
+		{Strides{math.MaxInt, 0, 0, 1}, 2, 0},           // a product past MaxInt
+		{Strides{1 << 62, 1 << 62, 0, 1}, 1, 3},         // a sum past MaxInt
+		{Strides{math.MinInt, math.MinInt, 0, 1}, 1, 1}, // a sum past MinInt
+	} {
+		data := []float32{1, 2, 3, 4, 5}
+		wt := &Tensor{Shape: Shape{B: 3, N: 5, H: 1, D: 5}, Strides: c.st, Data: data}
+		wt.Set(c.b, c.n, 0, 0, 42)
+		if got := wt.At(c.b, c.n, 0, 0); got != 0 || data[0] != 1 {
+			t.Errorf("strides %v: At = %v, data %v; want 0 and Data untouched", c.st, got, data)
+		}
+		if r := wt.Row(c.b, c.n, 0); r != nil {
+			t.Errorf("strides %v: Row = %v, want nil", c.st, r)
+		}
+	}
+	wide := &Tensor{Shape: Shape{B: 1, N: 1, H: 1, D: 5}, Strides: Strides{0, 0, 0, 1 << 62}, Data: []float32{7}}
+	if r := wide.Row(0, 0, 0); r != nil { // its first and last offsets wrap to 0; the middle ones do not
+		t.Errorf("Row with D stride 2^62 = %v, want nil", r)
+	}
 }
 
 func TestOptionErrors(t *testing.T) {

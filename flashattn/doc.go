@@ -42,8 +42,9 @@
 // too), and so does an Inf that only makes a score -Inf or that a softcap
 // bounds (tanh(Inf) = 1), which evaluating the formula would drop or
 // bound. A key the mask hides is not reached, and a row that sees no key
-// has output 0 and LSE -Inf as always. A row whose score scale·q·k
-// overflows float32 is NaN too. Backward refuses a NaN LSE (*DataError).
+// has output 0 and LSE -Inf as always. A row whose dot product q·k, or
+// whose score (scaled, capped, biased), overflows float32 is NaN too: the
+// backends compute in float32, as the GPU kernels do. Backward refuses a NaN LSE (*DataError).
 // Both CPU backends scan the inputs for non-finite values once per call.
 // On the GPU they are refused: the uploads take only values the element
 // type holds (fp16: finite, |x| < 65520; bf16: finite), so with Backend GPU

@@ -350,7 +350,8 @@ const overlapBudget = 1 << 16
 // differences form one range), are searched from the largest step down,
 // each index confined to what the smaller steps can still make up.
 func overlap(a, b *rawOp) bool {
-	if a.need == 0 || b.need == 0 || a.ptr >= b.ptr+b.need || b.ptr >= a.ptr+a.need {
+	// Compared by differences: a range may end at 2^64, where ptr+need wraps.
+	if a.need == 0 || b.need == 0 || a.ptr >= b.ptr && a.ptr-b.ptr >= b.need || b.ptr >= a.ptr && b.ptr-a.ptr >= a.need {
 		return false
 	}
 	if a.need > math.MaxInt64/2 || b.need > math.MaxInt64/2 {

@@ -143,6 +143,10 @@ func TestNilDevice(t *testing.T) {
 	if d.Info().Name != "" || d.SupportedHeadDims(OpForward, FP16, nil) != nil || d.SupportedHeadDims(OpBackward, FP16, nil) != nil || d.ForcePath(75) == nil || d.Rung() != len(Ladder()) {
 		t.Error("nil Info/HeadDims/ForcePath/Rung")
 	}
+	var rb *RungBuild // what a failed CompileRung returns
+	if _, ok := rb.Kernel(64, false); ok {
+		t.Error("nil RungBuild's Kernel found one")
+	}
 }
 
 // TestHostBytesAccounting: what reserveCall counts is what a call

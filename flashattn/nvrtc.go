@@ -118,8 +118,12 @@ func (s KernelStats) String() string {
 	return str
 }
 
-// Kernel is the entry of b for a head dim and mask, ok false where none.
+// Kernel is the entry of b for a head dim and mask, ok false where none
+// (and for a nil *RungBuild).
 func (b *RungBuild) Kernel(headDim int, causal bool) (KernelStats, bool) {
+	if b == nil {
+		return KernelStats{}, false
+	}
 	for _, k := range b.Kernels {
 		if k.HeadDim == headDim && k.Causal == causal {
 			return k, true

@@ -51,6 +51,10 @@ func TestRawOverlapRefused(t *testing.T) {
 		{"out wraps past 2^64", func(a *RawForwardArgs) { a.Out.Ptr = wrapAt(a.Out.Bytes) }, data("out")},
 		{"lse wraps past 2^64", func(a *RawForwardArgs) { a.LSE.Ptr = math.MaxUint64 - 3 }, data("lse")},
 		{"q wraps, Bytes 0", func(a *RawForwardArgs) { a.Q.Ptr, a.Q.Bytes = wrapAt(a.Q.Bytes), 0 }, data("q")},
+		{"out == q, both ending at 2^64", func(a *RawForwardArgs) {
+			end := math.MaxUint64 - uint64(2*qs.Numel()) + 1
+			a.Q, a.Out = dense(qs, end), dense(qs, end)
+		}, data("out")},
 	} {
 		a := rawFwdArgs()
 		c.edit(&a)

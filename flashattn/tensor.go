@@ -2,6 +2,7 @@ package flashattn
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -89,7 +90,19 @@ func (t *Tensor) elem(b, n, h, d int) (o int, ok bool) {
 	if b < 0 || n < 0 || h < 0 || d < 0 || b >= s.B || n >= s.N || h >= s.H || d >= s.D {
 		return 0, false
 	}
-	o = t.Offset(b, n, h, d)
+	// Offset's sum, refused where a product or the sum leaves int: a
+	// wrapped offset could land inside Data.
+	for i, x := range [4]int{b, n, h, d} {
+		st := t.Strides[i]
+		if x != 0 && (st > math.MaxInt/x || st < math.MinInt/x) {
+			return 0, false
+		}
+		p := x * st
+		if p > 0 && o > math.MaxInt-p || p < 0 && o < math.MinInt-p {
+			return 0, false
+		}
+		o += p
+	}
 	return o, o >= 0 && o < len(t.Data)
 }
 

@@ -31,6 +31,11 @@ func Backward(q, k, v, o, dO *flashattn.Tensor, L []float32, t Tiles, step BwdSt
 	if o.Shape != d.QShape() || dO.Shape != d.QShape() || len(L) != d.LSELen() {
 		return nil, fmt.Errorf("learn: o %v, dO %v and %d LSE values do not fit q %v", o.Shape, dO.Shape, len(L), d.QShape())
 	}
+	for name, x := range map[string]*flashattn.Tensor{"o": o, "dO": dO} { // Data that holds every element
+		if _, err := flashattn.FromStrided(x.Shape, x.Strides, x.Data); err != nil {
+			return nil, fmt.Errorf("learn: %s: %w", name, err)
+		}
+	}
 	defer catch(&err)
 	Tr, Tc := ceilDiv(d.Nq, t.Br), ceilDiv(d.Nk, t.Bc)
 	g = &flashattn.Grads{DQ: flashattn.New(d.QShape()), DK: flashattn.New(d.KVShape()), DV: flashattn.New(d.KVShape()),

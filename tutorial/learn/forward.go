@@ -83,6 +83,9 @@ func (t Tiles) setup(q, k, v *flashattn.Tensor) (flashattn.Dims, float32, error)
 	if t.Br < 1 || t.Bc < 1 {
 		return d, 0, fmt.Errorf("learn: tiles Br = %d, Bc = %d: both must be at least 1", t.Br, t.Bc)
 	}
+	if math.IsNaN(t.Scale) || t.Scale < 0 || t.Scale > math.MaxFloat32 {
+		return d, 0, fmt.Errorf("learn: scale %v: want 0 (1/sqrt(d)) or a positive float32", t.Scale)
+	}
 	tau := t.Scale
 	if tau == 0 {
 		tau = 1 / math.Sqrt(float64(d.D))
@@ -114,7 +117,14 @@ func (t Tiles) scores(d flashattn.Dims, tau float32, Qi, Kj [][]float32, r0, c0 
 // aligned: negative when it sees none).
 func lastKey(d flashattn.Dims, i int) int { return i + d.Nk - d.Nq }
 
-func ceilDiv(n, b int) int { return (n + b - 1) / b }
+// ceilDiv is ⌈n/b⌉ for n ≥ 0, b ≥ 1, without n + b - 1 (which wraps for
+// tiles near MaxInt).
+func ceilDiv(n, b int) int {
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)/b + 1
+}
 
 // load copies rows [r0, r1) of head h of batch b of t (a block: Q_i, K_j, ...).
 func load(t *flashattn.Tensor, b, h, r0, r1 int) [][]float32 {

@@ -305,6 +305,19 @@ func TestScaffoldErrors(t *testing.T) {
 	if _, err := learn.Forward(q, k, v, learn.Tiles{Br: 0, Bc: 4}, step, finish); err == nil {
 		t.Error("Br = 0 accepted")
 	}
+	for _, s := range []float64{math.NaN(), math.Inf(1), -1} {
+		if _, err := learn.Forward(q, k, v, learn.Tiles{Br: 4, Bc: 4, Scale: s}, step, finish); err == nil {
+			t.Errorf("scale %v accepted", s)
+		}
+	}
+	// Tiles near MaxInt are one tile, not zero (⌈n/b⌉ without n + b - 1).
+	want, _ := learn.Forward(q, k, v, learn.Tiles{Br: 8, Bc: 8}, step, finish)
+	for _, tl := range []learn.Tiles{{Br: math.MaxInt, Bc: 4}, {Br: 4, Bc: math.MaxInt}} {
+		got, err := learn.Forward(q, k, v, tl, step, finish)
+		if err != nil || got.Out.At(0, 0, 0, 0) != want.Out.At(0, 0, 0, 0) || got.LSE[0] != want.LSE[0] {
+			t.Errorf("tiles %+v: %v", tl, err)
+		}
+	}
 	short := func(S, V [][]float32, m, l []float32, O [][]float32) { O[0] = O[0][:1] }
 	if _, err := learn.Forward(q, k, v, learn.Tiles{Br: 4, Bc: 4}, short, finish); err == nil || !strings.Contains(err.Error(), "row 0 of O has 1 numbers") {
 		t.Errorf("a shortened row of O: %v", err)
@@ -312,6 +325,10 @@ func TestScaffoldErrors(t *testing.T) {
 	res, _ := learn.Forward(q, k, v, learn.Tiles{Br: 4, Bc: 4}, step, finish)
 	if _, err := learn.Backward(q, k, v, res.Out, dO, res.LSE[:3], learn.Tiles{Br: 4, Bc: 4}, bwdStep); err == nil {
 		t.Error("a short LSE accepted")
+	}
+	hollow := &flashattn.Tensor{Shape: dO.Shape, Strides: dO.Shape.ContiguousStrides(), Data: dO.Data[:3]}
+	if _, err := learn.Backward(q, k, v, res.Out, hollow, res.LSE, learn.Tiles{Br: 4, Bc: 4}, bwdStep); err == nil || !strings.Contains(err.Error(), "dO") {
+		t.Errorf("a dO whose Data is short: %v", err)
 	}
 	boom := func(P, dP [][]float32, D []float32, Q, K, dO [][]float32, tau float32, dQ, dK, dV [][]float32) {
 		panic("boom")
