@@ -31,9 +31,9 @@ func Backward(q, k, v, o, dO *flashattn.Tensor, L []float32, t Tiles, step BwdSt
 	if o.Shape != d.QShape() || dO.Shape != d.QShape() || len(L) != d.LSELen() {
 		return nil, fmt.Errorf("learn: o %v, dO %v and %d LSE values do not fit q %v", o.Shape, dO.Shape, len(L), d.QShape())
 	}
-	for name, x := range map[string]*flashattn.Tensor{"o": o, "dO": dO} { // Data that holds every element
+	for i, x := range [2]*flashattn.Tensor{o, dO} { // Data that holds every element
 		if _, err := flashattn.FromStrided(x.Shape, x.Strides, x.Data); err != nil {
-			return nil, fmt.Errorf("learn: %s: %w", name, err)
+			return nil, fmt.Errorf("learn: %s: %w", [2]string{"o", "dO"}[i], err)
 		}
 	}
 	defer catch(&err)
