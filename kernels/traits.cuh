@@ -467,13 +467,18 @@ FA2_DECODE_TILES(FA2_DECODE_TRAITS)
 #undef FA2_DECODE_TRAITS
 
 // ---------------------------------------------------------------------------
+// setmaxnreg moves registers within what a CTA got at launch: 65536 / threads per
+// thread, rounded down to 8 (168 at 384 threads, 128 at 512, 96 at 640). Asking
+// for more, setmaxnreg.inc waits forever.
+constexpr int sm90_launch_regs(int threads) { return 65536 / threads / 8 * 8; }
+
 // Hopper (sm_90a) forward tiles (fwd_sm90.cuh; fa2_sm90a.cubin, nvcc 12.4 of
 // kernels/cuda12.sh, SASS for sm_90a only): dense fp16 and bf16 forwards on an
 // H100/H200 unless ForcePath(80). One CTA = one producer warpgroup (TMA loads) + Br/64
 // consumer warpgroups, each keeping S (Bc/2 fp32), O (D/2 fp32) and P (Bc/4
 // 16-bit pairs) of its 64 rows in registers; persistent (kPersistent: one CTA per SM
-// walks the tiles). Registers: 64K per CTA at launch, then the producer drops
-// to kProducerRegs and the consumers take the rest (multiples of 8).
+// walks the tiles). Registers: what the CTA got at launch (sm90_launch_regs), then
+// the producer drops to kProducerRegs and the consumers take the rest (multiples of 8).
 template <int D_, int Br_, int Bc_, int Stages_, int SM80CausalMaxNk_, bool Overlap_ = true, bool StageO_ = false>
 struct Tile90 {
   static constexpr int kArch = 90, kD = D_, kBr = Br_, kBc = Bc_, kStages = Stages_;
@@ -498,7 +503,8 @@ struct Tile90 {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kConsumerThreads = 128 * kConsumers;  // an "empty" barrier's arrivals
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8;
+  static constexpr int kLaunchRegs = sm90_launch_regs(kThreads);
+  static constexpr int kConsumerRegs = ((kConsumers + 1) * kLaunchRegs - kProducerRegs) / kConsumers / 8 * 8;
   static constexpr int kBox = 64;                       // TMA box columns: one 128-byte swizzle row
   static constexpr int kQTile = 64 * kD * 2;            // one consumer's Q rows (bytes)
   static constexpr int kKVTile = kBc * kD * 2;          // K_n or V_n (bytes)
@@ -521,6 +527,8 @@ struct Tile90 {
   static_assert(kConsumerRegs <= 240 && kConsumerRegs >= kD / 2 + kBc / 2 + kBc / 4 + 24,
                 "O, S and P of a consumer's rows must fit its registers");
   static_assert(kBiasSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
+                "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
@@ -579,9 +587,7 @@ struct Tile90Bwd {
   static constexpr int kConsumers = kBc / 64;
   static constexpr int kWarps = 4 * (kConsumers + 1);
   static constexpr int kThreads = 32 * kWarps;
-  // setmaxnreg moves registers within what the CTA got at launch: 65536 /
-  // kThreads per thread, rounded down to 8 (168 at 384 threads).
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kLaunchRegs = sm90_launch_regs(kThreads);
   // D128's consumers need 240 (at 232 ptxas serialised the ordered twin's
   // wgmmas); D64's take 232 and leave the producer 40 (an ordered twin's dQ
   // writer, a producer thread, spilled its loop state at 24).
