@@ -51,7 +51,10 @@
 // a NaN or Inf is a *DataError naming the element, and Auto runs the call
 // on the CPU and says why in Result.Reason. Bits written to device memory
 // directly (DeviceTensor.Ptr, the raw-pointer API) skip that check, and a
-// NaN or Inf there makes NaN rows.
+// NaN or Inf there makes NaN rows; with packed sequences on an H100/H200,
+// one in the values of a sequence's first keys can also make the sequence
+// before it NaN (the Hopper kernel reads its last key block whole and
+// weighs the keys past the sequence's end by 0, and 0·Inf is NaN).
 //
 // Package attntest is the conformance suite every backend passes, against
 // a float64 reference. The repository's README and tutorial/ explain the
