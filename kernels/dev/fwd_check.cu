@@ -77,6 +77,7 @@ struct Kernel {
   CUfunction cf = nullptr;   // driver API
   bool tma = false;          // fa2_sm90a.cu: the parameter is Sm90FwdArgs (tensor maps + FwdParams)
   bool persist = false;      // a persistent kernel: one CTA per SM walks the tiles
+  int per_sm = 1;            // persistent: CTAs per SM
   void prepare() {
     if (fn) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     else drv.check(drv.FuncSetAttribute(cf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), name.c_str());
@@ -85,7 +86,7 @@ struct Kernel {
     FwdParams pp = p;
     void* args[] = {&pp};
     unsigned gx = (p.nq + br - 1) / br, gy = p.b * p.hq;
-    if (persist) gx = std::min<unsigned>(gx * gy, g_sms), gy = 1;
+    if (persist) gx = std::min<unsigned>(gx * gy, g_sms * per_sm), gy = 1;
 #ifdef FA2_SM90A
     if (tma) {
       Sm90FwdArgs wa;
@@ -208,10 +209,10 @@ static std::vector<Kernel> sm90a_cubin(const std::string& path, const std::strin
   }
   return out;
 }
-// A candidate cubin of other tiles: "NAME=PATH,D:Br:Bc:stages[:n][,D:Br:Bc:stages[:n]...]"
+// A candidate cubin of other tiles: "NAME=PATH,D:Br:Bc:stages[:n|:o|:2][,D:Br:Bc:stages...]"
 // (one group per head dim it holds; sizes as traits.cuh's Tile90 derives them;
 // persistent as the shipped kernels, or under :n one CTA per tile: a cubin of
-// non-persistent kernels).
+// non-persistent kernels; :o O staged through shared memory; :2 two CTAs per SM).
 static std::vector<Kernel> sm90a_candidate(const std::string& arg) {
   const size_t eq = arg.find('=');
   std::stringstream ss(arg.substr(eq + 1));
@@ -226,8 +227,9 @@ static std::vector<Kernel> sm90a_candidate(const std::string& arg) {
       Kernel k{};
       k.name = "fa2_fwd_sm90a_d" + std::to_string(d) + (causal ? "_causal" : "");
       k.arch = 90; k.d = d; k.br = br; k.bc = bc; k.warps = 4 * (br / 64 + 1); k.stages = st; k.splits = 1;
-      k.smem = (br / 64) * 64 * d * 2 + 2 * st * bc * d * 2 + 8 * (2 + 4 * st) + 4 * 128 * (br / 64);
-      k.causal = causal; k.tma = true; k.persist = flag != 'n';
+      k.smem = (br / 64) * 64 * d * 2 + 2 * st * bc * d * 2 + 8 * (2 + 4 * st) + 4 * 128 * (br / 64) +
+               (flag == 'o' ? (br / 64) * 64 * d * 2 : 0);
+      k.causal = causal; k.tma = true; k.persist = flag != 'n'; k.per_sm = flag == '2' ? 2 : 1;
       ks.push_back(k);
     }
   }
