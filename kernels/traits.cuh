@@ -572,6 +572,25 @@ template <int D> struct Sm90Traits;
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS
 
+// FA2_SM90A_SHORT_TILES(X): Hopper forward tiles for short calls, one
+// X(d, Br, Bc, stages, max_nq) per head dim that has one: dense plain calls
+// (fp16 and bf16, causal or not) of at most max_nq query rows run
+// fa2_fwd_sm90a_d{D}[_bf16][_causal]_short on (Br, Bc) instead of the
+// FA2_SM90A_TILES row; packed sequences and the modifiers keep that row.
+// D64: Br 256 (four consumers of 112 registers) pads no query rows at N 512
+// and 1024, where Br 192 pads 11-12% (576 / 1152 rows).
+#define FA2_SM90A_SHORT_TILES(X) \
+  X(64, 256, 64, 2, 1024) /* 4 consumers x 112 regs: O 32 + S 32 + P 16; 66.1 KiB smem */
+
+template <int D> struct Sm90ShortTraits;
+#define FA2_SM90A_SHORT_TRAITS(D, BR, BC, S, MAXNQ)  \
+  template <> struct Sm90ShortTraits<D> {             \
+    using type = Tile90<D, BR, BC, S, 0, true, false>; \
+    static constexpr int kMaxNq = MAXNQ;              \
+  };
+FA2_SM90A_SHORT_TILES(FA2_SM90A_SHORT_TRAITS)
+#undef FA2_SM90A_SHORT_TRAITS
+
 // Hopper (sm_90a) backward tiles (bwd_sm90.cuh; fa2_sm90a.cubin): the
 // single pass of dense fp16 and bf16 backwards on an H100/H200 unless
 // ForcePath(80). One CTA = one key block of Bc rows of one (batch, kv head):
