@@ -527,8 +527,6 @@ struct Tile90 {
   static_assert(kConsumerRegs <= 240 && kConsumerRegs >= kD / 2 + kBc / 2 + kBc / 4 + 24,
                 "O, S and P of a consumer's rows must fit its registers");
   static_assert(kBiasSmemBytes <= 227 * 1024, "H100/H200: at most 227 KiB per CTA");
-  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
-                "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
 
 // FA2_SM90A_TILES(X): THE list of shipped sm_90a forward kernels, one
