@@ -584,12 +584,12 @@ func TestSM90ATable(t *testing.T) {
 	}
 }
 
-// Every X(d, Br, Bc, stages, max_nq) row of FA2_SM90A_SHORT_TILES ships the
+// Every X(d, Br, Bc, stages, stage_o, max_nq) row of FA2_SM90A_SHORT_TILES ships the
 // plain pair's short-call kernels, fp16 and bf16, on its tile, for a head dim
 // that has an FA2_SM90A_TILES row, and resources.md lists them; no other
 // kernel is Short.
 func TestSM90AShortTable(t *testing.T) {
-	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_SHORT_TILES"), -1)
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (?:true|false), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_SHORT_TILES"), -1)
 	shorts := 0
 	for _, v := range append(SM90AVariants(), Variants()...) {
 		if v.Short {
@@ -852,6 +852,12 @@ func TestResources(t *testing.T) {
 			}
 			if r.regs > 255 || r.regs*32*v.Warps > 64*1024 {
 				t.Errorf("%s sm_%d: %d registers x %d threads do not fit an SM", v.Symbol, sm, r.regs, 32*v.Warps)
+			}
+			// The warp-specialised Hopper kernels split what a CTA gets at launch
+			// between producer and consumers by setmaxnreg (traits.cuh's
+			// sm90_launch_regs): compiled to fewer, their setmaxnreg.inc waits forever.
+			if launch := 64 * 1024 / (32 * v.Warps) / 8 * 8; v.Arch == SM90A && (v.Stage == Fwd || v.Stage == BwdDKDVQ) && r.regs != launch {
+				t.Errorf("%s: %d registers at launch, its register split assumes %d", v.Symbol, r.regs, launch)
 			}
 			limit := BaseSmemBytes // sm_86/89 opt-in maximum, the smallest of the sm_80+ parts
 			if v.Large {
