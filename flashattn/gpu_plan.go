@@ -186,12 +186,20 @@ func (c planDevice) forward(r planRequest) (plan, error) {
 // bf16; packed sequences without modifiers: its varlen twins) where the
 // device runs it: not on a ladder rung, not where an NVRTC build replaces
 // the plain forward, and not for causal calls short enough that the sm_80
-// kernel is faster (Variant.SM80CausalMaxNk).
+// kernel is faster (Variant.SM80CausalMaxNk). A dense plain call of at most
+// a short-call kernel's MaxNq query rows runs that kernel (Key.Short).
 func (c planDevice) hopper(k kernels.Key, p problem) (kernels.Variant, bool) {
 	if !c.sm90a || c.rung != 0 || p.varlen != nil && !k.Packed || k.Mods == 0 && c.nvrtc != nil && !k.BF16 {
 		return kernels.Variant{}, false
 	}
 	k.Arch = kernels.SM90A
+	if k.Mods == 0 && !k.Packed {
+		short := k
+		short.Short = true
+		if v, ok := kernels.Lookup(short); ok && p.Nq <= v.MaxNq {
+			return v, true
+		}
+	}
 	v, ok := kernels.Lookup(k)
 	if !ok || p.Nk <= v.SM80CausalMaxNk {
 		return kernels.Variant{}, false

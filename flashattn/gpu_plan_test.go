@@ -185,10 +185,67 @@ func wantForward(g planGPU, dt DType, d int, causal bool, mods string, varlen bo
 	if varlen && mods == "" {
 		mods = "_varlen"
 	}
+	if hopper && mods == "" && shortMaxNq(d) >= 256 { // planProblem's Nq
+		mods = "_short"
+	}
 	if hopper {
 		return []want{kern("fwd", "90a", d, false, bf16, causal, mods)}
 	}
 	return []want{kern("fwd", g.c.path, d, false, bf16, causal, mods)}
+}
+
+// shortMaxNq is the MaxNq of head dim d's Hopper short-call kernel, 0 for none.
+func shortMaxNq(d int) int {
+	for _, k := range HopperKernelTable() {
+		if k.Pass == "fwd_short" && k.HeadDim == d {
+			return k.MaxNq
+		}
+	}
+	return 0
+}
+
+// TestPlanHopperShort: a dense plain call of at most a short-call kernel's
+// MaxNq query rows runs it, fp16 or bf16, causal or not, one row more runs
+// the Hopper kernel of its key; packed sequences, the modifiers and
+// ForcePath(80) never run it.
+func TestPlanHopperShort(t *testing.T) {
+	gs := planGPUs()
+	h100, forced := gs[4], gs[5]
+	n := 0
+	for _, k := range HopperKernelTable() {
+		if k.Pass != "fwd_short" {
+			continue
+		}
+		n++
+		bf16 := k.DType == BF16
+		dt := map[bool]DType{false: FP16, true: BF16}[bf16]
+		for _, nq := range []int{1, k.MaxNq, k.MaxNq + 1} {
+			p := planProblem(t, k.HeadDim, 4096, k.Causal, -1, 0, false, false, false)
+			p.Nq = nq
+			pl, err := planOf(h100.c, planRequest{op: opForward, p: p, dt: dt})
+			w := []want{{k.Symbol, "fwd_short"}}
+			if nq > k.MaxNq {
+				w = []want{kern("fwd", "90a", k.HeadDim, false, bf16, k.Causal, "")}
+			}
+			checkPlan(t, fmt.Sprintf("%s Nq %d", k.Symbol, nq), pl, err, w)
+			pl, err = planOf(forced.c, planRequest{op: opForward, p: p, dt: dt})
+			checkPlan(t, fmt.Sprintf("%s Nq %d ForcePath(80)", k.Symbol, nq), pl, err,
+				[]want{kern("fwd", 80, k.HeadDim, false, bf16, k.Causal, "")})
+		}
+		for _, m := range scoreMods[1:] {
+			p := planProblem(t, k.HeadDim, 4096, k.Causal, m.left, m.softcap, m.alibi, false, false)
+			p.Nq = k.MaxNq
+			pl, err := planOf(h100.c, planRequest{op: opForward, p: p, dt: dt})
+			checkPlan(t, fmt.Sprintf("%s Nq %d %s", k.Symbol, k.MaxNq, m.name), pl, err,
+				[]want{kern("fwd", "90a", k.HeadDim, false, bf16, false, m.forwardSuffix)})
+		}
+		p := planProblem(t, k.HeadDim, 0, k.Causal, -1, 0, false, true, false) // packed: 400 rows in all
+		pl, err := planOf(h100.c, planRequest{op: opForward, p: p, dt: dt})
+		checkPlan(t, k.Symbol+" packed", pl, err, []want{kern("fwd", "90a", k.HeadDim, false, bf16, k.Causal, "_varlen")})
+	}
+	if n == 0 {
+		t.Skip("no short-call Hopper kernel in the table")
+	}
 }
 
 // TestPlanBackward: every path, dtype, head dim, mask, modifier set, packing

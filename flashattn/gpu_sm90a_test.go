@@ -33,7 +33,8 @@ func TestHopperKernelTable(t *testing.T) {
 			}
 			continue
 		}
-		if !(k.Pass == "fwd" || k.Pass == "fwd_varlen" || slices.Contains(mods, k.Pass) && !k.Causal) || k.Br%64 != 0 || k.Warps != 4*(k.Br/64+1) || !k.Persistent {
+		if !(k.Pass == "fwd" || k.Pass == "fwd_varlen" || k.Pass == "fwd_short" && k.MaxNq > 0 || slices.Contains(mods, k.Pass) && !k.Causal) ||
+			k.Br%64 != 0 || k.Warps != 4*(k.Br/64+1) || !k.Persistent || (k.Pass == "fwd_short") != (k.MaxNq > 0) {
 			t.Errorf("bad Hopper row %+v", k)
 		}
 		if !slices.ContainsFunc(flashattn.KernelTable(90), func(s flashattn.KernelInfo) bool { return s.HeadDim == k.HeadDim && s.Causal == k.Causal }) {

@@ -75,7 +75,7 @@ func BackwardKernelTable(arch int) []KernelInfo {
 // device has loaded it (Device.Kernels) what the driver made of it.
 type KernelInfo struct {
 	Symbol     string `json:"symbol"`
-	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
+	Pass       string `json:"pass"` // "fwd" ("fwd_mod", "fwd_varlen", "fwd_short": its siblings), or a backward step: "bwd_pre", "bwd_dkdv", "bwd_dq"
 	HeadDim    int    `json:"head_dim"`
 	Causal     bool   `json:"causal"`
 	Path       int    `json:"path"` // 75: Turing code (m16n8k8); 80: sm_80+ code (m16n8k16, cp.async); 90: the Hopper kernels (wgmma, TMA)
@@ -106,13 +106,16 @@ type KernelInfo struct {
 	// Persistent (the Hopper forwards): one CTA per SM walks the (query
 	// block, batch, head) tiles, instead of one CTA per tile.
 	Persistent bool `json:"persistent,omitempty"`
+	// MaxNq (Pass "fwd_short", a Hopper forward for short calls): calls of at
+	// most this many query rows run it instead of the "fwd" kernel.
+	MaxNq int `json:"max_nq,omitempty"`
 }
 
 // kernelInfo is the one conversion from the generated table's row.
 func kernelInfo(v kernels.Variant) KernelInfo {
 	return KernelInfo{Symbol: v.Symbol, Pass: v.Pass(), HeadDim: v.HeadDim, Causal: v.Causal, Path: v.Arch,
 		Br: v.Br, Bc: v.Bc, Warps: v.Warps, SmemBytes: v.SmemBytes, Rung: v.Rung, DType: dtypeOf(v), Large: v.Large,
-		SM80CausalMaxNk: v.SM80CausalMaxNk, Persistent: v.Persistent}
+		SM80CausalMaxNk: v.SM80CausalMaxNk, Persistent: v.Persistent, MaxNq: v.MaxNq}
 }
 
 func dtypeOf(v kernels.Variant) DType {

@@ -2,7 +2,8 @@
 // with its varlen twins fa2_fwd_sm90a_d{D}[_bf16][_causal]_varlen (packed sequences:
 // FwdParams' cumulative lengths, seqs and max_nq) and the modified
 // fa2_fwd_sm90a_d{D}[_bf16]_mod[_cap][_alibi], for exactly the rows
-// of traits.cuh's FA2_SM90A_TILES; the backward (below) for those of
+// of traits.cuh's FA2_SM90A_TILES, and the short-call kernels
+// fa2_fwd_sm90a_d{D}[_bf16][_causal]_short of FA2_SM90A_SHORT_TILES; the backward (below) for those of
 // FA2_SM90A_BWD_TILES. Built by build.sh with the private nvcc 12.4
 // (kernels/cuda12.sh) as SASS for sm_90a only, into fa2_sm90a.cubin, a module
 // of its own beside fa2_fwd.fatbin (which nvcc 11.8 builds and whose sm_90
@@ -46,6 +47,17 @@
 // fp16, and the bf16 twins on the same tiles (fa2_fwd_sm90a_d{D}_bf16*).
 #define FA2_SM90A_FWD(D, ...) FA2_SM90A_TYPED(D, , __half) FA2_SM90A_TYPED(D, _bf16, __nv_bfloat16)
 FA2_SM90A_TILES(FA2_SM90A_FWD)
+
+// The short-call tiles (FA2_SM90A_SHORT_TILES): fa2_fwd_sm90a_d{D}[_bf16][_causal]_short.
+#define FA2_SM90A_SHORT_ONE(D, ESFX, E, CSFX, C)                                                                \
+  extern "C" __global__ void __launch_bounds__(Sm90ShortTraits<D>::type::kThreads, 1)                          \
+      fa2_fwd_sm90a_d##D##ESFX##CSFX##_short(const __grid_constant__ Sm90FwdArgs a) {                           \
+    sm90::fwd_kernel<Sm90ShortTraits<D>::type, C, 0, E>(a);                                                     \
+  }
+#define FA2_SM90A_SHORT(D, ...)                                                                                  \
+  FA2_SM90A_SHORT_ONE(D, , __half, , false) FA2_SM90A_SHORT_ONE(D, , __half, _causal, true)                    \
+  FA2_SM90A_SHORT_ONE(D, _bf16, __nv_bfloat16, , false) FA2_SM90A_SHORT_ONE(D, _bf16, __nv_bfloat16, _causal, true)
+FA2_SM90A_SHORT_TILES(FA2_SM90A_SHORT)
 
 // The Hopper backward (bwd_sm90.cuh), for exactly the rows of traits.cuh's
 // FA2_SM90A_BWD_TILES: fa2_bwd_pre_sm90a_d{D}[_bf16], the single pass

@@ -12,16 +12,16 @@ static const char* mode = "fwd";
 static bool is(const char* m) { return std::strcmp(mode, m) == 0; }
 
 // A Go row: the Key (Stage, Mods, Packed, Ordered, Arch, HeadDim, Causal,
-// BF16, Large, Rung; zero fields left out but Arch and HeadDim), then the
+// BF16, Large, Short, Rung; zero fields left out but Arch and HeadDim), then the
 // launch fields. mods is Go's Mods expression, or null for none.
 struct GoKey {
   const char* stage;
   const char* mods = nullptr;
-  bool packed = false, ordered = false;
+  bool packed = false, ordered = false, short_q = false;
 };
 static void go_row(GoKey k, int a, int d, bool causal, const char* sym, int br, int bc, int warps, int smem,
                    int rung = 0, bool bf16 = false, bool large = false, int sm80_max_nk = 0,
-                   bool persistent = false, int col_groups = 1) {
+                   bool persistent = false, int col_groups = 1, int max_nq = 0) {
   std::printf("\t{Key: Key{Stage: %s", k.stage);
   if (k.mods) std::printf(", Mods: %s", k.mods);
   if (k.packed) std::printf(", Packed: true");
@@ -30,12 +30,14 @@ static void go_row(GoKey k, int a, int d, bool causal, const char* sym, int br, 
   if (causal) std::printf(", Causal: true");
   if (bf16) std::printf(", BF16: true");
   if (large) std::printf(", Large: true");
+  if (k.short_q) std::printf(", Short: true");
   if (rung) std::printf(", Rung: %d", rung);
   std::printf("}, Symbol: \"%s\", Br: %d, Bc: %d, Warps: %d", sym, br, bc, warps);
   if (col_groups > 1) std::printf(", ColGroups: %d", col_groups);
   std::printf(", SmemBytes: %d", smem);
   if (sm80_max_nk) std::printf(", SM80CausalMaxNk: %d", sm80_max_nk);
   if (persistent) std::printf(", Persistent: true");
+  if (max_nq) std::printf(", MaxNq: %d", max_nq);
   std::printf("},\n");
 }
 
@@ -226,6 +228,24 @@ void sm90a_row() {
   }
 }
 
+// The Hopper forward's short-call tiles (FA2_SM90A_SHORT_TILES): the plain
+// pair, fp16 and bf16, Short, for calls of at most kMaxNq query rows.
+template <int D>
+void sm90a_short_row() {
+  using T = typename Sm90ShortTraits<D>::type;
+  char sym[64];
+  for (int bf16 = 0; bf16 < 2; ++bf16)
+    for (int causal = 0; causal < 2; ++causal) {
+      std::snprintf(sym, sizeof sym, "fa2_fwd_sm90a_d%d%s%s_short", D, bf16 ? "_bf16" : "", causal ? "_causal" : "");
+      if (is("go"))
+        go_row({"Fwd", nullptr, false, false, true}, 90, D, causal, sym, T::kBr, T::kBc, T::kWarps, T::kSmemBytes, 0,
+               bf16, false, 0, T::kPersistent, 1, Sm90ShortTraits<D>::kMaxNq);
+      else if (is("sm90a"))
+        std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %d |\n", sym, 90, D, causal, T::kBr, T::kBc,
+                    T::kWarps, T::kStages, T::kSplits, T::kQRegs ? "yes" : "no", T::kSmemBytes);
+    }
+}
+
 // The Hopper backward (fa2_sm90a.cu, bwd_sm90.cuh): Arch 90, fp16 and bf16,
 // dense; pre and dqconv (8 warps, Br rows per CTA, no dynamic shared memory),
 // the single pass and (kOrdered) its ordered twin, causal or not.
@@ -294,6 +314,8 @@ int main(int argc, char** argv) {
   if (is("go")) std::printf("}\n\n// sm90aVariants are the Hopper kernels (fa2_sm90a.cubin), for sm_90 devices.\nvar sm90aVariants = []Variant{\n");
 #define SM90A_ROW(D, ...) sm90a_row<D>();
   FA2_SM90A_TILES(SM90A_ROW)
+#define SM90A_SHORT_ROW(D, ...) sm90a_short_row<D>();
+  FA2_SM90A_SHORT_TILES(SM90A_SHORT_ROW)
 #define SM90A_BWD_ROW(D, ...) sm90a_bwd_row<D>();
   FA2_SM90A_BWD_TILES(SM90A_BWD_ROW)
   if (is("go")) std::printf("}\n\n// ladderVariants are the kernel ladder's rungs 1-4 (kernels/ladder/), for every path.\nvar ladderVariants = []Variant{\n");

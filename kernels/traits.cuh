@@ -570,6 +570,30 @@ template <int D> struct Sm90Traits;
 FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 #undef FA2_SM90A_TRAITS
 
+// FA2_SM90A_SHORT_TILES(X): Hopper forward tiles for short calls, one
+// X(d, Br, Bc, stages, stage_o, max_nq) per head dim that has one: dense plain
+// calls (fp16 and bf16, causal or not) of at most max_nq query rows run
+// fa2_fwd_sm90a_d{D}[_bf16][_causal]_short on (Br, Bc), O through shared
+// memory or not (Tile90::kStageO), instead of the FA2_SM90A_TILES row; packed
+// sequences and the modifiers keep that row.
+// D64: Br 256 (four consumers of 112 registers) pads no query rows at N 512
+// and 1024, where Br 192 pads 11-12% (576 / 1152 rows); 4 stages keep the
+// next tile's first blocks loading under the last one's, and O leaves through
+// shared memory. At N 2048 Br 192 is faster again (0.95x), hence max_nq 1024.
+#define FA2_SM90A_SHORT_TILES(X)                                                                        \
+  X(64, 256, 64, 4, true, 1024) /* 4 consumers x 112 regs: O 32 + S 32 + P 16; 130.1 KiB smem;         \
+                                   0.99x / 0.99x cuDNN at N 512 / 1024, causal 0.95x / 1.01x, against \
+                                   Br 192's 0.91x / 0.95x, 0.85x / 0.88x (H100, fp16) */
+
+template <int D> struct Sm90ShortTraits;
+#define FA2_SM90A_SHORT_TRAITS(D, BR, BC, S, SO, MAXNQ) \
+  template <> struct Sm90ShortTraits<D> {                \
+    using type = Tile90<D, BR, BC, S, 0, true, SO>;      \
+    static constexpr int kMaxNq = MAXNQ;                 \
+  };
+FA2_SM90A_SHORT_TILES(FA2_SM90A_SHORT_TRAITS)
+#undef FA2_SM90A_SHORT_TRAITS
+
 // Hopper (sm_90a) backward tiles (bwd_sm90.cuh; fa2_sm90a.cubin): the
 // single pass of dense fp16 and bf16 backwards on an H100/H200 unless
 // ForcePath(80). One CTA = one key block of Bc rows of one (batch, kv head):

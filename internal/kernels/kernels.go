@@ -384,6 +384,10 @@ type Key struct {
 	// limit fits the set (LargeFits), e.g. A100 and H100/H200, not sm_86/89
 	// (which run the base row: D 128 and D 256 have one).
 	Large bool
+	// Short marks the Hopper forward's short-call kernel (traits.cuh's
+	// FA2_SM90A_SHORT_TILES, symbols ending in _short): dense plain calls of at
+	// most Variant.MaxNq query rows run it instead of the kernel without it.
+	Short bool
 	// Rung is 0 for the shipped kernels and 1-4 for the kernel ladder of
 	// tutorial chapter 6 (kernels/ladder/: fwd only, the same code on both
 	// paths, so Arch 0; rung 5 is the shipped forward kernel).
@@ -392,8 +396,8 @@ type Key struct {
 
 // Pass is the kernel's name as KernelInfo.Pass reports it: the stage, "det"
 // for the ordered single pass, "_mod" ("_cap", "_alibi") for the modifiers,
-// "_varlen" for packed sequences, e.g. "fwd_mod_cap", "bwd_dkdvqdet_mod",
-// "bwd_dq_varlen".
+// "_varlen" for packed sequences, "_short" for a short-call kernel, e.g.
+// "fwd_mod_cap", "bwd_dkdvqdet_mod", "bwd_dq_varlen", "fwd_short".
 func (k Key) Pass() string {
 	s := k.Stage.String()
 	if k.Ordered {
@@ -410,6 +414,9 @@ func (k Key) Pass() string {
 	}
 	if k.Packed {
 		s += "_varlen"
+	}
+	if k.Short {
+		s += "_short"
 	}
 	return s
 }
@@ -436,6 +443,8 @@ type Variant struct {
 	// (min(ceil(Nq/Br)*B*Hq, SMs), 1, 1), each CTA walking its share of the
 	// (query block, batch, head) tiles, instead of one CTA per tile.
 	Persistent bool
+	// MaxNq (a Short kernel): the most query rows of a call it runs.
+	MaxNq int
 }
 
 // LadderRungs is the number of ladder rungs with kernels of their own (1-4);

@@ -528,7 +528,7 @@ func TestSM90ATable(t *testing.T) {
 	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (\d+), (?:true|false), (\d+), (\d+), (\d+), (?:true|false)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_TILES"), -1)
 	fwds := 0
 	for _, v := range sm90aVariants {
-		if v.Stage == Fwd {
+		if v.Stage == Fwd && !v.Short {
 			fwds++
 		}
 	}
@@ -581,6 +581,48 @@ func TestSM90ATable(t *testing.T) {
 	b := SM90ACubin
 	if len(b) < 64 || !bytes.HasPrefix(b, []byte("\x7fELF")) || binary.LittleEndian.Uint16(b[18:]) != 190 || b[48] != SM90A {
 		t.Errorf("fa2_sm90a.cubin: %d bytes, not a CUDA ELF (machine 190) for sm_90", len(b))
+	}
+}
+
+// Every X(d, Br, Bc, stages, stage_o, max_nq) row of FA2_SM90A_SHORT_TILES ships the
+// plain pair's short-call kernels, fp16 and bf16, on its tile, for a head dim
+// that has an FA2_SM90A_TILES row, and resources.md lists them; no other
+// kernel is Short.
+func TestSM90AShortTable(t *testing.T) {
+	rows := regexp.MustCompile(`X\((\d+), (\d+), (\d+), (\d+), (?:true|false), (\d+)\)`).FindAllStringSubmatch(macro(t, readFile(t, "../../kernels/traits.cuh"), "FA2_SM90A_SHORT_TILES"), -1)
+	shorts := 0
+	for _, v := range append(SM90AVariants(), Variants()...) {
+		if v.Short {
+			shorts++
+		}
+	}
+	if 4*len(rows) != shorts {
+		t.Fatalf("FA2_SM90A_SHORT_TILES has %d rows, the tables %d short kernels (want 4 per row)", len(rows), shorts)
+	}
+	md := readFile(t, "resources.md")
+	for _, r := range rows {
+		n := make([]int, 5)
+		for i := range n {
+			n[i], _ = strconv.Atoi(r[i+1])
+		}
+		if !slices.Contains(sm90aHeadDims(), n[0]) {
+			t.Errorf("%s: D %d has no FA2_SM90A_TILES row", r[0], n[0])
+		}
+		for _, bf16 := range []bool{false, true} {
+			for _, causal := range []bool{false, true} {
+				v, ok := Lookup(Key{Stage: Fwd, Arch: SM90A, HeadDim: n[0], Causal: causal, BF16: bf16, Short: true})
+				sym := "fa2_fwd_sm90a_d" + r[1] + map[bool]string{true: "_bf16"}[bf16] + map[bool]string{true: "_causal"}[causal] + "_short"
+				if !ok || v.Symbol != sym || v.Br != n[1] || v.Bc != n[2] || v.Warps != 4*(n[1]/64+1) || v.MaxNq != n[4] || v.MaxNq <= 0 ||
+					v.SmemBytes <= 0 || v.SM80CausalMaxNk != 0 || !v.Persistent || v.Pass() != "fwd_short" {
+					t.Errorf("%s %s: table has %+v (found %v)", r[0], sym, v, ok)
+					continue
+				}
+				row := fmt.Sprintf("| %s | 90 | %d | %d | %d | %d | %d | %d | 1 | no | %d |", sym, n[0], map[bool]int{false: 0, true: 1}[causal], n[1], n[2], v.Warps, n[3], v.SmemBytes)
+				if !strings.Contains(md, row) {
+					t.Errorf("resources.md has no tile row %q", row)
+				}
+			}
+		}
 	}
 }
 
@@ -810,6 +852,12 @@ func TestResources(t *testing.T) {
 			}
 			if r.regs > 255 || r.regs*32*v.Warps > 64*1024 {
 				t.Errorf("%s sm_%d: %d registers x %d threads do not fit an SM", v.Symbol, sm, r.regs, 32*v.Warps)
+			}
+			// The warp-specialised Hopper kernels split what a CTA gets at launch
+			// between producer and consumers by setmaxnreg (traits.cuh's
+			// sm90_launch_regs): compiled to fewer, their setmaxnreg.inc waits forever.
+			if launch := 64 * 1024 / (32 * v.Warps) / 8 * 8; v.Arch == SM90A && (v.Stage == Fwd || v.Stage == BwdDKDVQ) && r.regs != launch {
+				t.Errorf("%s: %d registers at launch, its register split assumes %d", v.Symbol, r.regs, launch)
 			}
 			limit := BaseSmemBytes // sm_86/89 opt-in maximum, the smallest of the sm_80+ parts
 			if v.Large {
@@ -1271,7 +1319,7 @@ func TestKeysUnique(t *testing.T) {
 	for _, v := range all {
 		names[v.Pass()] = true
 	}
-	want := []string{"fwd", "fwd_mod", "fwd_mod_cap", "fwd_mod_alibi", "fwd_mod_cap_alibi", "fwd_varlen", "bwd_pre", "bwd_pre_varlen",
+	want := []string{"fwd", "fwd_mod", "fwd_mod_cap", "fwd_mod_alibi", "fwd_mod_cap_alibi", "fwd_varlen", "fwd_short", "bwd_pre", "bwd_pre_varlen",
 		"bwd_dkdv", "bwd_dkdv_varlen", "bwd_dkdv_mod", "bwd_dq", "bwd_dq_varlen", "bwd_dq_mod", "bwd_dkdvq", "bwd_dkdvqdet",
 		"bwd_dkdvq_mod", "bwd_dkdvqdet_mod", "bwd_dqconv", "decode"}
 	for _, n := range want {
