@@ -118,6 +118,23 @@ func TestGPUHopperForward(t *testing.T) {
 			t.Errorf("%s: ran %+v, want path %d", name, r.Kernel, want)
 		}
 	}
+	// Calls of at most a short-call kernel's MaxNq query rows run it, longer
+	// ones the head dim's other Hopper kernel: the tiles cases below run both.
+	long := longNq()
+	for _, k := range flashattn.HopperKernelTable() {
+		if k.Pass != "fwd_short" || k.DType != flashattn.FP16 {
+			continue
+		}
+		for nq, want := range map[int]string{700: "fwd_short", long: "fwd"} {
+			got, err := forwardKernel(dev, flashattn.Dims{B: 1, Nq: nq, Nk: nq + 100, Hq: 1, Hkv: 1, D: k.HeadDim}, k.Causal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Pass != want || got.Path != 90 {
+				t.Errorf("D %d causal %v Nq %d: runs %s (%s), want pass %s", k.HeadDim, k.Causal, nq, got.Symbol, got.Pass, want)
+			}
+		}
+	}
 	// Beyond the suite's sizes: odd lengths, Nq < Nk above every
 	// SM80CausalMaxNk, GQA 4, each head dim and mask, fp16 and bf16.
 	b := deviceBackend(dev, "gpu-sm90a")
@@ -127,7 +144,8 @@ func TestGPUHopperForward(t *testing.T) {
 	var cases []attntest.Case
 	for _, d := range hd {
 		for _, causal := range []bool{false, true} {
-			cases = append(cases, attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 1, D: d, Causal: causal, Seed: 7})
+			cases = append(cases, attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 1, Nq: 700, Nk: 1100, Hq: 4, Hkv: 1, D: d, Causal: causal, Seed: 7},
+				attntest.Case{Name: fmt.Sprintf("tiles-long-d%d-causal%v", d, causal), B: 1, Nq: long, Nk: long + 100, Hq: 1, Hkv: 1, D: d, Causal: causal, Seed: 12})
 		}
 		cases = append(cases,
 			// The modified kernels: a window reaching both ways, softcap and ALiBi.
@@ -279,8 +297,12 @@ func TestGPUHopperFewCTAs(t *testing.T) {
 			attntest.Run(t, b)
 			for _, d := range hd {
 				for _, causal := range []bool{false, true} {
-					c := attntest.Case{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 2, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, Causal: causal, Seed: 11}
-					t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+					for _, c := range []attntest.Case{
+						{Name: fmt.Sprintf("tiles-d%d-causal%v", d, causal), B: 2, Nq: 700, Nk: 1100, Hq: 4, Hkv: 2, D: d, Causal: causal, Seed: 11},
+						{Name: fmt.Sprintf("tiles-long-d%d-causal%v", d, causal), B: 1, Nq: longNq(), Nk: longNq() + 100, Hq: 1, Hkv: 1, D: d, Causal: causal, Seed: 13},
+					} {
+						t.Run(c.Name, func(t *testing.T) { attntest.RunCase(t, b, c) })
+					}
 				}
 			}
 		})
@@ -305,4 +327,15 @@ func TestGPUHopperCausalGroups(t *testing.T) {
 		c := attntest.Case{Name: fmt.Sprintf("causal-groups-d%d", d), B: 2*per + 1, Nq: 300, Nk: nk, Hq: 2, Hkv: 1, D: d, Causal: true, Seed: 53}
 		t.Run(c.Name, func(t *testing.T) { attntest.RunCaseBatches(t, b, c, []int{0, per, per + 1, 2 * per}) })
 	}
+}
+
+// longNq is a query length past every short-call Hopper kernel's MaxNq (and
+// no multiple of a tile's rows), so a call of it runs the head dim's other
+// Hopper kernel.
+func longNq() int {
+	n := 0
+	for _, k := range flashattn.HopperKernelTable() {
+		n = max(n, k.MaxNq)
+	}
+	return n + 276
 }
