@@ -577,9 +577,10 @@ FA2_SM90A_TILES(FA2_SM90A_TRAITS)
 // memory or not (Tile90::kStageO), instead of the FA2_SM90A_TILES row; packed
 // sequences and the modifiers keep that row.
 // D64: Br 256 (four consumers of 112 registers) pads no query rows at N 512
-// and 1024, where Br 192 pads 11-12% (576 / 1152 rows); 4 stages keep the
-// next tile's first blocks loading under the last one's, and O leaves through
-// shared memory. At N 2048 Br 192 is faster again (0.95x), hence max_nq 1024.
+// and 1024, where Br 192 pads 11-12% (576 / 1152 rows). The kernel alone at
+// N 512 / 1024 (H100): 4 stages over 2 1.05x / 1.03x, causal 1.17x / 1.10x; O
+// through shared memory a further 1.05x / 1.02x, causal 1.04x / 1.02x. At
+// N 2048 Br 192 is faster again (0.95x), hence max_nq 1024.
 #define FA2_SM90A_SHORT_TILES(X)                                                                        \
   X(64, 256, 64, 4, true, 1024) /* 4 consumers x 112 regs: O 32 + S 32 + P 16; 130.1 KiB smem;         \
                                    0.99x / 0.99x cuDNN at N 512 / 1024, causal 0.95x / 1.01x, against \
