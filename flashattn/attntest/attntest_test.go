@@ -566,3 +566,38 @@ func TestRunCaseBatchesCatchesBugs(t *testing.T) {
 		}
 	}
 }
+
+// A forward-only check's references carry no gradients and equal the
+// forward of the full ones; a later check with gradients computes them, and
+// from then on both kinds of check share that pair. The baseline's orders,
+// computed concurrently, are each there with their own gradients.
+func TestRefsGrads(t *testing.T) {
+	c := Case{Name: "refs-grads", B: 1, Nq: 37, Nk: 45, Hq: 2, Hkv: 1, D: 16, Causal: true, Seed: 21}
+	q, k, v, dO, err := c.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fTruth, fBase := refs(c, FP16, q, k, v, dO, false)
+	if fTruth.DQ != nil || fBase.DQ != nil {
+		t.Fatal("forward-only references carry gradients")
+	}
+	gTruth, gBase := refs(c, FP16, q, k, v, dO, true)
+	if gTruth.DQ == nil || gBase.DK == nil || gTruth == fTruth {
+		t.Fatal("references with gradients were not computed")
+	}
+	if !slices.Equal(fTruth.Out, gTruth.Out) || !slices.Equal(fBase.Out, gBase.Out) || !slices.Equal(fBase.LSE, gBase.LSE) {
+		t.Error("the forward of the references depends on the gradients asked for")
+	}
+	if t2, b2 := refs(c, FP16, q, k, v, dO, false); t2 != gTruth || b2 != gBase {
+		t.Error("a forward-only check did not take the cached pair with gradients")
+	}
+	all := gBase.all()
+	if len(all) != len(orders) {
+		t.Fatalf("%d baseline orders, want %d", len(all), len(orders))
+	}
+	for i, r := range all[1:] {
+		if r == nil || r == all[0] || r.DQ == nil {
+			t.Errorf("baseline order %d: missing or without gradients", i+1)
+		}
+	}
+}

@@ -274,10 +274,12 @@ func Baseline(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scal
 
 // BaselineScores is Baseline with a window, softcap or ALiBi slopes.
 func BaselineScores(prec Precision, q, k, v, dOut *flashattn.Tensor, causal bool, scale float64, mods Scores) *Ref {
-	var rs []*Ref
-	for _, o := range orders {
-		rs = append(rs, baseline(o, prec, q, k, v, dOut, causal, scale, mods))
+	rs := make([]*Ref, len(orders))
+	var wg sync.WaitGroup
+	for i, o := range orders { // each order on its own: a problem and Ref of its own
+		wg.Go(func() { rs[i] = baseline(o, prec, q, k, v, dOut, causal, scale, mods) })
 	}
+	wg.Wait()
 	rs[0].orders = rs
 	return rs[0]
 }

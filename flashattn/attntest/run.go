@@ -50,7 +50,7 @@ func RunCase(t *testing.T, b Backend, c Case) {
 	if err != nil {
 		t.Fatalf("%s: Forward(%v): %v", b.Name, c, err)
 	}
-	truth, base := refs(c, b.Precision, q, k, v, dO)
+	truth, base := refs(c, b.Precision, q, k, v, dO, b.Backward != nil && !fwdOnly)
 	CheckForward(t, b.Precision, truth, base, res)
 	switch {
 	case b.Backward == nil:
@@ -141,27 +141,44 @@ func snapshot(ts ...*flashattn.Tensor) []uint32 {
 }
 
 // refs returns the truth and the baseline of a case, cached: every backend
-// of a test binary runs the same cases.
-func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor) (truth, base *Ref) {
+// of a test binary runs the same cases. With grads false (a check of the
+// forward alone) they need no gradients: a cached pair that has them serves,
+// else the pair is computed without them, about a third of the work.
+func refs(c Case, p Precision, q, k, v, dO *flashattn.Tensor, grads bool) (truth, base *Ref) {
 	refMu.Lock()
 	defer refMu.Unlock()
-	truthKey := refKey{c.String(), c.Seed, -1}
-	if truth = refCache[truthKey]; truth == nil {
-		truth = ReferenceScores(q, k, v, dO, c.Causal, c.EffectiveScale(), ScoresOf(c.Options()))
-		refCache[truthKey] = truth
+	get := func(prec Precision, compute func(dO *flashattn.Tensor) *Ref) *Ref {
+		key := refKey{c.String(), c.Seed, prec, true}
+		if r := refCache[key]; r != nil {
+			return r
+		}
+		key.grads = grads
+		if r := refCache[key]; r != nil {
+			return r
+		}
+		in := dO
+		if !grads {
+			in = nil
+		}
+		r := compute(in)
+		refCache[key] = r
+		return r
 	}
-	if base = refCache[refKey{c.String(), c.Seed, p}]; base == nil {
-		base = BaselineScores(p, q, k, v, dO, c.Causal, c.EffectiveScale(), ScoresOf(c.Options()))
-		refCache[refKey{c.String(), c.Seed, p}] = base
-	}
+	truth = get(-1, func(dO *flashattn.Tensor) *Ref {
+		return ReferenceScores(q, k, v, dO, c.Causal, c.EffectiveScale(), ScoresOf(c.Options()))
+	})
+	base = get(p, func(dO *flashattn.Tensor) *Ref {
+		return BaselineScores(p, q, k, v, dO, c.Causal, c.EffectiveScale(), ScoresOf(c.Options()))
+	})
 	return truth, base
 }
 
 // refKey names a case by its String (every field but the seed) and seed.
 type refKey struct {
-	c    string
-	seed uint64
-	p    Precision // -1: the float64 truth
+	c     string
+	seed  uint64
+	p     Precision // -1: the float64 truth
+	grads bool      // with the gradients (dO given)
 }
 
 var (
