@@ -103,7 +103,8 @@ func TestBoundsAtHugeSizes(t *testing.T) {
 }
 
 // TestReferenceSplitKeepsEveryBit: the references run their (batch, kv
-// head) pairs on several goroutines; each pair's sums keep their order, so
+// head) pairs, and the forward its blocks of query rows (two here), on
+// several goroutines; each pair's and row's sums keep their order, so
 // the truth, its bounds and the baselines in every order match, bit for
 // bit, what one goroutine computes (GQA, causal with Nq > Nk, a window,
 // softcap and ALiBi, the backward too).

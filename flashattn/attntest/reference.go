@@ -167,6 +167,32 @@ func (p *problem) forGroups(f func(b, kv int)) {
 	wg.Wait()
 }
 
+// forRows runs f(b, h, i0, i1) for every query head's rows [i0, i1), in
+// blocks of refRowBlock rows, on up to refWorkers goroutines: for the
+// forward, where each row is computed on its own (the result does not depend
+// on the split), and a case of one (batch, kv head) pair still spreads over
+// every core.
+func (p *problem) forRows(f func(b, h, i0, i1 int)) {
+	const refRowBlock = 32
+	blocks := (p.d.Nq + refRowBlock - 1) / refRowBlock
+	n := p.d.B * p.d.Hq * blocks
+	w := refWorkers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(w, n) {
+		wg.Go(func() {
+			for u := int(next.Add(1) - 1); u < n; u = int(next.Add(1) - 1) {
+				bh, blk := u/blocks, u%blocks
+				f(bh/p.d.Hq, bh%p.d.Hq, blk*refRowBlock, min((blk+1)*refRowBlock, p.d.Nq))
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // Reference computes attention and, when dOut is not nil, its gradients in
 // float64 from q, k, v (and dOut): the truth every backend is measured against.
 // scale is the softmax scale actually used (not 0).
@@ -180,37 +206,35 @@ func ReferenceScores(q, k, v, dOut *flashattn.Tensor, causal bool, scale float64
 	d := p.d
 	r := newRef(d, causal, scale, dOut != nil)
 	r.Precision = -1
-	p.forGroups(func(b, kv int) {
+	p.forRows(func(b, h, i0, i1 int) {
 		s := make([]float64, d.Nk)
-		for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
-			Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
-			for i := 0; i < d.Nq; i++ {
-				row := (b*d.Hq+h)*d.Nq + i
-				m := math.Inf(-1)
-				for j := range s {
-					s[j] = math.Inf(-1)
-					if p.sees(i, j) {
-						s[j], _, _ = p.score(h, i, j, scale*dot64(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]))
-						m = math.Max(m, s[j])
-					}
+		Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
+		for i := i0; i < i1; i++ {
+			row := (b*d.Hq+h)*d.Nq + i
+			m := math.Inf(-1)
+			for j := range s {
+				s[j] = math.Inf(-1)
+				if p.sees(i, j) {
+					s[j], _, _ = p.score(h, i, j, scale*dot64(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]))
+					m = math.Max(m, s[j])
 				}
-				if math.IsInf(m, -1) {
-					r.Masked[row], r.LSE[row] = true, math.Inf(-1)
-					continue // Out row stays 0
-				}
-				l := 0.0
-				for j := range s {
-					s[j] = math.Exp(s[j] - m)
-					l += s[j]
-				}
-				o := r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D]
-				for j, e := range s {
-					for x := range o {
-						o[x] += e / l * V[j*d.D+x]
-					}
-				}
-				r.LSE[row] = m + math.Log(l)
 			}
+			if math.IsInf(m, -1) {
+				r.Masked[row], r.LSE[row] = true, math.Inf(-1)
+				continue // Out row stays 0
+			}
+			l := 0.0
+			for j := range s {
+				s[j] = math.Exp(s[j] - m)
+				l += s[j]
+			}
+			o := r.Out[((b*d.Nq+i)*d.Hq+h)*d.D:][:d.D]
+			for j, e := range s {
+				for x := range o {
+					o[x] += e / l * V[j*d.D+x]
+				}
+			}
+			r.LSE[row] = m + math.Log(l)
 		}
 	})
 	if dOut != nil {
@@ -343,44 +367,42 @@ func baseline(ord order, prec Precision, q, k, v, dOut *flashattn.Tensor, causal
 	r := newRef(d, causal, scale, dOut != nil)
 	r.Precision = prec
 	sc := float32(scale)
-	p.forGroups(func(b, kv int) {
+	p.forRows(func(b, h, i0, i1 int) {
 		s := make([]float32, d.Nk)
 		o := make([]float32, d.D)
-		for h := kv * p.groups; h < (kv+1)*p.groups; h++ {
-			Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
-			for i := 0; i < d.Nq; i++ {
-				row := (b*d.Hq+h)*d.Nq + i
-				m := float32(math.Inf(-1))
-				for j := range s {
-					s[j] = float32(math.Inf(-1))
-					if p.sees(i, j) {
-						s[j], _ = p.score32(h, i, j, sc*ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]), prec)
-						m = max(m, s[j])
-					}
+		Q, K, V := p.q[p.qh(b, h)], p.k[p.kvh(b, h)], p.v[p.kvh(b, h)]
+		for i := i0; i < i1; i++ {
+			row := (b*d.Hq+h)*d.Nq + i
+			m := float32(math.Inf(-1))
+			for j := range s {
+				s[j] = float32(math.Inf(-1))
+				if p.sees(i, j) {
+					s[j], _ = p.score32(h, i, j, sc*ord.dot(Q[i*d.D:(i+1)*d.D], K[j*d.D:(j+1)*d.D]), prec)
+					m = max(m, s[j])
 				}
-				if math.IsInf(float64(m), -1) {
-					r.Masked[row], r.LSE[row] = true, math.Inf(-1)
-					continue
-				}
-				var l float32
-				for n := range s {
-					j := ord.index(n, d.Nk)
-					s[j] = float32(math.Exp(float64(s[j] - m)))
-					l += s[j]
-				}
-				clear(o)
-				for n := range s {
-					j := ord.index(n, d.Nk)
-					P := rnd(s[j] / l)
-					for x := range o {
-						o[x] += P * float32(V[j*d.D+x])
-					}
-				}
-				for x, ox := range o {
-					r.Out[((b*d.Nq+i)*d.Hq+h)*d.D+x] = float64(rnd(ox))
-				}
-				r.LSE[row] = float64(m + float32(math.Log(float64(l))))
 			}
+			if math.IsInf(float64(m), -1) {
+				r.Masked[row], r.LSE[row] = true, math.Inf(-1)
+				continue
+			}
+			var l float32
+			for n := range s {
+				j := ord.index(n, d.Nk)
+				s[j] = float32(math.Exp(float64(s[j] - m)))
+				l += s[j]
+			}
+			clear(o)
+			for n := range s {
+				j := ord.index(n, d.Nk)
+				P := rnd(s[j] / l)
+				for x := range o {
+					o[x] += P * float32(V[j*d.D+x])
+				}
+			}
+			for x, ox := range o {
+				r.Out[((b*d.Nq+i)*d.Hq+h)*d.D+x] = float64(rnd(ox))
+			}
+			r.LSE[row] = float64(m + float32(math.Log(float64(l))))
 		}
 	})
 	if dOut != nil {
