@@ -145,12 +145,9 @@ func (p *problem) kvh(b, h int) int { return b*p.d.Hkv + h/p.groups }
 // refWorkers caps the goroutines a reference runs on (0: GOMAXPROCS).
 var refWorkers = 0
 
-// forGroups runs f(b, kv) for every (batch, kv head) pair, on up to
-// refWorkers goroutines. A pair owns its query heads' rows and its K and V
-// rows, into which only its own heads accumulate, in the order f takes
-// them: the result does not depend on the split.
-func (p *problem) forGroups(f func(b, kv int)) {
-	n := p.d.B * p.d.Hkv
+// parallel runs f(0), ..., f(n-1) on up to refWorkers goroutines, each
+// taking the next index as it finishes one.
+func parallel(n int, f func(i int)) {
 	w := refWorkers
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
@@ -160,37 +157,32 @@ func (p *problem) forGroups(f func(b, kv int)) {
 	for range min(w, n) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i/p.d.Hkv, i%p.d.Hkv)
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
 }
 
+// forGroups runs f(b, kv) for every (batch, kv head) pair in parallel. A
+// pair owns its query heads' rows and its K and V rows, into which only its
+// own heads accumulate, in the order f takes them: the result does not
+// depend on the split.
+func (p *problem) forGroups(f func(b, kv int)) {
+	parallel(p.d.B*p.d.Hkv, func(i int) { f(i/p.d.Hkv, i%p.d.Hkv) })
+}
+
 // forRows runs f(b, h, i0, i1) for every query head's rows [i0, i1), in
-// blocks of refRowBlock rows, on up to refWorkers goroutines: for the
-// forward, where each row is computed on its own (the result does not depend
-// on the split), and a case of one (batch, kv head) pair still spreads over
-// every core.
+// blocks of 32 rows, in parallel: for the forward, where each row is
+// computed on its own (the result does not depend on the split), so that a
+// case of one (batch, kv head) pair still spreads over every core.
 func (p *problem) forRows(f func(b, h, i0, i1 int)) {
-	const refRowBlock = 32
-	blocks := (p.d.Nq + refRowBlock - 1) / refRowBlock
-	n := p.d.B * p.d.Hq * blocks
-	w := refWorkers
-	if w <= 0 {
-		w = runtime.GOMAXPROCS(0)
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(w, n) {
-		wg.Go(func() {
-			for u := int(next.Add(1) - 1); u < n; u = int(next.Add(1) - 1) {
-				bh, blk := u/blocks, u%blocks
-				f(bh/p.d.Hq, bh%p.d.Hq, blk*refRowBlock, min((blk+1)*refRowBlock, p.d.Nq))
-			}
-		})
-	}
-	wg.Wait()
+	const rows = 32
+	blocks := (p.d.Nq + rows - 1) / rows
+	parallel(p.d.B*p.d.Hq*blocks, func(u int) {
+		bh, blk := u/blocks, u%blocks
+		f(bh/p.d.Hq, bh%p.d.Hq, blk*rows, min((blk+1)*rows, p.d.Nq))
+	})
 }
 
 // Reference computes attention and, when dOut is not nil, its gradients in
